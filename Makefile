@@ -1,0 +1,62 @@
+# Lantern build. `make` builds the Lua C module and the static library; `make test` runs the
+# busted suite; `make check` runs it under AddressSanitizer + UBSan; `make bench` benchmarks.
+LUA_INC ?= /usr/include/lua5.4
+CC ?= cc
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -I$(LUA_INC)
+OPT ?= -O3 -march=x86-64-v2 -fno-math-errno
+LDLIBS = -lopenblas -lm -lpthread -fopenmp
+
+SRC = $(wildcard src/*.c src/bind/*.c src/serial/*.c)
+HDR = $(wildcard include/*.h src/*.h src/bind/*.h src/serial/*.h)
+LUASRC = $(shell find lua -name '*.lua' | sort)
+
+BUILD ?= build
+OBJ = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/luasrc.o
+CORE_SO = $(BUILD)/lantern/core.so
+LIB_A = $(BUILD)/liblantern.a
+
+.PHONY: all test check bench demo setup clean docs install
+all: $(CORE_SO) $(LIB_A)
+
+$(BUILD)/%.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS) -c $< -o $@
+
+# The Lua half compiled into the library, so `lantern_open` needs no files on disk.
+$(BUILD)/luasrc.c: $(LUASRC) tools/embed_lua.lua
+	@mkdir -p $(BUILD)
+	lua5.4 tools/embed_lua.lua $(LUASRC) > $@
+$(BUILD)/luasrc.o: $(BUILD)/luasrc.c
+	$(CC) $(CFLAGS_BASE) -O1 -w -c $< -o $@
+
+$(CORE_SO): $(OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+
+$(LIB_A): $(OBJ)
+	ar rcs $@ $(OBJ)
+
+# Installs missing Debian packages when run as root; otherwise names them.
+PKGS = lua5.4 liblua5.4-dev libopenblas-dev lua-busted pkg-config
+setup:
+	@missing=""; for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "Lantern needs these Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; fi; fi
+
+test: setup all
+	bin/lantern-busted
+
+check: setup
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" all
+	LANTERN_BUILD=build-asan LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
+	  bin/lantern-busted --exclude-tags=nosan
+
+bench: setup all
+	bin/lantern bench/run.lua
+
+clean:
+	rm -rf build build-asan

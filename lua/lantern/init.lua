@@ -1,0 +1,66 @@
+--- Lantern: tensors, autograd and neural networks for Lua 5.4.
+-- `local lt = require "lantern"` returns the core's functions plus the Lua half. Submodules
+-- (`lt.nn`, `lt.optim`, `lt.data`, `lt.autograd`, ...) load on first use.
+-- @module lantern
+local core = require "lantern.core"
+
+local lt = core
+package.loaded["lantern"] = lt   -- submodules require "lantern" while this file runs
+
+lt.__version = "0.1.0"
+
+local lazy = {
+  autograd = "lantern.autograd",
+  nn = "lantern.nn",
+  optim = "lantern.optim",
+  data = "lantern.data",
+  safetensors = "lantern.safetensors",
+}
+
+setmetatable(lt, {
+  __index = function(t, k)
+    local mod = lazy[k]
+    if mod then
+      local v = require(mod)
+      rawset(t, k, v)
+      return v
+    end
+  end,
+})
+
+local mt = core._tensor_mt
+
+local ok, print_mod = pcall(require, "lantern.print")
+if ok then
+  mt.__tostring = print_mod.tensor
+else
+  mt.__tostring = function(t)
+    return string.format("tensor(<%s %s>)", t.dtype, table.concat(t:size(), "x"))
+  end
+end
+
+--- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises.
+function lt.no_grad(fn, ...)
+  local old = core.set_grad_enabled(false)
+  local res = table.pack(pcall(fn, ...))
+  core.set_grad_enabled(old)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+--- Runs `fn(...)` with gradient recording on, restoring the mode even if fn raises.
+function lt.enable_grad(fn, ...)
+  local old = core.set_grad_enabled(true)
+  local res = table.pack(pcall(fn, ...))
+  core.set_grad_enabled(old)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+-- optional pieces written in Lua that extend the core (each returns nothing or a table)
+for _, name in ipairs { "lantern.tensor_extra", "lantern.serialization" } do
+  local found = package.searchpath and package.searchpath(name, package.path)
+  if found or package.preload[name] then require(name) end
+end
+
+return lt

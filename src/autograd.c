@@ -1,0 +1,608 @@
+/*
+** autograd.c -- graph recording, saved tensors and the backward engine.
+**
+** Ownership: a non-leaf tensor owns its grad_fn; a node owns the nodes its edges point to and
+** the detached aliases it saved. A leaf's AccumulateGrad node owns the leaf, and the leaf points
+** back weakly. Nothing points from a node to its outputs except weak retain_grad slots, so the
+** graph never forms a cycle and dies with the last tensor that reaches it.
+*/
+#include <stdlib.h>
+
+#include "core.h"
+
+/* ------------------------------------------------------------ hooks */
+
+void lt_hooks_free(lt_hook *h) {
+  while (h) {
+    lt_hook *n = h->next;
+    if (h->free_ud) h->free_ud(h->ud);
+    free(h);
+    h = n;
+  }
+}
+
+/* Runs hooks (those matching output_nr, or all when output_nr < 0) on *g, replacing it. */
+static int run_hooks(lt_ctx *ctx, lt_hook *h, int output_nr, lt_tensor **g) {
+  for (; h; h = h->next) {
+    if (output_nr >= 0 && h->output_nr != output_nr) continue;
+    lt_tensor *rep = NULL;
+    if (h->fn(ctx, h->ud, *g, &rep)) return -1;
+    if (rep) {
+      lt_release(*g);
+      *g = rep;
+    }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+void lt_node_retain(lt_node *n) { n->refcount++; }
+
+static void node_free_saved(lt_node *n) {
+  for (int i = 0; i < n->n_saved; i++) {
+    lt_release(n->saved[i].t);
+    n->saved[i].t = NULL;
+  }
+}
+
+void lt_node_release(lt_node *n) {
+  /* iterative over long chains so that freeing a deep graph cannot overflow the C stack */
+  lt_node *stack_small[64];
+  lt_node **stack = stack_small;
+  size_t cap = 64, top = 0;
+  if (!n || --n->refcount > 0) return;
+  stack[top++] = n;
+  while (top) {
+    lt_node *x = stack[--top];
+    if (x->type->release) x->type->release(x);
+    node_free_saved(x);
+    lt_hooks_free(x->pre_hooks);
+    free(x->retain);
+    for (int i = 0; i < x->n_in; i++) {
+      lt_node *c = x->next[i].node;
+      if (!c || --c->refcount > 0) continue;
+      if (top == cap) {
+        lt_node **bigger = malloc(2 * cap * sizeof *bigger);
+        if (!bigger) {   /* cannot grow: free this subtree recursively instead */
+          c->refcount = 1;
+          lt_node_release(c);
+          continue;
+        }
+        memcpy(bigger, stack, top * sizeof *stack);
+        if (stack != stack_small) free(stack);
+        stack = bigger;
+        cap *= 2;
+      }
+      stack[top++] = c;
+    }
+    free(x);
+  }
+  if (stack != stack_small) free(stack);
+}
+
+static lt_node *node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
+                         size_t extra_size, int n_saved) {
+  size_t sz = sizeof(lt_node) + (size_t)n_in * sizeof(lt_edge) +
+              (size_t)n_saved * sizeof(lt_saved);
+  sz = (sz + 15) & ~(size_t)15;
+  lt_node *n = calloc(1, sz + extra_size);
+  if (!n) return NULL;
+  n->type = type;
+  n->seq = ++ctx->seq;
+  n->n_in = n_in;
+  n->n_out = n_out;
+  n->next = (lt_edge *)(n + 1);
+  n->n_saved = n_saved;
+  n->saved = (lt_saved *)(n->next + n_in);
+  n->extra = extra_size ? (char *)n + sz : NULL;
+  return n;
+}
+
+/* AccumulateGrad: the sink of a leaf. extra holds the leaf (strong). */
+typedef struct { lt_tensor *leaf; } acc_extra;
+
+static int accumulate(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
+  (void)gin;
+  lt_tensor *leaf = ((acc_extra *)self->extra)->leaf;
+  if (!gout[0]) return 0;
+  lt_tensor *g = lt_retain(gout[0]);
+  if (run_hooks(ctx, leaf->hooks, -1, &g)) {
+    lt_release(g);
+    return -1;
+  }
+  int rc = 0;
+  if (!leaf->grad) {
+    lt_tensor *ng;
+    if (g->refcount == 1 && !g->grad_fn && g->dtype == leaf->dtype && lt_is_contiguous(g) &&
+        lt_same_shape(g, leaf)) {
+      ng = lt_retain(g);
+    } else {
+      lt_tensor *tmp;
+      rc = lt_to_dtype(ctx, &tmp, g, leaf->dtype);
+      if (!rc) {
+        rc = lt_empty(ctx, &ng, leaf->dtype, leaf->ndim, leaf->size);
+        if (!rc) {
+          rc = lt_copy_(ctx, ng, tmp);
+          if (rc) lt_release(ng);
+        }
+        lt_release(tmp);
+      }
+    }
+    if (!rc) leaf->grad = ng;
+  } else {
+    rc = lt_binary_(ctx, LT_ADD, leaf->grad, g);
+  }
+  lt_release(g);
+  return rc;
+}
+
+static void accumulate_release(lt_node *self) {
+  lt_tensor *leaf = ((acc_extra *)self->extra)->leaf;
+  if (leaf->grad_acc == self) leaf->grad_acc = NULL;
+  lt_release(leaf);
+}
+
+static const lt_node_type accumulate_type = {"AccumulateGrad", accumulate, accumulate_release};
+
+static lt_node *grad_accumulator(lt_ctx *ctx, lt_tensor *leaf) {
+  if (leaf->grad_acc) {
+    lt_node_retain(leaf->grad_acc);
+    return leaf->grad_acc;
+  }
+  lt_node *n = node_new(ctx, &accumulate_type, 0, 1, sizeof(acc_extra), 0);
+  if (!n) return NULL;
+  n->refcount = 1;
+  ((acc_extra *)n->extra)->leaf = lt_retain(leaf);
+  n->out_dtype = leaf->dtype;
+  leaf->grad_acc = n;
+  return n;
+}
+
+bool lt_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs) {
+  if (!ctx->grad_enabled) return false;
+  for (int i = 0; i < n; i++)
+    if (inputs[i] && inputs[i]->requires_grad) return true;
+  return false;
+}
+
+int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
+              int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
+              lt_node **node) {
+  *node = NULL;
+  if (!lt_needs_grad(ctx, n_in, inputs)) return 0;
+  lt_node *n = node_new(ctx, type, n_in, n_out, extra_size, n_saved);
+  if (!n) return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
+  for (int i = 0; i < n_in; i++) {
+    lt_tensor *t = inputs[i];
+    if (!t || !t->requires_grad) continue;
+    if (t->grad_fn) {
+      n->next[i].node = t->grad_fn;
+      n->next[i].input_nr = t->output_nr;
+      lt_node_retain(t->grad_fn);
+    } else {
+      n->next[i].node = grad_accumulator(ctx, t);
+      if (!n->next[i].node) {
+        n->refcount = 1;
+        lt_node_release(n);
+        return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
+      }
+    }
+  }
+  n->out_dtype = outputs[0]->dtype;
+  for (int i = 0; i < n_out; i++) {
+    lt_tensor *o = outputs[i];
+    lt_node_retain(n);
+    if (o->grad_fn) lt_node_release(o->grad_fn);   /* in-place op: the new node takes over */
+    o->grad_fn = n;
+    o->output_nr = i;
+    o->requires_grad = true;
+  }
+  /* the outputs own the node now; the creation reference above is not kept */
+  *node = n;
+  return 0;
+}
+
+int lt_save(lt_node *node, int i, const lt_tensor *t, bool is_output) {
+  lt_saved *s = &node->saved[i];
+  lt_release(s->t);
+  s->t = NULL;
+  if (!t) return 0;
+  s->t = lt_alias(t, t->ndim, t->size, t->stride, t->offset);
+  if (!s->t) return -1;
+  s->version = t->storage->version;
+  s->was_output = is_output;
+  return 0;
+}
+
+int lt_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t) {
+  if (node->released)
+    return lt_fail(ctx, "%s: Trying to backward through the graph a second time (or directly "
+                   "access saved tensors after they have already been freed). Saved "
+                   "intermediate values of the graph are freed when you call backward() or "
+                   "autograd.grad(). Specify retain_graph=true if you need to backward through "
+                   "the graph a second time or if you need to access saved tensors after "
+                   "calling backward.", node->type->name);
+  lt_saved *s = &node->saved[i];
+  if (s->t && s->t->storage->version != s->version) {
+    char buf[256];
+    return lt_fail(ctx, "one of the variables needed for gradient computation has been "
+                   "modified by an inplace operation: [%s %s], which is %s of %s, is at "
+                   "version %u; expected version %u instead. Hint: the operation that modified "
+                   "it ran after this value was saved for %s.",
+                   lt_dtype_name(s->t->dtype), LT_SHAPE(s->t, buf),
+                   s->was_output ? "output 0" : "an input", node->type->name,
+                   s->t->storage->version, s->version, node->type->name);
+  }
+  *t = s->t;
+  return 0;
+}
+
+int lt_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size) {
+  if (grad->ndim == ndim) {
+    bool same = true;
+    for (int i = 0; i < ndim && same; i++) same = grad->size[i] == size[i];
+    if (same) {
+      *out = lt_retain(grad);
+      return 0;
+    }
+  }
+  int dims[LT_MAX_DIMS], nd = 0, lead = grad->ndim - ndim;
+  for (int i = 0; i < grad->ndim; i++)
+    if (i < lead || (size[i - lead] == 1 && grad->size[i] != 1)) dims[nd++] = i;
+  lt_tensor *s;
+  if (nd == 0) {
+    s = lt_retain(grad);
+  } else if (lt_reduce(ctx, &s, LT_RSUM, grad, nd, dims, true)) {
+    return -1;
+  }
+  int rc = lt_reshape(ctx, out, s, ndim, size);
+  lt_release(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------ public autograd API */
+
+bool lt_requires_grad(const lt_tensor *t) { return t->requires_grad; }
+bool lt_is_leaf(const lt_tensor *t) { return t->grad_fn == NULL; }
+lt_tensor *lt_grad(const lt_tensor *t) { return t->grad; }
+
+const char *lt_grad_fn_name(const lt_tensor *t) {
+  return t->grad_fn ? t->grad_fn->type->name : NULL;
+}
+
+int lt_set_requires_grad(lt_ctx *ctx, lt_tensor *t, bool on) {
+  if (t->grad_fn) {
+    if (on) return 0;
+    return lt_fail(ctx, "requires_grad_: you can only change requires_grad flags of leaf "
+                   "variables. If you want to use a computed variable in a subgraph that "
+                   "doesn't require differentiation use var_no_grad = var:detach().");
+  }
+  if (on && !lt_dtype_is_float(t->dtype))
+    return lt_fail(ctx, "requires_grad_: only Tensors of floating point dtype can require "
+                   "gradients (got %s)", lt_dtype_name(t->dtype));
+  t->requires_grad = on;
+  return 0;
+}
+
+int lt_set_grad(lt_ctx *ctx, lt_tensor *t, lt_tensor *g) {
+  if (g && !lt_same_shape(g, t)) {
+    char a[256], b[256];
+    return lt_fail(ctx, "grad: assigned grad has shape %s but the tensor has shape %s",
+                   LT_SHAPE(g, a), LT_SHAPE(t, b));
+  }
+  if (g && g->dtype != t->dtype)
+    return lt_fail(ctx, "grad: assigned grad has dtype %s but the tensor has dtype %s",
+                   lt_dtype_name(g->dtype), lt_dtype_name(t->dtype));
+  lt_retain(g);
+  lt_release(t->grad);
+  t->grad = g;
+  return 0;
+}
+
+int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud,
+                void (*free_ud)(void *)) {
+  if (!t->requires_grad)
+    return lt_fail(ctx, "register_hook: cannot register a hook on a tensor that doesn't require "
+                   "gradient");
+  lt_hook *h = calloc(1, sizeof *h);
+  if (!h) return lt_fail(ctx, "register_hook: out of memory");
+  h->fn = fn;
+  h->ud = ud;
+  h->free_ud = free_ud;
+  h->output_nr = t->output_nr;
+  lt_hook **list = t->grad_fn ? &t->grad_fn->pre_hooks : &t->hooks;
+  while (*list) list = &(*list)->next;   /* hooks run in registration order */
+  *list = h;
+  return 0;
+}
+
+int lt_retain_grad(lt_ctx *ctx, lt_tensor *t) {
+  if (!t->requires_grad)
+    return lt_fail(ctx, "retain_grad: can't retain_grad on Tensor that has requires_grad=false");
+  if (!t->grad_fn) return 0;   /* leaves keep their grad anyway */
+  lt_node *n = t->grad_fn;
+  if (!n->retain) {
+    n->retain = calloc((size_t)n->n_out, sizeof *n->retain);
+    if (!n->retain) return lt_fail(ctx, "retain_grad: out of memory");
+  }
+  n->retain[t->output_nr] = t;
+  t->retains_grad = true;
+  return 0;
+}
+
+/* ------------------------------------------------------------ engine */
+
+typedef struct {
+  lt_node **v;
+  size_t n, cap;
+} node_vec;
+
+static int vec_push(node_vec *v, lt_node *x) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 64;
+    lt_node **nv = realloc(v->v, cap * sizeof *nv);
+    if (!nv) return -1;
+    v->v = nv;
+    v->cap = cap;
+  }
+  v->v[v->n++] = x;
+  return 0;
+}
+
+/* Max-heap on seq: the newest node runs first, as in PyTorch's CPU engine. */
+static int heap_push(node_vec *h, lt_node *x) {
+  if (vec_push(h, x)) return -1;
+  size_t i = h->n - 1;
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (h->v[p]->seq >= h->v[i]->seq) break;
+    lt_node *t = h->v[p];
+    h->v[p] = h->v[i];
+    h->v[i] = t;
+    i = p;
+  }
+  return 0;
+}
+
+static lt_node *heap_pop(node_vec *h) {
+  lt_node *top = h->v[0];
+  h->v[0] = h->v[--h->n];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < h->n && h->v[l]->seq > h->v[m]->seq) m = l;
+    if (r < h->n && h->v[r]->seq > h->v[m]->seq) m = r;
+    if (m == i) break;
+    lt_node *t = h->v[m];
+    h->v[m] = h->v[i];
+    h->v[i] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* Adds g into slot *acc (taking a reference to g). */
+static int accumulate_into(lt_ctx *ctx, lt_tensor **acc, lt_tensor *g) {
+  if (!*acc) {
+    *acc = lt_retain(g);
+    return 0;
+  }
+  lt_tensor *sum;
+  if (lt_binary(ctx, &sum, LT_ADD, *acc, g)) return -1;
+  lt_release(*acc);
+  *acc = sum;
+  return 0;
+}
+
+typedef struct {
+  lt_node *node;
+  int output_nr;
+} capture;
+
+static int engine_fail(lt_ctx *ctx, const char *what) {
+  return lt_fail(ctx, "backward: %s", what);
+}
+
+int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *const *seeds,
+                bool retain_graph, int n_inputs, lt_tensor *const *inputs,
+                lt_tensor **results, bool allow_unused) {
+  node_vec all = {0}, ready = {0}, todo = {0};
+  capture *caps = NULL;
+  lt_edge *root_edges = NULL;
+  lt_tensor **root_grads = NULL;
+  lt_tensor **gin = NULL;
+  int rc = -1;
+  bool old_mode = ctx->grad_enabled;
+
+  for (int i = 0; i < n_inputs; i++) results[i] = NULL;
+  root_edges = calloc((size_t)(n_roots ? n_roots : 1), sizeof *root_edges);
+  root_grads = calloc((size_t)(n_roots ? n_roots : 1), sizeof *root_grads);
+  caps = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof *caps);
+  if (!root_edges || !root_grads || !caps) {
+    engine_fail(ctx, "out of memory");
+    goto done;
+  }
+
+  /* 1. validate roots and make their seed gradients */
+  for (int i = 0; i < n_roots; i++) {
+    lt_tensor *r = roots[i];
+    if (!r->requires_grad) {
+      lt_fail(ctx, "backward: element %d of tensors does not require grad and does not have a "
+              "grad_fn", i);
+      goto done;
+    }
+    lt_tensor *s = seeds ? seeds[i] : NULL;
+    if (!s) {
+      if (lt_numel(r) != 1) {
+        char buf[256];
+        lt_fail(ctx, "backward: grad can be implicitly created only for scalar outputs (got "
+                "shape %s); pass a gradient of the same shape", LT_SHAPE(r, buf));
+        goto done;
+      }
+      if (lt_full(ctx, &root_grads[i], r->dtype, r->ndim, r->size, 1.0)) goto done;
+    } else {
+      if (!lt_same_shape(s, r)) {
+        char a[256], b[256];
+        lt_fail(ctx, "backward: Mismatch in shape: grad_output has a shape of %s and output "
+                "has a shape of %s", LT_SHAPE(s, a), LT_SHAPE(r, b));
+        goto done;
+      }
+      if (lt_to_dtype(ctx, &root_grads[i], s, r->dtype)) goto done;
+    }
+    if (r->grad_fn) {
+      root_edges[i].node = r->grad_fn;
+      root_edges[i].input_nr = r->output_nr;
+      lt_node_retain(r->grad_fn);
+    } else {
+      root_edges[i].node = grad_accumulator(ctx, r);
+      if (!root_edges[i].node) {
+        engine_fail(ctx, "out of memory");
+        goto done;
+      }
+    }
+  }
+  for (int i = 0; i < n_inputs; i++) {
+    lt_tensor *t = inputs[i];
+    if (!t->requires_grad) {
+      lt_fail(ctx, "grad: One of the differentiated Tensors (input %d) does not require grad",
+              i + 1);
+      goto done;
+    }
+    caps[i].node = t->grad_fn ? t->grad_fn : t->grad_acc;
+    caps[i].output_nr = t->grad_fn ? t->output_nr : 0;
+  }
+
+  /* 2. discover the graph and count each node's incoming edges */
+  for (int i = 0; i < n_roots; i++) {
+    lt_node *n = root_edges[i].node;
+    if (n->eng_buf) continue;
+    n->eng_buf = calloc((size_t)n->n_out, sizeof(lt_tensor *));
+    if (!n->eng_buf || vec_push(&all, n) || vec_push(&todo, n)) {
+      engine_fail(ctx, "out of memory");
+      goto done;
+    }
+    lt_node_retain(n);
+  }
+  while (todo.n) {
+    lt_node *n = todo.v[--todo.n];
+    for (int i = 0; i < n->n_in; i++) {
+      lt_node *c = n->next[i].node;
+      if (!c) continue;
+      c->eng_deps++;
+      if (c->eng_buf) continue;
+      c->eng_buf = calloc((size_t)c->n_out, sizeof(lt_tensor *));
+      if (!c->eng_buf || vec_push(&all, c) || vec_push(&todo, c)) {
+        engine_fail(ctx, "out of memory");
+        goto done;
+      }
+      lt_node_retain(c);
+    }
+  }
+
+  /* 3. seed and run, newest node first, with grad mode off */
+  ctx->grad_enabled = false;
+  for (int i = 0; i < n_roots; i++) {
+    lt_node *n = root_edges[i].node;
+    if (accumulate_into(ctx, &n->eng_buf[root_edges[i].input_nr], root_grads[i])) goto done;
+  }
+  for (int i = 0; i < n_roots; i++) {
+    lt_node *n = root_edges[i].node;
+    if (n->eng_deps == 0 && n->eng_deps != -1) {
+      n->eng_deps = -1;   /* queued */
+      if (heap_push(&ready, n)) goto done;
+    }
+  }
+  while (ready.n) {
+    lt_node *n = heap_pop(&ready);
+    bool any = false;
+    for (int o = 0; o < n->n_out; o++) {
+      if (!n->eng_buf[o]) continue;
+      if (n->pre_hooks && run_hooks(ctx, n->pre_hooks, o, &n->eng_buf[o])) goto done;
+      if (n->retain && n->retain[o]) {
+        lt_tensor *rt = n->retain[o];
+        if (!rt->grad) {
+          if (lt_clone(ctx, &rt->grad, n->eng_buf[o])) goto done;
+        } else if (lt_binary_(ctx, LT_ADD, rt->grad, n->eng_buf[o])) {
+          goto done;
+        }
+      }
+      any = true;
+    }
+    for (int k = 0; k < n_inputs; k++) {
+      if (caps[k].node == n && n->eng_buf[caps[k].output_nr] && !results[k])
+        results[k] = lt_retain(n->eng_buf[caps[k].output_nr]);
+    }
+    bool skip = n_inputs > 0 && n->type == &accumulate_type;
+    free(gin);
+    gin = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *gin);
+    if (!gin) {
+      engine_fail(ctx, "out of memory");
+      goto done;
+    }
+    if (any && !skip) {
+      if (n->type->backward(ctx, n, n->eng_buf, gin)) {
+        for (int i = 0; i < n->n_in; i++) lt_release(gin[i]);
+        goto done;
+      }
+    }
+    for (int o = 0; o < n->n_out; o++) {
+      lt_release(n->eng_buf[o]);
+      n->eng_buf[o] = NULL;
+    }
+    if (!retain_graph && n->n_saved) {
+      node_free_saved(n);
+      n->released = true;
+    }
+    for (int i = 0; i < n->n_in; i++) {
+      lt_node *c = n->next[i].node;
+      int bad = 0;
+      if (c && gin[i]) bad = accumulate_into(ctx, &c->eng_buf[n->next[i].input_nr], gin[i]);
+      lt_release(gin[i]);
+      gin[i] = NULL;
+      if (bad) goto done;
+      if (c && --c->eng_deps == 0) {
+        c->eng_deps = -1;
+        if (heap_push(&ready, c)) goto done;
+      }
+    }
+  }
+  for (int k = 0; k < n_inputs; k++) {
+    if (!results[k] && !allow_unused) {
+      lt_fail(ctx, "grad: One of the differentiated Tensors (input %d) appears to not have "
+              "been used in the graph. Set allow_unused=true if this is the desired behavior.",
+              k + 1);
+      goto done;
+    }
+  }
+  rc = 0;
+
+done:
+  ctx->grad_enabled = old_mode;
+  if (rc) {
+    for (int k = 0; k < n_inputs; k++) {
+      lt_release(results[k]);
+      results[k] = NULL;
+    }
+  }
+  for (size_t i = 0; i < all.n; i++) {
+    lt_node *n = all.v[i];
+    for (int o = 0; o < n->n_out; o++) lt_release(n->eng_buf[o]);
+    free(n->eng_buf);
+    n->eng_buf = NULL;
+    n->eng_deps = 0;
+  }
+  for (size_t i = 0; i < all.n; i++) lt_node_release(all.v[i]);
+  for (int i = 0; i < n_roots; i++) {
+    if (root_edges && root_edges[i].node) lt_node_release(root_edges[i].node);
+    if (root_grads) lt_release(root_grads[i]);
+  }
+  free(gin);
+  free(all.v);
+  free(ready.v);
+  free(todo.v);
+  free(caps);
+  free(root_edges);
+  free(root_grads);
+  return rc;
+}

@@ -1,0 +1,505 @@
+/*
+** l_tensor.c -- the Tensor userdata: lifetime, properties, x[i] indexing, conversions.
+*/
+#include <lualib.h>
+
+#include "lbind.h"
+
+static int t_gc(lua_State *L) {
+  lt_tensor **box = luaL_checkudata(L, 1, LTL_TENSOR_MT);
+  lt_release(*box);
+  *box = NULL;
+  return 0;
+}
+
+/* Pushes element value at p of dtype dt as a Lua value. */
+static void push_elem(lua_State *L, const char *p, lt_dtype dt) {
+  switch (dt) {
+    case LT_FLOAT32: lua_pushnumber(L, *(const float *)p); break;
+    case LT_FLOAT64: lua_pushnumber(L, *(const double *)p); break;
+    case LT_INT64: lua_pushinteger(L, *(const int64_t *)p); break;
+    case LT_BOOL: lua_pushboolean(L, *(const bool *)p); break;
+    default: lua_pushnil(L);
+  }
+}
+
+static int t_item(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (lt_numel(t) != 1) {
+    char buf[256];
+    return luaL_error(L, "item: a Tensor with %d elements cannot be converted to a number "
+                      "(shape %s)", (int)lt_numel(t), LT_SHAPE(t, buf));
+  }
+  push_elem(L, lt_data(t), t->dtype);
+  return 1;
+}
+
+static void push_list(lua_State *L, const lt_tensor *t, int dim, const char *p) {
+  size_t es = lt_dtype_size(t->dtype);
+  if (dim == t->ndim) {
+    push_elem(L, p, t->dtype);
+    return;
+  }
+  luaL_checkstack(L, 4, "tolist: nesting too deep");
+  lua_createtable(L, (int)t->size[dim], 0);
+  for (int64_t i = 0; i < t->size[dim]; i++) {
+    push_list(L, t, dim + 1, p + i * t->stride[dim] * (int64_t)es);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static int t_tolist(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  push_list(L, t, 0, lt_data(t));
+  return 1;
+}
+
+static int t_size(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, t->size[ltL_checkdim(L, 2, t->ndim)]);
+    return 1;
+  }
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, t->size[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int t_stride(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, t->stride[ltL_checkdim(L, 2, t->ndim)]);
+    return 1;
+  }
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) {
+    lua_pushinteger(L, t->stride[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int t_dim(lua_State *L) {
+  lua_pushinteger(L, ltL_check(L, 1)->ndim);
+  return 1;
+}
+
+static int t_numel(lua_State *L) {
+  lua_pushinteger(L, lt_numel(ltL_check(L, 1)));
+  return 1;
+}
+
+static int t_element_size(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)lt_dtype_size(ltL_check(L, 1)->dtype));
+  return 1;
+}
+
+static int t_storage_offset(lua_State *L) {
+  lua_pushinteger(L, ltL_check(L, 1)->offset);
+  return 1;
+}
+
+static int t_is_contiguous(lua_State *L) {
+  lua_pushboolean(L, lt_is_contiguous(ltL_check(L, 1)));
+  return 1;
+}
+
+static int t_is_floating_point(lua_State *L) {
+  lua_pushboolean(L, lt_dtype_is_float(ltL_check(L, 1)->dtype));
+  return 1;
+}
+
+static int t_contiguous(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *r;
+  if (lt_is_contiguous(t)) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  LTL_TRY(L, ctx, lt_contiguous(ctx, &r, t));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int t_clone(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *r;
+  LTL_TRY(L, ctx, lt_clone(ctx, &r, ltL_check(L, 1)));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int t_detach(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *r;
+  LTL_TRY(L, ctx, lt_detach(ctx, &r, ltL_check(L, 1)));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int t_detach_(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (t->grad_fn) {
+    lt_node_release(t->grad_fn);
+    t->grad_fn = NULL;
+  }
+  t->requires_grad = false;
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_requires_grad_(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1);
+  bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
+  LTL_TRY(L, ctx, lt_set_requires_grad(ctx, t, on));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_retain_grad(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  LTL_TRY(L, ctx, lt_retain_grad(ctx, ltL_check(L, 1)));
+  return 0;
+}
+
+static int t_fill_(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1);
+  double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
+  LTL_TRY(L, ctx, lt_fill_(ctx, t, v));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_zero_(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  LTL_TRY(L, ctx, lt_fill_(ctx, ltL_check(L, 1), 0.0));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int t_copy_(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *owned;
+  lt_tensor *src = ltL_checkoperand(L, 2, t, &owned);
+  int rc = lt_copy_(ctx, t, src);
+  lt_release(owned);
+  if (rc) return ltL_raise(L, ctx);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* to(dtype) / to("cpu") / to({dtype=, device=}) / to(other_tensor) */
+static int t_to(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *r;
+  lt_dtype dt = t->dtype;
+  lt_tensor *other = ltL_test(L, 2);
+  if (other) {
+    dt = other->dtype;
+  } else if (lua_istable(L, 2)) {
+    dt = ltL_optdtype_field(L, 2, t->dtype);
+    if (lua_getfield(L, 2, "device") != LUA_TNIL && strcmp(luaL_checkstring(L, -1), "cpu"))
+      return luaL_error(L, "to: unknown device '%s' (available: cpu)", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  } else {
+    for (int i = 2; i <= lua_gettop(L); i++) {
+      if (lua_isnil(L, i)) continue;
+      const char *s = luaL_checkstring(L, i);
+      if (strcmp(s, "cpu") == 0) continue;
+      int d = lt_dtype_parse(s);
+      if (d < 0)
+        return luaL_error(L, "to: unknown dtype or device '%s' (devices: cpu; dtypes: float32, "
+                          "float64, int64, bool)", s);
+      dt = (lt_dtype)d;
+    }
+  }
+  if (dt == t->dtype) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  LTL_TRY(L, ctx, lt_to_dtype(ctx, &r, t, dt));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int convert(lua_State *L, lt_dtype dt) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *r;
+  if (t->dtype == dt) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  LTL_TRY(L, ctx, lt_to_dtype(ctx, &r, t, dt));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int t_float(lua_State *L) { return convert(L, LT_FLOAT32); }
+static int t_double(lua_State *L) { return convert(L, LT_FLOAT64); }
+static int t_long(lua_State *L) { return convert(L, LT_INT64); }
+static int t_bool(lua_State *L) { return convert(L, LT_BOOL); }
+
+static int t_cpu(lua_State *L) {
+  ltL_check(L, 1);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* ------------------------------------------------------------ indexing */
+
+/* x[i]: select along dim 1 (1-based, negative from the end). */
+static lt_tensor *select_index(lua_State *L, lt_tensor *t, lua_Integer i) {
+  lt_ctx *ctx = LTL_CTX(L);
+  if (t->ndim == 0) luaL_error(L, "index: cannot index a 0-d tensor");
+  int64_t n = t->size[0];
+  if (i == 0 || i > n || i < -n)
+    luaL_error(L, "index: index %d is out of bounds for dimension 1 with size %d", (int)i,
+               (int)n);
+  lt_tensor *r;
+  LTL_TRY(L, ctx, lt_select(ctx, &r, t, 0, i > 0 ? i - 1 : i + n));
+  return r;
+}
+
+static int push_property(lua_State *L, lt_tensor *t, const char *k) {
+  switch (k[0]) {
+    case 'g':
+      if (strcmp(k, "grad") == 0) {
+        if (t->grad)
+          ltL_push(L, lt_retain(t->grad));
+        else
+          lua_pushnil(L);
+        return 1;
+      }
+      if (strcmp(k, "grad_fn") == 0) {
+        const char *n = lt_grad_fn_name(t);
+        if (n)
+          lua_pushstring(L, n);
+        else
+          lua_pushnil(L);
+        return 1;
+      }
+      break;
+    case 'r':
+      if (strcmp(k, "requires_grad") == 0) {
+        lua_pushboolean(L, t->requires_grad);
+        return 1;
+      }
+      break;
+    case 'i':
+      if (strcmp(k, "is_leaf") == 0) {
+        lua_pushboolean(L, t->grad_fn == NULL);
+        return 1;
+      }
+      break;
+    case 's':
+      if (strcmp(k, "shape") == 0) {
+        lua_settop(L, 1);
+        return t_size(L);
+      }
+      break;
+    case 'd':
+      if (strcmp(k, "dtype") == 0) {
+        lua_pushstring(L, lt_dtype_name(t->dtype));
+        return 1;
+      }
+      if (strcmp(k, "device") == 0) {
+        lua_pushliteral(L, "cpu");
+        return 1;
+      }
+      if (strcmp(k, "data") == 0) {
+        lt_tensor *r = lt_alias(t, t->ndim, t->size, t->stride, t->offset);
+        if (!r) return luaL_error(L, "data: out of memory");
+        ltL_push(L, r);
+        return 1;
+      }
+      break;
+    case 'n':
+      if (strcmp(k, "ndim") == 0) {
+        lua_pushinteger(L, t->ndim);
+        return 1;
+      }
+      break;
+    default: break;
+  }
+  return 0;
+}
+
+static int t_index(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;   /* a method */
+    lua_pop(L, 1);
+    if (push_property(L, t, lua_tostring(L, 2))) return 1;
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
+      lua_pushvalue(L, 2);
+      lua_rawget(L, -2);
+      return 1;
+    }
+    lua_pushnil(L);
+    return 1;
+  }
+  if (lua_isinteger(L, 2)) {
+    ltL_push(L, select_index(L, t, lua_tointeger(L, 2)));
+    return 1;
+  }
+  return luaL_error(L, "index: expected an integer position or a field name, got %s",
+                    luaL_typename(L, 2));
+}
+
+static int t_newindex(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1);
+  if (lua_isinteger(L, 2)) {
+    lt_tensor *dst = select_index(L, t, lua_tointeger(L, 2)), *owned;
+    ltL_push(L, dst);   /* anchor for errors */
+    lt_tensor *src = ltL_checkoperand(L, 3, t, &owned);
+    int rc = lt_copy_(ctx, dst, src);
+    lt_release(owned);
+    if (rc) return ltL_raise(L, ctx);
+    return 0;
+  }
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "requires_grad") == 0) {
+    LTL_TRY(L, ctx, lt_set_requires_grad(ctx, t, lua_toboolean(L, 3)));
+    return 0;
+  }
+  if (strcmp(k, "grad") == 0) {
+    lt_tensor *g = lua_isnil(L, 3) ? NULL : ltL_check(L, 3);
+    LTL_TRY(L, ctx, lt_set_grad(ctx, t, g));
+    return 0;
+  }
+  if (strcmp(k, "data") == 0) {
+    lt_tensor *src = ltL_check(L, 3);
+    if (!lt_same_shape(src, t) || src->dtype != t->dtype) {
+      char a[256], b[256];
+      return luaL_error(L, "data: assigned tensor %s %s must match %s %s",
+                        lt_dtype_name(src->dtype), LT_SHAPE(src, a), lt_dtype_name(t->dtype),
+                        LT_SHAPE(t, b));
+    }
+    bool old = lt_set_grad_enabled(ctx, false);
+    int rc = lt_copy_(ctx, t, src);
+    lt_set_grad_enabled(ctx, old);
+    if (rc) return ltL_raise(L, ctx);
+    return 0;
+  }
+  if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, 1, 1);
+  }
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_rawset(L, -3);
+  return 0;
+}
+
+static int t_len(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  if (t->ndim == 0) return luaL_error(L, "len() of a 0-d tensor");
+  lua_pushinteger(L, t->size[0]);
+  return 1;
+}
+
+/* ------------------------------------------------------------ module functions */
+
+static int l_is_tensor(lua_State *L) {
+  lua_pushboolean(L, ltL_test(L, 1) != NULL);
+  return 1;
+}
+
+static int l_memory_stats(lua_State *L) {
+  lt_memstats st;
+  lt_memory_stats(&st);
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, (lua_Integer)st.in_use);
+  lua_setfield(L, -2, "in_use");
+  lua_pushinteger(L, (lua_Integer)st.cached);
+  lua_setfield(L, -2, "cached");
+  lua_pushinteger(L, (lua_Integer)st.peak_in_use);
+  lua_setfield(L, -2, "peak_in_use");
+  lua_pushinteger(L, (lua_Integer)st.fresh_allocs);
+  lua_setfield(L, -2, "fresh_allocs");
+  lua_pushinteger(L, (lua_Integer)st.reused);
+  lua_setfield(L, -2, "reused");
+  return 1;
+}
+
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  lt_empty_cache();
+  return 0;
+}
+
+static int l_set_num_threads(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 1) return luaL_error(L, "set_num_threads: expected n >= 1, got %d", (int)n);
+  lt_set_num_threads(LTL_CTX(L), (int)n);
+  return 0;
+}
+
+static int l_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, lt_get_num_threads(LTL_CTX(L)));
+  return 1;
+}
+
+static const ltL_Reg tensor_regs[] = {
+    {"item", t_item, LTL_METHOD},
+    {"tolist", t_tolist, LTL_METHOD},
+    {"size", t_size, LTL_METHOD},
+    {"stride", t_stride, LTL_METHOD},
+    {"dim", t_dim, LTL_METHOD},
+    {"ndimension", t_dim, LTL_METHOD},
+    {"numel", t_numel, LTL_METHOD | LTL_FN},
+    {"nelement", t_numel, LTL_METHOD},
+    {"element_size", t_element_size, LTL_METHOD},
+    {"storage_offset", t_storage_offset, LTL_METHOD},
+    {"is_contiguous", t_is_contiguous, LTL_METHOD},
+    {"is_floating_point", t_is_floating_point, LTL_METHOD | LTL_FN},
+    {"contiguous", t_contiguous, LTL_METHOD},
+    {"clone", t_clone, LTL_METHOD | LTL_FN},
+    {"detach", t_detach, LTL_METHOD},
+    {"detach_", t_detach_, LTL_METHOD},
+    {"requires_grad_", t_requires_grad_, LTL_METHOD},
+    {"retain_grad", t_retain_grad, LTL_METHOD},
+    {"fill_", t_fill_, LTL_METHOD},
+    {"zero_", t_zero_, LTL_METHOD},
+    {"copy_", t_copy_, LTL_METHOD},
+    {"to", t_to, LTL_METHOD},
+    {"float", t_float, LTL_METHOD},
+    {"double", t_double, LTL_METHOD},
+    {"long", t_long, LTL_METHOD},
+    {"bool", t_bool, LTL_METHOD},
+    {"cpu", t_cpu, LTL_METHOD},
+    {"is_tensor", l_is_tensor, LTL_FN},
+    {"memory_stats", l_memory_stats, LTL_FN},
+    {"empty_cache", l_empty_cache, LTL_FN},
+    {"set_num_threads", l_set_num_threads, LTL_FN},
+    {"get_num_threads", l_get_num_threads, LTL_FN},
+    {NULL, NULL, 0},
+};
+
+void ltL_open_tensor(lua_State *L) {
+  ltL_register(L, tensor_regs);
+  luaL_getmetatable(L, LTL_TENSOR_MT);
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  lua_pushvalue(L, -3);   /* methods */
+  lua_pushcclosure(L, t_index, 2);
+  lua_setfield(L, -2, "__index");
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  lua_pushcclosure(L, t_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushcfunction(L, t_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, t_len);
+  lua_setfield(L, -2, "__len");
+  lua_pushliteral(L, "Tensor");
+  lua_setfield(L, -2, "__name");
+  lua_pop(L, 1);
+}

@@ -1,0 +1,290 @@
+/*
+** lbind.c -- shared helpers of the Lua binding and the module entry points.
+*/
+#include <lualib.h>
+#include <stdlib.h>
+
+#include "lbind.h"
+#include "../random.h"
+
+int ltL_raise(lua_State *L, lt_ctx *ctx) {
+  lua_pushstring(L, ctx->err);
+  return lua_error(L);
+}
+
+/* Collector pacing: tensor memory is invisible to Lua, so every pushed tensor that owns fresh
+** memory adds debt in proportion to its bytes; the collector then runs as if it had been
+** allocated on the Lua heap. Debt is added in 256 KiB slices to keep small ops cheap. */
+typedef struct { size_t pending; } gc_acct;
+
+void ltL_gc_account(lua_State *L, size_t nbytes) {
+  gc_acct *acct = (gc_acct *)(LTL_CTX(L) + 1);
+  acct->pending += nbytes;
+  if (acct->pending >= 256 * 1024) {
+    int kb = (int)(acct->pending / 1024);
+    acct->pending = 0;
+    lua_gc(L, LUA_GCSTEP, kb);
+  }
+}
+
+static lt_tensor **new_box(lua_State *L, lt_tensor *t) {
+  lt_tensor **box = lua_newuserdatauv(L, sizeof *box, 1);
+  *box = t;
+  luaL_setmetatable(L, LTL_TENSOR_MT);
+  return box;
+}
+
+void ltL_push(lua_State *L, lt_tensor *t) {
+  new_box(L, t);
+  if (t->storage->refcount == 1 && !t->storage->deleter)
+    ltL_gc_account(L, t->storage->nbytes + 64);
+}
+
+lt_tensor *ltL_test(lua_State *L, int idx) {
+  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
+  return box ? *box : NULL;
+}
+
+lt_tensor *ltL_check(lua_State *L, int idx) {
+  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
+  if (!box) {
+    lua_Debug ar;
+    const char *fname = "?";
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fname = ar.name;
+    luaL_error(L, "%s: bad argument #%d (Tensor expected, got %s)", fname, idx,
+               luaL_typename(L, idx));
+  }
+  return *box;
+}
+
+lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_tensor **owned) {
+  *owned = NULL;
+  lt_tensor *t = ltL_test(L, idx);
+  if (t) return t;
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_dtype dt;
+  double v;
+  if (lua_isboolean(L, idx)) {
+    dt = LT_BOOL;
+    v = lua_toboolean(L, idx);
+  } else if (lua_isinteger(L, idx)) {
+    dt = like && lt_dtype_is_float(like->dtype) ? like->dtype : LT_INT64;
+    v = (double)lua_tointeger(L, idx);
+  } else if (lua_type(L, idx) == LUA_TNUMBER) {
+    dt = like && lt_dtype_is_float(like->dtype) ? like->dtype : LT_FLOAT32;
+    v = lua_tonumber(L, idx);
+  } else {
+    luaL_error(L, "bad argument #%d (Tensor or number expected, got %s)", idx,
+               luaL_typename(L, idx));
+    return NULL;
+  }
+  LTL_TRY(L, ctx, lt_full(ctx, owned, dt, 0, NULL, v));
+  return *owned;
+}
+
+int ltL_checkdim(lua_State *L, int idx, int ndim) {
+  lua_Integer d = luaL_checkinteger(L, idx);
+  int n = ndim > 0 ? ndim : 1;
+  if (d == 0 || d < -n || d > n)
+    return luaL_error(L, "dimension %d out of range (expected 1..%d or -%d..-1 for a %d-d "
+                      "tensor)", (int)d, n, n, ndim);
+  return (int)(d > 0 ? d - 1 : d + n);
+}
+
+int ltL_optdim(lua_State *L, int idx, int ndim, int def0) {
+  if (lua_isnoneornil(L, idx)) return def0;
+  return ltL_checkdim(L, idx, ndim);
+}
+
+int ltL_checksizes(lua_State *L, int idx, int64_t *size, int *next) {
+  int n = 0;
+  if (lua_istable(L, idx) && !ltL_test(L, idx)) {
+    n = (int)luaL_len(L, idx);
+    if (n > LT_MAX_DIMS) luaL_error(L, "too many dimensions (%d, at most %d)", n, LT_MAX_DIMS);
+    for (int i = 0; i < n; i++) {
+      lua_geti(L, idx, i + 1);
+      int isint;
+      lua_Integer v = lua_tointegerx(L, -1, &isint);
+      if (!isint) luaL_error(L, "size at position %d must be an integer, got %s", i + 1,
+                             luaL_typename(L, -1));
+      size[i] = v;
+      lua_pop(L, 1);
+    }
+    *next = idx + 1;
+    return n;
+  }
+  while (lua_type(L, idx + n) == LUA_TNUMBER) {
+    if (n >= LT_MAX_DIMS) luaL_error(L, "too many dimensions (at most %d)", LT_MAX_DIMS);
+    int isint;
+    lua_Integer v = lua_tointegerx(L, idx + n, &isint);
+    if (!isint) luaL_error(L, "size at position %d must be an integer", n + 1);
+    size[n++] = v;
+  }
+  *next = idx + n;
+  return n;
+}
+
+lt_dtype ltL_optdtype(lua_State *L, int idx, lt_dtype def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  const char *name = luaL_checkstring(L, idx);
+  int dt = lt_dtype_parse(name);
+  if (dt < 0)
+    luaL_error(L, "unknown dtype '%s' (expected float32, float64, int64 or bool)", name);
+  return (lt_dtype)dt;
+}
+
+static int opt_field(lua_State *L, int idx, const char *name) {
+  if (!lua_istable(L, idx)) return 0;
+  if (lua_getfield(L, idx, name) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+bool ltL_optbool_field(lua_State *L, int idx, const char *name, bool def) {
+  if (!opt_field(L, idx, name)) return def;
+  if (!lua_isboolean(L, -1)) luaL_error(L, "option '%s' must be a boolean", name);
+  bool v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+double ltL_optnum_field(lua_State *L, int idx, const char *name, double def) {
+  if (!opt_field(L, idx, name)) return def;
+  if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "option '%s' must be a number", name);
+  double v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+lt_dtype ltL_optdtype_field(lua_State *L, int idx, lt_dtype def) {
+  if (!opt_field(L, idx, "dtype")) return def;
+  lt_dtype dt = ltL_optdtype(L, -1, def);
+  lua_pop(L, 1);
+  return dt;
+}
+
+lt_generator *ltL_checkgen(lua_State *L, int idx) {
+  lt_generator **g = luaL_checkudata(L, idx, LTL_GEN_MT);
+  return *g;
+}
+
+lt_generator *ltL_optgen_field(lua_State *L, int idx) {
+  if (!opt_field(L, idx, "generator")) return NULL;
+  lt_generator **g = luaL_testudata(L, -1, LTL_GEN_MT);
+  if (!g) luaL_error(L, "option 'generator' must be a lantern Generator");
+  lua_pop(L, 1);   /* the options table keeps the generator alive */
+  return *g;
+}
+
+void ltL_apply_requires_grad(lua_State *L, int opts, lt_tensor *t) {
+  if (ltL_optbool_field(L, opts, "requires_grad", false)) {
+    lt_ctx *ctx = LTL_CTX(L);
+    LTL_TRY(L, ctx, lt_set_requires_grad(ctx, t, true));
+  }
+}
+
+void ltL_register(lua_State *L, const ltL_Reg *regs) {
+  /* stack: module, methods; ctx userdata is fetched from the registry */
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  for (; regs->name; regs++) {
+    if (regs->where & LTL_FN) {
+      lua_pushvalue(L, -1);
+      lua_pushcclosure(L, regs->fn, 1);
+      lua_setfield(L, -4, regs->name);
+    }
+    if (regs->where & LTL_METHOD) {
+      lua_pushvalue(L, -1);
+      lua_pushcclosure(L, regs->fn, 1);
+      lua_setfield(L, -3, regs->name);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------ entry points */
+
+static int ctx_gc(lua_State *L) {
+  lt_ctx *ctx = lua_touserdata(L, 1);
+  lt_generator_free(ctx->gen);
+  ctx->gen = NULL;
+  return 0;
+}
+
+/* Weak so that the binding links while a family is still being written. */
+#define FAMILY(f) extern void f(lua_State *L) __attribute__((weak));
+FAMILY(ltL_open_creation)
+FAMILY(ltL_open_elementwise)
+FAMILY(ltL_open_shape)
+FAMILY(ltL_open_reduce)
+FAMILY(ltL_open_linalg)
+FAMILY(ltL_open_nn)
+FAMILY(ltL_open_serial)
+FAMILY(ltL_open_optim)
+#undef FAMILY
+
+int luaopen_lantern_core(lua_State *L) {
+  /* one context per Lua state, kept in the registry and as upvalue 1 of every function */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TNIL) {
+    lua_pop(L, 1);
+    lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(gc_acct), 0);
+    memset(ctx, 0, sizeof(lt_ctx) + sizeof(gc_acct));
+    ctx->grad_enabled = true;
+    ctx->num_threads = 2;
+    lt_ctx *tmp = lt_ctx_new();
+    if (!tmp) return luaL_error(L, "lantern: out of memory");
+    ctx->num_threads = tmp->num_threads;
+    ctx->gen = tmp->gen;
+    tmp->gen = NULL;
+    lt_ctx_free(tmp);
+    lua_newtable(L);
+    lua_pushcfunction(L, ctx_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);                                 /* module */
+  luaL_newmetatable(L, LTL_TENSOR_MT);
+  lua_pop(L, 1);
+  lua_newtable(L);                                 /* methods */
+  ltL_open_tensor(L);
+  ltL_open_autograd(L);
+  void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
+                                     ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
+                                     ltL_open_serial,   ltL_open_optim};
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+    if (families[i]) families[i](L);
+  lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */
+  luaL_getmetatable(L, LTL_TENSOR_MT);
+  lua_setfield(L, -2, "_tensor_mt");
+  return 1;
+}
+
+extern const char *const lantern_lua_sources[];
+
+static int load_embedded(lua_State *L) {
+  const char *src = lua_tostring(L, lua_upvalueindex(1));
+  const char *name = lua_tostring(L, 1);
+  if (luaL_loadbuffer(L, src, strlen(src), name) != LUA_OK) return lua_error(L);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+void lantern_open(lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_lantern_core);
+  lua_setfield(L, -2, "lantern.core");
+  for (int i = 0; lantern_lua_sources[i]; i += 2) {
+    lua_pushstring(L, lantern_lua_sources[i + 1]);
+    lua_pushcclosure(L, load_embedded, 1);
+    lua_setfield(L, -2, lantern_lua_sources[i]);
+  }
+  lua_pop(L, 1);
+}
+
+void lantern_push_tensor(lua_State *L, lt_tensor *t) { new_box(L, lt_retain(t)); }
+lt_tensor *lantern_to_tensor(lua_State *L, int idx) { return ltL_test(L, idx); }

@@ -1,0 +1,82 @@
+/*
+** lbind.h -- helpers shared by the Lua binding files (l_*.c).
+**
+** Every binding function gets the lt_ctx of its lua_State as upvalue 1 (LTL_CTX(L)). Arguments
+** are checked with the ltL_check* helpers; a failed core call raises through ltL_raise, the one
+** error path. Dims and indices arrive 1-based from Lua and are converted here (ltL_checkdim).
+*/
+#ifndef LT_LBIND_H
+#define LT_LBIND_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../core.h"
+
+#define LTL_TENSOR_MT "lantern.Tensor"
+#define LTL_GEN_MT "lantern.Generator"
+#define LTL_CTX(L) ((lt_ctx *)lua_touserdata((L), lua_upvalueindex(1)))
+
+/* Raises the ctx's last error as a Lua error (never returns). */
+int ltL_raise(lua_State *L, lt_ctx *ctx);
+/* `if (rc) ltL_raise(...)` in one line. */
+#define LTL_TRY(L, ctx, call) do { if ((call) != 0) ltL_raise((L), (ctx)); } while (0)
+
+/* Pushes a userdata that takes over the reference `t` (caller's reference is consumed). */
+void ltL_push(lua_State *L, lt_tensor *t);
+/* Tensor at idx or a Lua error naming the op and argument. */
+lt_tensor *ltL_check(lua_State *L, int idx);
+/* Tensor at idx or NULL when it is not a tensor. */
+lt_tensor *ltL_test(lua_State *L, int idx);
+/* Tensor at idx, or a 0-dim tensor made from a number/boolean (new ref in *owned, else NULL).
+** `like` picks the dtype for numbers: float numbers take like's float dtype (or float32),
+** integers take like's dtype if it is float, else int64. */
+lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_tensor **owned);
+
+/* 1-based Lua dim (negatives count from the end) to a 0-based dim for a rank-ndim tensor. */
+int ltL_checkdim(lua_State *L, int idx, int ndim);
+int ltL_optdim(lua_State *L, int idx, int ndim, int def0);   /* def0 is 0-based */
+/* Sizes given as integers from idx on, or as one table at idx. Returns the number of dims and
+** fills size; *next is the stack index after the sizes (where an options table may be). */
+int ltL_checksizes(lua_State *L, int idx, int64_t *size, int *next);
+/* dtype name at idx (string) or def when absent/nil. */
+lt_dtype ltL_optdtype(lua_State *L, int idx, lt_dtype def);
+/* Reads field `name` of the options table at idx (if idx is a table): type checks included. */
+bool ltL_optbool_field(lua_State *L, int idx, const char *name, bool def);
+double ltL_optnum_field(lua_State *L, int idx, const char *name, double def);
+lt_dtype ltL_optdtype_field(lua_State *L, int idx, lt_dtype def);
+/* Generator from options field `generator` (NULL = default). */
+lt_generator *ltL_optgen_field(lua_State *L, int idx);
+lt_generator *ltL_checkgen(lua_State *L, int idx);
+/* Applies {requires_grad=true} of an options table to t. */
+void ltL_apply_requires_grad(lua_State *L, int opts, lt_tensor *t);
+
+/* Tells the Lua collector about `nbytes` of tensor memory made outside its heap, so that it
+** collects dead tensors at a pace that matches their real size. */
+void ltL_gc_account(lua_State *L, size_t nbytes);
+
+/* Registration: every function gets the ctx as upvalue 1. `methods` are also installed on the
+** Tensor method table. Stack: [..., module table, methods table] on entry and exit. */
+typedef struct ltL_Reg {
+  const char *name;
+  lua_CFunction fn;
+  int where;   /* LTL_FN: lt.name; LTL_METHOD: t:name(); both by OR */
+} ltL_Reg;
+#define LTL_FN 1
+#define LTL_METHOD 2
+void ltL_register(lua_State *L, const ltL_Reg *regs);
+
+/* Per-family registration (one per l_*.c file), called by luaopen_lantern_core with
+** [module, methods] on top of the stack. */
+void ltL_open_tensor(lua_State *L);       /* l_tensor.c: metatable, basics, properties */
+void ltL_open_creation(lua_State *L);     /* l_creation.c: tensor{}, zeros, rand..., generators */
+void ltL_open_elementwise(lua_State *L);  /* l_elementwise.c: arithmetic, comparisons, ops */
+void ltL_open_shape(lua_State *L);        /* l_shape.c: views, cat, stack, indexing ops */
+void ltL_open_reduce(lua_State *L);       /* l_reduce.c: reductions, softmax */
+void ltL_open_linalg(lua_State *L);       /* l_linalg.c: matmul family */
+void ltL_open_autograd(lua_State *L);     /* l_autograd.c: backward, grad mode, hooks, Function */
+void ltL_open_nn(lua_State *L);           /* l_nn.c: conv, pool, norm, losses kernels */
+void ltL_open_serial(lua_State *L);       /* l_serial.c: pt/safetensors readers and writers */
+void ltL_open_optim(lua_State *L);        /* l_optim.c: fused optimiser steps */
+
+#endif

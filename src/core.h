@@ -1,0 +1,305 @@
+/*
+** core.h -- internal definitions shared by the C core (never included by hosts).
+**
+** Shape letters and conventions: dims are 0-based; strides and offsets count elements;
+** every op returns 0 or -1 (message in ctx->err) and leaves its inputs untouched on failure.
+*/
+#ifndef LT_CORE_H
+#define LT_CORE_H
+
+#include <stdarg.h>
+#include <string.h>
+
+#include "lantern.h"
+
+/* ============================================================ context */
+
+struct lt_ctx {
+  char err[1024];
+  bool grad_enabled;
+  int num_threads;
+  lt_generator *gen;   /* default generator */
+  uint64_t seq;        /* creation order of graph nodes; backward runs newest first */
+  void *host;          /* the binding's current lua_State while it runs backward */
+};
+
+/* Formats the error message into ctx and returns -1, so callers write `return lt_fail(...)`. */
+int lt_fail(lt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ============================================================ storage */
+
+struct lt_storage {
+  long refcount;
+  void *data;
+  size_t nbytes;
+  lt_devtype device;
+  uint32_t version;     /* bumped by every in-place write to any view of it */
+  void (*deleter)(void *data, void *ud);   /* NULL: block belongs to the buffer cache */
+  void *deleter_ud;
+};
+
+lt_storage *lt_storage_new(size_t nbytes);           /* NULL on out-of-memory */
+void lt_storage_release(lt_storage *s);
+
+/* Buffer cache (alloc.c). Blocks are 64-byte aligned. */
+void *lt_cache_alloc(size_t nbytes, size_t *got);
+void lt_cache_free(void *p, size_t nbytes);
+
+/* ============================================================ tensor */
+
+typedef struct lt_hook lt_hook;
+void lt_hooks_free(lt_hook *h);
+
+struct lt_tensor {
+  long refcount;
+  lt_storage *storage;
+  lt_dtype dtype;
+  int ndim;
+  int64_t offset;
+  int64_t size[LT_MAX_DIMS];
+  int64_t stride[LT_MAX_DIMS];
+  /* autograd */
+  bool requires_grad;
+  bool retains_grad;
+  int output_nr;        /* which output of grad_fn this is */
+  lt_tensor *grad;
+  lt_node *grad_fn;     /* strong; NULL for a leaf */
+  lt_node *grad_acc;    /* weak: the AccumulateGrad node of a leaf, cleared when it dies */
+  lt_hook *hooks;       /* gradient hooks of a leaf (a non-leaf's live on its grad_fn) */
+};
+
+/* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
+lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
+                          const int64_t *stride, int64_t offset);
+/* A view of t with new geometry, sharing storage, no autograd info. */
+lt_tensor *lt_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
+                    int64_t offset);
+void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride);
+int64_t lt_shape_numel(int ndim, const int64_t *size);
+bool lt_same_shape(const lt_tensor *a, const lt_tensor *b);
+/* Writes "[2, 3]" for a size list. */
+char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n);
+#define LT_SHAPE(t, buf) lt_shape_str((t), (buf), sizeof(buf))
+
+/* Marks an in-place write (version counter), after checking autograd rules for in-place
+** ops: a leaf that requires grad may not be written while grad mode is on. */
+int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
+static inline void lt_bump_version(lt_tensor *t) { t->storage->version++; }
+
+/* Normalises a possibly negative 0-based dim for a tensor of rank ndim (ndim 0 allows -1,0). */
+int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out);
+
+/* ======================================================= elementwise iteration
+** Torch7-style apply: the iterator broadcasts up to LT_ITER_MAX operands to one shape,
+** collapses dimensions that are contiguous in every operand, and calls a kernel on rows:
+** kernel(data, strides, n, ud) where data[k] points at operand k's first element of the row
+** and strides[k] is its byte stride along the row. Operand 0 is the output. */
+#define LT_ITER_MAX 4
+
+typedef void (*lt_row_fn)(char **data, const int64_t *strides, int64_t n, void *ud);
+
+typedef struct lt_iter {
+  int nops;
+  int ndim;                          /* after collapsing; innermost is ndim-1 */
+  int64_t size[LT_MAX_DIMS];
+  int64_t stride[LT_ITER_MAX][LT_MAX_DIMS];   /* bytes */
+  char *data[LT_ITER_MAX];
+  int64_t numel;
+} lt_iter;
+
+/* Builds an iterator over ops[0..nops) viewed with shape (ndim,size): each operand must be
+** broadcastable to it (checked by the caller). */
+void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size);
+/* Runs kernel over every row; splits across threads when numel >= LT_PAR_MIN. */
+void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud);
+#define LT_PAR_MIN 32768
+
+/* Broadcast shape of a and b into (ndim,size); error names op and both shapes. */
+int lt_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
+                        const int64_t *sb, int *ndim, int64_t *size);
+
+/* Parallel for over [0,n) in chunks (OpenMP when enabled and n is large enough). */
+typedef void (*lt_range_fn)(int64_t begin, int64_t end, void *ud);
+void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void *ud);
+
+/* ======================================================= device kernel table
+** Every op reaches its kernels through the table of its tensors' device; only cpu exists.
+** A CUDA backend fills the same table. Kernels get already-checked arguments. */
+typedef struct lt_backend {
+  const char *name;
+  /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
+  void (*copy)(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
+  void (*fill)(lt_ctx *ctx, lt_tensor *dst, double v);
+  /* out = op(a, b) elementwise, a and b already broadcastable to out; compute in out's
+  ** dtype except comparisons, which compute in `cmp` dtype and write bool */
+  void (*binary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
+                 lt_dtype compute);
+  void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+  /* C = alpha * op(A) @ op(B) + beta * C for 2-D float matrices (row-major views allowed) */
+  void (*gemm)(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+               const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+} lt_backend;
+
+extern const lt_backend lt_cpu_backend;
+/* cpu kernels behind the table: copy/fill in copy.c, binary/unary in elementwise.c,
+** gemm in linalg.c */
+void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
+void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
+void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
+                   lt_dtype compute);
+void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+void lt_cpu_gemm(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                 const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+static inline const lt_backend *lt_kernels(const lt_tensor *t) {
+  (void)t;
+  return &lt_cpu_backend;
+}
+
+/* ========================================================= op codes (append-only) */
+
+enum lt_binop {
+  LT_ADD, LT_SUB, LT_MUL, LT_DIV, LT_POW, LT_MAXIMUM, LT_MINIMUM,
+  LT_EQ, LT_NE, LT_LT, LT_LE, LT_GT, LT_GE, LT_LAND, LT_LOR, LT_LXOR,
+  LT_ATAN2, LT_FMOD, LT_REMAINDER, LT_NBINOP
+};
+
+enum lt_unop {
+  LT_NEG, LT_ABS, LT_SIGN, LT_EXP, LT_LOG, LT_LOG1P, LT_SQRT, LT_RSQRT, LT_SIN, LT_COS,
+  LT_TANH, LT_SIGMOID, LT_RELU, LT_GELU, LT_SILU, LT_LNOT, LT_ISNAN, LT_ISFINITE,
+  LT_RECIPROCAL, LT_SQUARE, LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_EXPM1, LT_LOG2,
+  LT_ERF, LT_LEAKY_RELU /* p0 = slope */, LT_ELU /* p0 = alpha */, LT_GELU_TANH,
+  LT_SOFTPLUS /* p0 = beta, p1 = threshold */, LT_TAN, LT_ASIN, LT_ACOS, LT_ATAN, LT_NUNOP
+};
+
+/* ============================================================ autograd
+** A node is one recorded op. It holds edges to the nodes of its differentiable inputs and
+** tensors saved for backward (saved as detached aliases plus the storage version at save
+** time, so a node never keeps its own output's graph alive). backward() gets one gradient
+** per output (NULL = zero) and writes one new-reference gradient per input (NULL = none).
+** It runs with grad mode off and may call any core op. */
+
+typedef struct lt_edge {
+  lt_node *node;
+  int input_nr;
+} lt_edge;
+
+typedef int (*lt_backward_fn)(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                              lt_tensor **grad_in);
+
+typedef struct lt_node_type {
+  const char *name;          /* "MulBackward0" */
+  lt_backward_fn backward;
+  void (*release)(lt_node *self);   /* frees op-specific resources in extra (may be NULL) */
+} lt_node_type;
+
+typedef struct lt_saved {
+  lt_tensor *t;              /* detached alias, or NULL */
+  uint32_t version;
+  bool was_output;
+  const char *owner;         /* for the error message */
+} lt_saved;
+
+typedef int (*lt_grad_hook_fn)(lt_ctx *ctx, void *ud, lt_tensor *grad, lt_tensor **replace);
+
+struct lt_hook {
+  lt_grad_hook_fn fn;
+  void *ud;
+  void (*free_ud)(void *ud);
+  int output_nr;             /* for hooks on a node's output */
+  struct lt_hook *next;
+};
+
+struct lt_node {
+  long refcount;
+  const lt_node_type *type;
+  uint64_t seq;
+  int n_in;                  /* edges (one per differentiable input) */
+  int n_out;
+  lt_edge *next;
+  int n_saved;
+  lt_saved *saved;
+  bool released;             /* saved tensors already freed by a backward pass */
+  lt_hook *pre_hooks;        /* run on an output's grad before backward (tensor hooks) */
+  lt_tensor **retain;        /* weak per-output tensors with retains_grad (n_out), or NULL */
+  /* per-output input metadata so gradients can be zero-filled / reduced */
+  lt_dtype out_dtype;
+  /* engine scratch, valid during one backward pass */
+  int eng_deps;
+  lt_tensor **eng_buf;
+  void *extra;               /* op-specific data (extra_size bytes, zeroed) */
+};
+
+/* If grad mode is on and any input requires grad: creates a node of `type` with one edge per
+** input (inputs may be NULL), `extra_size` bytes of zeroed op data and `n_saved` save slots,
+** makes outputs[i] its output i (requires_grad, grad_fn, output_nr), and stores it in *node.
+** Otherwise *node = NULL. Returns -1 only on out-of-memory. */
+int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
+              int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
+              lt_node **node);
+/* Whether any of the inputs would be recorded (grad mode on and requires_grad). */
+bool lt_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs);
+/* Saves t (may be NULL) in slot i of node. `is_output`: t is an output of this node. */
+int lt_save(lt_node *node, int i, const lt_tensor *t, bool is_output);
+/* Fetches saved slot i (borrowed), checking it was not modified in place or freed. */
+int lt_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t);
+void lt_node_retain(lt_node *n);
+void lt_node_release(lt_node *n);
+/* Whether input edge i of node needs a gradient. */
+static inline bool lt_needs_input_grad(const lt_node *n, int i) { return n->next[i].node != NULL; }
+
+/* Reduces grad (broadcast result) back to shape (ndim,size) by summing; new ref in *out. */
+int lt_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size);
+/* Adds a hook on tensor t's gradient (leaf: before accumulation; non-leaf: before its node). */
+int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud, void (*free_ud)(void *));
+int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
+
+/* ================================================================= ops
+** Implemented by the op families; all run the autograd recording when needed. Scalar forms
+** take a double and follow PyTorch's promotion (a number never widens a float tensor). */
+
+/* creation and filling (creation.c, random.c) */
+int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v);
+int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v);
+int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt);
+int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t steps, lt_dtype dt);
+int lt_eye(lt_ctx *ctx, lt_tensor **out, int64_t n, int64_t m, lt_dtype dt);
+int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src);      /* broadcast + convert */
+int lt_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+int lt_contiguous(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);  /* t itself if contiguous */
+int lt_to_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt); /* t itself if same */
+int lt_detach(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+
+/* elementwise (elementwise.c) */
+int lt_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b);
+int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double s, bool s_is_int,
+                     bool reverse /* s op a */);
+int lt_binary_(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b);          /* a = a op b */
+int lt_binary_scalar_(lt_ctx *ctx, int op, lt_tensor *a, double s);
+int lt_unary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double p0, double p1);
+int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1);
+int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const double *hi);
+int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
+
+/* views and shape (shape.c) */
+int lt_view(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
+int lt_reshape(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
+int lt_transpose(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int d0, int d1);
+int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm);
+int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
+int lt_narrow(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t start, int64_t len);
+int lt_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t index);
+int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim /* -1000: all */);
+int lt_unsqueeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim);
+int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
+int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
+
+/* reductions (reduce.c); dims NULL/ndims 0 means all */
+enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
+int lt_reduce(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, int ndims, const int *dims,
+              bool keepdim);
+
+/* linear algebra (linalg.c) */
+int lt_matmul(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+int lt_mm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+
+#endif

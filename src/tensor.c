@@ -1,0 +1,301 @@
+/*
+** tensor.c -- contexts, dtypes, storages and the tensor struct.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "random.h"
+
+/* ------------------------------------------------------------ context */
+
+lt_ctx *lt_ctx_new(void) {
+  lt_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return NULL;
+  ctx->grad_enabled = true;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  ctx->num_threads = n > 0 ? (int)n : 1;
+  ctx->gen = lt_generator_new(0);
+  if (!ctx->gen) {
+    free(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+void lt_ctx_free(lt_ctx *ctx) {
+  if (!ctx) return;
+  lt_generator_free(ctx->gen);
+  free(ctx);
+}
+
+const char *lt_errmsg(const lt_ctx *ctx) { return ctx->err; }
+
+int lt_fail(lt_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+bool lt_set_grad_enabled(lt_ctx *ctx, bool on) {
+  bool old = ctx->grad_enabled;
+  ctx->grad_enabled = on;
+  return old;
+}
+
+bool lt_is_grad_enabled(const lt_ctx *ctx) { return ctx->grad_enabled; }
+
+void lt_set_num_threads(lt_ctx *ctx, int n) { ctx->num_threads = n < 1 ? 1 : n; }
+int lt_get_num_threads(const lt_ctx *ctx) { return ctx->num_threads; }
+
+/* ------------------------------------------------------------ dtypes */
+
+static const char *const dtype_names[LT_NDTYPE] = {"float32", "float64", "int64", "bool"};
+static const size_t dtype_sizes[LT_NDTYPE] = {4, 8, 8, 1};
+
+const char *lt_dtype_name(lt_dtype dt) {
+  return (unsigned)dt < LT_NDTYPE ? dtype_names[dt] : "?";
+}
+size_t lt_dtype_size(lt_dtype dt) { return (unsigned)dt < LT_NDTYPE ? dtype_sizes[dt] : 0; }
+bool lt_dtype_is_float(lt_dtype dt) { return dt == LT_FLOAT32 || dt == LT_FLOAT64; }
+
+/* Ranks along PyTorch's lattice for these four types. */
+static int dtype_rank(lt_dtype dt) {
+  switch (dt) {
+    case LT_BOOL: return 0;
+    case LT_INT64: return 1;
+    case LT_FLOAT32: return 2;
+    default: return 3;
+  }
+}
+
+lt_dtype lt_promote(lt_dtype a, lt_dtype b) { return dtype_rank(a) >= dtype_rank(b) ? a : b; }
+
+int lt_dtype_parse(const char *name) {
+  static const struct { const char *n; lt_dtype dt; } names[] = {
+      {"float32", LT_FLOAT32}, {"float", LT_FLOAT32},  {"float64", LT_FLOAT64},
+      {"double", LT_FLOAT64},  {"int64", LT_INT64},     {"long", LT_INT64},
+      {"bool", LT_BOOL},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(name, names[i].n) == 0) return (int)names[i].dt;
+  return -1;
+}
+
+/* ------------------------------------------------------------ storage */
+
+lt_storage *lt_storage_new(size_t nbytes) {
+  lt_storage *s = malloc(sizeof *s);
+  if (!s) return NULL;
+  size_t got = 0;
+  s->data = lt_cache_alloc(nbytes ? nbytes : 1, &got);
+  if (!s->data) {
+    free(s);
+    return NULL;
+  }
+  s->refcount = 1;
+  s->nbytes = nbytes;
+  s->device = LT_CPU;
+  s->version = 0;
+  s->deleter = NULL;
+  s->deleter_ud = NULL;
+  return s;
+}
+
+void lt_storage_release(lt_storage *s) {
+  if (!s || --s->refcount > 0) return;
+  if (s->deleter)
+    s->deleter(s->data, s->deleter_ud);
+  else
+    lt_cache_free(s->data, s->nbytes ? s->nbytes : 1);
+  free(s);
+}
+
+/* ------------------------------------------------------------ tensor */
+
+int64_t lt_shape_numel(int ndim, const int64_t *size) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= size[i];
+  return n;
+}
+
+void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    stride[i] = s;
+    s *= size[i] > 1 ? size[i] : 1;
+  }
+}
+
+lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
+                          const int64_t *stride, int64_t offset) {
+  lt_tensor *t = calloc(1, sizeof *t);
+  if (!t) return NULL;
+  t->refcount = 1;
+  t->storage = s;
+  s->refcount++;
+  t->dtype = dt;
+  t->ndim = ndim;
+  t->offset = offset;
+  if (ndim > 0) {
+    memcpy(t->size, size, (size_t)ndim * sizeof *size);
+    if (stride)
+      memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    else
+      lt_contiguous_strides(ndim, size, t->stride);
+  }
+  return t;
+}
+
+lt_tensor *lt_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
+                    int64_t offset) {
+  return lt_tensor_wrap(t->storage, t->dtype, ndim, size, stride, offset);
+}
+
+lt_tensor *lt_retain(lt_tensor *t) {
+  if (t) t->refcount++;
+  return t;
+}
+
+void lt_release(lt_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  if (t->grad_acc) t->grad_acc = NULL;   /* the node holds t strongly, so it is gone already */
+  if (t->grad_fn) {
+    /* a retained-grad slot on our node points at us weakly: clear it */
+    if (t->grad_fn->retain && t->output_nr < t->grad_fn->n_out)
+      if (t->grad_fn->retain[t->output_nr] == t) t->grad_fn->retain[t->output_nr] = NULL;
+    lt_node_release(t->grad_fn);
+  }
+  lt_release(t->grad);
+  lt_hooks_free(t->hooks);
+  lt_storage_release(t->storage);
+  free(t);
+}
+
+int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
+  if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "empty: unknown dtype %d", (int)dt);
+  if (ndim < 0 || ndim > LT_MAX_DIMS)
+    return lt_fail(ctx, "empty: %d dimensions given, at most %d supported", ndim, LT_MAX_DIMS);
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (size[i] < 0)
+      return lt_fail(ctx, "empty: negative dimension %lld at position %d",
+                     (long long)size[i], i + 1);
+    if (size[i] && n > INT64_MAX / 16 / size[i])
+      return lt_fail(ctx, "empty: size overflows");
+    n *= size[i];
+  }
+  lt_storage *s = lt_storage_new((size_t)n * lt_dtype_size(dt));
+  if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
+                         (long long)(n * (int64_t)lt_dtype_size(dt)));
+  lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
+  lt_storage_release(s);
+  if (!t) return lt_fail(ctx, "empty: out of memory");
+  *out = t;
+  return 0;
+}
+
+/* Host-owned memory: nothing to free. */
+static void keep_blob(void *data, void *ud) {
+  (void)data;
+  (void)ud;
+}
+
+int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim,
+                 const int64_t *size, const int64_t *stride,
+                 void (*deleter)(void *data, void *ud), void *ud) {
+  if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "from_blob: unknown dtype %d", (int)dt);
+  if (ndim < 0 || ndim > LT_MAX_DIMS) return lt_fail(ctx, "from_blob: bad rank %d", ndim);
+  if (!data) return lt_fail(ctx, "from_blob: NULL data");
+  lt_storage *s = malloc(sizeof *s);
+  if (!s) return lt_fail(ctx, "from_blob: out of memory");
+  int64_t extent = 1;   /* elements spanned, for nbytes */
+  for (int i = 0; i < ndim; i++) {
+    if (size[i] < 0) {
+      free(s);
+      return lt_fail(ctx, "from_blob: negative size");
+    }
+    if (size[i] == 0) extent = 0;
+  }
+  if (extent) {
+    int64_t cs[LT_MAX_DIMS];
+    lt_contiguous_strides(ndim, size, cs);
+    const int64_t *st = stride ? stride : cs;
+    extent = 1;
+    for (int i = 0; i < ndim; i++) extent += (size[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
+  }
+  s->refcount = 1;
+  s->data = data;
+  s->nbytes = (size_t)extent * lt_dtype_size(dt);
+  s->device = LT_CPU;
+  s->version = 0;
+  s->deleter = deleter ? deleter : keep_blob;
+  s->deleter_ud = ud;
+  lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, stride, 0);
+  lt_storage_release(s);
+  if (!t) return lt_fail(ctx, "from_blob: out of memory");
+  *out = t;
+  return 0;
+}
+
+int lt_ndim(const lt_tensor *t) { return t->ndim; }
+int64_t lt_size(const lt_tensor *t, int dim) { return t->size[dim]; }
+int64_t lt_stride(const lt_tensor *t, int dim) { return t->stride[dim]; }
+const int64_t *lt_sizes(const lt_tensor *t) { return t->size; }
+const int64_t *lt_strides(const lt_tensor *t) { return t->stride; }
+int64_t lt_numel(const lt_tensor *t) { return lt_shape_numel(t->ndim, t->size); }
+lt_dtype lt_type(const lt_tensor *t) { return t->dtype; }
+lt_devtype lt_device(const lt_tensor *t) { return t->storage->device; }
+
+bool lt_is_contiguous(const lt_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->size[i] == 0) return true;
+    if (t->size[i] != 1 && t->stride[i] != s) return false;
+    s *= t->size[i];
+  }
+  return true;
+}
+
+void *lt_data(const lt_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype);
+}
+
+char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)size[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+char *lt_shape_str(const lt_tensor *t, char *buf, size_t n) {
+  return lt_sizes_str(t->ndim, t->size, buf, n);
+}
+
+bool lt_same_shape(const lt_tensor *a, const lt_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->size[i] != b->size[i]) return false;
+  return true;
+}
+
+int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out) {
+  int n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n)
+    return lt_fail(ctx, "%s: dimension %lld out of range (expected 1..%d or -%d..-1 for a "
+                   "%d-d tensor)", op, (long long)(dim >= 0 ? dim + 1 : dim), n, n, ndim);
+  *out = (int)(dim < 0 ? dim + n : dim);
+  return 0;
+}
+
+int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
+  if (ctx->grad_enabled && t->requires_grad && !t->grad_fn)
+    return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an in-place "
+                   "operation.", op);
+  return 0;
+}
