@@ -4,7 +4,7 @@ LUA_INC ?= /usr/include/lua5.4
 CC ?= cc
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -I$(LUA_INC)
 OPT ?= -O3 -march=x86-64-v2 -fno-math-errno
-LDLIBS = -lopenblas -lm -lpthread -fopenmp
+LDLIBS = -lopenblas -lz -lm -lpthread -fopenmp
 
 SRC = $(wildcard src/*.c src/bind/*.c src/serial/*.c)
 HDR = $(wildcard include/*.h src/*.h src/bind/*.h src/serial/*.h)
@@ -29,15 +29,16 @@ $(BUILD)/luasrc.c: $(LUASRC) tools/embed_lua.lua
 $(BUILD)/luasrc.o: $(BUILD)/luasrc.c
 	$(CC) $(CFLAGS_BASE) -O1 -w -c $< -o $@
 
+# -z nodelete: OpenMP's worker threads outlive lua_close, so the module must never be unloaded.
 $(CORE_SO): $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+	$(CC) -shared -Wl,-z,nodelete $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
 $(LIB_A): $(OBJ)
 	ar rcs $@ $(OBJ)
 
 # Installs missing Debian packages when run as root; otherwise names them.
-PKGS = lua5.4 liblua5.4-dev libopenblas-dev lua-busted pkg-config
+PKGS = lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev lua-busted pkg-config
 setup:
 	@missing=""; for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -55,8 +56,12 @@ check: setup
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
 	  bin/lantern-busted --exclude-tags=nosan
 
-bench: setup all
-	bin/lantern bench/run.lua
+bench: setup all $(BUILD)/gemm_bare
+	bin/lantern bench/run.lua 1
+	bin/lantern bench/run.lua 2 small_add add_16m gemm
+
+$(BUILD)/gemm_bare: bench/gemm_bare.c
+	$(CC) -O2 -o $@ $< -lopenblas
 
 clean:
 	rm -rf build build-asan

@@ -279,6 +279,29 @@ int lt_unary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double p0, doub
 int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1);
 int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const double *hi);
 int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
+int lt_clamp_(lt_ctx *ctx, lt_tensor *a, const double *lo, const double *hi);
+/* |a - b| <= atol + rtol * |b| elementwise (bool tensor); equal: same shape and values. */
+int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double rtol,
+               double atol, bool equal_nan);
+int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol, double atol,
+                bool equal_nan);
+int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b);
+/* PyTorch's result dtype of a op b (zero-dim tensors join only with a higher category). */
+lt_dtype lt_result_type(const lt_tensor *a, const lt_tensor *b);
+/* Internals shared by elementwise.c and elementwise_kernels.c: private op codes of the cpu
+** kernels (fused gradient formulas), a binary kernel with parameters, ternary and where. */
+enum { LT_EW_BW = 1000 /* + lt_unop: g * d op(y)/dy from (g, saved y) */,
+       LT_EW_BW_CLAMP = 1100 /* p0 <= y <= p1 ? g : 0 */, LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN };
+enum { LT_UCLAMP = 1000 /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
+enum { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A, LT_T_MAX_B,
+       LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
+void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
+                     const lt_tensor *b, lt_dtype compute, double p0, double p1);
+/* out = f(g, a, b), all of out's float dtype, broadcast to out's shape. */
+void lt_cpu_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                    const lt_tensor *b);
+void lt_cpu_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+                  const lt_tensor *b);
 
 /* views and shape (shape.c) */
 int lt_view(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
@@ -292,14 +315,149 @@ int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim /* -1000: all
 int lt_unsqueeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim);
 int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
 int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
+/* flatten dims [start, end] into one (a view when possible); unflatten splits dim into sizes
+** (one may be -1); repeat tiles (n >= ndim repeats); flip reverses dims (copies);
+** tril/triu keep the elements with j - i <= k / j - i >= k of the last two dims */
+int lt_flatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int start, int end);
+int lt_unflatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int n,
+                 const int64_t *sizes);
+int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *repeats);
+int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims);
+int lt_tril(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k);
+int lt_triu(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k);
+
+/* indexing (index.c). Index tensors are int64 holding positions counted from `base`: 0 for C
+** callers (PyTorch's convention), 1 for Lua's. Out-of-range indices fail before any write. */
+int lt_index_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+                    int64_t base);
+int lt_index_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+                 lt_tensor *src, int64_t base);
+int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
+                  int64_t base);
+int lt_gather(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+              int64_t base);
+int lt_scatter(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+               lt_tensor *src, int64_t base);
+int lt_scatter_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
+                int64_t base);
+int lt_scatter_value(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+                     double value, int64_t base);
+int lt_scatter_value_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, double value,
+                      int64_t base);
+int lt_scatter_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
+                   lt_tensor *src, int64_t base);
+int lt_scatter_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
+                    int64_t base);
+/* mask is bool and broadcasts against t (in place: to t's shape) */
+int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, double v);
+int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v);
+int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask);
+/* int64 classes (from base) to an int64 tensor of shape [..., num_classes]; -1 infers it */
+int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, int64_t base);
 
 /* reductions (reduce.c); dims NULL/ndims 0 means all */
 enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
 int lt_reduce(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, int ndims, const int *dims,
               bool keepdim);
+/* Full max/min (0-dim result; gradient shared among ties as PyTorch's MaxBackward1). */
+int lt_max(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
+int lt_min(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
+/* Along one dim: values and int64 0-based indices (first occurrence; NaN counts as largest). */
+int lt_max_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+               bool keepdim);
+int lt_min_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+               bool keepdim);
+/* 0-based int64 indices along *dim, or into the flattened tensor when dim is NULL. */
+int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim);
+int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim);
+/* sum((x - mean)^2) / max(0, N - correction); PyTorch's default correction is 1. */
+int lt_var(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
+           double correction, bool keepdim);
+int lt_std(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
+           double correction, bool keepdim);
+/* Vector p-norm over dims: p = 2, 1, 0 (count), +-INFINITY (max/min |x|) or any other p. */
+int lt_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, double p, int ndims, const int *dims,
+            bool keepdim);
+/* log(sum(exp(x))), shifted by the max; integer inputs give float32. */
+int lt_logsumexp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
+                 bool keepdim);
+int lt_softmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
+int lt_log_softmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
+/* Running sum along dim; integer and bool inputs give int64. */
+int lt_cumsum(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
 
 /* linear algebra (linalg.c) */
 int lt_matmul(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
 int lt_mm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+int lt_bmm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+int lt_mv(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *v);
+int lt_dot(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+int lt_outer(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
+/* out = beta * input + alpha * (a @ b); input broadcasts to the product's shape */
+int lt_addmm(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *a, lt_tensor *b,
+             double beta, double alpha);
+
+/* nn kernels (nn_conv.c, nn_pool.c, nn_norm.c, nn_misc.c). Spatial arrays are in the op's
+** dimension order (1-d ops use index 0 only). Optional tensors (bias, weight, running stats)
+** may be NULL. */
+typedef struct lt_conv_args {
+  int64_t stride[2], padding[2], dilation[2];
+  int64_t padding_extra[2];    /* more zeros after each dim ('same' with an even kernel); conv */
+  int64_t output_padding[2];   /* transposed convolutions only */
+  int64_t groups;
+} lt_conv_args;
+void lt_conv_args_init(lt_conv_args *a);   /* stride 1, padding 0, dilation 1, groups 1 */
+/* x (N,C,L) or (C,L); w (O, C/groups, k) */
+int lt_conv1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+              const lt_conv_args *a);
+/* x (N,C,H,W) or (C,H,W); w (O, C/groups, kh, kw) */
+int lt_conv2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+              const lt_conv_args *a);
+/* w (C, O/groups, k...) */
+int lt_conv_transpose1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+                        const lt_conv_args *a);
+int lt_conv_transpose2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+                        const lt_conv_args *a);
+
+typedef struct lt_pool_args {
+  int64_t kernel[2], stride[2] /* 0: = kernel */, padding[2], dilation[2] /* max only */;
+  bool ceil_mode, count_include_pad /* avg only */;
+  int64_t divisor_override;    /* avg only; 0: none */
+} lt_pool_args;
+void lt_pool_args_init(lt_pool_args *a);   /* dilation 1, count_include_pad, rest 0 */
+/* indices (may be NULL): int64 flat 0-based positions inside each input plane */
+int lt_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                  const lt_pool_args *a);
+int lt_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                  const lt_pool_args *a);
+int lt_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a);
+int lt_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a);
+int lt_adaptive_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int64_t osize);
+int lt_adaptive_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const int64_t *osize);
+int lt_adaptive_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                           int64_t osize);
+int lt_adaptive_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                           const int64_t *osize);
+
+/* x (N,C,...); training: batch statistics, running stats (if given) updated in place with
+** the unbiased variance; eval: running stats (required) */
+int lt_batch_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *running_mean,
+                  lt_tensor *running_var, lt_tensor *weight, lt_tensor *bias, bool training,
+                  double momentum, double eps);
+/* normalises over the trailing nd dims, which must equal nshape; weight/bias of shape nshape */
+int lt_layer_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int nd, const int64_t *nshape,
+                  lt_tensor *weight, lt_tensor *bias, double eps);
+int lt_group_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int64_t num_groups,
+                  lt_tensor *weight, lt_tensor *bias, double eps);
+/* eps < 0: the dtype's machine epsilon (PyTorch's eps=None) */
+int lt_rms_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int nd, const int64_t *nshape,
+                lt_tensor *weight, double eps);
+
+/* out = weight[indices - index_base]; padding_idx (0-based row, < 0: none) gets no gradient */
+int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *indices,
+                 int64_t padding_idx, int64_t index_base);
+/* not training or p == 0: *out is x itself (new reference) */
+int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
+               lt_generator *gen);
 
 #endif

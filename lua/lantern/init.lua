@@ -9,19 +9,26 @@ package.loaded["lantern"] = lt   -- submodules require "lantern" while this file
 
 lt.__version = "0.1.0"
 
+-- name -> module that provides it; a module listed with a field name provides that field
 local lazy = {
-  autograd = "lantern.autograd",
-  nn = "lantern.nn",
-  optim = "lantern.optim",
-  data = "lantern.data",
-  safetensors = "lantern.safetensors",
+  autograd = { "lantern.autograd" },
+  nn = { "lantern.nn" },
+  optim = { "lantern.optim" },
+  data = { "lantern.data" },
+  safetensors = { "lantern.serialization", "safetensors" },
+  save = { "lantern.serialization", "save" },
+  load = { "lantern.serialization", "load" },
+  save_module = { "lantern.serialization", "save_module" },
+  load_module = { "lantern.serialization", "load_module" },
 }
 
 setmetatable(lt, {
   __index = function(t, k)
-    local mod = lazy[k]
-    if mod then
-      local v = require(mod)
+    local entry = lazy[k]
+    if entry then
+      local mod = require(entry[1])
+      local v = mod
+      if entry[2] then v = rawget(t, k) or mod[entry[2]] end
       rawset(t, k, v)
       return v
     end
@@ -55,12 +62,6 @@ function lt.enable_grad(fn, ...)
   core.set_grad_enabled(old)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
-end
-
--- optional pieces written in Lua that extend the core (each returns nothing or a table)
-for _, name in ipairs { "lantern.tensor_extra", "lantern.serialization" } do
-  local found = package.searchpath and package.searchpath(name, package.path)
-  if found or package.preload[name] then require(name) end
 end
 
 return lt

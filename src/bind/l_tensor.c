@@ -2,6 +2,7 @@
 ** l_tensor.c -- the Tensor userdata: lifetime, properties, x[i] indexing, conversions.
 */
 #include <lualib.h>
+#include <time.h>
 
 #include "lbind.h"
 
@@ -449,7 +450,16 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+/* Monotonic wall clock in seconds, for benchmarks and progress displays. */
+static int l_clock(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
 static const ltL_Reg tensor_regs[] = {
+    {"clock", l_clock, LTL_FN},
     {"item", t_item, LTL_METHOD},
     {"tolist", t_tolist, LTL_METHOD},
     {"size", t_size, LTL_METHOD},

@@ -222,6 +222,7 @@ FAMILY(ltL_open_linalg)
 FAMILY(ltL_open_nn)
 FAMILY(ltL_open_serial)
 FAMILY(ltL_open_optim)
+FAMILY(ltL_open_data)
 #undef FAMILY
 
 int luaopen_lantern_core(lua_State *L) {
@@ -254,7 +255,7 @@ int luaopen_lantern_core(lua_State *L) {
   ltL_open_autograd(L);
   void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
                                      ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
-                                     ltL_open_serial,   ltL_open_optim};
+                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data};
   for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
     if (families[i]) families[i](L);
   lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */

@@ -78,5 +78,6 @@ void ltL_open_autograd(lua_State *L);     /* l_autograd.c: backward, grad mode, 
 void ltL_open_nn(lua_State *L);           /* l_nn.c: conv, pool, norm, losses kernels */
 void ltL_open_serial(lua_State *L);       /* l_serial.c: pt/safetensors readers and writers */
 void ltL_open_optim(lua_State *L);        /* l_optim.c: fused optimiser steps */
+void ltL_open_data(lua_State *L);         /* l_data.c: dataset file readers */
 
 #endif

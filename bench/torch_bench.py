@@ -1,0 +1,103 @@
+"""PyTorch side of `make bench`: the same work as bench/run.lua, printed as `name value` lines.
+Run with Debian's python3-torch (/usr/bin/python3). Units match run.lua's."""
+import sys
+import time
+
+import torch
+
+torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+only = set(sys.argv[2:])
+
+
+def timeit(fn, min_time=0.3, warm=3):
+    for _ in range(warm):
+        fn()
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        t = time.perf_counter() - t0
+        if t > min_time and n >= 3:
+            return t / n
+
+
+def want(name):
+    return not only or any(name.startswith(o) for o in only)
+
+
+def report(name, value):
+    print(f"{name} {value:.6g}", flush=True)
+
+
+if want("small_add"):
+    a, b = torch.randn(16), torch.randn(16)
+    n = 20000
+    def loop():
+        for _ in range(n):
+            a + b
+    report("small_add_ns", timeit(loop) / n * 1e9)
+
+if want("add_16m"):
+    a, b = torch.randn(16 << 20), torch.randn(16 << 20)
+    out = torch.empty(16 << 20)
+    t = timeit(lambda: torch.add(a, b, out=out))
+    report("add_16m_gbs", 3 * 4 * (16 << 20) / t / 1e9)
+
+if want("gemm"):
+    for n in (256, 512, 1024):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        t = timeit(lambda: a @ b)
+        report(f"gemm_{n}_gflops", 2 * n ** 3 / t / 1e9)
+
+if want("mlp_small"):
+    torch.manual_seed(0)
+    w1 = torch.randn(16, 32, requires_grad=True)
+    b1 = torch.zeros(32, requires_grad=True)
+    w2 = torch.randn(32, 1, requires_grad=True)
+    b2 = torch.zeros(1, requires_grad=True)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+    def step():
+        h = torch.relu(x @ w1 + b1)
+        loss = ((h @ w2 + b2 - y) ** 2).mean()
+        loss.backward()
+        for p in (w1, b1, w2, b2):
+            p.grad = None
+    report("mlp_small_us", timeit(step, 0.5) * 1e6)
+
+if want("mlp_784"):
+    torch.manual_seed(0)
+    sizes = [784, 512, 512, 10]
+    ws = [(torch.randn(sizes[i], sizes[i + 1]) * 0.05).requires_grad_() for i in range(3)]
+    bs = [torch.zeros(sizes[i + 1], requires_grad=True) for i in range(3)]
+    params = ws + bs
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    x = torch.randn(128, 784)
+    y = torch.randint(0, 10, (128,))
+    def step():
+        h = x
+        for i in range(3):
+            h = h @ ws[i] + bs[i]
+            if i < 2:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    report("mlp_784_ms", timeit(step, 1.0) * 1e3)
+
+if want("lenet"):
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                          nn.Linear(84, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(64, 1, 28, 28)
+    y = torch.randint(0, 10, (64,))
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    report("lenet_ms", timeit(step, 1.0) * 1e3)

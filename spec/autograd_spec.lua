@@ -1,0 +1,264 @@
+-- The autograd engine: accumulation, retain_graph, grad modes, detach, version counters,
+-- hooks, custom Functions, autograd.grad and the errors of each misuse.
+local lt = require "lantern"
+
+local function close(a, b, tol)
+  tol = tol or 1e-6
+  local x, y = a:double():reshape(-1):tolist(), b
+  if lt.is_tensor(b) then y = b:double():reshape(-1):tolist() end
+  assert.are.equal(#y, #x)
+  for i = 1, #x do
+    if math.abs(x[i] - y[i]) > tol * (1 + math.abs(y[i])) then
+      error(string.format("element %d: %g vs %g", i, x[i], y[i]), 2)
+    end
+  end
+end
+
+describe("autograd basics", function()
+  it("computes the gradient of a scalar and marks leaves", function()
+    local x = lt.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+    local y = (x * x):sum()
+    assert.is_true(x.is_leaf)
+    assert.is_false(y.is_leaf)
+    assert.is_truthy(y.grad_fn)
+    y:backward()
+    close(x.grad, { 2, 4, 6 })
+  end)
+
+  it("accumulates gradients across backward calls", function()
+    local x = lt.tensor({ 1.0, -1.0 }, { requires_grad = true })
+    for _ = 1, 3 do (x * 2):sum():backward() end
+    close(x.grad, { 6, 6 })
+    x.grad = nil
+    assert.is_nil(x.grad)
+  end)
+
+  it("names grad_fn like PyTorch", function()
+    local a = lt.randn(2, 3, { requires_grad = true })
+    local b = lt.randn(3, 4)
+    assert.are.equal("MmBackward0", a:mm(b).grad_fn)
+    assert.are.equal("MulBackward0", (a * 2).grad_fn)
+  end)
+
+  it("requires a gradient for non-scalar outputs", function()
+    local x = lt.ones(2, 2, { requires_grad = true })
+    local y = x * 3
+    assert.has_error(function() y:backward() end)
+    local ok, err = pcall(y.backward, y)
+    assert.is_false(ok)
+    assert.matches("grad can be implicitly created only for scalar outputs", err)
+    y:backward(lt.ones(2, 2))
+    close(x.grad, { 3, 3, 3, 3 })
+  end)
+
+  it("rejects backward through a tensor that does not require grad", function()
+    local y = lt.ones(2):sum()
+    local ok, err = pcall(y.backward, y)
+    assert.is_false(ok)
+    assert.matches("does not require grad", err)
+  end)
+
+  it("frees the graph unless retain_graph, and says so when reused", function()
+    local x = lt.tensor({ 0.5, 1.5 }, { requires_grad = true })
+    local y = x:exp():sum()
+    y:backward({ retain_graph = true })
+    y:backward()
+    close(x.grad, (x:detach():exp() * 2))
+    local ok, err = pcall(y.backward, y)
+    assert.is_false(ok)
+    assert.matches("backward through the graph a second time", err)
+  end)
+
+  it("reduces broadcast gradients to each input's shape", function()
+    local a = lt.ones(3, 1, { requires_grad = true })
+    local b = lt.ones(4, { requires_grad = true })
+    ;(a * b):sum():backward()
+    assert.are.same({ 3, 1 }, a.grad:size())
+    assert.are.same({ 4 }, b.grad:size())
+    close(a.grad, { 4, 4, 4 })
+    close(b.grad, { 3, 3, 3, 3 })
+  end)
+
+  it("uses a shared input twice", function()
+    local x = lt.tensor({ 3.0 }, { requires_grad = true })
+    local y = x * x + x
+    y:sum():backward()
+    close(x.grad, { 7 })
+  end)
+end)
+
+describe("grad mode", function()
+  it("no_grad records nothing and restores the mode when fn raises", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local y = lt.no_grad(function() return x * 2 end)
+    assert.is_false(y.requires_grad)
+    assert.is_true(lt.is_grad_enabled())
+    assert.has_error(function() lt.no_grad(function() error("boom") end) end)
+    assert.is_true(lt.is_grad_enabled())
+    lt.set_grad_enabled(false)
+    assert.is_false((x * 2).requires_grad)
+    local z = lt.enable_grad(function() return x * 2 end)
+    assert.is_true(z.requires_grad)
+    lt.set_grad_enabled(true)
+  end)
+
+  it("detach shares storage and stops the graph", function()
+    local x = lt.ones(3, { requires_grad = true })
+    local y = x * 2
+    local d = y:detach()
+    assert.is_false(d.requires_grad)
+    d[1] = 10
+    assert.are.equal(10, y[1]:item())
+    local e = x * 1
+    e:detach_()
+    assert.is_true(e.is_leaf)
+    assert.is_false(e.requires_grad)
+  end)
+end)
+
+describe("in-place checks", function()
+  it("refuses in-place ops on a leaf that requires grad", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local ok, err = pcall(function() x:add_(1) end)
+    assert.is_false(ok)
+    assert.matches("leaf Variable that requires grad", err)
+    lt.no_grad(function() x:add_(1) end)
+    close(x, { 2, 2 })
+  end)
+
+  it("detects a saved tensor modified in place (version counter)", function()
+    local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local y = x:exp()
+    local z = (y * y):sum()
+    y:mul_(2)
+    local ok, err = pcall(z.backward, z)
+    assert.is_false(ok)
+    assert.matches("modified by an inplace operation", err)
+    assert.matches("MulBackward0", err)
+  end)
+
+  it("records in-place ops on non-leaves", function()
+    local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local y = x * 1
+    y:mul_(3)
+    y:sum():backward()
+    close(x.grad, { 3, 3 })
+  end)
+end)
+
+describe("hooks and retain_grad", function()
+  it("a hook's return value replaces the gradient", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local seen
+    x:register_hook(function(g) seen = g:clone(); return g * 10 end)
+    ;(x * 3):sum():backward()
+    close(seen, { 3, 3 })
+    close(x.grad, { 30, 30 })
+  end)
+
+  it("hooks on intermediate tensors and retain_grad", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local y = x * 2
+    y:retain_grad()
+    y:register_hook(function(g) return g + 1 end)
+    ;(y * 5):sum():backward()
+    close(y.grad, { 6, 6 })
+    close(x.grad, { 12, 12 })
+  end)
+
+  it("an error in a hook surfaces as a Lua error", function()
+    local x = lt.ones(2, { requires_grad = true })
+    x:register_hook(function() error("hook failed") end)
+    local ok, err = pcall(function() (x * 1):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("hook failed", err)
+  end)
+end)
+
+describe("autograd.grad", function()
+  it("returns gradients without touching .grad", function()
+    local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local y = (x * x * x):sum()
+    local g = lt.autograd.grad(y, { x })
+    close(g[1], { 3, 12 })
+    assert.is_nil(x.grad)
+  end)
+
+  it("reports unused inputs unless allow_unused", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local w = lt.ones(2, { requires_grad = true })
+    local y = (x * 2):sum()
+    local ok, err = pcall(lt.autograd.grad, y, { x, w }, { retain_graph = true })
+    assert.is_false(ok)
+    assert.matches("not have been used in the graph", err)
+    local g = lt.autograd.grad(y, { x, w }, { allow_unused = true })
+    close(g[1], { 2, 2 })
+    assert.is_nil(g[2])
+  end)
+
+  it("takes grad_outputs for non-scalar outputs", function()
+    local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local g = lt.autograd.grad(x * 3, { x }, { grad_outputs = { lt.tensor({ 1.0, 10.0 }) } })
+    close(g[1], { 3, 30 })
+  end)
+end)
+
+describe("autograd.Function", function()
+  local Cube = lt.autograd.Function:extend("Cube")
+  function Cube.forward(ctx, x)
+    ctx:save_for_backward(x)
+    return x * x * x
+  end
+  function Cube.backward(ctx, g)
+    local x = ctx.saved_tensors[1]
+    return g * 3 * x * x
+  end
+
+  it("runs a user op in the graph and names its node", function()
+    local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local y = Cube.apply(x)
+    assert.are.equal("CubeBackward", y.grad_fn)
+    ;(y * 2):sum():backward()
+    close(x.grad, { 6, 24 })
+  end)
+
+  it("passes gradcheck mixed with C ops", function()
+    local x = lt.randn(3, { dtype = "float64", requires_grad = true })
+    assert.is_true(lt.autograd.gradcheck(function(a) return Cube.apply(a:sin()) * 2 end, { x }))
+  end)
+
+  it("gradcheck reports a wrong backward", function()
+    local Bad = lt.autograd.Function:extend("Bad")
+    function Bad.forward(_, x) return x * 2 end
+    function Bad.backward(_, g) return g * 3 end
+    local x = lt.randn(2, { dtype = "float64", requires_grad = true })
+    local ok, err = pcall(lt.autograd.gradcheck, function(a) return Bad.apply(a) end, { x })
+    assert.is_false(ok)
+    assert.matches("analytic 3.*numerical 2", err)
+  end)
+end)
+
+describe("graph memory", function()
+  local function rss_kb()
+    local f = io.open("/proc/self/statm")
+    local _, res = f:read("n", "n")
+    f:close()
+    return res * 4
+  end
+
+  it("keeps a flat resident size over 100,000 forward+backward steps without collectgarbage", function()
+    local w = lt.randn(64, 64, { requires_grad = true })
+    local x = lt.randn(8, 64)
+    local function step()
+      local h = (x:mm(w)):tanh()
+      local loss = (h * h):mean()
+      loss:backward()
+      w.grad = nil
+    end
+    for _ = 1, 5000 do step() end
+    local before = rss_kb()
+    for _ = 1, 100000 do step() end
+    local after = rss_kb()
+    assert.is_true(after - before < 20 * 1024, string.format("RSS grew by %d KiB", after - before))
+  end)
+end)

@@ -1,0 +1,159 @@
+-- Optimisers and schedulers replay PyTorch's trajectories (fixtures from gen_optim.py).
+local lt = require "lantern"
+local optim = lt.optim
+local fx = dofile("spec/fixtures/optim.lua")
+
+local function max_rel_err(t, ref)
+  local a = t:double():reshape(-1):tolist()
+  local flat = {}
+  local function walk(x) if type(x) == "table" then for _, v in ipairs(x) do walk(v) end else flat[#flat + 1] = x end end
+  walk(ref)
+  local worst = 0
+  for i = 1, #a do
+    local e = math.abs(a[i] - flat[i]) / (1e-6 + math.abs(flat[i]))
+    if e > worst then worst = e end
+  end
+  return worst
+end
+
+describe("optimisers match PyTorch step for step", function()
+  for ci, c in ipairs(fx.optimizers) do
+    local label = string.format("%d %s %s", ci, c.name, c.dtype)
+    it(label, function()
+      local w = lt.tensor(c.w0, { dtype = c.dtype, requires_grad = true })
+      local b = lt.tensor(c.b0, { dtype = c.dtype, requires_grad = true })
+      local opts = {}
+      for k, v in pairs(c.opts) do opts[k] = v end
+      local opt = optim[c.name]({ w, b }, opts)
+      local tol = c.dtype == "float64" and 1e-12 or 1e-5
+      for s, g in ipairs(c.grads) do
+        w.grad = lt.tensor(g[1], { dtype = c.dtype })
+        b.grad = lt.tensor(g[2], { dtype = c.dtype })
+        opt:step()
+        assert.is_true(max_rel_err(w, c.traj[s][1]) < tol, label .. " step " .. s .. " weight")
+        assert.is_true(max_rel_err(b, c.traj[s][2]) < tol, label .. " step " .. s .. " bias")
+      end
+    end)
+  end
+end)
+
+describe("optimiser behaviour", function()
+  it("zero_grad sets grads to nil, or zeros them", function()
+    local p = lt.ones(2, { requires_grad = true })
+    local opt = optim.SGD({ p }, { lr = 0.1 })
+    ;(p * 2):sum():backward()
+    opt:zero_grad(false)
+    assert.are.same({ 0, 0 }, p.grad:tolist())
+    opt:zero_grad()
+    assert.is_nil(p.grad)
+  end)
+
+  it("step(closure) returns the loss and skips parameters without grads", function()
+    local p = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
+    local q = lt.tensor({ 5.0 }, { requires_grad = true })
+    local opt = optim.SGD({ p, q }, { lr = 0.5 })
+    local loss = opt:step(function()
+      opt:zero_grad()
+      local l = (p * p):sum()
+      l:backward()
+      return l
+    end)
+    assert.are.equal(5, loss:item())
+    assert.are.same({ 0, 0 }, p:tolist())
+    assert.are.same({ 5 }, q:tolist())
+  end)
+
+  it("parameter groups take per-group options", function()
+    local a = lt.ones(1, { requires_grad = true })
+    local b = lt.ones(1, { requires_grad = true })
+    local opt = optim.SGD({ { params = { a } }, { params = { b }, lr = 1.0 } }, { lr = 0.1 })
+    a.grad, b.grad = lt.ones(1), lt.ones(1)
+    opt:step()
+    assert.is_true(math.abs(a:item() - 0.9) < 1e-6)
+    assert.are.equal(0, b:item())
+  end)
+
+  it("state_dict has PyTorch's layout and round-trips into a fresh optimiser", function()
+    local function make()
+      local w = lt.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 } }, { requires_grad = true })
+      local b = lt.tensor({ 0.5, -0.5 }, { requires_grad = true })
+      return w, b, optim.Adam({ w, b }, { lr = 0.1 })
+    end
+    local w1, b1, o1 = make()
+    for _ = 1, 3 do
+      w1.grad, b1.grad = w1:detach() * 0.1, b1:detach() + 1
+      o1:step()
+    end
+    local sd = o1:state_dict()
+    assert.are.same({ 0, 1 }, sd.param_groups[1].params)
+    assert.is_truthy(sd.state[0].exp_avg)
+    assert.are.equal(3, sd.state[0].step:item())
+    assert.are.equal(0.1, sd.param_groups[1].lr)
+    local w2, b2, o2 = make()
+    w2:detach():copy_(w1); b2:detach():copy_(b1)
+    o2:load_state_dict(sd)
+    for _ = 1, 2 do
+      w1.grad, b1.grad = w1:detach() * 0.1, b1:detach() + 1
+      w2.grad, b2.grad = w2:detach() * 0.1, b2:detach() + 1
+      o1:step(); o2:step()
+    end
+    assert.is_true(lt.equal(w1, w2))
+    assert.is_true(lt.equal(b1, b2))
+  end)
+
+  it("rejects bad options with clear errors", function()
+    local p = lt.ones(1, { requires_grad = true })
+    assert.has_error(function() optim.SGD({ p }, { lr = -1 }) end, "SGD: Invalid learning rate: -1")
+    assert.has_error(function() optim.Adam({ p }, { betas = { 1.5, 0.9 } }) end)
+    assert.has_error(function() optim.SGD({}, { lr = 1 }) end, "SGD: optimizer got an empty parameter list")
+    local ok, err = pcall(optim.SGD, { p }, { lrr = 1 })
+    assert.is_false(ok)
+    assert.matches("unknown option 'lrr'", err)
+  end)
+end)
+
+describe("lr schedulers match PyTorch", function()
+  local S = optim.lr_scheduler
+  local make = {
+    StepLR = function(o) return S.StepLR(o, 3, { gamma = 0.5 }) end,
+    MultiStepLR = function(o) return S.MultiStepLR(o, { 2, 5, 9 }, { gamma = 0.1 }) end,
+    ExponentialLR = function(o) return S.ExponentialLR(o, 0.9) end,
+    CosineAnnealingLR = function(o) return S.CosineAnnealingLR(o, 10, { eta_min = 0.01 }) end,
+    LinearLR = function(o) return S.LinearLR(o, { start_factor = 0.25, total_iters = 4 }) end,
+    OneCycleLR = function(o) return S.OneCycleLR(o, 1.0, { total_steps = 12 }) end,
+    LambdaLR = function(o) return S.LambdaLR(o, function(e) return 1.0 / (e + 1) end) end,
+    ReduceLROnPlateau = function(o) return S.ReduceLROnPlateau(o, { patience = 2, factor = 0.5 }) end,
+  }
+  local metrics = { 1.0, 0.9, 0.95, 0.96, 0.97, 0.98, 0.99, 1.0, 1.0, 1.0, 0.5, 0.6 }
+  for _, c in ipairs(fx.schedulers) do
+    it(c.name, function()
+      local p = lt.zeros(1, { requires_grad = true })
+      local opt = optim.SGD({ p }, { lr = 0.5 })
+      local s = make[c.name](opt)
+      local function check(i)
+        local got, want = opt.param_groups[1].lr, c.lrs[i]
+        assert.is_true(math.abs(got - want) <= 1e-12 + 1e-9 * math.abs(want),
+          string.format("%s step %d: %.17g vs %.17g", c.name, i - 1, got, want))
+      end
+      check(1)
+      for i = 1, #c.lrs - 1 do
+        if c.name == "ReduceLROnPlateau" then s:step(metrics[i]) else s:step() end
+        check(i + 1)
+      end
+    end)
+  end
+
+  it("state_dict restores the schedule position", function()
+    local p = lt.zeros(1, { requires_grad = true })
+    local opt = optim.SGD({ p }, { lr = 1 })
+    local s = S.StepLR(opt, 2, { gamma = 0.5 })
+    for _ = 1, 3 do s:step() end
+    local sd = s:state_dict()
+    local opt2 = optim.SGD({ p }, { lr = 1 })
+    local s2 = S.StepLR(opt2, 2, { gamma = 0.5 })
+    s2:load_state_dict(sd)
+    s:step(); s2:step()
+    assert.are.equal(s:get_last_lr()[1], s2:get_last_lr()[1])
+    assert.are.equal(0.25, s2:get_last_lr()[1])
+  end)
+end)
