@@ -15,7 +15,7 @@ OBJ = $(SRC:%.c=$(BUILD)/%.o) $(BUILD)/luasrc.o
 CORE_SO = $(BUILD)/lantern/core.so
 LIB_A = $(BUILD)/liblantern.a
 
-.PHONY: all test check bench demo setup clean docs install
+.PHONY: all test check bench demo setup clean
 all: $(CORE_SO) $(LIB_A)
 
 $(BUILD)/%.o: %.c $(HDR)
@@ -63,5 +63,12 @@ bench: setup all $(BUILD)/gemm_bare
 $(BUILD)/gemm_bare: bench/gemm_bare.c
 	$(CC) -O2 -o $@ $< -lopenblas
 
+# README's first command: trains the Fashion-MNIST CNN (installs the dataset package).
+demo: all
+	$(MAKE) setup EXTRA_PKGS=dataset-fashion-mnist
+	bin/lantern examples/fashion_mnist.lua
+
 clean:
 	rm -rf build build-asan
+
+-include mk/install.mk

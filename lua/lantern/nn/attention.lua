@@ -1,0 +1,273 @@
+-- MultiheadAttention and TransformerEncoderLayer with PyTorch's parameter names
+-- (in_proj_weight, in_proj_bias, out_proj.*; self_attn, linear1, dropout, linear2, norm1, norm2,
+-- dropout1, dropout2), shapes and masks.
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+local mod = require "lantern.nn.module"
+local F = require "lantern.nn.functional"
+local init = require "lantern.nn.initfn"
+local linear = require "lantern.nn.linear"
+local dropout = require "lantern.nn.dropout"
+local norm = require "lantern.nn.norm"
+
+local Module = mod.Module
+local A = {}
+
+-- PyTorch names MultiheadAttention's output projection with this Linear subclass.
+local NDQLinear = linear.Linear:extend("NonDynamicallyQuantizableLinear")
+A.NonDynamicallyQuantizableLinear = NDQLinear
+
+-------------------------------------------------------------------------------- MultiheadAttention
+-- MultiheadAttention(embed_dim, num_heads, {dropout = 0, bias = true, kdim, vdim,
+-- batch_first = false})
+local MHA = Module:extend("MultiheadAttention")
+A.MultiheadAttention = MHA
+
+function MHA:__init(embed_dim, num_heads, opts)
+  Module.__init(self)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("MultiheadAttention: options must be a table, e.g. {batch_first = true}", 2)
+  end
+  opts = opts or {}
+  self.embed_dim = util.check_int(embed_dim, "MultiheadAttention", "embed_dim", 1)
+  self.num_heads = util.check_int(num_heads, "MultiheadAttention", "num_heads", 1)
+  self.kdim = opts.kdim or embed_dim
+  self.vdim = opts.vdim or embed_dim
+  self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+  self.dropout = opts.dropout or 0.0
+  self.batch_first = opts.batch_first or false
+  self.head_dim = embed_dim // num_heads
+  if self.head_dim * num_heads ~= embed_dim then
+    error("MultiheadAttention: embed_dim must be divisible by num_heads", 2)
+  end
+  if opts.add_bias_kv or opts.add_zero_attn then
+    error("MultiheadAttention: add_bias_kv and add_zero_attn are not supported", 2)
+  end
+  local f = { dtype = opts.dtype or "float32" }
+  if not self._qkv_same_embed_dim then
+    self.q_proj_weight = lt.empty(embed_dim, embed_dim, f)
+    self.k_proj_weight = lt.empty(embed_dim, self.kdim, f)
+    self.v_proj_weight = lt.empty(embed_dim, self.vdim, f)
+    self:register_parameter("in_proj_weight", nil)
+  else
+    self.in_proj_weight = lt.empty(3 * embed_dim, embed_dim, f)
+    self:register_parameter("q_proj_weight", nil)
+    self:register_parameter("k_proj_weight", nil)
+    self:register_parameter("v_proj_weight", nil)
+  end
+  local bias = opts.bias ~= false
+  if bias then
+    self.in_proj_bias = lt.empty(3 * embed_dim, f)
+  else
+    self:register_parameter("in_proj_bias", nil)
+  end
+  self.out_proj = NDQLinear(embed_dim, embed_dim, { bias = bias, dtype = f.dtype })
+  self.bias_k, self.bias_v = nil, nil
+  self.add_zero_attn = false
+  self:_init_parameters()
+end
+
+function MHA:reset_parameters()
+  if self._qkv_same_embed_dim then
+    init.xavier_uniform_(self.in_proj_weight)
+  else
+    init.xavier_uniform_(self.q_proj_weight)
+    init.xavier_uniform_(self.k_proj_weight)
+    init.xavier_uniform_(self.v_proj_weight)
+  end
+  if self.in_proj_bias ~= nil then
+    init.constant_(self.in_proj_bias, 0)
+    init.constant_(self.out_proj.bias, 0)
+  end
+end
+
+-- Boolean masks mark positions that may NOT be attended (PyTorch's rule for this module); float
+-- masks are added to the scores.
+local function float_mask(m, dtype)
+  if m.dtype == "bool" then
+    return lt.zeros(util.sizes(m), { dtype = dtype }):masked_fill(m, -math.huge)
+  end
+  return m:to(dtype)
+end
+
+-- forward(query, key, value, {key_padding_mask, need_weights = true, attn_mask,
+-- average_attn_weights = true, is_causal}) -> attn_output, attn_weights (nil when not needed)
+function MHA:forward(query, key, value, opts)
+  opts = opts or {}
+  for i, t in ipairs({ query, key or false, value or false }) do
+    if not util.is_tensor(t) then
+      error("MultiheadAttention: expected query, key and value Tensors (argument " .. i .. " is " ..
+        util.typename(t) .. ")", 2)
+    end
+  end
+  local E, H, hd = self.embed_dim, self.num_heads, self.head_dim
+  local batched = query:dim() == 3
+  if not batched and query:dim() ~= 2 then
+    error("MultiheadAttention: query should be unbatched 2D or batched 3D tensor but received " ..
+      query:dim() .. "-D query tensor of size " .. util.shape_str(query), 2)
+  end
+  if key:dim() ~= query:dim() or value:dim() ~= query:dim() then
+    error("MultiheadAttention: query, key and value must have the same rank, got " ..
+      util.shape_str(query) .. ", " .. util.shape_str(key) .. ", " .. util.shape_str(value), 2)
+  end
+  if query:size(-1) ~= E then
+    error("MultiheadAttention: was expecting embedding dimension of " .. E .. ", but got " ..
+      query:size(-1) .. " (query of size " .. util.shape_str(query) .. ")", 2)
+  end
+  if key:size(-1) ~= self.kdim or value:size(-1) ~= self.vdim then
+    error("MultiheadAttention: key/value feature sizes " .. key:size(-1) .. "/" .. value:size(-1) ..
+      " do not match kdim=" .. self.kdim .. ", vdim=" .. self.vdim, 2)
+  end
+  local q, k, v = query, key, value
+  local kpm = opts.key_padding_mask
+  if not batched then
+    q, k, v = q:unsqueeze(2), k:unsqueeze(2), v:unsqueeze(2)
+    if kpm ~= nil then kpm = kpm:unsqueeze(1) end
+  elseif self.batch_first then
+    q, k, v = q:transpose(1, 2), k:transpose(1, 2), v:transpose(1, 2)
+  end
+  -- (L, N, E) from here on
+  local L, N, S = q:size(1), q:size(2), k:size(1)
+  local wq, wk, wv, bq, bk, bv
+  if self._qkv_same_embed_dim then
+    wq = self.in_proj_weight:narrow(1, 1, E)
+    wk = self.in_proj_weight:narrow(1, E + 1, E)
+    wv = self.in_proj_weight:narrow(1, 2 * E + 1, E)
+  else
+    wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+  end
+  local b = self.in_proj_bias
+  if b ~= nil then bq, bk, bv = b:narrow(1, 1, E), b:narrow(1, E + 1, E), b:narrow(1, 2 * E + 1, E) end
+  q = F.linear(q, wq, bq)
+  k = F.linear(k, wk, bk)
+  v = F.linear(v, wv, bv)
+  -- heads: (L, N, E) -> (N*H, L, hd)
+  q = q:reshape(L, N * H, hd):transpose(1, 2)
+  k = k:reshape(S, N * H, hd):transpose(1, 2)
+  v = v:reshape(S, N * H, hd):transpose(1, 2)
+  local mask
+  local am = opts.attn_mask
+  if opts.is_causal and am == nil then
+    am = lt.ones(L, S, { dtype = "bool" }):triu(1)
+  end
+  if am ~= nil then
+    if am:dim() == 2 then
+      if am:size(1) ~= L or am:size(2) ~= S then
+        error("MultiheadAttention: The shape of the 2D attn_mask is " .. util.torch_size(am) ..
+          ", but should be (" .. L .. ", " .. S .. ").", 2)
+      end
+      am = am:unsqueeze(1)
+    elseif am:dim() == 3 then
+      if am:size(1) ~= N * H or am:size(2) ~= L or am:size(3) ~= S then
+        error("MultiheadAttention: The shape of the 3D attn_mask is " .. util.torch_size(am) ..
+          ", but should be (" .. N * H .. ", " .. L .. ", " .. S .. ").", 2)
+      end
+    else
+      error("MultiheadAttention: attn_mask's dimension " .. am:dim() .. " is not supported", 2)
+    end
+    mask = float_mask(am, q.dtype)
+  end
+  if kpm ~= nil then
+    if kpm:dim() ~= 2 or kpm:size(1) ~= N or kpm:size(2) ~= S then
+      error("MultiheadAttention: expecting key_padding_mask shape of (" .. N .. ", " .. S ..
+        "), but got " .. util.torch_size(kpm), 2)
+    end
+    local km = float_mask(kpm, q.dtype):view(N, 1, 1, S):expand(N, H, 1, S):reshape(N * H, 1, S)
+    mask = mask and (mask + km) or km
+  end
+  local scores = (q * (1 / math.sqrt(hd))):matmul(k:transpose(2, 3))   -- (N*H, L, S)
+  if mask ~= nil then scores = scores + mask end
+  local w = scores:softmax(-1)
+  local wd = w
+  if self.dropout > 0 and self.training then wd = F.dropout(w, self.dropout, true) end
+  local out = wd:matmul(v)                                               -- (N*H, L, hd)
+  out = out:transpose(1, 2):reshape(L * N, E)
+  out = self.out_proj(out):view(L, N, E)
+  local weights
+  local need = opts.need_weights
+  if need == nil then need = true end
+  if need then
+    weights = w:view(N, H, L, S)
+    local avg = opts.average_attn_weights
+    if avg == nil then avg = true end
+    if avg then weights = weights:mean(2) end
+    if not batched then weights = weights:squeeze(1) end
+  end
+  if not batched then
+    out = out:squeeze(2)
+  elseif self.batch_first then
+    out = out:transpose(1, 2)
+  end
+  return out, weights
+end
+
+-------------------------------------------------------------------------------- TransformerEncoderLayer
+-- TransformerEncoderLayer(d_model, nhead, {dim_feedforward = 2048, dropout = 0.1,
+-- activation = "relu" | "gelu" | function | Module, layer_norm_eps = 1e-5, batch_first = false,
+-- norm_first = false, bias = true})
+local TEL = Module:extend("TransformerEncoderLayer")
+A.TransformerEncoderLayer = TEL
+
+local ACT = { relu = F.relu, gelu = F.gelu }
+
+function TEL:__init(d_model, nhead, opts)
+  Module.__init(self)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("TransformerEncoderLayer: options must be a table, e.g. {dim_feedforward = 512}", 2)
+  end
+  opts = opts or {}
+  local dff = opts.dim_feedforward or 2048
+  local p = opts.dropout
+  if p == nil then p = 0.1 end
+  local eps = opts.layer_norm_eps or 1e-5
+  local bias = opts.bias ~= false
+  local f = { dtype = opts.dtype or "float32" }
+  self.self_attn = MHA(d_model, nhead, { dropout = p, bias = bias, batch_first = opts.batch_first, dtype = f.dtype })
+  self.linear1 = linear.Linear(d_model, dff, { bias = bias, dtype = f.dtype })
+  self.dropout = dropout.Dropout(p)
+  self.linear2 = linear.Linear(dff, d_model, { bias = bias, dtype = f.dtype })
+  self.norm_first = opts.norm_first or false
+  self.norm1 = norm.LayerNorm(d_model, { eps = eps, bias = bias, dtype = f.dtype })
+  self.norm2 = norm.LayerNorm(d_model, { eps = eps, bias = bias, dtype = f.dtype })
+  self.dropout1 = dropout.Dropout(p)
+  self.dropout2 = dropout.Dropout(p)
+  local act = opts.activation or "relu"
+  if type(act) == "string" then
+    local fn = ACT[act]
+    if fn == nil then
+      error("TransformerEncoderLayer: activation should be relu/gelu, not " .. act, 2)
+    end
+    self.activation = fn
+  else
+    self.activation = act   -- a function (plain field) or a Module (registered child)
+  end
+end
+
+function TEL:_sa_block(x, attn_mask, key_padding_mask, is_causal)
+  local out = self.self_attn(x, x, x, { attn_mask = attn_mask, key_padding_mask = key_padding_mask,
+    need_weights = false, is_causal = is_causal })
+  return self.dropout1(out)
+end
+
+function TEL:_ff_block(x)
+  return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+end
+
+-- forward(src, {src_mask, src_key_padding_mask, is_causal})
+function TEL:forward(src, opts)
+  if not util.is_tensor(src) then
+    error("TransformerEncoderLayer: expected a Tensor input, got " .. util.typename(src), 2)
+  end
+  opts = opts or {}
+  local x = src
+  if self.norm_first then
+    x = x + self:_sa_block(self.norm1(x), opts.src_mask, opts.src_key_padding_mask, opts.is_causal)
+    x = x + self:_ff_block(self.norm2(x))
+  else
+    x = self.norm1(x + self:_sa_block(x, opts.src_mask, opts.src_key_padding_mask, opts.is_causal))
+    x = self.norm2(x + self:_ff_block(x))
+  end
+  return x
+end
+
+return A

@@ -1,0 +1,270 @@
+-- Convolution and pooling layers: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
+-- AdaptiveAvgPool2d. The kernels (and their backward passes) are C ops of the core.
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+local mod = require "lantern.nn.module"
+local F = require "lantern.nn.functional"
+local init = require "lantern.nn.initfn"
+
+local Module = mod.Module
+local ntuple, tuple_str = util.ntuple, util.tuple_str
+local C = {}
+
+-- Options: a table {stride, padding, dilation, groups, bias, padding_mode, output_padding,
+-- dtype}, or PyTorch's positional order after kernel_size.
+local POS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode" }
+local POS_T = { "stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode" }
+local function conv_opts(where, order, ...)
+  local first = ...
+  if type(first) == "table" then return first end
+  local o = {}
+  for i = 1, select("#", ...) do o[order[i]] = select(i, ...) end
+  return o
+end
+
+local function all_eq(t, v)
+  for _, x in ipairs(t) do if x ~= v then return false end end
+  return true
+end
+
+-------------------------------------------------------------------------------- _ConvNd
+local ConvNd = Module:extend("_ConvNd")
+C._ConvNd = ConvNd
+
+function ConvNd:__init(name, nsp, transposed, in_channels, out_channels, kernel_size, o)
+  Module.__init(self)
+  self.in_channels = util.check_int(in_channels, name, "in_channels", 1)
+  self.out_channels = util.check_int(out_channels, name, "out_channels", 1)
+  local groups = util.check_int(o.groups or 1, name, "groups", 1)
+  if in_channels % groups ~= 0 then error(name .. ": in_channels must be divisible by groups", 4) end
+  if out_channels % groups ~= 0 then error(name .. ": out_channels must be divisible by groups", 4) end
+  self.kernel_size = ntuple(kernel_size, nsp, name .. " kernel_size")
+  self.stride = ntuple(o.stride or 1, nsp, name .. " stride")
+  local padding = o.padding or 0
+  if type(padding) == "string" then
+    if padding ~= "same" and padding ~= "valid" then
+      error(name .. ": Invalid padding string '" .. padding .. "', should be one of {'valid', 'same'}", 4)
+    end
+    if padding == "same" and not all_eq(self.stride, 1) then
+      error(name .. ": padding='same' is not supported for strided convolutions", 4)
+    end
+    self.padding = padding
+  else
+    self.padding = ntuple(padding, nsp, name .. " padding")
+  end
+  self.dilation = ntuple(o.dilation or 1, nsp, name .. " dilation")
+  self.output_padding = ntuple(o.output_padding or 0, nsp, name .. " output_padding")
+  self.transposed = transposed
+  self.groups = groups
+  self.padding_mode = o.padding_mode or "zeros"
+  if self.padding_mode ~= "zeros" then
+    error(name .. ": padding_mode '" .. tostring(self.padding_mode) .. "' is not supported (only 'zeros')", 4)
+  end
+  local f = { dtype = o.dtype or "float32" }
+  local wshape
+  if transposed then
+    wshape = { in_channels, out_channels // groups }
+  else
+    wshape = { out_channels, in_channels // groups }
+  end
+  for _, k in ipairs(self.kernel_size) do wshape[#wshape + 1] = k end
+  self.weight = lt.empty(wshape, f)
+  local bias = o.bias
+  if bias == nil then bias = true end
+  if bias then
+    self.bias = lt.empty(out_channels, f)
+  else
+    self:register_parameter("bias", nil)
+  end
+  self:_init_parameters()
+end
+
+function ConvNd:reset_parameters()
+  init.kaiming_uniform_(self.weight, math.sqrt(5))
+  if self.bias ~= nil then
+    local fan_in = init._calculate_fan_in_and_fan_out(self.weight)
+    if fan_in ~= 0 then
+      local bound = 1 / math.sqrt(fan_in)
+      init.uniform_(self.bias, -bound, bound)
+    end
+  end
+end
+
+function ConvNd:extra_repr()
+  local s = self.in_channels .. ", " .. self.out_channels .. ", kernel_size=" ..
+    tuple_str(self.kernel_size) .. ", stride=" .. tuple_str(self.stride)
+  if type(self.padding) == "string" then
+    s = s .. ", padding=" .. self.padding
+  elseif not all_eq(self.padding, 0) then
+    s = s .. ", padding=" .. tuple_str(self.padding)
+  end
+  if not all_eq(self.dilation, 1) then s = s .. ", dilation=" .. tuple_str(self.dilation) end
+  if not all_eq(self.output_padding, 0) then
+    s = s .. ", output_padding=" .. tuple_str(self.output_padding)
+  end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if self.bias == nil then s = s .. ", bias=False" end
+  if self.padding_mode ~= "zeros" then s = s .. ", padding_mode=" .. self.padding_mode end
+  return s
+end
+
+function ConvNd:_conv_opts()
+  return { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups }
+end
+
+-- Conv1d(in, out, kernel_size, {stride, padding (n, {n}, "same", "valid"), dilation, groups, bias})
+local Conv1d = ConvNd:extend("Conv1d")
+C.Conv1d = Conv1d
+function Conv1d:__init(in_channels, out_channels, kernel_size, ...)
+  ConvNd.__init(self, "Conv1d", 1, false, in_channels, out_channels, kernel_size,
+    conv_opts("Conv1d", POS, ...))
+end
+function Conv1d:forward(x)
+  if not util.is_tensor(x) then error("Conv1d: expected a Tensor input, got " .. util.typename(x), 2) end
+  return F.conv1d(x, self.weight, self.bias, self:_conv_opts())
+end
+
+-- Conv2d(in, out, kernel_size, {stride, padding (n, {h, w}, "same", "valid"), dilation, groups, bias})
+local Conv2d = ConvNd:extend("Conv2d")
+C.Conv2d = Conv2d
+function Conv2d:__init(in_channels, out_channels, kernel_size, ...)
+  ConvNd.__init(self, "Conv2d", 2, false, in_channels, out_channels, kernel_size,
+    conv_opts("Conv2d", POS, ...))
+end
+function Conv2d:forward(x)
+  if not util.is_tensor(x) then error("Conv2d: expected a Tensor input, got " .. util.typename(x), 2) end
+  return F.conv2d(x, self.weight, self.bias, self:_conv_opts())
+end
+
+-- ConvTranspose2d(in, out, kernel_size, {stride, padding, output_padding, groups, bias, dilation})
+local ConvTranspose2d = ConvNd:extend("ConvTranspose2d")
+C.ConvTranspose2d = ConvTranspose2d
+function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, ...)
+  local o = conv_opts("ConvTranspose2d", POS_T, ...)
+  if type(o.padding) == "string" then error("ConvTranspose2d: padding must be a number or a table", 2) end
+  ConvNd.__init(self, "ConvTranspose2d", 2, true, in_channels, out_channels, kernel_size, o)
+end
+function ConvTranspose2d:forward(x, output_size)
+  if not util.is_tensor(x) then
+    error("ConvTranspose2d: expected a Tensor input, got " .. util.typename(x), 2)
+  end
+  local op = self.output_padding
+  if output_size ~= nil then
+    -- output_padding chosen so the output has the requested spatial size
+    local n = #output_size
+    local s = util.sizes(x)
+    op = {}
+    for i = 1, 2 do
+      local want = output_size[n - 2 + i]
+      local min = (s[#s - 2 + i] - 1) * self.stride[i] - 2 * self.padding[i] +
+        self.dilation[i] * (self.kernel_size[i] - 1) + 1
+      op[i] = want - min
+      if op[i] < 0 or op[i] >= math.max(self.stride[i], self.dilation[i]) then
+        error("ConvTranspose2d: requested an output size of " .. util.tuple_str(output_size) ..
+          ", which is not reachable from the input size " .. util.shape_str(x), 2)
+      end
+    end
+  end
+  return F.conv_transpose2d(x, self.weight, self.bias, {
+    stride = self.stride, padding = self.padding, output_padding = op,
+    groups = self.groups, dilation = self.dilation,
+  })
+end
+
+-------------------------------------------------------------------------------- pooling
+local function size_str(v)
+  if type(v) == "table" then return tuple_str(v) end
+  return tostring(v)
+end
+
+local function pool_args(...)
+  local first = ...
+  if type(first) == "table" then return first end
+  return { stride = select(1, ...), padding = select(2, ...), dilation = select(3, ...),
+    return_indices = select(4, ...), ceil_mode = select(5, ...) }
+end
+
+-- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0, dilation = 1, return_indices,
+-- ceil_mode}); with return_indices the forward returns (output, indices).
+local MaxPool2d = Module:extend("MaxPool2d")
+C.MaxPool2d = MaxPool2d
+function MaxPool2d:__init(kernel_size, ...)
+  Module.__init(self)
+  local o = pool_args(...)
+  if kernel_size == nil then error("MaxPool2d: kernel_size is required", 2) end
+  self.kernel_size = kernel_size
+  self.stride = o.stride or kernel_size
+  self.padding = o.padding or 0
+  self.dilation = o.dilation or 1
+  self.return_indices = o.return_indices or false
+  self.ceil_mode = o.ceil_mode or false
+  local ks, pd = ntuple(kernel_size, 2, "MaxPool2d kernel_size"), ntuple(self.padding, 2, "MaxPool2d padding")
+  for i = 1, 2 do
+    if pd[i] * 2 > ks[i] then
+      error("MaxPool2d: pad should be at most half of effective kernel size, but got pad=" ..
+        pd[i] .. ", kernel_size=" .. ks[i], 2)
+    end
+  end
+end
+function MaxPool2d:forward(x)
+  if not util.is_tensor(x) then error("MaxPool2d: expected a Tensor input, got " .. util.typename(x), 2) end
+  return F.max_pool2d(x, self.kernel_size, {
+    stride = self.stride, padding = self.padding, dilation = self.dilation,
+    ceil_mode = self.ceil_mode, return_indices = self.return_indices,
+  })
+end
+function MaxPool2d:extra_repr()
+  return "kernel_size=" .. size_str(self.kernel_size) .. ", stride=" .. size_str(self.stride) ..
+    ", padding=" .. size_str(self.padding) .. ", dilation=" .. size_str(self.dilation) ..
+    ", ceil_mode=" .. util.bool_str(self.ceil_mode)
+end
+
+-- AvgPool2d(kernel_size, {stride = kernel_size, padding = 0, ceil_mode, count_include_pad = true,
+-- divisor_override})
+local AvgPool2d = Module:extend("AvgPool2d")
+C.AvgPool2d = AvgPool2d
+function AvgPool2d:__init(kernel_size, ...)
+  Module.__init(self)
+  local first = ...
+  local o
+  if type(first) == "table" then o = first else
+    o = { stride = select(1, ...), padding = select(2, ...), ceil_mode = select(3, ...),
+      count_include_pad = select(4, ...), divisor_override = select(5, ...) }
+  end
+  if kernel_size == nil then error("AvgPool2d: kernel_size is required", 2) end
+  self.kernel_size = kernel_size
+  self.stride = o.stride or kernel_size
+  self.padding = o.padding or 0
+  self.ceil_mode = o.ceil_mode or false
+  if o.count_include_pad == nil then self.count_include_pad = true else self.count_include_pad = o.count_include_pad end
+  self.divisor_override = o.divisor_override
+end
+function AvgPool2d:forward(x)
+  if not util.is_tensor(x) then error("AvgPool2d: expected a Tensor input, got " .. util.typename(x), 2) end
+  return F.avg_pool2d(x, self.kernel_size, {
+    stride = self.stride, padding = self.padding, ceil_mode = self.ceil_mode,
+    count_include_pad = self.count_include_pad, divisor_override = self.divisor_override,
+  })
+end
+function AvgPool2d:extra_repr()
+  return "kernel_size=" .. size_str(self.kernel_size) .. ", stride=" .. size_str(self.stride) ..
+    ", padding=" .. size_str(self.padding)
+end
+
+-- AdaptiveAvgPool2d(output_size): output_size a number or {h, w} (nil entries keep the input size).
+local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+C.AdaptiveAvgPool2d = AdaptiveAvgPool2d
+function AdaptiveAvgPool2d:__init(output_size)
+  Module.__init(self)
+  if output_size == nil then error("AdaptiveAvgPool2d: output_size is required", 2) end
+  self.output_size = output_size
+end
+function AdaptiveAvgPool2d:forward(x)
+  if not util.is_tensor(x) then
+    error("AdaptiveAvgPool2d: expected a Tensor input, got " .. util.typename(x), 2)
+  end
+  return F.adaptive_avg_pool2d(x, self.output_size)
+end
+function AdaptiveAvgPool2d:extra_repr() return "output_size=" .. size_str(self.output_size) end
+
+return C

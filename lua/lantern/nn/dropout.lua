@@ -1,0 +1,65 @@
+-- Dropout layers: active in training mode only (m:train() / m:eval()).
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+local mod = require "lantern.nn.module"
+local F = require "lantern.nn.functional"
+
+local Module = mod.Module
+local D = {}
+
+local function init_common(self, name, p, inplace)
+  if type(p) == "table" then p, inplace = p.p, p.inplace end
+  p = p == nil and 0.5 or p
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error(name .. ": dropout probability has to be between 0 and 1, but got " .. tostring(p), 3)
+  end
+  self.p = p
+  self.inplace = inplace or false
+end
+
+local function repr(self)
+  return "p=" .. util.num_str(self.p) .. ", inplace=" .. util.bool_str(self.inplace)
+end
+
+-- Dropout(p = 0.5): zeroes elements with probability p and scales the rest by 1/(1-p).
+-- A generator for the mask may be set with m.generator = g.
+local Dropout = Module:extend("Dropout")
+D.Dropout = Dropout
+function Dropout:__init(p, inplace)
+  Module.__init(self)
+  init_common(self, "Dropout", p, inplace)
+end
+function Dropout:forward(x)
+  if not util.is_tensor(x) then error("Dropout: expected a Tensor input, got " .. util.typename(x), 2) end
+  local g = self.generator
+  return F.dropout(x, self.p, self.training, g and { generator = g } or nil)
+end
+Dropout.extra_repr = repr
+
+-- Dropout2d(p): zeroes whole channels of (N, C, H, W) or (C, H, W) input.
+local Dropout2d = Module:extend("Dropout2d")
+D.Dropout2d = Dropout2d
+function Dropout2d:__init(p, inplace)
+  Module.__init(self)
+  init_common(self, "Dropout2d", p, inplace)
+end
+function Dropout2d:forward(x)
+  if not util.is_tensor(x) then error("Dropout2d: expected a Tensor input, got " .. util.typename(x), 2) end
+  local nd = x:dim()
+  if nd ~= 3 and nd ~= 4 then
+    error("Dropout2d: expected 3D or 4D input, got input of size " .. util.shape_str(x), 2)
+  end
+  if not self.training or self.p == 0 then return x end
+  if self.p == 1 then return x * 0 end
+  local s = util.sizes(x)
+  local ms = { s[1] }
+  if nd == 4 then ms[2] = s[2] end
+  for _ = #ms + 1, nd do ms[#ms + 1] = 1 end
+  local o = { dtype = x.dtype }
+  if self.generator then o.generator = self.generator end
+  local keep = lt.rand(ms, o):ge(self.p):to(x.dtype) * (1 / (1 - self.p))
+  return x * keep
+end
+Dropout2d.extra_repr = repr
+
+return D

@@ -1,0 +1,85 @@
+-- Embedding: a lookup table indexed by 1-based int64 indices.
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+local mod = require "lantern.nn.module"
+local F = require "lantern.nn.functional"
+local init = require "lantern.nn.initfn"
+
+local Module = mod.Module
+local E = {}
+
+-- Embedding(num_embeddings, embedding_dim, {padding_idx, _weight, dtype}). padding_idx is a
+-- 1-based row (negative counts from the end); that row starts at zero and gets no gradient.
+local Embedding = Module:extend("Embedding")
+E.Embedding = Embedding
+
+function Embedding:__init(num_embeddings, embedding_dim, opts)
+  Module.__init(self)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("Embedding: options must be a table, e.g. {padding_idx = 1}", 2)
+  end
+  opts = opts or {}
+  self.num_embeddings = util.check_int(num_embeddings, "Embedding", "num_embeddings", 0)
+  self.embedding_dim = util.check_int(embedding_dim, "Embedding", "embedding_dim", 0)
+  local pidx = opts.padding_idx
+  if pidx ~= nil then
+    pidx = util.check_int(pidx, "Embedding", "padding_idx")
+    if pidx > 0 then
+      if pidx > num_embeddings then error("Embedding: Padding_idx must be within num_embeddings", 2) end
+    elseif pidx < 0 then
+      if pidx < -num_embeddings then error("Embedding: Padding_idx must be within num_embeddings", 2) end
+      pidx = num_embeddings + pidx + 1
+    else
+      error("Embedding: padding_idx is 1-based (got 0)", 2)
+    end
+  end
+  self.padding_idx = pidx
+  self.max_norm = opts.max_norm
+  if opts._weight ~= nil then
+    local w = opts._weight
+    if w:dim() ~= 2 or w:size(1) ~= num_embeddings or w:size(2) ~= embedding_dim then
+      error("Embedding: Shape of weight does not match num_embeddings and embedding_dim", 2)
+    end
+    self.weight = w
+  else
+    self.weight = lt.empty(num_embeddings, embedding_dim, { dtype = opts.dtype or "float32" })
+    self:_init_parameters()
+  end
+end
+
+function Embedding:reset_parameters()
+  init.normal_(self.weight)
+  if self.padding_idx ~= nil then
+    lt.no_grad(function() self.weight:select(1, self.padding_idx):fill_(0) end)
+  end
+end
+
+function Embedding:forward(input)
+  if not util.is_tensor(input) then
+    error("Embedding: expected an int64 Tensor of indices, got " .. util.typename(input), 2)
+  end
+  return F.embedding(input, self.weight, self.padding_idx)
+end
+
+function Embedding:extra_repr()
+  local s = self.num_embeddings .. ", " .. self.embedding_dim
+  if self.padding_idx ~= nil then s = s .. ", padding_idx=" .. self.padding_idx end
+  if self.max_norm ~= nil then s = s .. ", max_norm=" .. util.num_str(self.max_norm) end
+  return s
+end
+
+-- Embedding.from_pretrained(weights, {freeze = true, padding_idx})
+function Embedding.from_pretrained(embeddings, opts)
+  opts = opts or {}
+  if not util.is_tensor(embeddings) or embeddings:dim() ~= 2 then
+    error("Embedding.from_pretrained: embeddings must be a 2-D Tensor", 2)
+  end
+  local freeze = opts.freeze
+  if freeze == nil then freeze = true end
+  local w = mod.Parameter(embeddings, not freeze)
+  local e = Embedding(embeddings:size(1), embeddings:size(2),
+    { _weight = w, padding_idx = opts.padding_idx, max_norm = opts.max_norm })
+  return e
+end
+
+return E

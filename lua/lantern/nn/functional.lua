@@ -1,0 +1,814 @@
+-- nn.functional (F): the parameter-free form of every layer, and the losses. Every numeric step
+-- is a call into the C core (kernels from l_nn.c where they exist, otherwise tensor ops); no
+-- per-element Lua loops. Dims are Lua's (1-based, negatives from the end).
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+
+local F = {}
+local is_tensor, check_tensor, ntuple = util.is_tensor, util.check_tensor, util.ntuple
+
+-------------------------------------------------------------------------------- helpers
+local function sizes(t) return util.sizes(t) end
+local function shape_str(t) return util.shape_str(t) end
+
+local function kernel(name)
+  local f = rawget(lt, name)
+  if f == nil then
+    local ok, v = pcall(function() return lt[name] end)
+    if ok then f = v end
+  end
+  return f
+end
+
+-- Normalises a Lua dim (1-based, negative from the end) against rank n -> 1..n.
+local function wrap_dim(d, n, where)
+  local r = d < 0 and n + d + 1 or d
+  if r < 1 or r > math.max(n, 1) then
+    error(where .. ": dim " .. d .. " is out of range for a tensor of rank " .. n, 3)
+  end
+  return r
+end
+F._wrap_dim = wrap_dim
+
+local function check_reduction(r, where)
+  if r ~= "mean" and r ~= "sum" and r ~= "none" then
+    error(where .. ": reduction must be 'mean', 'sum' or 'none', got '" .. tostring(r) .. "'", 3)
+  end
+end
+
+local function reduce(loss, reduction)
+  if reduction == "mean" then return loss:mean() end
+  if reduction == "sum" then return loss:sum() end
+  return loss
+end
+
+-- Legacy PyTorch reduction arguments (size_average, reduce) -> reduction string.
+local function reduction_of(opts, where)
+  opts = opts or {}
+  local r = opts.reduction or "mean"
+  if opts.size_average ~= nil or opts.reduce ~= nil then
+    local sa = opts.size_average ~= false
+    local rd = opts.reduce ~= false
+    r = not rd and "none" or (sa and "mean" or "sum")
+  end
+  check_reduction(r, where)
+  return r
+end
+F._reduction_of = reduction_of
+
+local function numel_of_shape(s)
+  local n = 1
+  for _, v in ipairs(s) do n = n * v end
+  return n
+end
+
+-------------------------------------------------------------------------------- linear layers
+function F.linear(input, weight, bias)
+  check_tensor(input, "linear", "input")
+  check_tensor(weight, "linear", "weight")
+  local in_f = weight:size(weight:dim())
+  if input:dim() == 0 or input:size(input:dim()) ~= in_f then
+    error("linear: input of shape " .. shape_str(input) .. " does not match weight of shape " ..
+      shape_str(weight) .. " (expected last dim " .. in_f .. ")", 2)
+  end
+  local out = input:matmul(weight:t())
+  if bias ~= nil then out = out + bias end
+  return out
+end
+
+-- bilinear: out[..., k] = x1 W[k] x2 + b[k], W of shape (out, in1, in2).
+function F.bilinear(input1, input2, weight, bias)
+  check_tensor(input1, "bilinear", "input1")
+  check_tensor(input2, "bilinear", "input2")
+  local w = sizes(weight)
+  local out_f, in1, in2 = w[1], w[2], w[3]
+  local s1, s2 = sizes(input1), sizes(input2)
+  if #s1 == 0 or s1[#s1] ~= in1 or #s2 == 0 or s2[#s2] ~= in2 then
+    error("bilinear: inputs of shape " .. shape_str(input1) .. " and " .. shape_str(input2) ..
+      " do not match weight of shape " .. shape_str(weight), 2)
+  end
+  local lead = { table.unpack(s1, 1, #s1 - 1) }
+  local n = numel_of_shape(lead)
+  local x1 = input1:reshape(n, in1)
+  local x2 = input2:reshape(n, in2)
+  -- (n, in1) @ (in1, out*in2) -> (n, out, in2), times x2 over in2
+  local wm = weight:permute(2, 1, 3):reshape(in1, out_f * in2)
+  local t = x1:matmul(wm):view(n, out_f, in2)
+  local out = (t * x2:unsqueeze(2)):sum(3)
+  if bias ~= nil then out = out + bias end
+  lead[#lead + 1] = out_f
+  return out:reshape(lead)
+end
+
+-------------------------------------------------------------------------------- shape helpers
+function F.flatten(input, start_dim, end_dim)
+  return input:flatten(start_dim or 1, end_dim or -1)
+end
+
+function F.unflatten(input, dim, sizes_)
+  local s = sizes(input)
+  local d = wrap_dim(dim, #s, "unflatten")
+  local new = {}
+  for i = 1, d - 1 do new[#new + 1] = s[i] end
+  local known, infer = 1, nil
+  for i, v in ipairs(sizes_) do
+    if v == -1 then infer = i else known = known * v end
+  end
+  local sz = { table.unpack(sizes_) }
+  if infer then sz[infer] = s[d] // known end
+  if numel_of_shape(sz) ~= s[d] then
+    error("unflatten: sizes " .. util.tuple_str(sizes_) .. " do not multiply to the size " ..
+      s[d] .. " of dim " .. dim .. " of input " .. shape_str(input), 2)
+  end
+  for _, v in ipairs(sz) do new[#new + 1] = v end
+  for i = d + 1, #s do new[#new + 1] = s[i] end
+  return input:reshape(new)
+end
+
+-- pad(x, {left, right[, top, bottom[, front, back]]}, mode, value): constant padding of the
+-- last dims (PyTorch's order: last dim first); negative amounts crop.
+function F.pad(input, pad, mode, value)
+  mode = mode or "constant"
+  if mode ~= "constant" then error("pad: only mode 'constant' is supported, got '" .. mode .. "'", 2) end
+  if type(pad) ~= "table" or #pad % 2 ~= 0 then
+    error("pad: padding must be a table with an even number of entries", 2)
+  end
+  value = value or 0
+  local out = input
+  local nd = input:dim()
+  if #pad // 2 > nd then error("pad: padding for " .. (#pad // 2) .. " dims on a tensor of rank " .. nd, 2) end
+  for i = 1, #pad // 2 do
+    local d = nd - i + 1
+    local l, r = pad[2 * i - 1], pad[2 * i]
+    if l < 0 then out = out:narrow(d, 1 - l, out:size(d) + l); l = 0 end
+    if r < 0 then out = out:narrow(d, 1, out:size(d) + r); r = 0 end
+    if l > 0 or r > 0 then
+      local parts = {}
+      local s = sizes(out)
+      if l > 0 then
+        s[d] = l
+        parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
+      end
+      parts[#parts + 1] = out
+      if r > 0 then
+        s = sizes(out)
+        s[d] = r
+        parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
+      end
+      out = lt.cat(parts, d)
+    end
+  end
+  return out
+end
+
+-------------------------------------------------------------------------------- convolution
+local function conv_check(where, input, weight, ndim_spatial, groups, transposed)
+  check_tensor(input, where, "input")
+  check_tensor(weight, where, "weight")
+  local nd = input:dim()
+  if nd ~= ndim_spatial + 1 and nd ~= ndim_spatial + 2 then
+    error(where .. ": expected " .. (ndim_spatial + 1) .. "D (unbatched) or " ..
+      (ndim_spatial + 2) .. "D (batched) input, but got input of size: " .. shape_str(input), 3)
+  end
+  local cin = input:size(nd - ndim_spatial)
+  local expect = transposed and weight:size(1) or weight:size(2) * groups
+  if cin ~= expect then
+    error(where .. ": expected input" .. shape_str(input) .. " to have " .. expect ..
+      " channels, but got " .. cin .. " channels instead (weight of size " ..
+      shape_str(weight) .. ", groups=" .. groups .. ")", 3)
+  end
+  return nd == ndim_spatial + 1
+end
+
+local function convnd(where, kname, nsp, input, weight, bias, opts)
+  opts = opts or {}
+  local groups = opts.groups or 1
+  local unbatched = conv_check(where, input, weight, nsp, groups, false)
+  local stride = ntuple(opts.stride or 1, nsp, where .. " stride")
+  local dilation = ntuple(opts.dilation or 1, nsp, where .. " dilation")
+  local padding = opts.padding or 0
+  if padding == "same" then
+    for i = 1, nsp do
+      if stride[i] ~= 1 then error(where .. ": padding='same' is not supported for strided convolutions", 3) end
+    end
+  elseif padding ~= "valid" then
+    padding = ntuple(padding, nsp, where .. " padding")
+  end
+  if bias ~= nil and bias:numel() ~= weight:size(1) then
+    error(where .. ": bias of shape " .. shape_str(bias) .. " does not match " .. weight:size(1) ..
+      " output channels", 3)
+  end
+  local x = unbatched and input:unsqueeze(1) or input
+  local k = kernel(kname)
+  if k == nil then error(where .. ": the core has no " .. kname .. " kernel", 3) end
+  local out = k(x, weight, bias, { stride = stride, padding = padding, dilation = dilation, groups = groups })
+  if unbatched then out = out:squeeze(1) end
+  return out
+end
+
+-- conv1d(x, w, b, {stride, padding (number, table, "same", "valid"), dilation, groups})
+function F.conv1d(input, weight, bias, opts) return convnd("conv1d", "conv1d", 1, input, weight, bias, opts) end
+function F.conv2d(input, weight, bias, opts) return convnd("conv2d", "conv2d", 2, input, weight, bias, opts) end
+
+function F.conv_transpose2d(input, weight, bias, opts)
+  opts = opts or {}
+  local groups = opts.groups or 1
+  local unbatched = conv_check("conv_transpose2d", input, weight, 2, groups, true)
+  local x = unbatched and input:unsqueeze(1) or input
+  local k = kernel("conv_transpose2d")
+  if k == nil then error("conv_transpose2d: the core has no conv_transpose2d kernel", 2) end
+  local out = k(x, weight, bias, {
+    stride = ntuple(opts.stride or 1, 2, "conv_transpose2d stride"),
+    padding = ntuple(opts.padding or 0, 2, "conv_transpose2d padding"),
+    output_padding = ntuple(opts.output_padding or 0, 2, "conv_transpose2d output_padding"),
+    groups = groups,
+    dilation = ntuple(opts.dilation or 1, 2, "conv_transpose2d dilation"),
+  })
+  if unbatched then out = out:squeeze(1) end
+  return out
+end
+
+-------------------------------------------------------------------------------- pooling
+local function pool_input(where, input)
+  check_tensor(input, where, "input")
+  local nd = input:dim()
+  if nd ~= 3 and nd ~= 4 then
+    error(where .. ": expected 3D or 4D input (got " .. nd .. "D input of size " ..
+      shape_str(input) .. ")", 3)
+  end
+  if nd == 3 then return input:unsqueeze(1), true end
+  return input, false
+end
+
+-- max_pool2d(x, kernel_size, {stride, padding, dilation, ceil_mode, return_indices})
+-- (options may also be given positionally as in PyTorch).
+local function pool_opts(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+  if type(stride) == "table" and (stride.stride ~= nil or stride.padding ~= nil or
+      stride.dilation ~= nil or stride.ceil_mode ~= nil or stride.return_indices ~= nil or
+      stride.count_include_pad ~= nil or stride.divisor_override ~= nil or next(stride) == nil) then
+    return stride
+  end
+  return { stride = stride, padding = padding, dilation = dilation, ceil_mode = ceil_mode,
+    return_indices = return_indices }
+end
+
+function F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+  local o = pool_opts(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+  local x, unb = pool_input("max_pool2d", input)
+  local ks = ntuple(kernel_size, 2, "max_pool2d kernel_size")
+  local k = kernel("max_pool2d")
+  if k == nil then error("max_pool2d: the core has no max_pool2d kernel", 2) end
+  local out, idx = k(x, {
+    kernel_size = ks,
+    stride = ntuple(o.stride or ks, 2, "max_pool2d stride"),
+    padding = ntuple(o.padding or 0, 2, "max_pool2d padding"),
+    dilation = ntuple(o.dilation or 1, 2, "max_pool2d dilation"),
+    ceil_mode = o.ceil_mode or false,
+    return_indices = o.return_indices or false,
+  })
+  if unb then
+    out = out:squeeze(1)
+    if idx then idx = idx:squeeze(1) end
+  end
+  if o.return_indices then return out, idx end
+  return out
+end
+
+function F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+  local o
+  if type(stride) == "table" then o = stride else
+    o = { stride = stride, padding = padding, ceil_mode = ceil_mode,
+      count_include_pad = count_include_pad, divisor_override = divisor_override }
+  end
+  local x, unb = pool_input("avg_pool2d", input)
+  local ks = ntuple(kernel_size, 2, "avg_pool2d kernel_size")
+  local k = kernel("avg_pool2d")
+  if k == nil then error("avg_pool2d: the core has no avg_pool2d kernel", 2) end
+  local cip = o.count_include_pad
+  if cip == nil then cip = true end
+  local out = k(x, {
+    kernel_size = ks,
+    stride = ntuple(o.stride or ks, 2, "avg_pool2d stride"),
+    padding = ntuple(o.padding or 0, 2, "avg_pool2d padding"),
+    ceil_mode = o.ceil_mode or false,
+    count_include_pad = cip,
+    divisor_override = o.divisor_override,
+  })
+  if unb then out = out:squeeze(1) end
+  return out
+end
+
+function F.adaptive_avg_pool2d(input, output_size)
+  local x, unb = pool_input("adaptive_avg_pool2d", input)
+  local os = ntuple(output_size, 2, "adaptive_avg_pool2d output_size")
+  local s = sizes(x)
+  for i = 1, 2 do if os[i] == nil or os[i] == -1 then os[i] = s[2 + i] end end
+  local out
+  if os[1] == 1 and os[2] == 1 then
+    out = x:flatten(3):mean(3, true):unsqueeze(4)
+  else
+    local k = kernel("adaptive_avg_pool2d")
+    if k == nil then error("adaptive_avg_pool2d: the core has no adaptive_avg_pool2d kernel", 2) end
+    out = k(x, os)
+  end
+  if unb then out = out:squeeze(1) end
+  return out
+end
+
+-------------------------------------------------------------------------------- normalisation
+-- batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps): the running
+-- statistics (when given and training) are updated in place with the unbiased variance.
+function F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+  check_tensor(input, "batch_norm", "input")
+  if training == nil then training = false end
+  momentum = momentum or 0.1
+  eps = eps or 1e-5
+  local nd = input:dim()
+  if nd < 2 then
+    error("batch_norm: expected at least 2D input (got " .. nd .. "D input of size " ..
+      shape_str(input) .. ")", 2)
+  end
+  local c = input:size(2)
+  for _, t in ipairs({ running_mean or false, running_var or false, weight or false, bias or false }) do
+    if t and t:numel() ~= c then
+      error("batch_norm: running_mean should contain " .. c .. " elements not " .. t:numel() ..
+        " (input of size " .. shape_str(input) .. ")", 2)
+    end
+  end
+  if training then
+    local per = input:numel() // c
+    if per <= 1 then
+      error("Expected more than 1 value per channel when training, got input size " ..
+        util.torch_size(input), 2)
+    end
+  end
+  local k = kernel("batch_norm")
+  if k then
+    return k(input, running_mean, running_var, weight, bias, training, momentum, eps)
+  end
+  -- composite fallback: statistics over every dim but the channel one
+  local shape = { 1, c }
+  for _ = 3, nd do shape[#shape + 1] = 1 end
+  local x2 = input:transpose(1, 2):reshape(c, -1)
+  local mean, var
+  if training or running_mean == nil then
+    mean = x2:mean(2)
+    local d = x2 - mean:unsqueeze(2)
+    var = (d * d):mean(2)
+    if training and running_mean ~= nil then
+      local n = x2:size(2)
+      lt.no_grad(function()
+        running_mean:mul_(1 - momentum):add_(mean:detach() * momentum)
+        running_var:mul_(1 - momentum):add_(var:detach() * (momentum * n / (n - 1)))
+      end)
+    end
+  else
+    mean, var = running_mean, running_var
+  end
+  local out = (input - mean:view(shape)) * (var + eps):rsqrt():view(shape)
+  if weight ~= nil then out = out * weight:view(shape) end
+  if bias ~= nil then out = out + bias:view(shape) end
+  return out
+end
+
+local function norm_shape(ns)
+  if type(ns) == "number" then return { ns } end
+  return ns
+end
+
+function F.layer_norm(input, normalized_shape, weight, bias, eps)
+  check_tensor(input, "layer_norm", "input")
+  local ns = norm_shape(normalized_shape)
+  eps = eps or 1e-5
+  local s = sizes(input)
+  local ok = #s >= #ns
+  for i = 1, #ns do if not ok or s[#s - #ns + i] ~= ns[i] then ok = false break end end
+  if not ok then
+    error("layer_norm: given normalized_shape=" .. util.tuple_str(ns) .. ", expected input with " ..
+      "shape [*, " .. table.concat(ns, ", ") .. "], but got input of size " .. shape_str(input), 2)
+  end
+  local k = kernel("layer_norm")
+  if k then return k(input, ns, weight, bias, eps) end
+  local lead = { table.unpack(s, 1, #s - #ns) }
+  lead[#lead + 1] = -1
+  local x = input:reshape(lead)
+  local mean = x:mean(-1, true)
+  local d = x - mean
+  local var = (d * d):mean(-1, true)
+  local out = (d * (var + eps):rsqrt()):reshape(s)
+  if weight ~= nil then out = out * weight end
+  if bias ~= nil then out = out + bias end
+  return out
+end
+
+function F.group_norm(input, num_groups, weight, bias, eps)
+  check_tensor(input, "group_norm", "input")
+  eps = eps or 1e-5
+  local s = sizes(input)
+  if #s < 2 then error("group_norm: expected at least 2D input, got " .. shape_str(input), 2) end
+  local c = s[2]
+  if c % num_groups ~= 0 then
+    error("group_norm: expected number of channels in input (" .. c .. ") to be divisible by " ..
+      "num_groups (" .. num_groups .. "), input of size " .. shape_str(input), 2)
+  end
+  local k = kernel("group_norm")
+  if k then return k(input, num_groups, weight, bias, eps) end
+  local x = input:reshape(s[1], num_groups, -1)
+  local mean = x:mean(3, true)
+  local d = x - mean
+  local var = (d * d):mean(3, true)
+  local out = (d * (var + eps):rsqrt()):reshape(s)
+  local shape = { 1, c }
+  for _ = 3, #s do shape[#shape + 1] = 1 end
+  if weight ~= nil then out = out * weight:view(shape) end
+  if bias ~= nil then out = out + bias:view(shape) end
+  return out
+end
+
+local FEPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
+
+function F.rms_norm(input, normalized_shape, weight, eps)
+  check_tensor(input, "rms_norm", "input")
+  local ns = norm_shape(normalized_shape)
+  eps = eps or FEPS[input.dtype] or 1.1920928955078125e-07
+  local s = sizes(input)
+  local ok = #s >= #ns
+  for i = 1, #ns do if not ok or s[#s - #ns + i] ~= ns[i] then ok = false break end end
+  if not ok then
+    error("rms_norm: given normalized_shape=" .. util.tuple_str(ns) .. ", expected input with " ..
+      "shape [*, " .. table.concat(ns, ", ") .. "], but got input of size " .. shape_str(input), 2)
+  end
+  local k = kernel("rms_norm")
+  if k then return k(input, ns, weight, eps) end
+  local lead = { table.unpack(s, 1, #s - #ns) }
+  lead[#lead + 1] = -1
+  local x = input:reshape(lead)
+  local out = (x * ((x * x):mean(-1, true) + eps):rsqrt()):reshape(s)
+  if weight ~= nil then out = out * weight end
+  return out
+end
+
+function F.normalize(input, p, dim, eps)
+  p = p or 2
+  dim = dim or 2
+  eps = eps or 1e-12
+  local n = input:norm(p, dim, true)
+  return input / n:clamp(eps, nil)
+end
+
+-------------------------------------------------------------------------------- dropout, embedding
+function F.dropout(input, p, training, opts)
+  p = p or 0.5
+  if training == nil then training = true end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("dropout probability has to be between 0 and 1, but got " .. tostring(p), 2)
+  end
+  if not training or p == 0 then return input end
+  local k = kernel("dropout")
+  if k then return k(input, p, training, opts) end
+  if p == 1 then return input * 0 end
+  local mask = lt.rand(sizes(input), { dtype = input.dtype, generator = opts and opts.generator })
+  mask = mask:ge(p):to(input.dtype) * (1 / (1 - p))
+  return input * mask
+end
+
+function F.embedding(input, weight, padding_idx, opts)
+  check_tensor(input, "embedding", "input")
+  check_tensor(weight, "embedding", "weight")
+  if input.dtype ~= "int64" then
+    error("embedding: expected indices of dtype int64, got " .. input.dtype, 2)
+  end
+  local k = kernel("embedding")
+  if k then return k(input, weight, padding_idx) end
+  local s = sizes(input)
+  local out = weight:index_select(1, input:reshape(-1))
+  s[#s + 1] = weight:size(2)
+  return out:reshape(s)
+end
+
+function F.one_hot(t, num_classes) return t:one_hot(num_classes) end
+
+-------------------------------------------------------------------------------- activations
+function F.relu(x) return x:relu() end
+function F.relu6(x) return x:clamp(0, 6) end
+function F.hardtanh(x, min_val, max_val) return x:clamp(min_val or -1, max_val or 1) end
+function F.leaky_relu(x, negative_slope)
+  negative_slope = negative_slope or 0.01
+  if x.leaky_relu then return x:leaky_relu(negative_slope) end
+  return lt.where(x:gt(0), x, x * negative_slope)
+end
+function F.elu(x, alpha)
+  alpha = alpha or 1.0
+  if x.elu then return x:elu(alpha) end
+  return lt.where(x:gt(0), x, (x:exp() - 1) * alpha)
+end
+-- gelu(x, approximate) with approximate "none" (exact, erf) or "tanh"
+function F.gelu(x, approximate)
+  if type(approximate) == "table" then approximate = approximate.approximate end
+  approximate = approximate or "none"
+  if approximate ~= "none" and approximate ~= "tanh" then
+    error("gelu: approximate must be 'none' or 'tanh', got '" .. tostring(approximate) .. "'", 2)
+  end
+  return x:gelu(approximate)
+end
+function F.silu(x) return x:silu() end
+function F.tanh(x) return x:tanh() end
+function F.sigmoid(x) return x:sigmoid() end
+function F.softplus(x, beta, threshold)
+  beta, threshold = beta or 1, threshold or 20
+  if x.softplus then return x:softplus(beta, threshold) end
+  local bx = x * beta
+  return lt.where(bx:gt(threshold), x, (bx:exp() + 1):log() / beta)
+end
+function F.logsigmoid(x)
+  -- log sigmoid(x) = min(x, 0) - log1p(exp(-|x|))
+  return x:clamp(nil, 0) - (-x:abs()):exp():log1p()
+end
+function F.mish(x) return x * F.softplus(x):tanh() end
+function F.softsign(x) return x / (x:abs() + 1) end
+function F.hardsigmoid(x) return (x / 6 + 0.5):clamp(0, 1) end
+function F.hardswish(x) return x * F.hardsigmoid(x) end
+function F.glu(x, dim)
+  dim = dim or -1
+  local a, b = table.unpack(x:chunk(2, dim))
+  return a * b:sigmoid()
+end
+
+-- PyTorch's implicit softmax dim (deprecated there): 1 for 0/1/3-D input, else 2 (Lua dims).
+local function softmax_dim(x, dim)
+  if dim ~= nil then return dim end
+  local nd = x:dim()
+  if nd == 0 or nd == 1 or nd == 3 then return 1 end
+  return 2
+end
+F._softmax_dim = softmax_dim
+function F.softmax(x, dim) return x:softmax(softmax_dim(x, dim)) end
+function F.log_softmax(x, dim) return x:log_softmax(softmax_dim(x, dim)) end
+function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
+
+-------------------------------------------------------------------------------- attention
+-- scaled_dot_product_attention(q, k, v, {attn_mask, dropout_p, is_causal, scale, generator}):
+-- softmax(q k^T * scale + mask) v. A bool mask marks positions that TAKE part (PyTorch's rule
+-- for this function); a float mask is added. Returns (out, weights).
+function F.scaled_dot_product_attention(q, k, v, opts)
+  opts = opts or {}
+  local d = q:size(q:dim())
+  local scale = opts.scale or 1 / math.sqrt(d)
+  local scores = q:matmul(k:transpose(-2, -1)) * scale
+  local L, S = q:size(q:dim() - 1), k:size(k:dim() - 1)
+  if opts.is_causal then
+    local causal = lt.ones(L, S, { dtype = "bool" }):triu(1)
+    scores = scores:masked_fill(causal, -math.huge)
+  end
+  local m = opts.attn_mask
+  if m ~= nil then
+    if m.dtype == "bool" then
+      scores = scores:masked_fill(m:logical_not(), -math.huge)
+    else
+      scores = scores + m
+    end
+  end
+  local w = scores:softmax(-1)
+  if (opts.dropout_p or 0) > 0 then w = F.dropout(w, opts.dropout_p, true, opts) end
+  return w:matmul(v), w
+end
+
+-------------------------------------------------------------------------------- losses
+local function check_same(where, input, target)
+  check_tensor(input, where, "input")
+  check_tensor(target, where, "target")
+end
+
+function F.mse_loss(input, target, opts)
+  check_same("mse_loss", input, target)
+  local r = reduction_of(opts, "mse_loss")
+  local d = input - target
+  return reduce(d * d, r)
+end
+
+function F.l1_loss(input, target, opts)
+  check_same("l1_loss", input, target)
+  local r = reduction_of(opts, "l1_loss")
+  return reduce((input - target):abs(), r)
+end
+
+function F.smooth_l1_loss(input, target, opts)
+  check_same("smooth_l1_loss", input, target)
+  local r = reduction_of(opts, "smooth_l1_loss")
+  local beta = (opts and opts.beta) or 1.0
+  if beta < 0 then error("smooth_l1_loss: beta must be non-negative, got " .. beta, 2) end
+  local d = (input - target):abs()
+  if beta == 0 then return reduce(d, r) end
+  local loss = lt.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta)
+  return reduce(loss, r)
+end
+
+function F.huber_loss(input, target, opts)
+  check_same("huber_loss", input, target)
+  local r = reduction_of(opts, "huber_loss")
+  local delta = (opts and opts.delta) or 1.0
+  if delta <= 0 then error("huber_loss: delta must be positive, got " .. delta, 2) end
+  local d = (input - target):abs()
+  local loss = lt.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta)
+  return reduce(loss, r)
+end
+
+-- Class dim of an input for nll/cross_entropy: 1 for an unbatched (C) input, else 2.
+local function class_dim(input) return input:dim() == 1 and 1 or 2 end
+
+local function check_class_target(where, input, target)
+  local cd = class_dim(input)
+  local si, st = sizes(input), sizes(target)
+  local ok = (#st == #si - 1)
+  if ok then
+    local j = 1
+    for i = 1, #si do
+      if i ~= cd then
+        if st[j] ~= si[i] then ok = false break end
+        j = j + 1
+      end
+    end
+  end
+  if not ok then
+    error(where .. ": expected target of shape " .. (function()
+      local e = {}
+      for i = 1, #si do if i ~= cd then e[#e + 1] = si[i] end end
+      return "[" .. table.concat(e, ", ") .. "]"
+    end)() .. " (class indices) for input of shape " .. shape_str(input) .. ", got target of shape " ..
+      shape_str(target), 3)
+  end
+end
+
+-- nll_loss(log_probs, target, {weight, ignore_index=-100, reduction}) with 1-based class
+-- indices in an int64 target.
+function F.nll_loss(input, target, opts)
+  check_same("nll_loss", input, target)
+  opts = opts or {}
+  local r = reduction_of(opts, "nll_loss")
+  if input:dim() < 1 then error("nll_loss: input must have at least 1 dim", 2) end
+  if target.dtype ~= "int64" then
+    error("nll_loss: expected target of dtype int64 (class indices), got " .. target.dtype, 2)
+  end
+  check_class_target("nll_loss", input, target)
+  local cd = class_dim(input)
+  local C = input:size(cd)
+  local weight = opts.weight
+  if weight ~= nil and (weight:dim() ~= 1 or weight:numel() ~= C) then
+    error("nll_loss: weight tensor should be defined either for all " .. C ..
+      " classes or no classes but got weight tensor of shape: " .. shape_str(weight), 2)
+  end
+  local ignore_index = opts.ignore_index or -100
+  local keep = target:ne(ignore_index)
+  local safe = target:masked_fill(keep:logical_not(), 1)
+  if safe:numel() > 0 then
+    local lo, hi = safe:min():item(), safe:max():item()
+    if lo < 1 or hi > C then
+      error("nll_loss: target " .. (lo < 1 and lo or hi) .. " is out of bounds for " .. C ..
+        " classes (class indices are 1-based)", 2)
+    end
+  end
+  local picked = input:gather(cd, safe:unsqueeze(cd)):squeeze(cd)
+  local w
+  if weight ~= nil then
+    w = weight:index_select(1, safe:reshape(-1)):reshape(sizes(target)) * keep:to(input.dtype)
+  else
+    w = keep:to(input.dtype)
+  end
+  local loss = -(picked * w)
+  if r == "none" then return loss end
+  if r == "sum" then return loss:sum() end
+  return loss:sum() / w:sum()
+end
+
+-- cross_entropy(logits, target, {weight, ignore_index, reduction, label_smoothing}): target is
+-- int64 class indices (1-based) or float class probabilities of the input's shape.
+function F.cross_entropy(input, target, opts)
+  check_same("cross_entropy", input, target)
+  opts = opts or {}
+  local r = reduction_of(opts, "cross_entropy")
+  local ls = opts.label_smoothing or 0.0
+  if ls < 0 or ls > 1 then
+    error("cross_entropy: label_smoothing must be between 0.0 and 1.0. Got: " .. ls, 2)
+  end
+  if input:dim() < 1 then error("cross_entropy: input must have at least 1 dim", 2) end
+  local cd = class_dim(input)
+  local C = input:size(cd)
+  local logp = input:log_softmax(cd)
+  local weight = opts.weight
+  local wshape
+  if weight ~= nil then
+    if weight:dim() ~= 1 or weight:numel() ~= C then
+      error("cross_entropy: weight tensor should be defined either for all " .. C ..
+        " classes or no classes but got weight tensor of shape: " .. shape_str(weight), 2)
+    end
+    wshape = {}
+    for i = 1, input:dim() do wshape[i] = (i == cd) and C or 1 end
+  end
+  if util.is_float(target) then
+    if not util.same_shape(input, target) then
+      error("cross_entropy: expected target of shape " .. shape_str(input) .. " (class " ..
+        "probabilities) or class indices, got target of shape " .. shape_str(target), 2)
+    end
+    local t = target
+    if ls > 0 then t = t * (1 - ls) + ls / C end
+    local prod = logp * t
+    if weight ~= nil then prod = prod * weight:view(wshape) end
+    local loss = -prod:sum(cd)
+    if r == "none" then return loss end
+    if r == "sum" then return loss:sum() end
+    return loss:sum() / (input:numel() // C)
+  end
+  local nll = F.nll_loss(logp, target, { weight = weight, ignore_index = opts.ignore_index, reduction = r })
+  if ls == 0 then return nll end
+  local ignore_index = opts.ignore_index or -100
+  local keep = target:ne(ignore_index)
+  local smooth
+  if weight ~= nil then
+    smooth = -(logp * weight:view(wshape)):sum(cd)
+  else
+    smooth = -logp:sum(cd)
+  end
+  smooth = smooth * keep:to(smooth.dtype)
+  local ret
+  if r == "mean" then
+    if weight ~= nil then
+      local safe = target:masked_fill(keep:logical_not(), 1)
+      local wsum = (weight:index_select(1, safe:reshape(-1)) * keep:reshape(-1):to(weight.dtype)):sum()
+      ret = smooth:sum() / wsum
+    else
+      ret = smooth:sum() / keep:to(smooth.dtype):sum()
+    end
+  elseif r == "sum" then
+    ret = smooth:sum()
+  else
+    ret = smooth
+  end
+  return nll * (1 - ls) + ret * (ls / C)
+end
+
+function F.binary_cross_entropy(input, target, opts)
+  check_same("binary_cross_entropy", input, target)
+  opts = opts or {}
+  local r = reduction_of(opts, "binary_cross_entropy")
+  if not util.same_shape(input, target) then
+    error("binary_cross_entropy: using a target size (" .. util.torch_size(target) .. ") that is " ..
+      "different to the input size (" .. util.torch_size(input) .. ") is not supported", 2)
+  end
+  local logx = input:log():clamp(-100, nil)
+  local log1mx = (-input + 1):log():clamp(-100, nil)
+  local loss = -(target * logx + (-target + 1) * log1mx)
+  if opts.weight ~= nil then loss = loss * opts.weight end
+  return reduce(loss, r)
+end
+
+-- Stable form: (1-y) x + (1 + (pw-1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
+function F.binary_cross_entropy_with_logits(input, target, opts)
+  check_same("binary_cross_entropy_with_logits", input, target)
+  opts = opts or {}
+  local r = reduction_of(opts, "binary_cross_entropy_with_logits")
+  if not util.same_shape(input, target) then
+    error("binary_cross_entropy_with_logits: target size (" .. util.torch_size(target) ..
+      ") must be the same as input size (" .. util.torch_size(input) .. ")", 2)
+  end
+  local softplus_neg = (-input:abs()):exp():log1p() + (-input):clamp(0, nil)
+  local loss
+  if opts.pos_weight ~= nil then
+    local lw = (opts.pos_weight - 1) * target + 1
+    loss = (-target + 1) * input + lw * softplus_neg
+  else
+    loss = (-target + 1) * input + softplus_neg
+  end
+  if opts.weight ~= nil then loss = loss * opts.weight end
+  return reduce(loss, r)
+end
+
+-- kl_div(input (log-probs), target, {reduction = "mean"|"batchmean"|"sum"|"none", log_target})
+function F.kl_div(input, target, opts)
+  check_same("kl_div", input, target)
+  opts = opts or {}
+  local r = opts.reduction or "mean"
+  if r ~= "batchmean" then check_reduction(r, "kl_div") end
+  local loss
+  if opts.log_target then
+    loss = target:exp() * (target - input)
+  else
+    local pos = target:gt(0)
+    local safe_t = lt.where(pos, target, lt.ones_like(target))
+    loss = lt.where(pos, target * safe_t:log(), lt.zeros_like(target)) - target * input
+  end
+  if r == "batchmean" then
+    if input:dim() == 0 then return loss:sum() end
+    return loss:sum() / input:size(1)
+  end
+  return reduce(loss, r)
+end
+
+function F.cosine_similarity(x1, x2, dim, eps)
+  dim = dim or 2
+  eps = eps or 1e-8
+  local n1 = x1:norm(2, dim, true):clamp(eps, nil)
+  local n2 = x2:norm(2, dim, true):clamp(eps, nil)
+  return ((x1 / n1) * (x2 / n2)):sum(dim)
+end
+
+return F

@@ -1,0 +1,154 @@
+-- Identity, Linear, Bilinear, Flatten, Unflatten.
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+local mod = require "lantern.nn.module"
+local F = require "lantern.nn.functional"
+local init = require "lantern.nn.initfn"
+
+local Module = mod.Module
+local L = {}
+
+local function opts_of(v, where)
+  if v ~= nil and type(v) ~= "table" then
+    error(where .. ": options must be a table, e.g. {bias = false}, got " .. type(v), 3)
+  end
+  return v or {}
+end
+
+-- Factory options shared by the layers: {dtype = "float64"} (device is cpu only).
+local function factory(opts) return { dtype = opts.dtype or "float32" } end
+L._factory = factory
+
+local function bias_flag(opts)
+  if opts.bias == nil then return true end
+  return opts.bias and true or false
+end
+
+-------------------------------------------------------------------------------- Identity
+local Identity = Module:extend("Identity")
+L.Identity = Identity
+function Identity:__init() Module.__init(self) end
+function Identity:forward(x) return x end
+
+-------------------------------------------------------------------------------- Linear
+-- Linear(in_features, out_features, {bias = true, dtype = "float32"}): y = x W^T + b.
+local Linear = Module:extend("Linear")
+L.Linear = Linear
+
+function Linear:__init(in_features, out_features, opts)
+  Module.__init(self)
+  opts = opts_of(opts, "Linear")
+  if type(opts.bias) == "boolean" or opts.bias == nil then else
+    error("Linear: option bias must be a boolean", 2)
+  end
+  self.in_features = util.check_int(in_features, "Linear", "in_features", 0)
+  self.out_features = util.check_int(out_features, "Linear", "out_features", 0)
+  local f = factory(opts)
+  self.weight = lt.empty(out_features, in_features, f)
+  if bias_flag(opts) then
+    self.bias = lt.empty(out_features, f)
+  else
+    self:register_parameter("bias", nil)
+  end
+  self:_init_parameters()
+end
+
+function Linear:reset_parameters()
+  init.kaiming_uniform_(self.weight, math.sqrt(5))
+  if self.bias ~= nil then
+    local fan_in = init._calculate_fan_in_and_fan_out(self.weight)
+    local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
+    init.uniform_(self.bias, -bound, bound)
+  end
+end
+
+function Linear:forward(x)
+  if not util.is_tensor(x) then error("Linear: expected a Tensor input, got " .. util.typename(x), 2) end
+  if x:dim() == 0 or x:size(-1) ~= self.in_features then
+    error("Linear: input of shape " .. util.shape_str(x) .. " does not match in_features=" ..
+      self.in_features .. " (last dim must be " .. self.in_features .. ")", 2)
+  end
+  return F.linear(x, self.weight, self.bias)
+end
+
+function Linear:extra_repr()
+  return string.format("in_features=%d, out_features=%d, bias=%s", self.in_features,
+    self.out_features, util.bool_str(self.bias ~= nil))
+end
+
+-------------------------------------------------------------------------------- Bilinear
+-- Bilinear(in1, in2, out, {bias = true}): y_k = x1^T W_k x2 + b_k.
+local Bilinear = Module:extend("Bilinear")
+L.Bilinear = Bilinear
+
+function Bilinear:__init(in1_features, in2_features, out_features, opts)
+  Module.__init(self)
+  opts = opts_of(opts, "Bilinear")
+  self.in1_features = util.check_int(in1_features, "Bilinear", "in1_features", 0)
+  self.in2_features = util.check_int(in2_features, "Bilinear", "in2_features", 0)
+  self.out_features = util.check_int(out_features, "Bilinear", "out_features", 0)
+  local f = factory(opts)
+  self.weight = lt.empty(out_features, in1_features, in2_features, f)
+  if bias_flag(opts) then
+    self.bias = lt.empty(out_features, f)
+  else
+    self:register_parameter("bias", nil)
+  end
+  self:_init_parameters()
+end
+
+function Bilinear:reset_parameters()
+  local bound = 1 / math.sqrt(self.weight:size(2))
+  init.uniform_(self.weight, -bound, bound)
+  if self.bias ~= nil then init.uniform_(self.bias, -bound, bound) end
+end
+
+function Bilinear:forward(x1, x2)
+  if not util.is_tensor(x1) or not util.is_tensor(x2) then
+    error("Bilinear: expected two Tensor inputs", 2)
+  end
+  if x1:dim() == 0 or x1:size(-1) ~= self.in1_features or x2:dim() == 0 or
+    x2:size(-1) ~= self.in2_features then
+    error("Bilinear: inputs of shape " .. util.shape_str(x1) .. " and " .. util.shape_str(x2) ..
+      " do not match in1_features=" .. self.in1_features .. ", in2_features=" ..
+      self.in2_features, 2)
+  end
+  return F.bilinear(x1, x2, self.weight, self.bias)
+end
+
+function Bilinear:extra_repr()
+  return string.format("in1_features=%d, in2_features=%d, out_features=%d, bias=%s",
+    self.in1_features, self.in2_features, self.out_features, util.bool_str(self.bias ~= nil))
+end
+
+-------------------------------------------------------------------------------- Flatten
+-- Flatten(start_dim = 2, end_dim = -1) in Lua dims (PyTorch's Flatten(1, -1)).
+local Flatten = Module:extend("Flatten")
+L.Flatten = Flatten
+function Flatten:__init(start_dim, end_dim)
+  Module.__init(self)
+  self.start_dim = start_dim or 2
+  self.end_dim = end_dim or -1
+end
+function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
+function Flatten:extra_repr()
+  return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim)
+end
+
+-- Unflatten(dim, sizes): splits dim into sizes.
+local Unflatten = Module:extend("Unflatten")
+L.Unflatten = Unflatten
+function Unflatten:__init(dim, unflattened_size)
+  Module.__init(self)
+  if type(unflattened_size) ~= "table" then
+    error("Unflatten: unflattened_size must be a table of sizes", 2)
+  end
+  self.dim = dim
+  self.unflattened_size = unflattened_size
+end
+function Unflatten:forward(x) return F.unflatten(x, self.dim, self.unflattened_size) end
+function Unflatten:extra_repr()
+  return "dim=" .. self.dim .. ", unflattened_size=" .. util.tuple_str(self.unflattened_size)
+end
+
+return L

@@ -1,0 +1,909 @@
+-- nn.Module: the base class of every layer, with PyTorch's registration, traversal, state_dict
+-- and repr semantics (see ../shared/reference/torch_semantics.md §0-4).
+--
+-- An instance is a proxy: its raw table holds only a private state record, so that every
+-- assignment reaches __newindex and every read reaches __index. Parameters, buffers and
+-- children live in ordered registries; plain fields live in `attrs`. As the seed specifies,
+-- assigning ANY tensor to a new name registers a parameter (register_buffer is the opt-out).
+local lt = require "lantern"
+local util = require "lantern.nn.util"
+
+local M = {}
+
+local is_tensor, typename, torch_size = util.is_tensor, util.typename, util.torch_size
+local NONE = util.NONE
+local ST = util.ST               -- key of the private state record in an instance's raw table
+M.NONE = NONE
+
+-------------------------------------------------------------------------------- ordered maps
+-- keys: array in insertion order; vals: key -> value (NONE stands for a registered nil).
+local OMap = {}
+OMap.__index = OMap
+local function omap() return setmetatable({ keys = {}, vals = {} }, OMap) end
+function OMap:set(k, v)
+  if self.vals[k] == nil then self.keys[#self.keys + 1] = k end
+  self.vals[k] = v
+end
+function OMap:remove(k)
+  if self.vals[k] == nil then return false end
+  self.vals[k] = nil
+  for i, kk in ipairs(self.keys) do
+    if kk == k then table.remove(self.keys, i) break end
+  end
+  return true
+end
+function OMap:has(k) return self.vals[k] ~= nil end
+function OMap:len() return #self.keys end
+-- Iterates (key, value) over a snapshot of the keys, so the loop body may modify the map.
+function OMap:items()
+  local ks, i = table.move(self.keys, 1, #self.keys, 1, {}), 0
+  return function()
+    while true do
+      i = i + 1
+      local k = ks[i]
+      if k == nil then return nil end
+      local v = self.vals[k]
+      if v ~= nil then return k, v end
+    end
+  end
+end
+M.omap = omap
+
+-------------------------------------------------------------------------------- iterables
+-- Traversal results are arrays that are also callable iterators, so both
+-- `for name, p in m:named_parameters() do` and `#m:parameters()` / `ipairs(...)` work.
+-- The cursor restarts whenever the generic `for` calls with a nil control value (its start).
+local ValueList = {}
+ValueList.__index = ValueList
+ValueList.__call = function(self, _, ctrl)
+  if ctrl == nil then self._i = 0 end
+  local i = (self._i or 0) + 1
+  self._i = i
+  return self[i]
+end
+local NamedList = {}
+NamedList.__index = NamedList
+NamedList.__call = function(self, _, ctrl)
+  if ctrl == nil then self._i = 0 end
+  local i = (self._i or 0) + 1
+  self._i = i
+  local e = self[i]
+  if e == nil then return nil end
+  return e[1], e[2]
+end
+local function value_list(t) return setmetatable(t or {}, ValueList) end
+local function named_list(t) return setmetatable(t or {}, NamedList) end
+M.value_list, M.named_list = value_list, named_list
+
+-------------------------------------------------------------------------------- ordered dicts
+-- state_dict() returns a plain Lua table (sd[key] is the tensor) whose metatable records the
+-- key order (`__order`, iterated by pairs through __pairs; new keys are appended by
+-- __newindex) and PyTorch's `_metadata` (`__metadata`: module path -> {version = n}).
+local OD = {}
+local function od_pairs(t)
+  local mt = getmetatable(t)
+  local order, i, seen, extra = mt.__order, 0, {}, nil
+  return function()
+    while true do
+      i = i + 1
+      local k
+      if i <= #order then
+        k = order[i]
+      else
+        if extra == nil then
+          extra = {}
+          for kk in next, t do if not seen[kk] then extra[#extra + 1] = kk end end
+          table.sort(extra, function(a, b) return tostring(a) < tostring(b) end)
+        end
+        k = extra[i - #order]
+        if k == nil then return nil end
+      end
+      if not seen[k] then
+        seen[k] = true
+        local v = rawget(t, k)
+        if v ~= nil then return k, v end
+      end
+    end
+  end, t, nil
+end
+OD.__pairs = od_pairs
+OD.__newindex = function(t, k, v)
+  rawset(t, k, v)
+  if v ~= nil then
+    local order = getmetatable(t).__order
+    order[#order + 1] = k
+  end
+end
+-- New ordered dict, optionally from an array of {key, value} pairs.
+local function odict(pairs_list)
+  local t = setmetatable({}, {
+    __pairs = OD.__pairs, __newindex = OD.__newindex, __order = {}, __metadata = nil,
+    __name = "OrderedDict",
+  })
+  for _, kv in ipairs(pairs_list or {}) do t[kv[1]] = kv[2] end
+  return t
+end
+M.odict = odict
+
+-- Keys of a table in a deterministic order: an ordered dict's insertion order (keys whose value
+-- is still set), then any other keys sorted as strings.
+local function ordered_keys(t)
+  local mt = getmetatable(t)
+  local keys, seen = {}, {}
+  if type(mt) == "table" and type(mt.__order) == "table" then
+    for _, k in ipairs(mt.__order) do
+      if not seen[k] and rawget(t, k) ~= nil then seen[k] = true; keys[#keys + 1] = k end
+    end
+  end
+  local rest = {}
+  for k in next, t do if not seen[k] then rest[#rest + 1] = k end end
+  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  return keys
+end
+M.ordered_keys = ordered_keys
+
+-------------------------------------------------------------------------------- class system
+local Module = {}
+M.Module = Module
+Module.__name = "Module"
+Module._version = 1
+
+local function state(self)
+  local st = rawget(self, ST)
+  if st == nil then error("nn.Module: not a module instance (called with '.' instead of ':'?)", 3) end
+  return st
+end
+
+local function is_module(v) return type(v) == "table" and rawget(v, ST) ~= nil end
+M.is_module = is_module
+util.is_module = is_module
+
+-- Names the private registries as PyTorch does, for code that reads them.
+local SPECIAL = {
+  _parameters = "params", _buffers = "buffers", _modules = "modules",
+  _non_persistent_buffers_set = "nonpersist",
+}
+
+local function inst_index(self, k)
+  local st = rawget(self, ST)
+  if type(k) == "number" then
+    local f = st.cls.__getitem
+    if f then return f(self, k) end
+  end
+  local v = st.attrs[k]
+  if v ~= nil then return v end
+  if st.params then
+    v = st.params.vals[k]
+    if v ~= nil then if v == NONE then return nil end return v end
+    v = st.buffers.vals[k]
+    if v ~= nil then if v == NONE then return nil end return v end
+    v = st.modules.vals[k]
+    if v ~= nil then if v == NONE then return nil end return v end
+  end
+  local sp = SPECIAL[k]
+  if sp then return st[sp] end
+  return st.cls[k]
+end
+
+-- Whether `name` exists as an attribute of another kind than `kind` (PyTorch's hasattr check,
+-- which also sees class members such as methods and `training`).
+local function attr_exists(self, st, name, kind)
+  if name == "training" then return true end
+  if st.attrs[name] ~= nil then return true end
+  if st.params and kind ~= "parameter" and st.params:has(name) then return true end
+  if st.buffers and kind ~= "buffer" and st.buffers:has(name) then return true end
+  if st.modules and kind ~= "module" and st.modules:has(name) then return true end
+  if st.cls[name] ~= nil then return true end
+  return false
+end
+
+-- Tensors handed over by nn.Parameter (or already registered) keep their requires_grad flag;
+-- any other tensor assigned to a module becomes trainable if its dtype allows it.
+local marked = setmetatable({}, { __mode = "k" })
+M.marked = marked
+
+local function check_name(self, st, kind, name)
+  if type(name) ~= "string" then
+    error(kind .. " name should be a string. Got " .. typename(name), 3)
+  end
+  if name:find(".", 1, true) then error(kind .. ' name can\'t contain "."', 3) end
+  if name == "" then error(kind .. ' name can\'t be empty string ""', 3) end
+  if attr_exists(self, st, name, kind) then
+    error("attribute '" .. name .. "' already exists", 3)
+  end
+end
+
+local function prepare_parameter(name, param)
+  if param.grad_fn ~= nil then
+    error("Cannot assign non-leaf Tensor to parameter '" .. name .. "'. Model parameters must " ..
+      "be created explicitly. To express '" .. name .. "' as a function of another Tensor, " ..
+      "compute the value in the forward() method.", 4)
+  end
+  if not marked[param] then
+    if util.is_float(param) and not param.requires_grad then param:requires_grad_(true) end
+    marked[param] = true
+  end
+  return param
+end
+
+function Module:register_parameter(name, param)
+  local st = state(self)
+  if not st.params then error("cannot assign parameter before Module.__init__() call", 2) end
+  check_name(self, st, "parameter", name)
+  if param == nil or param == NONE then
+    st.params:set(name, NONE)
+    return
+  end
+  if not is_tensor(param) then
+    error("cannot assign '" .. typename(param) .. "' object to parameter '" .. name ..
+      "' (Tensor or nil required)", 2)
+  end
+  st.params:set(name, prepare_parameter(name, param))
+end
+
+local function check_buffer_tensor(name, tensor, level)
+  if tensor.requires_grad then
+    error("register_buffer: tensor for buffer '" .. name .. "' requires grad; a buffer is " ..
+      "state that is not trained (pass t:detach(), or assign it as a parameter)", level + 1)
+  end
+end
+
+function Module:register_buffer(name, tensor, persistent)
+  local st = state(self)
+  if not st.buffers then error("cannot assign buffer before Module.__init__() call", 2) end
+  if persistent == nil then persistent = true end
+  check_name(self, st, "buffer", name)
+  if tensor ~= nil and tensor ~= NONE and not is_tensor(tensor) then
+    error("cannot assign '" .. typename(tensor) .. "' object to buffer '" .. name ..
+      "' (Tensor or nil required)", 2)
+  end
+  if tensor ~= nil and tensor ~= NONE then check_buffer_tensor(name, tensor, 2) end
+  st.buffers:set(name, tensor == nil and NONE or tensor)
+  st.nonpersist[name] = (not persistent) or nil
+end
+
+function Module:add_module(name, module)
+  local st = state(self)
+  if not st.modules then error("cannot assign module before Module.__init__() call", 2) end
+  if module ~= nil and module ~= NONE and not is_module(module) then
+    error(typename(module) .. " is not a Module subclass", 2)
+  end
+  if type(name) ~= "string" then error("module name should be a string. Got " .. typename(name), 2) end
+  if attr_exists(self, st, name, "module") then error("attribute '" .. name .. "' already exists", 2) end
+  if name:find(".", 1, true) then error('module name can\'t contain ".", got: ' .. name, 2) end
+  if name == "" then error('module name can\'t be empty string ""', 2) end
+  st.modules:set(name, module == nil and NONE or module)
+end
+Module.register_module = Module.add_module
+
+local function inst_newindex(self, k, v)
+  local st = rawget(self, ST)
+  if type(k) == "number" then
+    local f = st.cls.__setitem
+    if f then return f(self, k, v) end
+  end
+  if is_tensor(v) then
+    if st.buffers and st.buffers:has(k) then
+      check_buffer_tensor(k, v, 2)
+      st.buffers:set(k, v)
+      return
+    end
+    if not st.params then error("cannot assign parameters before Module.__init__() call", 2) end
+    if type(k) ~= "string" then error("parameter name should be a string. Got " .. typename(k), 2) end
+    if k == "training" or (st.cls[k] ~= nil) then error("attribute '" .. k .. "' already exists", 2) end
+    if k:find(".", 1, true) then error('parameter name can\'t contain "."', 2) end
+    if k == "" then error('parameter name can\'t be empty string ""', 2) end
+    prepare_parameter(k, v)
+    st.attrs[k] = nil
+    st.modules:remove(k)
+    st.params:set(k, v)
+    return
+  end
+  if is_module(v) then
+    if not st.modules then error("cannot assign module before Module.__init__() call", 2) end
+    if type(k) ~= "string" then error("module name should be a string. Got " .. typename(k), 2) end
+    if k == "training" or (st.cls[k] ~= nil) then error("attribute '" .. k .. "' already exists", 2) end
+    if k:find(".", 1, true) then error('module name can\'t contain ".", got: ' .. k, 2) end
+    if k == "" then error('module name can\'t be empty string ""', 2) end
+    st.attrs[k] = nil
+    if st.params then
+      st.params:remove(k)
+      st.buffers:remove(k)
+      st.nonpersist[k] = nil
+    end
+    st.modules:set(k, v)
+    return
+  end
+  if st.params then
+    local which = (st.params:has(k) and st.params) or (st.buffers:has(k) and st.buffers)
+      or (st.modules:has(k) and st.modules)
+    if which then
+      if v == nil or v == NONE then which:set(k, NONE) return end
+      local what = which == st.params and "parameter" or which == st.buffers and "buffer"
+        or "child module"
+      local expected = which == st.modules and "Module or nil expected" or "Tensor or nil expected"
+      error("cannot assign '" .. typename(v) .. "' as " .. what .. " '" .. tostring(k) ..
+        "' (" .. expected .. ")", 2)
+    end
+  end
+  if v == NONE then v = nil end
+  st.attrs[k] = v
+end
+
+-- Removes a registered name or plain attribute (Python's `del m.name`).
+function Module:delattr(name)
+  local st = state(self)
+  if st.params and st.params:remove(name) then return end
+  if st.buffers and st.buffers:remove(name) then st.nonpersist[name] = nil return end
+  if st.modules and st.modules:remove(name) then return end
+  if st.attrs[name] == nil then
+    error("'" .. st.cls.__name .. "' object has no attribute '" .. tostring(name) .. "'", 2)
+  end
+  st.attrs[name] = nil
+end
+
+local inst_call = function(self, ...) return self:forward(...) end
+
+local repr -- defined below
+
+local function make_instance_mt(cls)
+  return {
+    __index = inst_index, __newindex = inst_newindex, __call = inst_call,
+    __tostring = function(self) return repr(self) end, __name = cls.__name, __class = cls,
+    __len = function(self)
+      local f = rawget(self, ST).cls.__len
+      if f then return f(self) end
+      return 0
+    end,
+    __pairs = function(self)
+      local f = rawget(self, ST).cls.__pairs
+      if f then return f(self) end
+      return next, {}, nil
+    end,
+  }
+end
+
+local function construct(cls, ...)
+  local st = { cls = cls, attrs = {} }
+  local self = setmetatable({ [ST] = st }, cls.__imt)
+  self:__init(...)
+  return self
+end
+
+-- Subclassing: local Net = nn.Module:extend("Net"); function Net:__init(...) Net.super.__init(self) ... end
+function Module.extend(parent, name)
+  if type(parent) ~= "table" or rawget(parent, "__imt") == nil then
+    error("Module.extend: call it on a class, as nn.Module:extend(\"Name\")", 2)
+  end
+  name = name or "Module"
+  if type(name) ~= "string" then error("Module.extend: class name must be a string", 2) end
+  local cls = { __name = name, super = parent }
+  cls.__imt = make_instance_mt(cls)
+  return setmetatable(cls, {
+    __index = parent, __call = construct,
+    __tostring = function() return "<class '" .. name .. "'>" end, __name = "class",
+  })
+end
+Module.__imt = make_instance_mt(Module)
+setmetatable(Module, {
+  __call = construct, __tostring = function() return "<class 'Module'>" end, __name = "class",
+})
+
+function Module:__init()
+  local st = state(self)
+  if st.params then return end   -- already initialised (a diamond of __init calls)
+  st.params, st.buffers, st.modules, st.nonpersist = omap(), omap(), omap(), {}
+  st.attrs.training = true
+end
+
+-- Whether `self` is an instance of `cls` (or of a subclass of it).
+function Module:isinstance(cls)
+  local c = state(self).cls
+  while c do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
+function M.isinstance(v, cls) return is_module(v) and Module.isinstance(v, cls) end
+
+function Module:class() return state(self).cls end
+function Module:type_name() return state(self).cls.__name end
+
+function Module:forward()
+  error('Module [' .. state(self).cls.__name .. '] is missing the required "forward" function', 2)
+end
+
+-------------------------------------------------------------------------------- traversal
+-- Options may be given positionally as in PyTorch or as one table.
+local function named_modules_list(self, memo, prefix, remove_duplicate, out)
+  if memo ~= nil and memo[self] then return end
+  if remove_duplicate then memo[self] = true end
+  out[#out + 1] = { prefix, self }
+  local st = state(self)
+  for name, child in st.modules:items() do
+    if child ~= NONE then
+      named_modules_list(child, memo, prefix == "" and name or (prefix .. "." .. name),
+        remove_duplicate, out)
+    end
+  end
+end
+
+function Module:named_modules(memo, prefix, remove_duplicate)
+  if type(memo) == "table" and getmetatable(memo) == nil and
+    (memo.prefix ~= nil or memo.remove_duplicate ~= nil or memo.memo ~= nil) then
+    memo, prefix, remove_duplicate = memo.memo, memo.prefix, memo.remove_duplicate
+  elseif type(memo) == "string" then
+    memo, prefix = nil, memo
+  end
+  if remove_duplicate == nil then remove_duplicate = true end
+  local out = {}
+  named_modules_list(self, remove_duplicate and (memo or {}) or nil, prefix or "", remove_duplicate, out)
+  return named_list(out)
+end
+
+function Module:modules()
+  local out = {}
+  for _, e in ipairs(self:named_modules()) do out[#out + 1] = e[2] end
+  return value_list(out)
+end
+
+function Module:named_children()
+  local out, seen = {}, {}
+  for name, child in state(self).modules:items() do
+    if child ~= NONE and not seen[child] then
+      seen[child] = true
+      out[#out + 1] = { name, child }
+    end
+  end
+  return named_list(out)
+end
+
+function Module:children()
+  local out = {}
+  for _, e in ipairs(self:named_children()) do out[#out + 1] = e[2] end
+  return value_list(out)
+end
+
+local function named_members(self, field, prefix, recurse, remove_duplicate)
+  if type(prefix) == "table" then
+    prefix, recurse, remove_duplicate = prefix.prefix, prefix.recurse, prefix.remove_duplicate
+  end
+  prefix = prefix or ""
+  if recurse == nil then recurse = true end
+  if remove_duplicate == nil then remove_duplicate = true end
+  local mods
+  if recurse then
+    mods = self:named_modules(nil, prefix, remove_duplicate)
+  else
+    mods = { { prefix, self } }
+  end
+  local out, seen = {}, {}
+  for _, e in ipairs(mods) do
+    local mprefix, m = e[1], e[2]
+    for k, v in state(m)[field]:items() do
+      if v ~= NONE and not (remove_duplicate and seen[v]) then
+        seen[v] = true
+        out[#out + 1] = { mprefix == "" and k or (mprefix .. "." .. k), v }
+      end
+    end
+  end
+  return named_list(out)
+end
+
+function Module:named_parameters(prefix, recurse, remove_duplicate)
+  return named_members(self, "params", prefix, recurse, remove_duplicate)
+end
+function Module:parameters(recurse)
+  if type(recurse) == "table" then recurse = recurse.recurse end
+  local out = {}
+  for _, e in ipairs(named_members(self, "params", "", recurse)) do out[#out + 1] = e[2] end
+  return value_list(out)
+end
+function Module:named_buffers(prefix, recurse, remove_duplicate)
+  return named_members(self, "buffers", prefix, recurse, remove_duplicate)
+end
+function Module:buffers(recurse)
+  if type(recurse) == "table" then recurse = recurse.recurse end
+  local out = {}
+  for _, e in ipairs(named_members(self, "buffers", "", recurse)) do out[#out + 1] = e[2] end
+  return value_list(out)
+end
+
+local function get_path(self, target, what)
+  if target == "" then return self end
+  local mod = self
+  for item in target:gmatch("[^.]+") do
+    local st = state(mod)
+    local child = st.modules and st.modules.vals[item]
+    if child == nil then
+      error(st.cls.__name .. " has no attribute `" .. item .. "`", 3)
+    end
+    if child == NONE then error("`" .. item .. "` is not an nn.Module", 3) end
+    mod = child
+  end
+  return mod
+end
+
+function Module:get_submodule(target)
+  if type(target) ~= "string" then error("get_submodule: target must be a string", 2) end
+  return get_path(self, target)
+end
+
+local function get_leaf(self, target, field, kind)
+  if type(target) ~= "string" then error("get_" .. kind .. ": target must be a string", 3) end
+  local mod_path, name = target:match("^(.*)%.([^.]*)$")
+  if not mod_path then mod_path, name = "", target end
+  local mod = get_path(self, mod_path)
+  local st = state(mod)
+  local v = st[field] and st[field].vals[name]
+  if v == nil then
+    local other = kind == "parameter" and st.params or st.buffers
+    error(st.cls.__name .. " has no attribute `" .. name .. "`", 3)
+  end
+  if v == NONE then return nil end
+  return v
+end
+function Module:get_parameter(target) return get_leaf(self, target, "params", "parameter") end
+function Module:get_buffer(target) return get_leaf(self, target, "buffers", "buffer") end
+
+-------------------------------------------------------------------------------- mode, grads
+function Module:train(mode)
+  if mode == nil then mode = true end
+  if type(mode) ~= "boolean" then error("training mode is expected to be boolean", 2) end
+  state(self).attrs.training = mode
+  for _, child in ipairs(self:children()) do child:train(mode) end
+  return self
+end
+function Module:eval() return self:train(false) end
+
+function Module:requires_grad_(flag)
+  if flag == nil then flag = true end
+  for _, p in ipairs(self:parameters()) do p:requires_grad_(flag) end
+  return self
+end
+
+function Module:zero_grad(set_to_none)
+  if set_to_none == nil then set_to_none = true end
+  for _, p in ipairs(self:parameters()) do
+    local g = p.grad
+    if g ~= nil then
+      if set_to_none then
+        p.grad = nil
+      else
+        if g.grad_fn ~= nil then g = g:detach(); p.grad = g end
+        lt.no_grad(function() g:zero_() end)
+      end
+    end
+  end
+end
+
+function Module:apply(fn)
+  for _, child in ipairs(self:children()) do child:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- fn(tensor) -> tensor, applied to every parameter, gradient and buffer (children first).
+-- A parameter whose tensor changes is replaced by a new leaf with the same requires_grad,
+-- carrying the converted gradient.
+function Module:_apply(fn)
+  for _, child in ipairs(self:children()) do child:_apply(fn) end
+  local st = state(self)
+  lt.no_grad(function()
+    for k, p in st.params:items() do
+      if p ~= NONE then
+        local new = fn(p)
+        if not rawequal(new, p) then
+          local np = new:detach()
+          if p.requires_grad then np:requires_grad_(true) end
+          local g = p.grad
+          if g ~= nil then np.grad = fn(g) end
+          marked[np] = true
+          st.params:set(k, np)
+        end
+      end
+    end
+    for k, b in st.buffers:items() do
+      if b ~= NONE then st.buffers:set(k, fn(b)) end
+    end
+  end)
+  return self
+end
+
+local DTYPES = {
+  float32 = "float32", float = "float32", float64 = "float64", double = "float64",
+  float16 = "float16", half = "float16", bfloat16 = "bfloat16",
+  int64 = "int64", long = "int64", int32 = "int32", int = "int32", int16 = "int16",
+  int8 = "int8", uint8 = "uint8", bool = "bool",
+}
+local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
+
+-- to("float64"), to("cpu"), to("cpu", "float64"), to{device=, dtype=}, to(tensor)
+function Module:to(...)
+  local dtype, device
+  for i = 1, select("#", ...) do
+    local a = select(i, ...)
+    if type(a) == "string" then
+      if DTYPES[a] then dtype = DTYPES[a] else device = a end
+    elseif is_tensor(a) then
+      dtype, device = a.dtype, a.device
+    elseif type(a) == "table" then
+      if a.dtype then
+        dtype = DTYPES[a.dtype] or error("Module:to: unknown dtype '" .. tostring(a.dtype) .. "'", 2)
+      end
+      device = a.device or device
+    elseif a ~= nil then
+      error("Module:to: expected a dtype or device name, a tensor or an options table, got " ..
+        typename(a), 2)
+    end
+  end
+  if dtype and not FLOAT_DTYPES[dtype] then
+    error("nn.Module.to only accepts floating point or complex dtypes, but got desired dtype=" ..
+      dtype, 2)
+  end
+  if device and device ~= "cpu" and not device:match("^cpu") then
+    -- Let the core decide whether the device exists; fail before touching anything.
+    local ok, err = pcall(function() return lt.zeros(1):to(device) end)
+    if not ok then error("Module:to: " .. tostring(err), 2) end
+  end
+  return self:_apply(function(t)
+    if dtype and util.is_float(t) and t.dtype ~= dtype then t = t:to(dtype) end
+    if device and t.device ~= device then t = t:to(device) end
+    return t
+  end)
+end
+function Module:float() return self:to("float32") end
+function Module:double() return self:to("float64") end
+function Module:cpu() return self:to("cpu") end
+
+-------------------------------------------------------------------------------- state_dict
+local function save_rec(self, dest, prefix, keep_vars)
+  local st = state(self)
+  local md = getmetatable(dest).__metadata
+  if md then md[prefix:sub(1, -2)] = { version = st.cls._version or 1 } end
+  for k, p in st.params:items() do
+    if p ~= NONE then dest[prefix .. k] = keep_vars and p or p:detach() end
+  end
+  for k, b in st.buffers:items() do
+    if b ~= NONE and not st.nonpersist[k] then dest[prefix .. k] = keep_vars and b or b:detach() end
+  end
+  if st.cls.get_extra_state ~= nil then dest[prefix .. "_extra_state"] = self:get_extra_state() end
+  for name, child in st.modules:items() do
+    if child ~= NONE then save_rec(child, dest, prefix .. name .. ".", keep_vars) end
+  end
+end
+
+function Module:state_dict(destination, prefix, keep_vars)
+  if type(destination) == "table" and getmetatable(destination) == nil and
+    (destination.prefix ~= nil or destination.keep_vars ~= nil or destination.destination ~= nil) then
+    destination, prefix, keep_vars = destination.destination, destination.prefix, destination.keep_vars
+  end
+  local dest = destination or odict()
+  local mt = getmetatable(dest)
+  if mt and mt.__order and mt.__metadata == nil then mt.__metadata = {} end
+  if not mt then
+    setmetatable(dest, { __pairs = OD.__pairs, __newindex = OD.__newindex, __order = {},
+      __metadata = {}, __name = "OrderedDict" })
+  end
+  save_rec(self, dest, prefix or "", keep_vars or false)
+  return dest
+end
+
+local function quoted_list(keys)
+  local q = {}
+  for i, k in ipairs(keys) do q[i] = '"' .. k .. '"' end
+  return table.concat(q, ", ")
+end
+
+-- The per-module step of load_state_dict: works out missing/unexpected keys and the copies to
+-- make, without changing anything. Subclasses may override it (BatchNorm does) and call it.
+function Module:_load_from_state_dict(sd, keys, prefix, local_metadata, missing, unexpected,
+                                      errors, copies)
+  local st = state(self)
+  local localstate, order = {}, {}
+  for k, p in st.params:items() do
+    if p ~= NONE then localstate[k] = p; order[#order + 1] = k end
+  end
+  for k, b in st.buffers:items() do
+    if b ~= NONE and not st.nonpersist[k] then localstate[k] = b; order[#order + 1] = k end
+  end
+  for _, name in ipairs(order) do
+    local key = prefix .. name
+    local param, input = localstate[name], sd[key]
+    if input == nil then
+      missing[#missing + 1] = key
+    elseif not is_tensor(input) then
+      errors[#errors + 1] = 'While copying the parameter named "' .. key .. '", expected ' ..
+        "torch.Tensor or Tensor-like object from checkpoint but received " .. typename(input)
+    else
+      if param:dim() == 0 and input:dim() == 1 and input:numel() >= 1 then input = input[1] end
+      if not util.same_shape(param, input) then
+        errors[#errors + 1] = "size mismatch for " .. key .. ": copying a param with shape " ..
+          torch_size(input) .. " from checkpoint, the shape in current model is " ..
+          torch_size(param) .. "."
+      else
+        copies[#copies + 1] = { param, input, key }
+      end
+    end
+  end
+  local has_extra = st.cls.set_extra_state ~= nil
+  local extra_key = prefix .. "_extra_state"
+  if has_extra then
+    if sd[extra_key] ~= nil then
+      copies[#copies + 1] = { self, sd[extra_key], extra_key, extra = true }
+    else
+      missing[#missing + 1] = extra_key
+    end
+  end
+  for _, key in ipairs(keys) do
+    if key:sub(1, #prefix) == prefix and not (has_extra and key == extra_key) then
+      local rest = key:sub(#prefix + 1)
+      local head = rest:match("^([^.]*)%.")
+      if head then
+        if not st.modules:has(head) then unexpected[#unexpected + 1] = key end
+      elseif localstate[rest] == nil then
+        unexpected[#unexpected + 1] = key
+      end
+    end
+  end
+end
+
+local Incompatible = {
+  __tostring = function(r)
+    if #r.missing_keys == 0 and #r.unexpected_keys == 0 then return "<All keys matched successfully>" end
+    local function l(t)
+      local q = {}
+      for i, k in ipairs(t) do q[i] = "'" .. k .. "'" end
+      return "[" .. table.concat(q, ", ") .. "]"
+    end
+    return "_IncompatibleKeys(missing_keys=" .. l(r.missing_keys) .. ", unexpected_keys=" ..
+      l(r.unexpected_keys) .. ")"
+  end,
+}
+
+-- load_state_dict(sd[, strict]) or load_state_dict(sd, {strict = false}). Every check is made
+-- before anything is copied, so a failed load leaves the module unchanged.
+function Module:load_state_dict(sd, strict)
+  if type(strict) == "table" then strict = strict.strict end
+  if strict == nil then strict = true end
+  if type(sd) ~= "table" or is_module(sd) then
+    error("Expected state_dict to be dict-like, got " .. typename(sd) .. ".", 2)
+  end
+  local keys = ordered_keys(sd)
+  local vals = {}
+  for _, k in ipairs(keys) do vals[k] = sd[k] end
+  local mt = getmetatable(sd)
+  local metadata = type(mt) == "table" and type(mt.__metadata) == "table" and mt.__metadata or nil
+  local missing, unexpected, errors, copies = {}, {}, {}, {}
+  local function load(module, prefix, mkeys)
+    local local_md = metadata and metadata[prefix:sub(1, -2)] or {}
+    module:_load_from_state_dict(vals, mkeys, prefix, local_md, missing, unexpected, errors, copies)
+    for name, child in state(module).modules:items() do
+      if child ~= NONE then
+        local cp = prefix .. name .. "."
+        local ck = {}
+        for _, k in ipairs(mkeys) do if k:sub(1, #cp) == cp then ck[#ck + 1] = k end end
+        load(child, cp, ck)
+      end
+    end
+  end
+  load(self, "", keys)
+  if strict then
+    if #unexpected > 0 then
+      table.insert(errors, 1, "Unexpected key(s) in state_dict: " .. quoted_list(unexpected) .. ". ")
+    end
+    if #missing > 0 then
+      table.insert(errors, 1, "Missing key(s) in state_dict: " .. quoted_list(missing) .. ". ")
+    end
+  end
+  if #errors > 0 then
+    error("Error(s) in loading state_dict for " .. state(self).cls.__name .. ":\n\t" ..
+      table.concat(errors, "\n\t"), 2)
+  end
+  lt.no_grad(function()
+    for _, c in ipairs(copies) do
+      if c.extra then
+        c[1]:set_extra_state(c[2])
+      else
+        local ok, err = pcall(c[1].copy_, c[1], c[2])
+        if not ok then
+          error('While copying the parameter named "' .. c[3] .. '", whose dimensions in the ' ..
+            "model are " .. torch_size(c[1]) .. " and whose dimensions in the checkpoint are " ..
+            torch_size(c[2]) .. ", an exception occurred : " .. tostring(err) .. ".", 3)
+        end
+      end
+    end
+  end)
+  return setmetatable({ missing_keys = missing, unexpected_keys = unexpected }, Incompatible)
+end
+
+-------------------------------------------------------------------------------- repr
+local function addindent(s, n)
+  local lines = {}
+  for line in (s .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = line end
+  if #lines <= 1 then return s end
+  local pad = string.rep(" ", n)
+  for i = 2, #lines do lines[i] = pad .. lines[i] end
+  return table.concat(lines, "\n")
+end
+M.addindent = addindent
+
+function Module:extra_repr() return "" end
+
+-- Lines "(key): child" for the children; containers may override it (ModuleList compresses).
+function Module:_child_repr_lines()
+  local lines = {}
+  for key, child in state(self).modules:items() do
+    local s = child == NONE and "None" or repr(child)
+    lines[#lines + 1] = "(" .. key .. "): " .. addindent(s, 2)
+  end
+  return lines
+end
+
+repr = function(self)
+  local extra = self:extra_repr()
+  local extra_lines = {}
+  if extra ~= nil and extra ~= "" then
+    for line in (extra .. "\n"):gmatch("(.-)\n") do extra_lines[#extra_lines + 1] = line end
+  end
+  local child_lines = self:_child_repr_lines()
+  local lines = {}
+  for _, l in ipairs(extra_lines) do lines[#lines + 1] = l end
+  for _, l in ipairs(child_lines) do lines[#lines + 1] = l end
+  local s = state(self).cls.__name .. "("
+  if #lines > 0 then
+    if #extra_lines == 1 and #child_lines == 0 then
+      s = s .. extra_lines[1]
+    else
+      s = s .. "\n  " .. table.concat(lines, "\n  ") .. "\n"
+    end
+  end
+  return s .. ")"
+end
+M.repr = repr
+Module.__repr = repr
+
+-------------------------------------------------------------------------------- Parameter
+-- nn.Parameter(t[, requires_grad]): a leaf sharing t's storage, marked trainable (for readers
+-- of PyTorch code; in Lantern any tensor assigned to a module is registered as a parameter).
+function M.Parameter(data, requires_grad)
+  if data == nil then data = lt.empty(0) end
+  if not is_tensor(data) then
+    error("nn.Parameter: expected a Tensor, got " .. typename(data), 2)
+  end
+  if requires_grad == nil then requires_grad = true end
+  local p = data:detach()
+  if requires_grad then
+    if not util.is_float(p) then
+      error("nn.Parameter: Only Tensors of floating point and complex dtype can require " ..
+        "gradients (got " .. p.dtype .. ")", 2)
+    end
+    p:requires_grad_(true)
+  end
+  marked[p] = true
+  return p
+end
+
+-------------------------------------------------------------------------------- skip_init
+-- nn.utils.skip_init(Class, ...): constructs without the default initialisation (parameters are
+-- allocated but left as they come from lt.empty).
+M.skip_depth = 0
+function M.skip_init(cls, ...)
+  if type(cls) ~= "table" or rawget(cls, "__imt") == nil then
+    error("skip_init: expected a Module class, got " .. typename(cls), 2)
+  end
+  M.skip_depth = M.skip_depth + 1
+  local ok, res = pcall(cls, ...)
+  M.skip_depth = M.skip_depth - 1
+  if not ok then error(res, 2) end
+  return res
+end
+
+-- Layers call this at the end of __init instead of reset_parameters().
+function Module:_init_parameters()
+  if M.skip_depth == 0 and self.reset_parameters then self:reset_parameters() end
+end
+
+return M

@@ -1,0 +1,133 @@
+-- Small helpers shared by the nn files: type tests, names for error messages, option parsing.
+local lt = require "lantern"
+
+local U = {}
+
+-- Engine-wide sentinel for a name registered with no value (PyTorch's None entries).
+U.NONE = setmetatable({}, { __tostring = function() return "nn.NONE" end, __name = "nn.NONE" })
+-- Key of the private state record in a module instance's raw table.
+U.ST = setmetatable({}, { __tostring = function() return "<module state>" end })
+
+local tensor_mt
+function U.is_tensor(v)
+  if type(v) ~= "userdata" then return false end
+  if lt.is_tensor then return lt.is_tensor(v) and true or false end
+  if tensor_mt == nil then tensor_mt = getmetatable(lt.zeros(1)) end
+  return getmetatable(v) == tensor_mt
+end
+local is_tensor = U.is_tensor
+
+local FLOAT = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
+function U.is_float(t) return FLOAT[t.dtype] == true end
+
+-- Name of a value's type for error messages: "Tensor (float32)", a module's class name, or the
+-- Lua type.
+function U.typename(v)
+  if is_tensor(v) then return "Tensor" end
+  if type(v) == "table" and U.is_module and U.is_module(v) then return v:type_name() end
+  if math.type(v) then return math.type(v) == "integer" and "integer" or "number" end
+  return type(v)
+end
+
+function U.sizes(t)
+  local s = t:size()
+  if type(s) ~= "table" then s = t.shape end
+  return s
+end
+
+function U.shape_str(t)
+  return "[" .. table.concat(U.sizes(t), ", ") .. "]"
+end
+function U.torch_size(t) return "torch.Size(" .. U.shape_str(t) .. ")" end
+
+function U.same_shape(a, b)
+  if a:dim() ~= b:dim() then return false end
+  local sa, sb = U.sizes(a), U.sizes(b)
+  for i = 1, #sa do if sa[i] ~= sb[i] then return false end end
+  return true
+end
+
+-- A number or a table of n numbers -> table of n numbers (PyTorch's _pair/_single).
+function U.ntuple(v, n, what)
+  if type(v) == "number" then
+    local t = {}
+    for i = 1, n do t[i] = v end
+    return t
+  end
+  if type(v) == "table" then
+    if #v == 1 and n > 1 then
+      local t = {}
+      for i = 1, n do t[i] = v[1] end
+      return t
+    end
+    if #v ~= n then
+      error((what or "argument") .. ": expected a number or " .. n .. " numbers, got " .. #v, 3)
+    end
+    return { table.unpack(v, 1, n) }
+  end
+  error((what or "argument") .. ": expected a number or a table of numbers, got " .. type(v), 3)
+end
+
+-- "(3, 3)" / "(3,)" like a Python tuple.
+function U.tuple_str(t)
+  if type(t) ~= "table" then return tostring(t) end
+  local parts = {}
+  for i, v in ipairs(t) do parts[i] = U.num_str(v) end
+  if #parts == 1 then return "(" .. parts[1] .. ",)" end
+  return "(" .. table.concat(parts, ", ") .. ")"
+end
+
+-- Numbers printed as Python prints them: 0.1, 1e-05, 2, 0.5.
+function U.num_str(v)
+  if v == nil then return "None" end
+  if type(v) == "boolean" then return v and "True" or "False" end
+  if type(v) ~= "number" then return tostring(v) end
+  if math.type(v) == "integer" then return tostring(v) end
+  if v == math.floor(v) and math.abs(v) < 1e16 then return string.format("%.1f", v) end
+  local s
+  for prec = 1, 17 do
+    s = string.format("%." .. prec .. "g", v)
+    if tonumber(s) == v then break end
+  end
+  return s
+end
+
+function U.bool_str(b) return b and "True" or "False" end
+
+-- Reads an options table field with a type check.
+function U.opt(opts, name, default, kind, where)
+  if opts == nil then return default end
+  local v = opts[name]
+  if v == nil then return default end
+  if kind and type(v) ~= kind then
+    error((where or "nn") .. ": option '" .. name .. "' must be a " .. kind .. ", got " .. type(v), 3)
+  end
+  return v
+end
+
+function U.check_opts(opts, where)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(where .. ": options must be a table, got " .. type(opts), 3)
+  end
+  return opts or {}
+end
+
+function U.check_tensor(v, where, what)
+  if not is_tensor(v) then
+    error(where .. ": expected " .. (what or "input") .. " to be a Tensor, got " .. U.typename(v), 3)
+  end
+  return v
+end
+
+function U.check_int(v, where, what, min)
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    error(where .. ": " .. what .. " must be an integer, got " .. tostring(v), 3)
+  end
+  v = math.tointeger(v)
+  if min and v < min then
+    error(where .. ": " .. what .. " must be at least " .. min .. ", got " .. v, 3)
+  end
+  return v
+end
+
+return U

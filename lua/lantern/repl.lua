@@ -1,0 +1,641 @@
+--- The `lantern` command: an interactive session and a script runner, with `lua`'s options.
+--
+--    lantern                      interactive session (lt, nn, F, optim are bound)
+--    lantern script.lua a b       runs script.lua with arg = {[0]="script.lua", "a", "b"}
+--    lantern -e 'print(1)' -i     runs a statement, then the session
+--
+-- In the session an expression's value is printed (tensors and modules pretty-printed, tables
+-- shown one level deep), `=expr` works too, an unfinished chunk continues on the next line,
+-- and an error is shown with a short traceback without ending the session. When standard input
+-- is a terminal and Debian's `lua-readline` is installed, lines are edited with GNU readline,
+-- history persists in `~/.lantern_history` (`LANTERN_HISTORY` overrides it, empty disables it)
+-- and Tab completes globals and the fields and methods after `.` and `:`.
+-- `LANTERN_NO_READLINE=1` turns readline off.
+-- @module lantern.repl
+local M = {}
+
+local PROGNAME = "lantern"
+local VERSION = "0.1.0"
+
+local stdout, stderr = io.stdout, io.stderr
+
+-------------------------------------------------------------------------------- helpers
+
+local function is_tty(fd)
+  local ok, unistd = pcall(require, "posix.unistd")
+  if ok and type(unistd) == "table" and unistd.isatty then
+    return unistd.isatty(fd) == 1
+  end
+  local r = os.execute("test -t " .. fd)
+  return r == true or r == 0
+end
+
+local function lantern_version()
+  local lt = package.loaded["lantern"]
+  return (type(lt) == "table" and rawget(lt, "__version")) or VERSION
+end
+
+local function version_line()
+  return string.format("Lantern %s (%s)  tensors and autograd for Lua", lantern_version(),
+    _VERSION)
+end
+
+local USAGE = [==[
+usage: %s [options] [script [args]]
+Available options are:
+  -e stat   execute string 'stat'
+  -i        enter interactive mode after executing 'script'
+  -l mod    require library 'mod' into global 'mod'
+  -l g=mod  require library 'mod' into global 'g'
+  -v        show version information
+  -W        turn warnings on
+  --help    show this help
+  --        stop handling options
+  -         stop handling options and execute stdin
+With no script and no -e or -v, starts an interactive session in which
+lt = require "lantern" and nn, F, optim name lt.nn, lt.nn.functional, lt.optim.
+]==]
+
+local function usage(badopt, out)
+  out = out or stderr
+  if badopt then
+    if badopt:sub(1, 2) == "-e" or badopt:sub(1, 2) == "-l" then
+      out:write(string.format("%s: '%s' needs argument\n", PROGNAME, badopt))
+    else
+      out:write(string.format("%s: unrecognized option '%s'\n", PROGNAME, badopt))
+    end
+  end
+  out:write(string.format(USAGE, PROGNAME))
+  out:flush()
+end
+
+-- Text of an error object, as lua.c's msghandler makes it.
+local function errtext(e)
+  if type(e) == "string" then return e end
+  local mt = getmetatable(e)
+  if mt and mt.__tostring then
+    local ok, s = pcall(tostring, e)
+    if ok and type(s) == "string" then return s end
+  end
+  if type(e) == "number" then return tostring(e) end
+  return string.format("(error object is a %s value)", type(e))
+end
+
+local THIS_FILE = debug.getinfo(1, "S").short_src
+
+-- Message handler: the message plus a traceback cut at the first frame of this file and
+-- kept to a few lines.
+local function traceback(e)
+  local msg = errtext(e)
+  local tb = debug.traceback("", 2)
+  local all = {}
+  for line in tb:gmatch("[^\n]+") do all[#all + 1] = line end
+  -- the user's frames end at the last xpcall (the one this file made)
+  local stop = #all + 1
+  for i = #all, 1, -1 do
+    if all[i]:find("in function 'xpcall'", 1, true) then stop = i; break end
+  end
+  local lines = {}
+  for i = 1, stop - 1 do
+    local line = all[i]
+    if not line:find("^stack traceback:") and not line:find("^%s*$")
+      and not line:find(THIS_FILE, 1, true)
+      and not line:find("^%s*%[C%]: in function 'error'$") then
+      lines[#lines + 1] = line
+    end
+  end
+  local LIMIT = 12
+  if #lines > LIMIT then
+    local n = #lines - LIMIT
+    for _ = 1, n do table.remove(lines, LIMIT // 2 + 1) end
+    table.insert(lines, LIMIT // 2 + 1, string.format("\t...\t(skipping %d levels)", n))
+  end
+  if #lines == 0 then return msg end
+  return msg .. "\nstack traceback:\n" .. table.concat(lines, "\n")
+end
+M.traceback = traceback
+
+-------------------------------------------------------------------------------- values
+
+local function is_tensor(v)
+  if type(v) ~= "userdata" then return false end
+  local lt = package.loaded["lantern"]
+  if type(lt) ~= "table" then return false end
+  local f = rawget(lt, "is_tensor")
+  if not f then return false end
+  local ok, r = pcall(f, v)
+  return ok and r
+end
+
+local function safe_tostring(v)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  return string.format("<%s: __tostring failed: %s>", type(v), errtext(s))
+end
+
+local function tensor_summary(t)
+  local ok, s = pcall(function()
+    local size = t:size()
+    local dims = {}
+    for i = 1, #size do dims[i] = tostring(size[i]) end
+    return string.format("tensor<%s [%s]>", tostring(t.dtype), table.concat(dims, ", "))
+  end)
+  return ok and s or safe_tostring(t)
+end
+
+local KEYWORDS = {}
+for w in ([[and break do else elseif end false for function goto if in local nil not or
+  repeat return then true until while]]):gmatch("%a+") do KEYWORDS[w] = true end
+
+local function is_ident(s)
+  return type(s) == "string" and s:match("^[%a_][%w_]*$") ~= nil and not KEYWORDS[s]
+end
+
+-- A value inside a table: one line.
+local function short(v)
+  local tv = type(v)
+  if tv == "string" then
+    if #v > 60 then v = v:sub(1, 57) .. "..." end
+    return (string.format("%q", v):gsub("\\\n", "\\n"))
+  elseif tv == "table" then
+    local mt = getmetatable(v)
+    if mt and mt.__tostring then
+      local s = safe_tostring(v)
+      if not s:find("\n") and #s <= 60 then return s end
+      return "<" .. (type(mt.__name) == "string" and mt.__name or "table") .. ">"
+    end
+    return next(v) == nil and "{}" or "{...}"
+  elseif is_tensor(v) then
+    return tensor_summary(v)
+  end
+  return safe_tostring(v)
+end
+
+local MAX_ENTRIES = 40
+
+-- A table one level deep: sequence part first, then the other keys sorted.
+local function shallow(t)
+  local parts, seen, n = {}, {}, 0
+  local len = rawlen(t)
+  for i = 1, len do
+    local v = rawget(t, i)
+    if v == nil then break end
+    n = n + 1
+    seen[i] = true
+    if n <= MAX_ENTRIES then parts[#parts + 1] = short(v) end
+  end
+  local keys = {}
+  for k in next, t do
+    if not seen[k] then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    if ta == "number" or ta == "string" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  for _, k in ipairs(keys) do
+    n = n + 1
+    if n <= MAX_ENTRIES then
+      local ks = is_ident(k) and k or ("[" .. short(k) .. "]")
+      parts[#parts + 1] = ks .. " = " .. short(rawget(t, k))
+    end
+  end
+  if n > MAX_ENTRIES then parts[#parts + 1] = string.format("... (%d more)", n - MAX_ENTRIES) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+--- Text the session prints for a value.
+function M.repr(v)
+  local tv = type(v)
+  if tv == "string" then return v end
+  if tv == "table" then
+    local mt = getmetatable(v)
+    if mt and mt.__tostring then return safe_tostring(v) end
+    return shallow(v)
+  end
+  return safe_tostring(v)
+end
+
+-------------------------------------------------------------------------------- environment
+
+-- Globals bound on first use, so a module that is missing or broken does not stop the session.
+local LAZY = {
+  lt = function() return require "lantern" end,
+  nn = function() return require("lantern").nn end,
+  F = function() return require("lantern").nn.functional end,
+  optim = function() return require("lantern").optim end,
+}
+local LAZY_ORDER = { "lt", "nn", "F", "optim" }
+
+local function install_lazy_globals(env)
+  local mt = getmetatable(env) or {}
+  local prev = mt.__index
+  mt.__index = function(t, k)
+    local loader = LAZY[k]
+    if loader then
+      local ok, v = pcall(loader)
+      if ok and v ~= nil then
+        rawset(t, k, v)
+        return v
+      end
+      if not ok then
+        error(string.format("global '%s' is not available: %s", k, errtext(v)), 2)
+      end
+    end
+    if type(prev) == "function" then return prev(t, k) end
+    if type(prev) == "table" then return prev[k] end
+    return nil
+  end
+  setmetatable(env, mt)
+end
+
+-------------------------------------------------------------------------------- completion
+
+-- Names reachable from a value with `.` (or `:` when methods_only).
+local function members(v, methods_only)
+  local out, seen = {}, {}
+  local function add(k, val)
+    if type(k) ~= "string" or seen[k] or not k:match("^[%a_][%w_]*$") then return end
+    if methods_only and type(val) ~= "function" and val ~= true then
+      -- a callable table (a class) counts as a method too
+      local mt = type(val) == "table" and getmetatable(val)
+      if not (mt and mt.__call) then return end
+    end
+    seen[k] = true
+    out[#out + 1] = k
+  end
+  local function walk(t, depth)
+    if type(t) ~= "table" or depth > 8 then return end
+    for k, val in next, t do add(k, val) end
+    local mt = getmetatable(t)
+    if type(mt) == "table" then
+      if type(mt.__index) == "table" then walk(mt.__index, depth + 1) end
+      if type(rawget(mt, "__class")) == "table" then walk(rawget(mt, "__class"), depth + 1) end
+    end
+  end
+  if type(v) == "string" then
+    walk(string, 0)
+  elseif is_tensor(v) then
+    local lt = package.loaded["lantern"]
+    walk(rawget(lt, "Tensor") or {}, 0)
+    if not methods_only then
+      for _, k in ipairs { "dtype", "shape", "device", "grad", "requires_grad", "grad_fn",
+        "is_leaf", "ndim", "data", "T" } do
+        local ok, val = pcall(function() return v[k] end)
+        if ok and val ~= nil then add(k, val) end
+      end
+    end
+  elseif type(v) == "table" then
+    walk(v, 0)
+    -- a Module's parameters, buffers and children live in registries
+    for _, reg in ipairs { "_parameters", "_buffers", "_modules" } do
+      local ok, r = pcall(function() return v[reg] end)
+      if ok and type(r) == "table" and type(r.keys) == "table" then
+        for _, k in ipairs(r.keys) do add(k, true) end
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+--- Completions of `word` (the text readline is completing) against environment `env`.
+function M.complete(env, word)
+  local head, expr = word:match("^(.-)([%w_%.:]*)$")
+  local path, sep, partial = expr:match("^(.*)([%.:])([%w_]*)$")
+  local candidates = {}
+  if not path then
+    if expr:match("^%d") then return {} end
+    partial = expr
+    local seen = {}
+    local function add(k)
+      if type(k) == "string" and not seen[k] then seen[k] = true; candidates[#candidates + 1] = k end
+    end
+    local t, depth = env, 0
+    while type(t) == "table" and depth < 8 do
+      for k in next, t do if is_ident(k) then add(k) end end
+      local mt = getmetatable(t)
+      t, depth = type(mt) == "table" and rawget(mt, "__index") or nil, depth + 1
+    end
+    for _, k in ipairs(LAZY_ORDER) do add(k) end
+    for k in pairs(KEYWORDS) do add(k) end
+    table.sort(candidates)
+    path, sep = "", ""
+  else
+    if path == "" or path:find(":", 1, true) then return {} end
+    local v = env
+    for name in (path .. "."):gmatch("(.-)%.") do
+      if not name:match("^[%a_][%w_]*$") then return {} end
+      local ok, nv = pcall(function() return v[name] end)
+      if not ok or nv == nil then return {} end
+      v = nv
+    end
+    candidates = members(v, sep == ":")
+  end
+  local out = {}
+  local private = partial:sub(1, 1) == "_"
+  for _, k in ipairs(candidates) do
+    -- names starting with "_" (internals, metamethods) only when asked for
+    if k:sub(1, #partial) == partial and (private or k:sub(1, 1) ~= "_") then
+      out[#out + 1] = head .. path .. sep .. k
+    end
+  end
+  return out
+end
+
+-------------------------------------------------------------------------------- input
+
+-- Returns an object with :read(prompt) -> line or nil, and :close().
+local function make_reader(interactive_tty, env)
+  local reader = {}
+  local rl
+  if interactive_tty and os.getenv("LANTERN_NO_READLINE") ~= "1" then
+    local ok, mod = pcall(require, "readline")
+    if ok and type(mod) == "table" then rl = mod end
+  end
+  if rl then
+    local hist = os.getenv("LANTERN_HISTORY") or "~/.lantern_history"
+    pcall(rl.set_options, { histfile = hist, keeplines = 1000, completion = true,
+      minlength = 1 })
+    if rl.set_readline_name then pcall(rl.set_readline_name, "lantern") end
+    if rl.set_completion_append_character then pcall(rl.set_completion_append_character, "") end
+    if rl.set_complete_function then
+      rl.set_complete_function(function(text, from, to)
+        -- readline resets the append character before each completion: no space after a name
+        if rl.set_completion_append_character then
+          pcall(rl.set_completion_append_character, "")
+        end
+        local ok, res = pcall(M.complete, env, text:sub(from, to))
+        return ok and res or {}
+      end)
+    end
+    function reader.read(_, prompt)
+      return rl.readline(prompt)
+    end
+    function reader.close()
+      pcall(rl.save_history)
+    end
+    reader.readline = true
+  else
+    function reader.read(_, prompt)
+      if interactive_tty then
+        stdout:write(prompt)
+        stdout:flush()
+      end
+      return io.read("l")
+    end
+    function reader.close() end
+  end
+  return reader
+end
+
+-------------------------------------------------------------------------------- session
+
+local function incomplete(msg)
+  return type(msg) == "string" and (msg:sub(-5) == "<eof>" or msg:sub(-7) == "'<eof>'")
+end
+
+local function report(msg)
+  stderr:write(msg, "\n")
+  stderr:flush()
+end
+
+local function print_results(res)
+  if res.n == 0 then return end
+  local parts = {}
+  for i = 1, res.n do parts[i] = M.repr(res[i]) end
+  stdout:write(table.concat(parts, "\t"), "\n")
+  stdout:flush()
+end
+
+-- Reads one complete chunk: returns the compiled function, or nil and an error message, or
+-- nothing at end of input.
+local function read_chunk(reader, env)
+  local prompt = rawget(env, "_PROMPT") or "> "
+  local line = reader:read(tostring(prompt))
+  if line == nil then return end
+  if line:sub(1, 1) == "=" then line = "return " .. line:sub(2) end
+  local buf = line
+  while true do
+    -- an expression first, as lua.c does, then a statement
+    local fe, eerr = load("return " .. buf, "=stdin", "t", env)
+    if fe then return fe end
+    local fn, err = load(buf, "=stdin", "t", env)
+    if fn then return fn end
+    if not incomplete(err) and not incomplete(eerr) then
+      -- `1 +* 2`: the expression's message says more than "unexpected symbol near '1'"
+      local first = buf:match("^%s*([%w_]+)") or buf:match("^%s*(%S)")
+      if first and not incomplete(eerr) and
+        err:find("unexpected symbol near '" .. first .. "'", 1, true) then
+        err = eerr
+      end
+      return nil, err
+    end
+    local more = reader:read(tostring(rawget(env, "_PROMPT2") or ">> "))
+    if more == nil then return nil, err end
+    buf = buf .. "\n" .. more
+  end
+end
+
+--- Runs the interactive loop until end of input.
+function M.session(env, interactive_tty, show_banner)
+  local reader = make_reader(interactive_tty, env)
+  if show_banner then
+    local ok, err = pcall(function() return env.lt end)
+    stdout:write(version_line(), "\n")
+    if ok and err ~= nil then
+      stdout:write("lt = require \"lantern\"; nn, F, optim are bound.  Ctrl-D quits.\n")
+    else
+      stdout:write("(lantern failed to load; plain Lua)\n")
+    end
+    stdout:flush()
+  end
+  -- save the history on os.exit too
+  local real_exit = os.exit
+  os.exit = function(...)
+    reader.close()
+    return real_exit(...)
+  end
+  while true do
+    local ok, f, err = pcall(read_chunk, reader, env)
+    if not ok then
+      report(errtext(f))        -- e.g. an interrupted read
+    elseif f == nil and err == nil then
+      break
+    elseif not f then
+      report(err)
+    else
+      local res = table.pack(xpcall(f, traceback))
+      if res[1] then
+        print_results(table.pack(table.unpack(res, 2, res.n)))
+      else
+        report(res[2])
+      end
+    end
+  end
+  if interactive_tty then stdout:write("\n") end
+  os.exit = real_exit
+  reader.close()
+end
+
+-------------------------------------------------------------------------------- command line
+
+-- Parses lua.c's options. Returns opts or nil, bad_option.
+local function parse_args(argv)
+  local opts = { actions = {}, script = nil, first_script_arg = nil }
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    if a:sub(1, 1) ~= "-" then
+      opts.script = i
+      break
+    elseif a == "--" then
+      if i + 1 <= #argv then opts.script = i + 1 end
+      break
+    elseif a == "-" then
+      opts.script = i
+      break
+    elseif a == "--help" or a == "-h" then
+      opts.help = true
+    elseif a == "--version" or a == "-v" then
+      opts.version = true
+    elseif a == "-i" then
+      opts.interactive = true
+      opts.version = true
+    elseif a == "-W" then
+      opts.actions[#opts.actions + 1] = { "W" }
+    elseif a == "-E" then
+      opts.ignore_env = true
+    elseif a:sub(1, 2) == "-e" or a:sub(1, 2) == "-l" then
+      local kind = a:sub(2, 2)
+      local val = a:sub(3)
+      if val == "" then
+        i = i + 1
+        val = argv[i]
+        if val == nil or val:sub(1, 1) == "-" then return nil, a end
+      end
+      opts.actions[#opts.actions + 1] = { kind, val }
+      if kind == "e" then opts.has_e = true end
+    else
+      return nil, a
+    end
+    i = i + 1
+  end
+  return opts
+end
+
+-- The `arg` table lua.c makes: the program name and options below 0, the script at 0 and its
+-- arguments at 1..; with no script the program name is at 0 and the options at 1...
+local function make_arg_table(argv, script_index)
+  local s = script_index or 0
+  local t = { [0 - s] = PROGNAME }
+  for i = 1, #argv do t[i - s] = argv[i] end
+  return t
+end
+
+local function run_protected(f, ...)
+  local res = table.pack(xpcall(f, traceback, ...))
+  if not res[1] then
+    report(PROGNAME .. ": " .. errtext(res[2]))
+    return false
+  end
+  return true
+end
+
+local function do_library(spec)
+  local glb, mod = spec:match("^([^=]+)=(.+)$")
+  if not glb then
+    mod = spec
+    glb = spec:match("^([^%-]*)%-") or spec   -- 'a-b' -> 'a', as lua.c does
+  end
+  return run_protected(function()
+    local v = require(mod)
+    _G[glb] = v
+  end)
+end
+
+local function do_string(s)
+  local f, err = load(s, "=(command line)", "t", _G)
+  if not f then
+    report(PROGNAME .. ": " .. err)
+    return false
+  end
+  return run_protected(f)
+end
+
+local function do_script(name, args)
+  local f, err
+  if name == "-" then
+    f, err = load(io.read("a") or "", "=stdin", "t", _G)
+  else
+    f, err = loadfile(name, "t", _G)
+  end
+  if not f then
+    report(PROGNAME .. ": " .. err)
+    return false
+  end
+  return run_protected(f, table.unpack(args))
+end
+
+--- Entry point: `argv` is the list of command-line arguments (without the program name).
+function M.main(argv)
+  local opts, bad = parse_args(argv)
+  if not opts then
+    usage(bad)
+    return 1
+  end
+  if opts.help then
+    usage(nil, stdout)
+    return 0
+  end
+  if opts.version then
+    stdout:write(version_line(), "\n")
+    stdout:flush()
+  end
+  _G.arg = make_arg_table(argv, opts.script)
+  local script_args = {}
+  if opts.script then
+    for i = opts.script + 1, #argv do script_args[#script_args + 1] = argv[i] end
+  end
+  local interactive_default = not opts.script and not opts.has_e and not opts.version
+  if opts.interactive or interactive_default or opts.has_e then
+    install_lazy_globals(_G)
+  end
+  for _, act in ipairs(opts.actions) do
+    local ok = true
+    if act[1] == "W" then
+      warn("@on")
+    elseif act[1] == "e" then
+      ok = do_string(act[2])
+    elseif act[1] == "l" then
+      ok = do_library(act[2])
+    end
+    if not ok then return 1 end
+  end
+  if opts.script then
+    if not do_script(argv[opts.script], script_args) then return 1 end
+  end
+  if opts.interactive or interactive_default then
+    local tty = is_tty(0)
+    if tty and not opts.version then
+      -- load lantern now so the banner can say whether it works
+      pcall(function() return _G.lt end)
+    end
+    M.session(_G, tty, tty and not opts.version)
+  end
+  return 0
+end
+
+-- Run as the `lantern` command (bin/lantern: lua5.4 repl.lua ARGS); `require` just gets M.
+local main_arg = rawget(_G, "arg")
+if type(main_arg) == "table" and type(main_arg[0]) == "string"
+  and debug.getinfo(1, "S").source == "@" .. main_arg[0] then
+  local argv = {}
+  for i = 1, select("#", ...) do argv[i] = select(i, ...) end
+  local code = M.main(argv)
+  stdout:flush()
+  os.exit(code)
+end
+
+return M

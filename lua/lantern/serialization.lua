@@ -1,0 +1,218 @@
+--- Checkpoints: PyTorch's `.pt` format and safetensors, read and written without Python.
+--
+-- * `lt.save(obj, path)` writes `obj` the way `torch.save` does (a zip holding a protocol-2
+--   pickle and raw little-endian storages); `torch.load(path)` and, when `obj` holds no
+--   floating-point numbers (only tensors, ints, strings, bools, nil/None), also
+--   `torch.load(path, weights_only=True)` of PyTorch 1.13 read it (2.x accepts floats too).
+-- * `lt.load(path[, opts])` reads files written by `torch.save` (zip format, and the legacy
+--   pre-1.6 stream) and safetensors files. The unpickler is restricted: it builds only
+--   tensors, storages, dicts, lists, tuples and scalars and refuses any other global (such as
+--   `os.system`) with an error naming it. Loading a file never runs code.
+-- * `lt.safetensors.save(tensors, path[, metadata])` / `lt.safetensors.load(path[, opts])`
+--   for flat tables of tensors (load returns the tensors and the metadata table or nil).
+-- * `lt.save_module(m, path)` / `lt.load_module(m, path[, opts])` write and read a module's
+--   state_dict, `.safetensors` by extension and `.pt` otherwise. Every writer is atomic: it
+--   writes a temporary file beside `path` and renames it over `path`, so a crash mid-save
+--   leaves the old file intact.
+--
+-- Values, file -> Lua:
+--   dict / OrderedDict -> table (string or integer keys as in the file, e.g. optimizer state
+--   `{[0] = ...}`); its metatable keeps the file's key order (`__order`, used by `pairs`) and a
+--   state_dict's `_metadata` (`__metadata`). Keys whose value is None are absent.
+--   list -> array (metatable __name "list"); tuple -> array (__name "tuple"); None inside a
+--   list or tuple -> `lt.serialization.None`; None at the top -> nil.
+--   int -> integer (beyond 64 bits: float); float -> float; str and bytes -> string;
+--   torch.dtype -> its name.
+--   Tensors keep shape, strides, storage offset and storage sharing (two views of one
+--   storage in the file share memory after loading). float32/float64/int64/bool load as
+--   themselves; float16 and bfloat16 load as float32; int32/int16/int8/uint8 (and
+--   uint16/32/64 from safetensors) load as int64. `opts.map_dtype = {float16 = "float64",
+--   uint8 = "float32", ...}` picks another Lantern dtype per file dtype.
+--   `opts.verify_crc = false` skips the zip CRC-32 checks.
+-- Values, Lua -> file:
+--   tables tagged by a loaded metatable keep their kind (list, tuple, dict, OrderedDict);
+--   untagged tables with keys exactly 1..n (n >= 1) become lists, others dicts (an
+--   OrderedDict when every value is a tensor, i.e. a state_dict). Dict order: `pairs` order
+--   for tables with a __pairs metamethod (state_dict() results, loaded dicts), otherwise keys
+--   sorted (numbers, booleans, then strings). Lua floats become Python floats, integers ints,
+--   strings str (bytes when not valid UTF-8), `lt.serialization.None` None.
+-- @module lantern.serialization
+local core = require "lantern.core"
+local lt = package.loaded["lantern"] or core
+
+local M = {}
+
+--- The value that stands for Python's None inside lists and tuples.
+M.None = setmetatable({}, { __name = "None", __tostring = function() return "None" end })
+
+M.list_mt = { __name = "list" }
+M.tuple_mt = { __name = "tuple" }
+
+-- Ordered iteration over a dict whose metatable has __order: keys in that order (skipping
+-- removed and repeated ones), then keys added by rawset, sorted as strings. The same contract
+-- as nn's state_dict tables, so either kind of table goes back into a file in order.
+local function od_pairs(t)
+  local mt = getmetatable(t)
+  local order, i, seen, extra = mt.__order, 0, {}, nil
+  return function()
+    while true do
+      i = i + 1
+      local k
+      if i <= #order then
+        k = order[i]
+      else
+        if extra == nil then
+          extra = {}
+          for kk in next, t do if not seen[kk] then extra[#extra + 1] = kk end end
+          table.sort(extra, function(a, b) return tostring(a) < tostring(b) end)
+        end
+        k = extra[i - #order]
+        if k == nil then return nil end
+      end
+      if not seen[k] then
+        seen[k] = true
+        local v = rawget(t, k)
+        if v ~= nil then return k, v end
+      end
+    end
+  end, t, nil
+end
+
+local function od_newindex(t, k, v)
+  rawset(t, k, v)
+  if v ~= nil then
+    local order = getmetatable(t).__order
+    order[#order + 1] = k
+  end
+end
+
+local function make_dict(t, keys, meta, ordered)
+  return setmetatable(t, {
+    __name = ordered and "OrderedDict" or "dict",
+    __pairs = od_pairs, __newindex = od_newindex,
+    __order = keys, __metadata = meta,
+  })
+end
+
+--- A new empty ordered dict (keys iterate in insertion order; saved as an OrderedDict).
+function M.OrderedDict()
+  return make_dict({}, {}, nil, true)
+end
+
+--- Tags an array as a Python tuple for saving (returns it).
+function M.tuple(t) return setmetatable(t, M.tuple_mt) end
+--- Tags an array as a Python list for saving (an empty one too). Returns it.
+function M.list(t) return setmetatable(t, M.list_mt) end
+--- Tags a table as a plain Python dict (returns it).
+function M.dict(t) return make_dict(t, {}, nil, false) end
+
+--- The file's `_metadata` of a loaded state_dict (prefix -> {version = n}), or nil.
+function M.metadata(t)
+  local mt = getmetatable(t)
+  return type(mt) == "table" and mt.__metadata or nil
+end
+
+core._serial_setup { None = M.None, list_mt = M.list_mt, tuple_mt = M.tuple_mt,
+  make_dict = make_dict }
+
+local function check_path(op, path)
+  if type(path) ~= "string" then
+    error(op .. ": path must be a string, got " .. type(path), 3)
+  end
+end
+
+local function is_safetensors(path)
+  return path:lower():match("%.safetensors$") ~= nil
+end
+
+--- Writes obj to path in torch.save's format.
+function M.save(obj, path)
+  check_path("save", path)
+  core._serial_save(obj, path)
+end
+
+--- Reads a torch.save file (zip or legacy) or a safetensors file. See the module notes.
+function M.load(path, opts)
+  check_path("load", path)
+  return core._serial_load(path, nil, opts)
+end
+
+--- Like load, from the bytes of a file held in a string.
+function M.loads(bytes, opts)
+  if type(bytes) ~= "string" then error("loads: bytes must be a string", 2) end
+  return core._serial_load(nil, bytes, opts)
+end
+
+M.safetensors = {}
+
+--- Writes a flat table name -> tensor (and optional string -> string metadata) as
+--- safetensors, byte for byte as the reference implementation does.
+function M.safetensors.save(tensors, path, metadata)
+  check_path("safetensors.save", path)
+  if type(tensors) ~= "table" then
+    error("safetensors.save: tensors must be a table of name -> tensor, got " .. type(tensors), 2)
+  end
+  core._st_save(tensors, path, metadata)
+end
+
+--- Reads a safetensors file: returns the tensors (in file order) and the metadata or nil.
+function M.safetensors.load(path, opts)
+  check_path("safetensors.load", path)
+  return core._st_load(path, nil, opts)
+end
+
+--- Like safetensors.load, from bytes in a string.
+function M.safetensors.loads(bytes, opts)
+  if type(bytes) ~= "string" then error("safetensors.loads: bytes must be a string", 2) end
+  return core._st_load(nil, bytes, opts)
+end
+
+--- Saves m:state_dict() to path (.safetensors by extension, else .pt), atomically.
+function M.save_module(m, path)
+  check_path("save_module", path)
+  if type(m) ~= "table" or type(m.state_dict) ~= "function" then
+    error("save_module: expected a Module, got " .. type(m), 2)
+  end
+  local sd = m:state_dict()
+  if is_safetensors(path) then
+    local flat = {}
+    for k, v in pairs(sd) do flat[k] = v end
+    core._st_save(flat, path, { format = "pt" })
+  else
+    core._serial_save(sd, path)
+  end
+end
+
+--- Loads a state_dict from path into m with m:load_state_dict (full key checking: missing,
+--- unexpected and mis-shaped keys raise; opts.strict = false returns them instead).
+--- opts are also passed to the loader (map_dtype, verify_crc).
+function M.load_module(m, path, opts)
+  check_path("load_module", path)
+  if type(m) ~= "table" or type(m.load_state_dict) ~= "function" then
+    error("load_module: expected a Module, got " .. type(m), 2)
+  end
+  local sd
+  if is_safetensors(path) then
+    sd = core._st_load(path, nil, opts)
+  else
+    sd = core._serial_load(path, nil, opts)
+  end
+  if type(sd) ~= "table" then
+    error("load_module: " .. path .. " does not hold a state_dict (got " .. type(sd) .. ")", 2)
+  end
+  local strict = true
+  if type(opts) == "table" and opts.strict ~= nil then strict = opts.strict end
+  return m:load_state_dict(sd, strict)
+end
+
+-- install into lantern
+if type(lt) == "table" then
+  rawset(lt, "serialization", M)
+  rawset(lt, "save", M.save)
+  rawset(lt, "load", M.load)
+  rawset(lt, "safetensors", M.safetensors)
+  rawset(lt, "save_module", M.save_module)
+  rawset(lt, "load_module", M.load_module)
+end
+
+return M

@@ -1,0 +1,234 @@
+-- Indexing ops: index_select, index_add, gather, scatter, scatter_add, masked_fill,
+-- masked_select, one_hot. Index tensors hold 1-based positions (Lua's convention), so
+-- index_select(1, lt.tensor{1}) picks the first row. Values are hand-computed.
+local lt = require "lantern"
+
+local function seq(...)
+  local sz = { ... }
+  local n = 1
+  for _, s in ipairs(sz) do n = n * s end
+  return lt.arange(n, { dtype = "float32" }):reshape(sz)
+end
+
+local function err_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+local I = function(t) return lt.tensor(t) end   -- Lua integers: an int64 tensor
+
+describe("index_select", function()
+  it("picks 1-based positions along a dim, repeats allowed", function()
+    local x = seq(3, 4)
+    assert.are.same({ { 8, 9, 10, 11 }, { 0, 1, 2, 3 }, { 8, 9, 10, 11 } },
+      x:index_select(1, I { 3, 1, 3 }):tolist())
+    assert.are.same({ { 1, 0 }, { 5, 4 }, { 9, 8 } }, x:index_select(2, I { 2, 1 }):tolist())
+    assert.are.same({ { 3 }, { 7 }, { 11 } }, lt.index_select(x, -1, I { 4 }):tolist())
+    assert.are.same({ 1, 4 }, x:index_select(1, I(2)):size())     -- a 0-d index
+    assert.are.same({ 0, 4 }, x:index_select(1, lt.zeros(0, { dtype = "int64" })):size())
+  end)
+
+  it("gives the same values on non-contiguous inputs and indices", function()
+    local x = seq(4, 3):t()                       -- [3,4], strides {1,3}
+    local idx = I { 4, 1, 2, 3 }:narrow(1, 1, 3)  -- {4, 1, 2}
+    assert.are.same(x:contiguous():index_select(2, idx:contiguous()):tolist(),
+      x:index_select(2, idx):tolist())
+    assert.are.same({ { 9, 0, 3 }, { 10, 1, 4 }, { 11, 2, 5 } }, x:index_select(2, idx):tolist())
+    local e = lt.tensor({ 1.0, 2.0 }):expand(3, 2)
+    assert.are.same({ { 2, 1 }, { 2, 1 }, { 2, 1 } }, e:index_select(2, I { 2, 1 }):tolist())
+    -- an expanded (stride-0) index
+    local ie = I { 2 }:expand(3)
+    assert.are.same({ { 1, 1, 1 }, { 4, 4, 4 } }, seq(2, 3):index_select(2, ie):tolist())
+  end)
+
+  it("works for every dtype", function()
+    assert.are.same({ 30, 10 }, I { 10, 20, 30 }:index_select(1, I { 3, 1 }):tolist())
+    assert.are.same({ true, false }, lt.tensor({ false, true }):index_select(1, I { 2, 1 })
+      :tolist())
+    local d = lt.tensor({ 0.5, 1.5 }, { dtype = "float64" }):index_select(1, I { 2 })
+    assert.are.equal("float64", d.dtype)
+    assert.are.same({ 1.5 }, d:tolist())
+  end)
+
+  it("rejects bad indices naming the op, the value and the size", function()
+    local x = seq(3, 4)
+    local err = err_of(x.index_select, x, 1, I { 1, 4 })
+    assert.matches("index_select: index 4 is out of range for dimension 1 of size 3", err)
+    assert.matches("valid positions 1..3", err)
+    assert.matches("index_select: index 0 is out of range", err_of(x.index_select, x, 2, I { 0 }))
+    assert.matches("index_select: index %-1 is out of range",
+      err_of(x.index_select, x, 2, I { -1 }))
+    assert.matches("index_select: index must be an int64 tensor %(got float32%)",
+      err_of(x.index_select, x, 1, lt.tensor({ 1.0 })))
+    assert.matches("index_select: index must be a 0%-d or 1%-d tensor",
+      err_of(x.index_select, x, 1, I { { 1 } }))
+    assert.matches("index_select: dimension 3 out of range",
+      err_of(x.index_select, x, 3, I { 1 }))
+  end)
+end)
+
+describe("index_add", function()
+  it("adds rows of src at 1-based positions, accumulating repeats", function()
+    local x = lt.zeros(3, 2)
+    local src = lt.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 }, { 5.0, 6.0 } })
+    assert.are.same({ { 3, 4 }, { 0, 0 }, { 6, 8 } }, x:index_add(1, I { 3, 1, 3 }, src):tolist())
+    assert.are.same({ { 0, 0 }, { 0, 0 }, { 0, 0 } }, x:tolist())   -- out of place
+    x:index_add_(2, I { 2, 2 }, lt.ones(3, 2))
+    assert.are.same({ { 0, 2 }, { 0, 2 }, { 0, 2 } }, x:tolist())
+    assert.matches("index_add_: index 3 is out of range for dimension 2 of size 2",
+      err_of(x.index_add_, x, 2, I { 3, 1 }, lt.ones(3, 2)))
+    assert.are.same({ { 0, 2 }, { 0, 2 }, { 0, 2 } }, x:tolist())   -- untouched on error
+    assert.matches("index_add: source of shape %[3, 3%] does not match",
+      err_of(x.index_add, x, 2, I { 1, 2 }, lt.ones(3, 3)))
+  end)
+end)
+
+describe("gather", function()
+  it("reads self at the index along dim", function()
+    local x = lt.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 } })
+    assert.are.same({ { 1, 1 }, { 4, 3 } }, x:gather(2, I { { 1, 1 }, { 2, 1 } }):tolist())
+    assert.are.same({ { 1, 4 }, { 3, 2 } }, x:gather(1, I { { 1, 2 }, { 2, 1 } }):tolist())
+    -- index smaller than self in the other dims
+    assert.are.same({ { 2 } }, x:gather(2, I { { 2 } }):tolist())
+    assert.are.same({}, lt.tensor(3.0):gather(1, I(1)):size())
+  end)
+
+  it("matches a contiguous copy on transposed inputs and indices", function()
+    local x = seq(3, 4):t()                        -- [4,3]
+    local idx = I { { 3, 1, 2, 1 }, { 2, 2, 3, 1 } }:t()   -- [4,2]
+    local expect = x:contiguous():gather(2, idx:contiguous()):tolist()
+    assert.are.same(expect, x:gather(2, idx):tolist())
+    assert.are.same({ { 8, 4 }, { 1, 5 }, { 6, 10 }, { 3, 3 } }, expect)
+  end)
+
+  it("rejects bad input naming gather", function()
+    local x = seq(2, 3)
+    local err = err_of(x.gather, x, 2, I { { 1, 4 } })
+    assert.matches("gather: index 4 is out of range for dimension 2 of size 3", err)
+    assert.matches("gather: index tensor must have the same number of dimensions",
+      err_of(x.gather, x, 2, I { 1 }))
+    assert.matches("gather: size of index %[3, 1%] does not fit input %[2, 3%]",
+      err_of(x.gather, x, 2, I { { 1 }, { 1 }, { 1 } }))
+    assert.matches("gather: index must be an int64 tensor",
+      err_of(x.gather, x, 2, lt.tensor({ { true } })))
+  end)
+end)
+
+describe("scatter / scatter_add", function()
+  it("scatter writes src (or a value) at the index along dim", function()
+    local x = lt.zeros(3, 3)
+    local src = seq(2, 3) + 1
+    assert.are.same({ { 1, 0, 0 }, { 0, 2, 6 }, { 4, 5, 3 } },
+      x:scatter(1, I { { 1, 2, 3 }, { 3, 3, 2 } }, src):tolist())
+    assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 }, { 0, 0, 0 } }, x:tolist())
+    assert.are.same({ { 0, 7, 0 }, { 7, 0, 0 }, { 0, 0, 7 } },
+      x:scatter(2, I { { 2 }, { 1 }, { 3 } }, 7):tolist())
+    -- index smaller than src: only its leading corner is read
+    assert.are.same({ { 0, 0, 0 }, { 1, 0, 0 }, { 0, 0, 0 } },
+      x:scatter(1, I { { 2 } }, seq(2, 3) + 1):tolist())
+    x:scatter_(2, I { { 3 }, { 3 }, { 3 } }, 1.5)
+    assert.are.same({ { 0, 0, 1.5 }, { 0, 0, 1.5 }, { 0, 0, 1.5 } }, x:tolist())
+  end)
+
+  it("scatter_add accumulates repeated positions", function()
+    local x = lt.zeros(2, 4)
+    local r = x:scatter_add(2, I { { 1, 1, 4 }, { 2, 3, 2 } }, lt.ones(2, 3))
+    assert.are.same({ { 2, 0, 0, 1 }, { 0, 2, 1, 0 } }, r:tolist())
+    x:scatter_add_(1, I { { 1, 2, 1, 2 }, { 1, 1, 1, 1 } }, seq(2, 4))
+    assert.are.same({ { 4, 5, 8, 7 }, { 0, 1, 0, 3 } }, x:tolist())
+    local ii = I { 1, 1, 2 }
+    assert.are.same({ 7, 3 }, I { 0, 0 }:scatter_add(1, ii, I { 3, 4, 3 }):tolist())
+  end)
+
+  it("reads non-contiguous self, index and src", function()
+    local self = lt.zeros(3, 2):t()                   -- [2,3] non-contiguous
+    local idx = I { { 3, 1 }, { 2, 3 } }:t()          -- [[3,2],[1,3]]
+    local src = seq(2, 2):t()                         -- [[0,2],[1,3]]
+    local r = self:scatter_add(2, idx, src)
+    local c = self:contiguous():scatter_add(2, idx:contiguous(), src:contiguous())
+    assert.are.same(c:tolist(), r:tolist())
+    assert.are.same({ { 0, 2, 0 }, { 1, 0, 3 } }, r:tolist())
+    self:scatter_(2, idx, src)                        -- in place through strides
+    assert.are.same({ { 0, 2, 0 }, { 1, 0, 3 } }, self:tolist())
+  end)
+
+  it("rejects bad input and leaves in-place targets untouched", function()
+    local x = lt.zeros(2, 3)
+    local err = err_of(x.scatter_add_, x, 2, I { { 1, 5 } }, lt.ones(1, 2))
+    assert.matches("scatter_add_: index 5 is out of range for dimension 2 of size 3", err)
+    assert.are.same({ { 0, 0, 0 }, { 0, 0, 0 } }, x:tolist())
+    assert.matches("scatter: index of shape %[1, 3%] does not fit source of shape %[1, 2%]",
+      err_of(x.scatter, x, 2, I { { 1, 2, 3 } }, lt.ones(1, 2)))
+    assert.matches("scatter: self %(float32%) and src %(float64%) must have the same dtype",
+      err_of(x.scatter, x, 2, I { { 1 } }, lt.ones(1, 1, { dtype = "float64" })))
+    assert.matches("scatter_add: index must be an int64 tensor",
+      err_of(x.scatter_add, x, 2, lt.ones(1, 1), lt.ones(1, 1)))
+  end)
+end)
+
+describe("masked_fill / masked_select", function()
+  it("masked_fill writes the value where the (broadcast) mask is true", function()
+    local x = seq(2, 3)
+    local m = lt.tensor({ { true, false, true }, { false, false, true } })
+    assert.are.same({ { -1, 1, -1 }, { 3, 4, -1 } }, x:masked_fill(m, -1):tolist())
+    assert.are.same({ { 9, 1, 9 }, { 9, 4, 9 } },
+      x:masked_fill(lt.tensor({ true, false, true }), 9):tolist())
+    assert.are.same({ { 0, 1, 2 }, { 3, 4, 5 } }, x:tolist())
+    -- a mask that broadcasts self up
+    assert.are.same({ { 5, 1 }, { 1, 5 } },
+      lt.tensor({ 1.0 }):masked_fill(lt.tensor({ { true, false }, { false, true } }), 5):tolist())
+    -- int64 and bool tensors; a 0-d tensor value
+    assert.are.same({ 7, 2 }, I { 1, 2 }:masked_fill(lt.tensor({ true, false }), 7):tolist())
+    assert.are.same({ true, true }, lt.tensor({ false, true })
+      :masked_fill(lt.tensor({ true, false }), true):tolist())
+    assert.are.same({ 2.5, 1 }, lt.ones(2):masked_fill(lt.tensor({ true, false }),
+      lt.tensor(2.5)):tolist())
+  end)
+
+  it("masked_fill_ writes in place, also through a view", function()
+    local x = seq(2, 3)
+    x:t():masked_fill_(lt.tensor({ { true, false }, { false, false }, { false, true } }), 0)
+    assert.are.same({ { 0, 1, 2 }, { 3, 4, 0 } }, x:tolist())
+    local err = err_of(x.masked_fill_, x, lt.tensor({ { true }, { true }, { true } }), 0)
+    assert.matches("masked_fill_", err)
+    assert.matches("masked_fill: mask must be a bool tensor %(got int64%)",
+      err_of(x.masked_fill, x, I { 1, 0, 1 }, 0))
+  end)
+
+  it("masked_select returns the selected elements in row-major order", function()
+    local x = seq(2, 3)
+    local m = lt.tensor({ { true, false, true }, { false, true, true } })
+    assert.are.same({ 0, 2, 4, 5 }, x:masked_select(m):tolist())
+    assert.are.same({ 0, 3 }, x:t():masked_select(lt.tensor({ { true, true }, { false, false },
+      { false, false } })):tolist())
+    assert.are.same({ 1, 4 }, x:masked_select(lt.tensor({ false, true, false })):tolist())
+    assert.are.same({ 0 }, x:masked_select(lt.zeros(2, 3, { dtype = "bool" })):size())
+    assert.matches("masked_select: shapes %[2, 3%] and %[2%] cannot be broadcast",
+      err_of(x.masked_select, x, lt.tensor({ true, false })))
+  end)
+end)
+
+describe("one_hot", function()
+  it("encodes 1-based classes as int64 rows", function()
+    assert.are.same({ { 1, 0, 0 }, { 0, 0, 1 } }, I { 1, 3 }:one_hot():tolist())
+    assert.are.same({ { 0, 1, 0, 0 } }, I { 2 }:one_hot(4):tolist())
+    local o = lt.one_hot(I { { 1, 2 }, { 2, 1 } }, 2)
+    assert.are.equal("int64", o.dtype)
+    assert.are.same({ 2, 2, 2 }, o:size())
+    assert.are.same({ { 0, 1 }, { 1, 0 } }, o:tolist()[2])
+    assert.are.same({ 1, 0, 0 }, I(1):one_hot(3):tolist())
+  end)
+
+  it("rejects out-of-range classes and empty inputs without num_classes", function()
+    assert.matches("one_hot: class value 4 is out of range for 3 classes",
+      err_of(lt.one_hot, I { 1, 4 }, 3))
+    assert.matches("one_hot: class value 0 is out of range", err_of(lt.one_hot, I { 0 }, 3))
+    assert.matches("one_hot: class values must be at least 1 %(got 0%)",
+      err_of(lt.one_hot, I { 0 }))
+    assert.matches("one_hot: can not infer total number of classes from empty tensor",
+      err_of(lt.one_hot, lt.zeros(0, { dtype = "int64" })))
+    assert.matches("one_hot: class values must be an int64 tensor",
+      err_of(lt.one_hot, lt.tensor({ 1.0 })))
+  end)
+end)

@@ -1,0 +1,493 @@
+-- Reductions: sum mean prod amax amin all any, max/min (full and along a dim), argmax/argmin,
+-- var/std, norm, logsumexp, softmax/log_softmax, cumsum. Hand-computed values, PyTorch
+-- fixtures over every dims subset and three layouts, dtype rules and bad-input errors.
+local lt = require "lantern"
+
+local function flat(t)
+  if t.dtype == "bool" then return t:reshape(-1):tolist() end
+  return t:double():reshape(-1):tolist()
+end
+
+-- compares tensor a with a flat list (or tensor) b elementwise, NaN equal to NaN
+local function close(a, b, tol)
+  tol = tol or 1e-6
+  local x = flat(a)
+  local y = lt.is_tensor(b) and flat(b) or b
+  assert.are.equal(#y, #x, "element count")
+  for i = 1, #x do
+    local u, v = x[i], y[i]
+    if type(v) == "boolean" then
+      if u ~= v then error(string.format("element %d: %s vs %s", i, tostring(u), tostring(v)), 2) end
+    elseif v ~= v then
+      if u == u then error(string.format("element %d: %g vs nan", i, u), 2) end
+    elseif v == math.huge or v == -math.huge then
+      if u ~= v then error(string.format("element %d: %g vs %g", i, u, v), 2) end
+    elseif math.abs(u - v) > tol * (1 + math.abs(v)) then
+      error(string.format("element %d: %.17g vs %.17g", i, u, v), 2)
+    end
+  end
+end
+
+local function shape(t) return t.shape end
+
+local function errmsg(f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+describe("sum/mean/prod/amax/amin/all/any by hand", function()
+  local x = lt.tensor({ { 1.0, 2.0, 3.0 }, { 4.0, 5.0, 6.0 } })
+
+  it("reduce over all dims to a 0-dim tensor", function()
+    local s = x:sum()
+    assert.are.same({}, shape(s))
+    assert.are.equal(21, s:item())
+    assert.are.equal(3.5, x:mean():item())
+    assert.are.equal(720, x:prod():item())
+    assert.are.equal(6, x:amax():item())
+    assert.are.equal(1, x:amin():item())
+    assert.is_true(x:all():item())
+    assert.is_true(x:any():item())
+  end)
+
+  it("reduce along one dim, with and without keepdim", function()
+    close(x:sum(1), { 5, 7, 9 })
+    assert.are.same({ 3 }, shape(x:sum(1)))
+    close(x:sum(2), { 6, 15 })
+    assert.are.same({ 2, 1 }, shape(x:sum(2, true)))
+    close(x:sum(-1, true), { 6, 15 })
+    close(x:mean(1), { 2.5, 3.5, 4.5 })
+    close(x:prod(2), { 6, 120 })
+    close(x:amax(1), { 4, 5, 6 })
+    close(x:amin(2), { 1, 4 })
+  end)
+
+  it("accepts a list of dims, an options table and keepdim for all dims", function()
+    close(x:sum({ 1, 2 }), { 21 })
+    assert.are.same({}, shape(x:sum({ 1, 2 })))
+    assert.are.same({ 1, 1 }, shape(x:sum({ 1, 2 }, true)))
+    assert.are.same({ 1, 1 }, shape(x:sum(nil, true)))
+    assert.are.same({ 1, 3 }, shape(x:sum({ dim = 1, keepdim = true })))
+    assert.are.same({ 2, 1 }, shape(x:mean(2, { keepdim = true })))
+    close(x:sum({ dim = { 2, 1 } }), { 21 })
+    close(lt.sum(x, 1), { 5, 7, 9 })
+    close(lt.mean(x), { 3.5 })
+  end)
+
+  it("reduces size-1 and leading dims (the lt_sum_to patterns)", function()
+    local y = lt.ones(1, 3, 1, 2)
+    close(y:sum(1), { 1, 1, 1, 1, 1, 1 })
+    assert.are.same({ 3, 1, 2 }, shape(y:sum(1)))
+    assert.are.same({ 1, 3, 1, 1 }, shape(y:sum({ 3, 4 }, true)))
+    close(y:sum({ 1, 3 }, true), { 1, 1, 1, 1, 1, 1 })
+    local z = lt.arange(24):double():reshape(2, 3, 4)
+    close(z:sum({ 1, 2 }), { 60, 66, 72, 78 })
+    close(z:sum({ 1, 3 }), { 60, 92, 124 })
+  end)
+
+  it("handles all/any truthiness of floats, ints and bools", function()
+    local f = lt.tensor({ { 0.0, 1.0 }, { 0.0, 0.0 } })
+    close(f:any(2), { true, false })
+    close(f:all(1), { false, false })
+    local b = lt.tensor({ true, false, true })
+    assert.is_false(b:all():item())
+    assert.is_true(b:any():item())
+    assert.are.equal("bool", lt.tensor({ 1, 2 }):all().dtype)
+    local nan = lt.tensor({ 0 / 0, 1.0 })
+    assert.is_true(nan:all():item())
+  end)
+
+  it("reduces empty dims to the identity", function()
+    local e = lt.zeros(2, 0)
+    close(e:sum(2), { 0, 0 })
+    close(e:prod(2), { 1, 1 })
+    close(e:mean(2), { 0 / 0, 0 / 0 })
+    close(e:all(2), { true, true })
+    close(e:any(2), { false, false })
+    assert.are.same({ 0 }, shape(e:sum(1)))
+  end)
+
+  it("works on 0-dim tensors with dim 1 or -1", function()
+    local s = lt.tensor(5.0)
+    assert.are.equal(5, s:sum():item())
+    assert.are.equal(5, s:sum(1):item())
+    assert.are.same({}, shape(s:sum(-1, true)))
+  end)
+end)
+
+describe("dtype rules", function()
+  it("sums integers and bools to int64", function()
+    local i = lt.tensor({ 1, 2, 3 })
+    assert.are.equal("int64", i:sum().dtype)
+    assert.are.equal(6, i:sum():item())
+    assert.are.equal("int64", lt.tensor({ true, true, false }):sum().dtype)
+    assert.are.equal(2, lt.tensor({ true, true, false }):sum():item())
+    assert.are.equal("int64", lt.tensor({ true, true }):prod().dtype)
+    assert.are.equal("bool", lt.tensor({ true, false }):amax().dtype)
+    assert.are.equal("float32", lt.tensor({ 1.5 }):sum().dtype)
+    assert.are.equal("float64", lt.tensor({ 1.5 }, { dtype = "float64" }):sum().dtype)
+  end)
+
+  it("sums int64 exactly beyond 2^53", function()
+    local big = lt.tensor({ 9007199254740993, 1 })
+    assert.are.equal(9007199254740994, big:sum():item())
+  end)
+
+  it("refuses the mean of an integer tensor as PyTorch does", function()
+    local msg = errmsg(function() return lt.tensor({ 1, 2 }):mean() end)
+    assert.matches("mean%(%)", msg)
+    assert.matches("int64", msg)
+  end)
+
+  it("accumulates long float32 sums accurately", function()
+    local n = 1000003
+    local s = lt.ones(n):sum():item()
+    assert.are.equal(n, s)
+    local t = lt.full({ n }, 0.1):sum():item()
+    assert.is_true(math.abs(t - n * 0.1) < 1e-2, tostring(t))
+    -- sum over a long leading dim (column mode, chunked)
+    local c = lt.full({ 200000, 3 }, 0.1):sum(1)
+    close(c, { 20000, 20000, 20000 }, 1e-6)
+  end)
+
+  it("gives the same bits with 1 or 2 threads", function()
+    local old = lt.get_num_threads()
+    local x = lt.randn(300000)
+    local y = lt.randn(700, 500):t()
+    lt.set_num_threads(1)
+    local a1, b1, c1 = x:sum():item(), y:sum(1), y:sum(2)
+    lt.set_num_threads(2)
+    local a2, b2, c2 = x:sum():item(), y:sum(1), y:sum(2)
+    lt.set_num_threads(old)
+    assert.are.equal(a1, a2)
+    assert.is_true(lt.equal(b1, b2))
+    assert.is_true(lt.equal(c1, c2))
+  end)
+end)
+
+describe("non-contiguous inputs", function()
+  it("match a contiguous copy for every reduction", function()
+    local base = lt.randn(4, 5, 6, { dtype = "float64" })
+    local views = {
+      base:transpose(1, 3),
+      base:narrow(2, 2, 3),
+      base:permute(2, 3, 1),
+      base:select(2, 3),
+      lt.randn(3, 1, 4, { dtype = "float64" }):expand(3, 5, 4),
+    }
+    for _, v in ipairs(views) do
+      local c = v:contiguous()
+      for d = 1, v:dim() do
+        close(v:sum(d), c:sum(d), 1e-12)
+        close(v:mean(d, true), c:mean(d, true), 1e-12)
+        close(v:prod(d), c:prod(d), 1e-12)
+        close(v:amax(d), c:amax(d), 0)
+        close(v:var(d), c:var(d), 1e-10)
+        close(v:norm(2, d), c:norm(2, d), 1e-12)
+        close(v:logsumexp(d), c:logsumexp(d), 1e-12)
+        close(v:softmax(d), c:softmax(d), 1e-12)
+        close(v:log_softmax(d), c:log_softmax(d), 1e-12)
+        close(v:cumsum(d), c:cumsum(d), 1e-12)
+        local v1, i1 = v:max(d)
+        local v2, i2 = c:max(d)
+        close(v1, v2, 0)
+        close(i1, i2, 0)
+      end
+      close(v:sum({ 1, v:dim() }), c:sum({ 1, v:dim() }), 1e-12)
+      close(v:sum(), c:sum(), 1e-12)
+      assert.are.equal(c:argmax():item(), v:argmax():item())
+    end
+  end)
+end)
+
+describe("PyTorch fixtures", function()
+  local cases = dofile("spec/fixtures/reduce.lua")
+
+  local function build(c)
+    local n = 1
+    for _, s in ipairs(c.shape) do n = n * s end
+    local vals = {}
+    for i = 0, n - 1 do
+      if c.dtype == "int64" then
+        vals[i + 1] = (i * 37) % 101 - 50
+      else
+        vals[i + 1] = ((i * 37) % 101) / 8 - 6
+      end
+    end
+    local x = lt.tensor(vals, { dtype = c.dtype }):reshape(c.shape)
+    local function rev(t)
+      local p = {}
+      for d = t:dim(), 1, -1 do p[#p + 1] = d end
+      return t:permute(p)
+    end
+    if c.view == "perm" then
+      x = rev(x)
+    elseif c.view == "narrow" then
+      x = rev(x:narrow(-1, 2, x.shape[x:dim()] - 1))
+    end
+    return x
+  end
+
+  local function run(c, x)
+    local a = c.args
+    local op = c.op
+    if op == "max_dim" then return { x:max(a.dim, a.keepdim) } end
+    if op == "min_dim" then return { x:min(a.dim, a.keepdim) } end
+    if op == "max" or op == "min" then return { x[op](x) } end
+    if op == "argmax" or op == "argmin" then
+      if a.dim then return { x[op](x, a.dim, a.keepdim) } end
+      return { x[op](x) }
+    end
+    if op == "softmax" or op == "log_softmax" or op == "cumsum" then return { x[op](x, a.dim) } end
+    if op == "norm" then return { x:norm(a.p, a.dims, a.keepdim) } end
+    if op == "var" or op == "std" then return { x[op](x, a.dims, { keepdim = a.keepdim }) } end
+    return { x[op](x, a.dims, a.keepdim) }
+  end
+
+  it("agree on " .. #cases .. " cases", function()
+    for k, c in ipairs(cases) do
+      local x = build(c)
+      local ok, outs = pcall(run, c, x)
+      if not ok then error(string.format("case %d (%s %s %s): %s", k, c.op, c.dtype, c.view, outs)) end
+      for j, o in ipairs(outs) do
+        local want = c.out[j]
+        if c.op:match("^arg") or j == 2 then   -- torch's 0-based indices
+          for i = 1, #want do want[i] = want[i] + 1 end
+        end
+        local tol = c.dtype == "float32" and 1e-5 or 1e-12
+        local ok2, err = pcall(close, o, want, tol)
+        if not ok2 then
+          error(string.format("case %d (%s %s %s dims=%s keepdim=%s) output %d: %s", k, c.op,
+                c.dtype, c.view, table.concat(c.args.dims or { c.args.dim or 0 }, ","),
+                tostring(c.args.keepdim), j, err))
+        end
+        assert.are.same(c.oshape[j], o.shape, "shape of case " .. k)
+        assert.are.equal(c.odtype[j], o.dtype, "dtype of case " .. k)
+      end
+    end
+  end)
+end)
+
+describe("max/min/argmax/argmin", function()
+  local x = lt.tensor({ { 1.0, 5.0, 5.0 }, { 7.0, 0.0, 7.0 } })
+
+  it("returns a 0-dim tensor without dim", function()
+    local m = x:max()
+    assert.are.same({}, m.shape)
+    assert.are.equal(7, m:item())
+    assert.are.equal(0, x:min():item())
+  end)
+
+  it("returns values and 1-based indices along a dim, first of ties", function()
+    local v, i = x:max(2)
+    close(v, { 5, 7 })
+    close(i, { 2, 1 })
+    assert.are.equal("int64", i.dtype)
+    local v2, i2 = x:min(1, true)
+    assert.are.same({ 1, 3 }, v2.shape)
+    close(v2, { 1, 0, 5 })
+    close(i2, { 1, 2, 1 })
+    local v3, i3 = x:max({ dim = -1, keepdim = true })
+    assert.are.same({ 2, 1 }, v3.shape)
+    close(i3, { 2, 1 })
+  end)
+
+  it("gives 1-based argmax/argmin over all dims or along a dim", function()
+    assert.are.equal(4, x:argmax():item())    -- flattened position of the first 7
+    assert.are.equal(5, x:argmin():item())
+    close(x:argmax(2), { 2, 1 })
+    close(x:argmin(1), { 1, 2, 1 })
+    assert.are.same({ 2, 1 }, x:argmax(2, true).shape)
+    assert.are.same({ 1, 1 }, x:argmax(nil, true).shape)
+  end)
+
+  it("treats NaN as the largest and smallest value", function()
+    local n = lt.tensor({ 1.0, 0 / 0, 3.0 })
+    assert.is_true(n:max():item() ~= n:max():item())
+    assert.are.equal(2, n:argmax():item())
+    assert.are.equal(2, n:argmin():item())
+    local _, i = n:max(1)
+    assert.are.equal(2, i:item())
+  end)
+
+  it("works on int64 and bool", function()
+    local i = lt.tensor({ { 3, -2 }, { 4, 9 } })
+    local v, idx = i:max(1)
+    close(v, { 4, 9 })
+    close(idx, { 2, 2 })
+    assert.are.equal("int64", v.dtype)
+    assert.are.equal(-2, i:min():item())
+    assert.are.equal(2, lt.tensor({ false, true }):argmax():item())
+  end)
+
+  it("with a tensor argument is elementwise maximum/minimum", function()
+    local a, b = lt.tensor({ 1.0, 5.0 }), lt.tensor({ 3.0, 2.0 })
+    close(a:max(b), { 3, 5 })
+    close(a:min(b), { 1, 2 })
+  end)
+
+  it("finds the first best across chunks of a long tensor", function()
+    local t = lt.zeros(100000)
+    t[70001] = 2
+    t[90001] = 2
+    assert.are.equal(70001, t:argmax():item())
+    t[3] = -1
+    assert.are.equal(3, t:argmin():item())
+  end)
+end)
+
+describe("var/std", function()
+  local x = lt.tensor({ { 1.0, 2.0, 3.0, 4.0 }, { 2.0, 4.0, 6.0, 8.0 } }, { dtype = "float64" })
+
+  it("are unbiased by default", function()
+    close(x:var(2), { 5 / 3, 20 / 3 })
+    close(x:std(2), { math.sqrt(5 / 3), math.sqrt(20 / 3) })
+    close(x:var(), { 37.5 / 7 }, 1e-12)
+  end)
+
+  it("take correction, unbiased and keepdim", function()
+    close(x:var(2, { correction = 0 }), { 1.25, 5 })
+    close(x:var(2, { unbiased = false }), { 1.25, 5 })
+    close(x:var(2, false), { 1.25, 5 })
+    close(x:var(2, { correction = 2 }), { 2.5, 10 })
+    assert.are.same({ 2, 1 }, x:std(2, { keepdim = true }).shape)
+    assert.are.same({ 1, 4 }, x:var(1, true, true).shape)
+    close(x:var(1), { 0.5, 2, 4.5, 8 })
+    close(x:var({ dim = 1, correction = 0 }), { 0.25, 1, 2.25, 4 })
+  end)
+
+  it("give nan for too few elements", function()
+    local one = lt.tensor({ 3.0 })
+    assert.is_true(one:var():item() ~= one:var():item())
+    assert.are.equal(0, one:var({ correction = 0 }):item())
+  end)
+
+  it("refuse integer tensors", function()
+    local msg = errmsg(function() return lt.tensor({ 1, 2 }):var() end)
+    assert.matches("var", msg)
+    assert.matches("floating point", msg)
+    assert.matches("std", errmsg(function() return lt.tensor({ 1, 2 }):std() end))
+  end)
+end)
+
+describe("norm", function()
+  local x = lt.tensor({ { 3.0, -4.0 }, { 0.0, 1.0 } })
+
+  it("defaults to the 2-norm over all elements", function()
+    close(x:norm(), { math.sqrt(26) })
+    close(x:norm(2, 2), { 5, 1 })
+    close(x:norm(1), { 8 })
+    close(x:norm(1, 1), { 3, 5 })
+    close(x:norm(math.huge), { 4 })
+    close(x:norm("inf", 2), { 4, 1 })
+    close(x:norm(-math.huge, 2), { 3, 0 })
+    close(x:norm(0), { 3 })
+    close(x:norm(3, 2), { (27 + 64) ^ (1 / 3), 1 })
+    close(x:norm("fro"), { math.sqrt(26) })
+    assert.are.same({ 2, 1 }, x:norm(2, 2, true).shape)
+    assert.are.same({ 1, 2 }, x:norm({ p = 1, dim = 1, keepdim = true }).shape)
+  end)
+
+  it("refuses integer tensors and bad p", function()
+    assert.matches("norm", errmsg(function() return lt.tensor({ 1, 2 }):norm() end))
+    assert.matches("norm", errmsg(function() return x:norm("nuc") end))
+  end)
+end)
+
+describe("logsumexp", function()
+  it("is stable for large values and all -inf", function()
+    local x = lt.tensor({ { 1000.0, 1000.0 }, { -math.huge, -math.huge } })
+    close(x:logsumexp(2), { 1000 + math.log(2), -math.huge }, 1e-6)
+    close(lt.tensor({ math.huge, 1.0 }):logsumexp(1), { math.huge })
+    close(lt.tensor({ 1.0, 2.0, 3.0 }, { dtype = "float64" }):logsumexp(1),
+      { math.log(math.exp(1) + math.exp(2) + math.exp(3)) }, 1e-12)
+    assert.are.same({ 2, 1 }, x:logsumexp(2, true).shape)
+  end)
+
+  it("promotes integers to float32 and gives -inf over empty dims", function()
+    local r = lt.tensor({ 1, 2 }):logsumexp(1)
+    assert.are.equal("float32", r.dtype)
+    close(r, { 2.3132617 }, 1e-6)
+    close(lt.zeros(2, 0):logsumexp(2), { -math.huge, -math.huge })
+  end)
+end)
+
+describe("softmax/log_softmax", function()
+  it("normalises along the given dim, stably", function()
+    local x = lt.tensor({ { 1.0, 2.0, 3.0 }, { 1000.0, 1000.0, 1000.0 } })
+    local e = { math.exp(1), math.exp(2), math.exp(3) }
+    local s = e[1] + e[2] + e[3]
+    close(x:softmax(2), { e[1] / s, e[2] / s, e[3] / s, 1 / 3, 1 / 3, 1 / 3 })
+    close(x:log_softmax(-1), { 1 - math.log(s) - 0, 2 - math.log(s), 3 - math.log(s),
+      -math.log(3), -math.log(3), -math.log(3) }, 1e-5)
+    close(x:softmax(1):sum(1), { 1, 1, 1 })
+    close(lt.softmax(x, 2):sum(2), { 1, 1 })
+  end)
+
+  it("rows of -inf give nan as PyTorch; one -inf gives 0", function()
+    local r = lt.tensor({ -math.huge, 0.0 }):softmax(1)
+    close(r, { 0, 1 })
+    local n = lt.tensor({ -math.huge, -math.huge }):softmax(1)
+    assert.is_true(n[1]:item() ~= n[1]:item())
+  end)
+
+  it("need a dim and a float tensor", function()
+    assert.matches("softmax: dim is required", errmsg(function() return lt.ones(2):softmax() end))
+    assert.matches("softmax.*int64", errmsg(function() return lt.tensor({ 1, 2 }):softmax(1) end))
+    assert.matches("log_softmax: dimension 3 out of range",
+      errmsg(function() return lt.ones(2, 2):log_softmax(3) end))
+  end)
+end)
+
+describe("cumsum", function()
+  it("runs along a dim; integers give int64", function()
+    local x = lt.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+    close(x:cumsum(2), { 1, 3, 6, 4, 9, 15 })
+    close(x:cumsum(1), { 1, 2, 3, 5, 7, 9 })
+    assert.are.equal("int64", lt.tensor({ true, true }):cumsum(1).dtype)
+    close(lt.tensor({ true, true }):cumsum(1), { 1, 2 })
+  end)
+end)
+
+describe("bad input", function()
+  local x = lt.ones(2, 3)
+
+  it("names the op and the dim when a dim is out of range", function()
+    local msg = errmsg(function() return x:sum(3) end)
+    assert.matches("sum", msg)
+    assert.matches("dimension 3 out of range", msg)
+    assert.matches("mean: dimension %-3 out of range", errmsg(function() return x:mean(-3) end))
+    assert.matches("amax: dimension 5", errmsg(function() return x:amax({ 1, 5 }) end))
+    assert.matches("max: dimension 4", errmsg(function() return x:max(4) end))
+    assert.matches("argmin: dimension 3", errmsg(function() return x:argmin(3) end))
+    assert.matches("std: dimension 3", errmsg(function() return x:std(3) end))
+    assert.matches("norm: dimension 3", errmsg(function() return x:norm(2, 3) end))
+    assert.matches("logsumexp: dimension 3", errmsg(function() return x:logsumexp(3) end))
+    assert.matches("cumsum: dimension 3", errmsg(function() return x:cumsum(3) end))
+  end)
+
+  it("rejects dim 0, repeated dims and non-integer dims", function()
+    assert.matches("sum: dimension 0 is not valid", errmsg(function() return x:sum(0) end))
+    assert.matches("prod: dim 1 appears multiple times", errmsg(function() return x:prod({ 1, -2 }) end))
+    assert.matches("sum: dim must be an integer", errmsg(function() return x:sum(1.5) end))
+    assert.matches("any: keepdim must be a boolean", errmsg(function() return x:any(1, 1) end))
+    assert.matches("max: expected one dim", errmsg(function() return x:max({ 1, 2 }) end))
+  end)
+
+  it("rejects max/min/amax of empty tensors and empty dims", function()
+    assert.matches("max%(%): Expected reduction dim to be specified",
+      errmsg(function() return lt.zeros(0):max() end))
+    assert.matches("amax%(%): Expected reduction dim 2 to have non%-zero size",
+      errmsg(function() return lt.zeros(2, 0):amax(2) end))
+    assert.matches("min%(%): Expected reduction dim 2",
+      errmsg(function() return lt.zeros(2, 0):min(2) end))
+    assert.matches("argmax%(%)", errmsg(function() return lt.zeros(0):argmax() end))
+  end)
+
+  it("leaves the input untouched after an error", function()
+    local y = lt.tensor({ 1.0, 2.0 })
+    pcall(function() return y:sum(2) end)
+    close(y, { 1, 2 })
+  end)
+end)

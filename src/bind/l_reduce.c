@@ -1,0 +1,318 @@
+/*
+** l_reduce.c -- Lua binding of reductions, max/min/argmax, var/std, norm, logsumexp, softmax,
+** log_softmax and cumsum.
+**
+** Dims are Lua's (1-based, negative from the end) and are handed to the core as 0-based (or
+** still negative) so that the core checks them and names the op in its message. A reduction
+** takes its dims as a number, a list of numbers or nothing (all dims), then keepdim as a
+** boolean or an options table; the whole tail may also be one options table:
+**     x:sum()   x:sum(2)   x:sum(2, true)   x:sum({1, 2}, true)   x:sum({dim = 2, keepdim = true})
+** Indices returned by max/min/argmax/argmin are 1-based, like every position in Lua.
+*/
+#include <math.h>
+
+#include "lbind.h"
+
+/* Lua dim to the core's form (0-based, negative kept). */
+static int dim_value(lua_State *L, int idx, const char *op) {
+  int isint;
+  lua_Integer d = lua_tointegerx(L, idx, &isint);
+  if (!isint)
+    luaL_error(L, "%s: dim must be an integer, got %s", op,
+               lua_type(L, idx) == LUA_TNUMBER ? "a fractional number" : luaL_typename(L, idx));
+  if (d == 0)
+    luaL_error(L, "%s: dimension 0 is not valid (dimensions count from 1; -1 is the last)", op);
+  if (d > LT_MAX_DIMS || d < -LT_MAX_DIMS)
+    luaL_error(L, "%s: dimension %d out of range", op, (int)d);
+  return (int)(d > 0 ? d - 1 : d);
+}
+
+/* An options table (rather than a list of dims): a non-tensor table without element [1]. */
+static bool is_opts(lua_State *L, int idx) {
+  if (!lua_istable(L, idx) || ltL_test(L, idx)) return false;
+  bool list = lua_geti(L, idx, 1) != LUA_TNIL;
+  lua_pop(L, 1);
+  return !list;
+}
+
+/* Dims at idx: nil (all), a number or a list. Returns the count (0 = all). */
+static int dims_value(lua_State *L, int idx, const char *op, int *dims) {
+  if (lua_isnoneornil(L, idx)) return 0;
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    dims[0] = dim_value(L, idx, op);
+    return 1;
+  }
+  if (!lua_istable(L, idx) || ltL_test(L, idx))
+    luaL_error(L, "%s: dim must be a number or a list of numbers, got %s", op,
+               luaL_typename(L, idx));
+  lua_Integer n = luaL_len(L, idx);
+  if (n > LT_MAX_DIMS) luaL_error(L, "%s: %d dims given, at most %d", op, (int)n, LT_MAX_DIMS);
+  for (int i = 0; i < (int)n; i++) {
+    lua_geti(L, idx, i + 1);
+    dims[i] = dim_value(L, -1, op);
+    lua_pop(L, 1);
+  }
+  return (int)n;
+}
+
+/* Dims from field `dim` of the options table at idx. */
+static int dims_field(lua_State *L, int idx, const char *op, int *dims) {
+  lua_getfield(L, idx, "dim");
+  int n = dims_value(L, lua_gettop(L), op, dims);
+  lua_pop(L, 1);
+  return n;
+}
+
+static bool bool_arg(lua_State *L, int idx, const char *op, const char *what) {
+  if (!lua_isboolean(L, idx))
+    luaL_error(L, "%s: %s must be a boolean, got %s", op, what, luaL_typename(L, idx));
+  return lua_toboolean(L, idx);
+}
+
+/* The tail (dims?, keepdim|opts?) starting at idx. *opts is the options table's index or 0. */
+typedef struct rargs {
+  int ndims;
+  int dims[LT_MAX_DIMS];
+  bool keepdim;
+  int opts;
+} rargs;
+
+static void reduce_args(lua_State *L, int idx, const char *op, rargs *r) {
+  r->opts = 0;
+  r->keepdim = false;
+  if (is_opts(L, idx)) {
+    r->opts = idx;
+    r->ndims = dims_field(L, idx, op, r->dims);
+  } else {
+    r->ndims = dims_value(L, idx, op, r->dims);
+    if (is_opts(L, idx + 1))
+      r->opts = idx + 1;
+    else if (!lua_isnoneornil(L, idx + 1))
+      r->keepdim = bool_arg(L, idx + 1, op, "keepdim");
+  }
+  if (r->opts) r->keepdim = ltL_optbool_field(L, r->opts, "keepdim", r->keepdim);
+}
+
+/* Exactly one dim from rargs (for ops that reduce along one dim). */
+static int one_dim(lua_State *L, const rargs *r, const char *op) {
+  if (r->ndims != 1) luaL_error(L, "%s: expected one dim, got %d", op, r->ndims);
+  return r->dims[0];
+}
+
+/* 0-based core indices (fresh contiguous int64) to Lua's 1-based positions. */
+static void lua_positions(lt_tensor *t) {
+  int64_t *p = lt_data(t), n = lt_numel(t);
+  for (int64_t i = 0; i < n; i++) p[i] += 1;
+}
+
+static int reduction(lua_State *L, int op, const char *name) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  rargs r;
+  reduce_args(L, 2, name, &r);
+  LTL_TRY(L, ctx, lt_reduce(ctx, &out, op, a, r.ndims, r.dims, r.keepdim));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_sum(lua_State *L) { return reduction(L, LT_RSUM, "sum"); }
+static int l_mean(lua_State *L) { return reduction(L, LT_RMEAN, "mean"); }
+static int l_prod(lua_State *L) { return reduction(L, LT_RPROD, "prod"); }
+static int l_amax(lua_State *L) { return reduction(L, LT_RAMAX, "amax"); }
+static int l_amin(lua_State *L) { return reduction(L, LT_RAMIN, "amin"); }
+static int l_all(lua_State *L) { return reduction(L, LT_RALL, "all"); }
+static int l_any(lua_State *L) { return reduction(L, LT_RANY, "any"); }
+
+/* max()/min(): full; (dim, keepdim?): values, indices; (tensor): elementwise maximum. */
+static int maxmin(lua_State *L, bool is_max) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *name = is_max ? "max" : "min";
+  lt_tensor *a = ltL_check(L, 1), *out, *idx;
+  lt_tensor *b = ltL_test(L, 2);
+  if (b) {
+    LTL_TRY(L, ctx, lt_binary(ctx, &out, is_max ? LT_MAXIMUM : LT_MINIMUM, a, b));
+    ltL_push(L, out);
+    return 1;
+  }
+  rargs r;
+  reduce_args(L, 2, name, &r);
+  if (r.ndims == 0) {
+    LTL_TRY(L, ctx, is_max ? lt_max(ctx, &out, a) : lt_min(ctx, &out, a));
+    ltL_push(L, out);
+    return 1;
+  }
+  int d = one_dim(L, &r, name);
+  LTL_TRY(L, ctx, is_max ? lt_max_dim(ctx, &out, &idx, a, d, r.keepdim)
+                         : lt_min_dim(ctx, &out, &idx, a, d, r.keepdim));
+  lua_positions(idx);
+  ltL_push(L, out);
+  ltL_push(L, idx);
+  return 2;
+}
+
+static int l_max(lua_State *L) { return maxmin(L, true); }
+static int l_min(lua_State *L) { return maxmin(L, false); }
+
+static int argsearch(lua_State *L, bool is_max) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *name = is_max ? "argmax" : "argmin";
+  lt_tensor *a = ltL_check(L, 1), *out;
+  rargs r;
+  reduce_args(L, 2, name, &r);
+  int d = r.ndims ? one_dim(L, &r, name) : 0;
+  const int *dp = r.ndims ? &d : NULL;
+  LTL_TRY(L, ctx, is_max ? lt_argmax(ctx, &out, a, dp, r.keepdim)
+                         : lt_argmin(ctx, &out, a, dp, r.keepdim));
+  lua_positions(out);
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_argmax(lua_State *L) { return argsearch(L, true); }
+static int l_argmin(lua_State *L) { return argsearch(L, false); }
+
+/* var/std(dim?, opts?) with opts {correction=1, unbiased=true, keepdim=false}; also
+** PyTorch's positional (dim, unbiased, keepdim) and (unbiased). */
+static int varstd(lua_State *L, bool is_std) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *name = is_std ? "std" : "var";
+  lt_tensor *a = ltL_check(L, 1), *out;
+  double correction = 1;
+  rargs r;
+  r.ndims = 0;
+  r.keepdim = false;
+  r.opts = 0;
+  if (lua_isboolean(L, 2)) {
+    correction = lua_toboolean(L, 2) ? 1 : 0;
+  } else if (is_opts(L, 2)) {
+    r.opts = 2;
+    r.ndims = dims_field(L, 2, name, r.dims);
+  } else {
+    r.ndims = dims_value(L, 2, name, r.dims);
+    if (is_opts(L, 3)) {
+      r.opts = 3;
+    } else if (!lua_isnoneornil(L, 3)) {
+      correction = bool_arg(L, 3, name, "unbiased") ? 1 : 0;
+      if (!lua_isnoneornil(L, 4)) r.keepdim = bool_arg(L, 4, name, "keepdim");
+    }
+  }
+  if (r.opts) {
+    r.keepdim = ltL_optbool_field(L, r.opts, "keepdim", false);
+    correction = ltL_optbool_field(L, r.opts, "unbiased", true) ? 1 : 0;
+    correction = ltL_optnum_field(L, r.opts, "correction", correction);
+  }
+  LTL_TRY(L, ctx, is_std ? lt_std(ctx, &out, a, r.ndims, r.dims, correction, r.keepdim)
+                         : lt_var(ctx, &out, a, r.ndims, r.dims, correction, r.keepdim));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_var(lua_State *L) { return varstd(L, false); }
+static int l_std(lua_State *L) { return varstd(L, true); }
+
+/* p as a number or "fro" / "inf" / "-inf". */
+static double p_value(lua_State *L, int idx) {
+  if (lua_isnoneornil(L, idx)) return 2;
+  if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
+  if (lua_type(L, idx) == LUA_TSTRING) {
+    const char *s = lua_tostring(L, idx);
+    if (strcmp(s, "fro") == 0) return 2;
+    if (strcmp(s, "inf") == 0) return INFINITY;
+    if (strcmp(s, "-inf") == 0) return -INFINITY;
+    luaL_error(L, "norm: unsupported p '%s' (expected a number, 'fro', 'inf' or '-inf')", s);
+  }
+  return luaL_error(L, "norm: p must be a number or a string, got %s", luaL_typename(L, idx));
+}
+
+/* norm(p=2, dim?, keepdim?) or norm({p=, dim=, keepdim=}) */
+static int l_norm(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  double p;
+  rargs r;
+  if (is_opts(L, 2)) {
+    lua_getfield(L, 2, "p");
+    p = p_value(L, lua_gettop(L));
+    lua_pop(L, 1);
+    reduce_args(L, 2, "norm", &r);
+  } else {
+    p = p_value(L, 2);
+    reduce_args(L, 3, "norm", &r);
+  }
+  LTL_TRY(L, ctx, lt_norm(ctx, &out, a, p, r.ndims, r.dims, r.keepdim));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_logsumexp(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  rargs r;
+  reduce_args(L, 2, "logsumexp", &r);
+  LTL_TRY(L, ctx, lt_logsumexp(ctx, &out, a, r.ndims, r.dims, r.keepdim));
+  ltL_push(L, out);
+  return 1;
+}
+
+/* The required dim of softmax / log_softmax / cumsum: a number or {dim=}. */
+static int required_dim(lua_State *L, int idx, const char *op) {
+  rargs r;
+  if (lua_isnoneornil(L, idx))
+    luaL_error(L, "%s: dim is required (for example x:%s(-1))", op, op);
+  reduce_args(L, idx, op, &r);
+  if (r.ndims != 1) luaL_error(L, "%s: expected one dim, got %d", op, r.ndims);
+  return r.dims[0];
+}
+
+static int l_softmax(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  int d = required_dim(L, 2, "softmax");
+  LTL_TRY(L, ctx, lt_softmax(ctx, &out, a, d));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_log_softmax(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  int d = required_dim(L, 2, "log_softmax");
+  LTL_TRY(L, ctx, lt_log_softmax(ctx, &out, a, d));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_cumsum(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out;
+  int d = required_dim(L, 2, "cumsum");
+  LTL_TRY(L, ctx, lt_cumsum(ctx, &out, a, d));
+  ltL_push(L, out);
+  return 1;
+}
+
+#define BOTH (LTL_FN | LTL_METHOD)
+
+static const ltL_Reg reduce_regs[] = {
+    {"sum", l_sum, BOTH},
+    {"mean", l_mean, BOTH},
+    {"prod", l_prod, BOTH},
+    {"amax", l_amax, BOTH},
+    {"amin", l_amin, BOTH},
+    {"all", l_all, BOTH},
+    {"any", l_any, BOTH},
+    {"max", l_max, BOTH},
+    {"min", l_min, BOTH},
+    {"argmax", l_argmax, BOTH},
+    {"argmin", l_argmin, BOTH},
+    {"var", l_var, BOTH},
+    {"std", l_std, BOTH},
+    {"norm", l_norm, BOTH},
+    {"logsumexp", l_logsumexp, BOTH},
+    {"softmax", l_softmax, BOTH},
+    {"log_softmax", l_log_softmax, BOTH},
+    {"cumsum", l_cumsum, BOTH},
+    {NULL, NULL, 0},
+};
+
+void ltL_open_reduce(lua_State *L) { ltL_register(L, reduce_regs); }

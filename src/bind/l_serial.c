@@ -1,0 +1,662 @@
+/*
+** l_serial.c -- the Lua side of the checkpoint formats: converts the value trees of
+** src/serial/ to Lua values and back. The front end (lt.save, lt.load, lt.safetensors.*,
+** lt.save_module, lt.load_module) is lua/lantern/serialization.lua.
+**
+** Python -> Lua: dict/OrderedDict -> table with string or integer keys (a metatable keeps the
+** file's key order in __order and state_dict _metadata in __metadata; None values are left
+** out); list -> array (metatable __name "list"); tuple -> array (__name "tuple"); None inside
+** a list/tuple -> the sentinel lt.serialization.None; int -> integer; float -> float; str and
+** bytes -> string; tensor -> Tensor; bare storage -> 1-D Tensor; dtype -> its name.
+** Lua -> Python: the inverse, with untagged tables becoming lists when their keys are exactly
+** 1..n (n >= 1) and dicts otherwise (an OrderedDict when every value is a tensor).
+*/
+#include <math.h>
+#include <stdlib.h>
+
+#include "lbind.h"
+#include "../serial/serial.h"
+
+#define DOC_MT "lantern.serial.doc"
+#define HELPERS "lantern.serial.helpers"
+#define MAXDEPTH 200
+
+typedef struct { lt_sdoc *d; } docbox;
+
+static int doc_gc(lua_State *L) {
+  docbox *b = luaL_checkudata(L, 1, DOC_MT);
+  lt_sdoc_free(b->d);
+  b->d = NULL;
+  return 0;
+}
+
+/* A userdata that owns a doc, so that a Lua error anywhere frees it (through __gc). */
+static docbox *new_doc(lua_State *L) {
+  docbox *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->d = NULL;
+  if (luaL_newmetatable(L, DOC_MT)) {
+    lua_pushcfunction(L, doc_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  return b;
+}
+
+static void done_doc(docbox *b) {
+  lt_sdoc_free(b->d);
+  b->d = NULL;
+}
+
+typedef struct conv {
+  lt_sdoc *d;
+  int memo, helpers;
+  const char *op;
+  char path[256];
+  size_t plen;
+} conv;
+
+/* ============================================================ file -> Lua */
+
+static double bigint_value(const lt_sval *v) {
+  const uint8_t *b = (const uint8_t *)v->u.s.p;
+  size_t n = v->u.s.n;
+  double x = 0;
+  for (size_t i = n; i-- > 0;) x = x * 256.0 + b[i];
+  if (n && (b[n - 1] & 0x80)) x -= ldexp(1.0, (int)(8 * (n > 128 ? 128 : n)));
+  return x;
+}
+
+static void push_value(lua_State *L, conv *c, lt_sval *v, int depth);
+
+static void push_key(lua_State *L, conv *c, lt_sval *k) {
+  switch (k->kind) {
+    case LT_SV_STR:
+    case LT_SV_BYTES: lua_pushlstring(L, k->u.s.p, k->u.s.n); return;
+    case LT_SV_INT: lua_pushinteger(L, k->u.i); return;
+    case LT_SV_BOOL: lua_pushboolean(L, k->u.b); return;
+    case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(k)); return;
+    case LT_SV_FLOAT:
+      if (k->u.f != k->u.f) luaL_error(L, "%s: a dict has a NaN key, which Lua cannot hold", c->op);
+      lua_pushnumber(L, k->u.f);
+      return;
+    default:
+      luaL_error(L, "%s: a dict has a key of type %s, which is not supported", c->op,
+                 k->kind == LT_SV_TUPLE ? "tuple" : k->kind == LT_SV_NONE ? "None" : "object");
+  }
+}
+
+static void set_meta(lua_State *L, conv *c, const char *field) {
+  lua_getfield(L, c->helpers, field);
+  lua_setmetatable(L, -2);
+}
+
+static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
+  luaL_checkstack(L, 10, "load: values nested too deeply");
+  if (depth > MAXDEPTH)
+    luaL_error(L, "%s: values nested deeper than %d levels", c->op, MAXDEPTH);
+  switch (v->kind) {
+    case LT_SV_NONE: lua_getfield(L, c->helpers, "None"); return;
+    case LT_SV_BOOL: lua_pushboolean(L, v->u.b); return;
+    case LT_SV_INT: lua_pushinteger(L, v->u.i); return;
+    case LT_SV_FLOAT: lua_pushnumber(L, v->u.f); return;
+    case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(v)); return;
+    case LT_SV_STR:
+    case LT_SV_BYTES: lua_pushlstring(L, v->u.s.p, v->u.s.n); return;
+    case LT_SV_DTYPE: lua_pushstring(L, lt_fdtype_name((lt_fdtype)v->code)); return;
+    case LT_SV_GLOBAL:
+      luaL_error(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
+                 c->op, v->u.s.p);
+      return;
+    default: break;
+  }
+  if (lua_rawgetp(L, c->memo, v) != LUA_TNIL) return;   /* shared or cyclic object */
+  lua_pop(L, 1);
+  switch (v->kind) {
+    case LT_SV_LIST:
+    case LT_SV_TUPLE: {
+      size_t n = v->u.seq.n;
+      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, c->memo, v);
+      for (size_t i = 0; i < n; i++) {
+        push_value(L, c, v->u.seq.v[i], depth + 1);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+      }
+      set_meta(L, c, v->kind == LT_SV_LIST ? "list_mt" : "tuple_mt");
+      return;
+    }
+    case LT_SV_DICT: {
+      size_t n = v->u.dict.n;
+      lua_createtable(L, 0, n > 1000000 ? 1000000 : (int)n);
+      int t = lua_gettop(L);
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, c->memo, v);
+      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);   /* key order */
+      int keys = lua_gettop(L);
+      lua_Integer nk = 0;
+      for (size_t i = 0; i < n; i++) {
+        if (v->u.dict.v[i]->kind == LT_SV_NONE) continue;   /* Lua tables cannot hold nil */
+        push_key(L, c, v->u.dict.k[i]);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, t) == LUA_TNIL) {   /* a repeated key keeps its first position */
+          lua_pushvalue(L, -2);
+          lua_rawseti(L, keys, ++nk);
+        }
+        lua_pop(L, 1);
+        push_value(L, c, v->u.dict.v[i], depth + 1);
+        lua_rawset(L, t);
+      }
+      lua_getfield(L, c->helpers, "make_dict");
+      lua_pushvalue(L, t);
+      lua_pushvalue(L, keys);
+      if (v->u.dict.meta && v->u.dict.meta->kind == LT_SV_DICT)
+        push_value(L, c, v->u.dict.meta, depth + 1);
+      else
+        lua_pushnil(L);
+      lua_pushboolean(L, v->ordered);
+      lua_call(L, 4, 0);
+      lua_settop(L, t);
+      return;
+    }
+    case LT_SV_TENSOR:
+      ltL_push(L, lt_retain(v->u.ten->t));
+      break;
+    case LT_SV_STORAGE: {
+      lt_sstorage *s = v->u.stor;
+      int64_t n = s->numel;
+      lt_tensor *t = lt_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
+      if (!t) luaL_error(L, "%s: out of memory", c->op);
+      ltL_push(L, t);
+      break;
+    }
+    default:
+      luaL_error(L, "%s: unexpected value in the file", c->op);
+  }
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, c->memo, v);
+}
+
+/* Options of the loaders: {map_dtype = {float16 = "float64", ...}, verify_crc = bool}. */
+static void check_opts(lua_State *L, int idx, lt_load_opts *o, const char *op) {
+  lt_load_opts_init(o);
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  o->verify_crc = ltL_optbool_field(L, idx, "verify_crc", true);
+  if (lua_getfield(L, idx, "map_dtype") != LUA_TNIL) {
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'map_dtype' must be a table", op);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      const char *from = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+      int f = lt_fdtype_parse(from);
+      if (f < 0)
+        luaL_error(L, "%s: map_dtype: unknown file dtype '%s' (expected float32, float64, "
+                   "float16, bfloat16, int64, int32, int16, int8, uint8, bool, uint16, uint32 or "
+                   "uint64)", op, from);
+      const char *to = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+      int dt = lt_dtype_parse(to);
+      if (dt < 0)
+        luaL_error(L, "%s: map_dtype: unknown Lantern dtype '%s' for %s (expected float32, "
+                   "float64, int64 or bool)", op, to, from);
+      o->map[f] = (signed char)dt;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static void get_helpers(lua_State *L, const char *op) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, HELPERS) != LUA_TTABLE)
+    luaL_error(L, "%s: lantern.serialization is not loaded", op);
+}
+
+typedef int (*loader_fn)(lt_ctx *, const lt_src *, const lt_load_opts *, lt_sdoc **);
+
+/* Shared by _serial_load and _st_load: (path | nil, bytes | nil, opts). Leaves the doc box,
+** helpers and memo on the stack. */
+static lt_sdoc *run_loader(lua_State *L, const char *op, loader_fn fn, conv *c) {
+  lt_ctx *ctx = LTL_CTX(L);
+  size_t blen = 0;
+  const char *bytes = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &blen) : NULL;
+  const char *path = bytes ? NULL : luaL_checkstring(L, 1);
+  lt_load_opts o;
+  check_opts(L, 3, &o, op);
+  lua_settop(L, 3);
+  get_helpers(L, op);
+  c->helpers = lua_gettop(L);
+  lua_newtable(L);
+  c->memo = lua_gettop(L);
+  docbox *b = new_doc(L);
+  lt_src src;
+  if (bytes)
+    lt_src_mem(&src, bytes, blen, "<bytes>");
+  else if (lt_src_open(ctx, op, &src, path))
+    ltL_raise(L, ctx);
+  int rc = fn(ctx, &src, &o, &b->d);
+  lt_src_close(&src);
+  if (rc) ltL_raise(L, ctx);
+  /* the collector learns the size of what was loaded */
+  size_t total = 0;
+  for (size_t i = 0; i < lt_sdoc_nstorages(b->d); i++) {
+    lt_sstorage *s = lt_sdoc_storage_at(b->d, i)->u.stor;
+    if (s->st) total += s->st->nbytes;
+  }
+  if (total) ltL_gc_account(L, total);
+  c->d = b->d;
+  c->op = op;
+  return b->d;
+}
+
+static int l_serial_load(lua_State *L) {
+  conv c = {0};
+  lt_sdoc *d = run_loader(L, "load", lt_pt_load, &c);
+  int box = lua_gettop(L);
+  lt_sval *root = lt_sdoc_root(d);
+  if (!root || root->kind == LT_SV_NONE)
+    lua_pushnil(L);
+  else
+    push_value(L, &c, root, 0);
+  done_doc(lua_touserdata(L, box));
+  return 1;
+}
+
+static int l_st_load(lua_State *L) {
+  conv c = {0};
+  lt_sdoc *d = run_loader(L, "safetensors.load", lt_st_load, &c);
+  int box = lua_gettop(L);
+  push_value(L, &c, lt_sdoc_root(d), 0);
+  if (lt_sdoc_meta(d))
+    push_value(L, &c, lt_sdoc_meta(d), 0);
+  else
+    lua_pushnil(L);
+  done_doc(lua_touserdata(L, box));
+  return 2;
+}
+
+/* ============================================================ Lua -> file */
+
+static lt_sval *chk(lua_State *L, conv *c, lt_sval *v) {
+  if (!v) luaL_error(L, "%s: out of memory", c->op);
+  return v;
+}
+
+static const char *where(conv *c) { return c->plen ? c->path : "the top level"; }
+
+static bool valid_utf8(const char *s, size_t n) {
+  const uint8_t *p = (const uint8_t *)s;
+  for (size_t i = 0; i < n;) {
+    uint8_t b = p[i];
+    size_t len = b < 0x80 ? 1 : (b & 0xe0) == 0xc0 && b >= 0xc2 ? 2 : (b & 0xf0) == 0xe0 ? 3
+               : (b & 0xf8) == 0xf0 && b <= 0xf4 ? 4 : 0;
+    if (!len || i + len > n) return false;
+    for (size_t k = 1; k < len; k++)
+      if ((p[i + k] & 0xc0) != 0x80) return false;
+    if (len == 3 && ((b == 0xe0 && p[i + 1] < 0xa0) || (b == 0xed && p[i + 1] >= 0xa0)))
+      return false;
+    if (len == 4 && ((b == 0xf0 && p[i + 1] < 0x90) || (b == 0xf4 && p[i + 1] >= 0x90)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+/* Appends ".key" or "[i]" to the error path; returns the old length to restore. */
+static size_t path_push(lua_State *L, conv *c, int kidx, bool array) {
+  size_t old = c->plen;
+  char buf[96];
+  if (lua_type(L, kidx) == LUA_TSTRING)
+    snprintf(buf, sizeof buf, "[\"%.80s\"]", lua_tostring(L, kidx));
+  else if (lua_isinteger(L, kidx))
+    snprintf(buf, sizeof buf, "[%lld]", (long long)lua_tointeger(L, kidx));
+  else
+    snprintf(buf, sizeof buf, array ? "[?]" : "[<%s>]", luaL_typename(L, kidx));
+  size_t n = strlen(buf);
+  if (c->plen + n < sizeof c->path) {
+    memcpy(c->path + c->plen, buf, n + 1);
+    c->plen += n;
+  }
+  return old;
+}
+
+static void path_pop(conv *c, size_t old) {
+  c->plen = old;
+  c->path[old] = 0;
+}
+
+static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth);
+
+static lt_sval *key_sval(lua_State *L, conv *c, int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(L, idx, &n);
+      return chk(L, c, lt_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
+    }
+    case LUA_TNUMBER:
+      return chk(L, c, lua_isinteger(L, idx) ? lt_sv_int(c->d, lua_tointeger(L, idx))
+                                             : lt_sv_float(c->d, lua_tonumber(L, idx)));
+    case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
+    default:
+      luaL_error(L, "%s: a table at %s has a key of type %s (keys must be strings, numbers or "
+                 "booleans)", c->op, where(c), luaL_typename(L, idx));
+      return NULL;
+  }
+}
+
+typedef struct skey {
+  int type;          /* 0 number, 1 boolean, 2 string */
+  double num;
+  lua_Integer ival;
+  bool isint;
+  const char *s;
+  size_t n;
+  lua_Integer slot;  /* position in the keys table */
+} skey;
+
+static int cmp_skey(const void *a, const void *b) {
+  const skey *x = a, *y = b;
+  if (x->type != y->type) return x->type - y->type;
+  if (x->type == 0) {
+    if (x->isint && y->isint) return (x->ival > y->ival) - (x->ival < y->ival);
+    return (x->num > y->num) - (x->num < y->num);
+  }
+  if (x->type == 1) return (int)x->ival - (int)y->ival;
+  size_t n = x->n < y->n ? x->n : y->n;
+  int r = memcmp(x->s, y->s, n);
+  return r ? r : (x->n > y->n) - (x->n < y->n);
+}
+
+/* Sets v = dict[k] with the key at kidx and the value at vidx. */
+static void dict_put(lua_State *L, conv *c, lt_sval *dict, int kidx, int vidx, int depth) {
+  lt_sval *k = key_sval(L, c, kidx);
+  size_t old = path_push(L, c, kidx, false);
+  lt_sval *v = to_sval(L, c, vidx, depth + 1);
+  path_pop(c, old);
+  if (lt_sv_set(c->d, dict, k, v)) luaL_error(L, "%s: out of memory", c->op);
+}
+
+static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
+  /* kind from the metatable's __name: "list", "tuple", "dict", "OrderedDict" */
+  const char *kind = NULL;
+  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) kind = lua_tostring(L, -1);
+  bool has_pairs = luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL;
+  if (has_pairs) lua_pop(L, 1);
+  bool is_list = kind && strcmp(kind, "list") == 0, is_tuple = kind && strcmp(kind, "tuple") == 0;
+  bool is_od = kind && strcmp(kind, "OrderedDict") == 0, is_dict = kind && strcmp(kind, "dict") == 0;
+  if (kind) lua_pop(L, 1);
+  if (!is_list && !is_tuple && !is_od && !is_dict && !has_pairs && lua_getmetatable(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "state_dict") == LUA_TFUNCTION)
+      luaL_error(L, "%s: cannot save a Module at %s: save m:state_dict() instead (or use "
+                 "lt.save_module)", c->op, where(c));
+    lua_pop(L, 1);
+  }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  if (!is_list && !is_tuple && !is_od && !is_dict && !has_pairs && n > 0) {
+    /* an untagged table is a list when its keys are exactly 1..n */
+    lua_Integer count = 0;
+    bool ints = true;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pop(L, 1);
+      count++;
+      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
+        ints = false;
+    }
+    is_list = ints && count == n;
+  }
+  if (is_list || is_tuple) {
+    lt_sval *v = chk(L, c, lt_sv_new(c->d, is_tuple ? LT_SV_TUPLE : LT_SV_LIST));
+    lua_pushvalue(L, idx);
+    lua_pushlightuserdata(L, v);
+    lua_rawset(L, c->memo);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, idx, i);
+      lua_pushinteger(L, i);
+      size_t old = path_push(L, c, -1, true);
+      lua_pop(L, 1);
+      lt_sval *item = to_sval(L, c, -1, depth + 1);
+      path_pop(c, old);
+      lua_pop(L, 1);
+      if (lt_sv_push(c->d, v, item)) luaL_error(L, "%s: out of memory", c->op);
+    }
+    return v;
+  }
+  lt_sval *v = chk(L, c, lt_sv_new(c->d, LT_SV_DICT));
+  lua_pushvalue(L, idx);
+  lua_pushlightuserdata(L, v);
+  lua_rawset(L, c->memo);
+  if (has_pairs) {   /* ordered tables give their own order */
+    luaL_getmetafield(L, idx, "__pairs");
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 3);
+    int it = lua_gettop(L) - 2;
+    for (;;) {
+      lua_pushvalue(L, it);
+      lua_pushvalue(L, it + 1);
+      lua_pushvalue(L, it + 2);
+      lua_call(L, 2, 2);
+      if (lua_isnil(L, -2)) {
+        lua_pop(L, 2);
+        break;
+      }
+      int top = lua_gettop(L);
+      dict_put(L, c, v, top - 1, top, depth);
+      lua_pop(L, 1);
+      lua_replace(L, it + 2);
+    }
+    lua_pop(L, 3);
+  } else {           /* plain tables: keys sorted (numbers, booleans, then strings) */
+    lua_newtable(L);
+    int keys = lua_gettop(L);
+    lua_Integer nk = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pop(L, 1);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, keys, ++nk);
+    }
+    skey *sk = lua_newuserdatauv(L, (size_t)(nk ? nk : 1) * sizeof *sk, 0);
+    for (lua_Integer i = 1; i <= nk; i++) {
+      lua_rawgeti(L, keys, i);
+      skey *s = &sk[i - 1];
+      memset(s, 0, sizeof *s);
+      s->slot = i;
+      switch (lua_type(L, -1)) {
+        case LUA_TNUMBER:
+          s->isint = lua_isinteger(L, -1);
+          s->ival = s->isint ? lua_tointeger(L, -1) : 0;
+          s->num = lua_tonumber(L, -1);
+          break;
+        case LUA_TBOOLEAN:
+          s->type = 1;
+          s->ival = lua_toboolean(L, -1);
+          break;
+        default:
+          s->type = 2;
+          if (lua_type(L, -1) == LUA_TSTRING) s->s = lua_tolstring(L, -1, &s->n);   /* anchored */
+          else s->s = "";
+      }
+      lua_pop(L, 1);
+    }
+    qsort(sk, (size_t)nk, sizeof *sk, cmp_skey);
+    bool all_tensors = nk > 0;
+    for (lua_Integer i = 0; i < nk; i++) {
+      lua_rawgeti(L, keys, sk[i].slot);
+      lua_pushvalue(L, -1);
+      lua_rawget(L, idx);
+      if (sk[i].type != 2 || !ltL_test(L, -1)) all_tensors = false;
+      int top = lua_gettop(L);
+      dict_put(L, c, v, top - 1, top, depth);
+      lua_pop(L, 2);
+    }
+    lua_pop(L, 2);
+    if (!is_dict) is_od = is_od || all_tensors;   /* a state_dict */
+  }
+  v->ordered = is_od || (has_pairs && !is_dict);
+  if (luaL_getmetafield(L, idx, "__metadata") != LUA_TNIL) {
+    if (lua_istable(L, -1)) {
+      size_t old = c->plen;
+      lt_sval *m = to_sval(L, c, -1, depth + 1);
+      path_pop(c, old);
+      if (m->kind == LT_SV_DICT) {
+        m->ordered = true;
+        v->u.dict.meta = m;
+      }
+    }
+    lua_pop(L, 1);
+  }
+  return v;
+}
+
+static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth) {
+  idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 16, "save: tables nested too deeply");
+  if (depth > MAXDEPTH)
+    luaL_error(L, "%s: tables nested deeper than %d levels (at %s)", c->op, MAXDEPTH, where(c));
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return chk(L, c, lt_sv_new(c->d, LT_SV_NONE));
+    case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
+    case LUA_TNUMBER:
+      return chk(L, c, lua_isinteger(L, idx) ? lt_sv_int(c->d, lua_tointeger(L, idx))
+                                             : lt_sv_float(c->d, lua_tonumber(L, idx)));
+    case LUA_TSTRING: {
+      size_t n;
+      const char *s = lua_tolstring(L, idx, &n);
+      return chk(L, c, lt_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
+    }
+    case LUA_TUSERDATA:
+    case LUA_TTABLE: {
+      lua_getfield(L, c->helpers, "None");
+      bool none = lua_rawequal(L, -1, idx);
+      lua_pop(L, 1);
+      if (none) return chk(L, c, lt_sv_new(c->d, LT_SV_NONE));
+      lua_pushvalue(L, idx);
+      if (lua_rawget(L, c->memo) == LUA_TLIGHTUSERDATA) {   /* the same object again */
+        lt_sval *v = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        return v;
+      }
+      lua_pop(L, 1);
+      lt_tensor *t = ltL_test(L, idx);
+      if (t) {
+        lt_sval *v = chk(L, c, lt_sv_tensor(c->d, t, lt_requires_grad(t)));
+        lua_pushvalue(L, idx);
+        lua_pushlightuserdata(L, v);
+        lua_rawset(L, c->memo);
+        return v;
+      }
+      if (lua_type(L, idx) == LUA_TTABLE) return table_sval(L, c, idx, depth);
+    }
+    /* fall through */
+    default:
+      luaL_error(L, "%s: cannot save a value of type %s (at %s)", c->op, luaL_typename(L, idx),
+                 where(c));
+      return NULL;
+  }
+}
+
+static void begin_save(lua_State *L, conv *c, const char *op, docbox **box) {
+  get_helpers(L, op);
+  c->helpers = lua_gettop(L);
+  lua_newtable(L);
+  c->memo = lua_gettop(L);
+  *box = new_doc(L);
+  (*box)->d = lt_sdoc_new();
+  if (!(*box)->d) luaL_error(L, "%s: out of memory", op);
+  c->d = (*box)->d;
+  c->op = op;
+}
+
+/* _serial_save(obj, path) */
+static int l_serial_save(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *path = luaL_checkstring(L, 2);
+  lua_settop(L, 2);
+  conv c = {0};
+  docbox *box;
+  begin_save(L, &c, "save", &box);
+  lt_sval *root = to_sval(L, &c, 1, 0);
+  int rc = lt_pt_save(ctx, path, root);
+  done_doc(box);
+  if (rc) ltL_raise(L, ctx);
+  return 0;
+}
+
+/* _st_save(tensors, path, metadata) */
+static int l_st_save(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *op = "safetensors.save";
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const char *path = luaL_checkstring(L, 2);
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+  lua_settop(L, 3);
+  conv c = {0};
+  docbox *box;
+  begin_save(L, &c, op, &box);
+  lt_sval *dict = chk(L, &c, lt_sv_new(c.d, LT_SV_DICT));
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "%s: tensor names must be strings, got a %s key", op, luaL_typename(L, -2));
+    size_t n;
+    const char *name = lua_tolstring(L, -2, &n);
+    lt_tensor *t = ltL_test(L, -1);
+    if (!t)
+      luaL_error(L, "%s: value of '%s' is a %s, expected a tensor (safetensors holds only "
+                 "tensors)", op, name, luaL_typename(L, -1));
+    if (strcmp(name, "__metadata__") == 0)
+      luaL_error(L, "%s: '__metadata__' is reserved and cannot name a tensor", op);
+    lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, name, n));
+    lt_sval *v = chk(L, &c, lt_sv_tensor(c.d, t, false));
+    if (lt_sv_set(c.d, dict, k, v)) luaL_error(L, "%s: out of memory", op);
+    lua_pop(L, 1);
+  }
+  lt_sval *meta = NULL;
+  if (!lua_isnil(L, 3)) {
+    meta = chk(L, &c, lt_sv_new(c.d, LT_SV_DICT));
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        luaL_error(L, "%s: metadata keys and values must be strings (got %s = %s)", op,
+                   luaL_typename(L, -2), luaL_typename(L, -1));
+      size_t kn, vn;
+      const char *ks = lua_tolstring(L, -2, &kn), *vs = lua_tolstring(L, -1, &vn);
+      lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, ks, kn));
+      lt_sval *v = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, vs, vn));
+      if (lt_sv_set(c.d, meta, k, v)) luaL_error(L, "%s: out of memory", op);
+      lua_pop(L, 1);
+    }
+  }
+  int rc = lt_st_save(ctx, path, dict, meta);
+  done_doc(box);
+  if (rc) ltL_raise(L, ctx);
+  return 0;
+}
+
+/* _serial_setup(helpers): {None, list_mt, tuple_mt, make_dict(t, keys, meta, ordered)} */
+static int l_serial_setup(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, HELPERS);
+  return 0;
+}
+
+/* _storage_id(t): an opaque value equal for tensors that share memory. */
+static int l_storage_id(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  lua_pushlightuserdata(L, t->storage);
+  return 1;
+}
+
+void ltL_open_serial(lua_State *L) {
+  static const ltL_Reg regs[] = {
+    {"_serial_load", l_serial_load, LTL_FN},
+    {"_serial_save", l_serial_save, LTL_FN},
+    {"_st_load", l_st_load, LTL_FN},
+    {"_st_save", l_st_save, LTL_FN},
+    {"_serial_setup", l_serial_setup, LTL_FN},
+    {"_storage_id", l_storage_id, LTL_FN},
+    {NULL, NULL, 0},
+  };
+  ltL_register(L, regs);
+}

@@ -1,0 +1,736 @@
+/*
+** nn_conv.c -- convolutions: conv1d, conv2d, conv_transpose1d, conv_transpose2d, forward and
+** backward (ConvolutionBackward0).
+**
+** Shape letters: N batch; the "image side" has C channels of H x W; the "column side" has O
+** channels of OH x OW, L = OH*OW positions. A convolution maps image side -> column side, a
+** transposed convolution maps column side -> image side. g = groups; a group's weight block is
+** (Og, K) with K = Cg*kh*kw. 1-d ops are the 2-d kernels with H = kh = 1.
+**
+** Everything is built from four copy kernels and cblas GEMMs:
+**   im2col   image (nb,C,H,W)  -> columns (C*kh*kw, nb*L)     (row r = (c, ki, kj))
+**   col2im   columns           -> image, summing overlaps      (adjoint of im2col)
+**   gather   (nb,O,L)          -> (O, nb*L)
+**   scatter  (O, nb*L)         -> (nb,O,L), adding a bias
+** A chunk of nb samples sits side by side in the columns matrix, so one GEMM per group covers
+** many small images (LeNet-sized images make per-sample GEMMs far too small to be efficient).
+**
+**   conv forward      Y_g = W_g @ im2col(x)                     then scatter + bias
+**   conv backward     dW_g += G_g @ im2col(x)^T     dx = col2im(W_g^T @ G_g)   (G = gather(dy))
+**   transposed fwd    y = col2im(W_g^T @ gather(x))             then + bias
+**   transposed bwd    dx = scatter(W_g @ im2col(dy))   dW_g += gather(x)_g @ im2col(dy)^T
+*/
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "core.h"
+
+typedef struct conv_geom {
+  int64_t N, C, H, W;                       /* image side */
+  int64_t O, OH, OW;                        /* column side */
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;   /* ph, pw: zeros before each dim */
+  int64_t groups;
+} conv_geom;
+
+/* Most elements one columns buffer may hold before the batch is split into chunks. */
+#define COLS_LIMIT ((int64_t)1 << 22)
+
+/* ------------------------------------------------------------ copy kernels */
+
+typedef struct copy_job {
+  const conv_geom *g;
+  const void *src;
+  void *dst;
+  const void *bias;   /* scatter only, may be NULL */
+  int64_t nb;         /* samples in this chunk */
+} copy_job;
+
+/* Range of column positions ow (in [0, OW)) whose image position ow*s + off lies in [0, W). */
+static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo,
+                               int64_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  int64_t b = off > W - 1 ? 0 : (W - 1 - off) / s + 1;
+  if (b > OW) b = OW;
+  if (a > b) a = b;
+  *lo = a;
+  *hi = b;
+}
+
+/* Task t = (row r, sample n): fills columns[r, n*L .. n*L+L). */
+#define DEF_IM2COL(NAME, T)                                                                   \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const copy_job *j = ud;                                                                   \
+    const conv_geom *g = j->g;                                                                \
+    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                    \
+    for (int64_t t = b; t < e; t++) {                                                        \
+      int64_t r = t / j->nb, n = t % j->nb;                                                  \
+      int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                          \
+      const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                      \
+      T *dst = (T *)j->dst + r * ld + n * L;                                                \
+      int64_t off = kj * g->dw - g->pw, lo, hi;                                              \
+      valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                        \
+      for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                 \
+        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                        \
+        if (ih < 0 || ih >= g->H) {                                                          \
+          memset(dst, 0, (size_t)g->OW * sizeof(T));                                         \
+          continue;                                                                          \
+        }                                                                                    \
+        const T *row = src + ih * g->W + off;                                                \
+        for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                                     \
+        if (g->sw == 1) {                                                                    \
+          memcpy(dst + lo, row + lo, (size_t)(hi - lo) * sizeof(T));                         \
+        } else {                                                                             \
+          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow * g->sw];                    \
+        }                                                                                    \
+        for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0;                                 \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_IM2COL(im2col_f32, float)
+DEF_IM2COL(im2col_f64, double)
+
+/* Task t = (sample n, channel c): image plane = sum of its columns entries (overwrites). */
+#define DEF_COL2IM(NAME, T)                                                                   \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const copy_job *j = ud;                                                                   \
+    const conv_geom *g = j->g;                                                                \
+    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                    \
+    for (int64_t t = b; t < e; t++) {                                                        \
+      int64_t n = t / g->C, c = t % g->C;                                                    \
+      T *dst = (T *)j->dst + (n * g->C + c) * g->H * g->W;                                  \
+      memset(dst, 0, (size_t)(g->H * g->W) * sizeof(T));                                    \
+      for (int64_t ki = 0; ki < g->kh; ki++)                                                 \
+        for (int64_t kj = 0; kj < g->kw; kj++) {                                             \
+          const T *col = (const T *)j->src + (c * KK + ki * g->kw + kj) * ld + n * L;        \
+          int64_t off = kj * g->dw - g->pw, lo, hi;                                          \
+          valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                    \
+          for (int64_t oh = 0; oh < g->OH; oh++) {                                           \
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                    \
+            if (ih < 0 || ih >= g->H) continue;                                              \
+            T *row = dst + ih * g->W + off;                                                  \
+            const T *cp = col + oh * g->OW;                                                  \
+            if (g->sw == 1) {                                                                \
+              for (int64_t ow = lo; ow < hi; ow++) row[ow] += cp[ow];                        \
+            } else {                                                                         \
+              for (int64_t ow = lo; ow < hi; ow++) row[ow * g->sw] += cp[ow];                \
+            }                                                                                \
+          }                                                                                  \
+        }                                                                                    \
+    }                                                                                        \
+  }
+DEF_COL2IM(col2im_f32, float)
+DEF_COL2IM(col2im_f64, double)
+
+/* gather: task t = (channel o, sample n): dst[o, n*L..] = src[n, o, ..]. es = element size. */
+static void gather_rows(int64_t b, int64_t e, void *ud, size_t es) {
+  const copy_job *j = ud;
+  const int64_t L = j->g->OH * j->g->OW, O = j->g->O;
+  for (int64_t t = b; t < e; t++) {
+    int64_t o = t / j->nb, n = t % j->nb;
+    memcpy((char *)j->dst + (size_t)((o * j->nb + n) * L) * es,
+           (const char *)j->src + (size_t)((n * O + o) * L) * es, (size_t)L * es);
+  }
+}
+static void gather_f32(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 4); }
+static void gather_f64(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 8); }
+
+/* scatter: task t = (sample n, channel o): dst[n, o, ..] = src[o, n*L..] (+ bias[o]). */
+#define DEF_SCATTER(NAME, T)                                                                  \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const copy_job *j = ud;                                                                   \
+    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                     \
+    for (int64_t t = b; t < e; t++) {                                                        \
+      int64_t n = t / O, o = t % O;                                                          \
+      const T *s = (const T *)j->src + (o * j->nb + n) * L;                                 \
+      T *d = (T *)j->dst + (n * O + o) * L;                                                  \
+      T bv = j->bias ? ((const T *)j->bias)[o] : 0;                                          \
+      for (int64_t l = 0; l < L; l++) d[l] = s[l] + bv;                                      \
+    }                                                                                        \
+  }
+DEF_SCATTER(scatter_f32, float)
+DEF_SCATTER(scatter_f64, double)
+
+/* y[n, o, :] += bias[o] in place: task t = (n, o). */
+#define DEF_ADDBIAS(NAME, T)                                                                  \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const copy_job *j = ud;                                                                   \
+    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                     \
+    for (int64_t t = b; t < e; t++) {                                                        \
+      T *d = (T *)j->dst + t * L;                                                            \
+      T bv = ((const T *)j->bias)[t % O];                                                    \
+      for (int64_t l = 0; l < L; l++) d[l] += bv;                                            \
+    }                                                                                        \
+  }
+DEF_ADDBIAS(addbias_f32, float)
+DEF_ADDBIAS(addbias_f64, double)
+
+/* Runs a copy kernel over ntasks tasks of about `work` elements each. */
+static void run_tasks(lt_ctx *ctx, int64_t ntasks, int64_t work, lt_range_fn fn, copy_job *j) {
+  int64_t grain = work > 0 ? (16384 + work - 1) / work : ntasks;
+  lt_parallel_for(ctx, ntasks, grain, fn, j);
+}
+
+/* im2col of the image chunk `img` (nb samples) into cols; geometry from g. */
+static void im2col(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *img, void *cols,
+                   int64_t nb) {
+  copy_job j = {g, img, cols, NULL, nb};
+  run_tasks(ctx, g->C * g->kh * g->kw * nb, g->OH * g->OW, dt == LT_FLOAT32 ? im2col_f32 : im2col_f64,
+            &j);
+}
+
+static void col2im(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *cols, void *img,
+                   int64_t nb) {
+  copy_job j = {g, cols, img, NULL, nb};
+  run_tasks(ctx, nb * g->C, g->H * g->W * g->kh * g->kw, dt == LT_FLOAT32 ? col2im_f32 : col2im_f64,
+            &j);
+}
+
+static void gather(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *src, void *dst,
+                   int64_t nb) {
+  copy_job j = {g, src, dst, NULL, nb};
+  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? gather_f32 : gather_f64, &j);
+}
+
+static void scatter(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *src, void *dst,
+                    const void *bias, int64_t nb) {
+  copy_job j = {g, src, dst, bias, nb};
+  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? scatter_f32 : scatter_f64, &j);
+}
+
+/* Adds bias[o] to every (n, o) plane of a (nb, O, L) block. */
+static void add_bias(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, void *dst, const void *bias,
+                     int64_t nb) {
+  copy_job j = {g, NULL, dst, bias, nb};
+  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? addbias_f32 : addbias_f64, &j);
+}
+
+/* ------------------------------------------------------------ GEMM */
+
+/* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt.
+** Degenerate sizes are handled here, never passed to BLAS. */
+static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                 int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0) {
+      size_t es = lt_dtype_size(dt);
+      for (int64_t i = 0; i < m; i++) memset((char *)c + (size_t)(i * ldc) * es, 0, (size_t)n * es);
+    }
+    return;
+  }
+  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
+  if (dt == LT_FLOAT32)
+    cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
+                (float)beta, c, (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta,
+                c, (int)ldc);
+}
+
+static inline char *ptr_at(void *base, lt_dtype dt, int64_t i) {
+  return (char *)base + (size_t)i * lt_dtype_size(dt);
+}
+
+/* Samples per chunk so that a columns buffer of rows*L per sample stays under COLS_LIMIT. */
+static int64_t chunk_size(int64_t N, int64_t per_sample) {
+  int64_t nb = per_sample > 0 ? COLS_LIMIT / per_sample : N;
+  if (nb < 1) nb = 1;
+  if (nb > N) nb = N;
+  return nb < 1 ? 1 : nb;
+}
+
+static int scratch(lt_ctx *ctx, const char *op, lt_tensor **t, lt_dtype dt, int64_t n) {
+  if (n < 1) n = 1;
+  if (lt_empty(ctx, t, dt, 1, &n)) return lt_fail(ctx, "%s: out of memory for a %lld-element "
+                                                 "work buffer", op, (long long)n);
+  return 0;
+}
+
+/* Whether 1x1, stride 1, no padding: the image is its own columns matrix. */
+static bool is_pointwise(const conv_geom *g) {
+  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+         g->OH == g->H && g->OW == g->W;
+}
+
+/* ------------------------------------------------------------ conv kernels */
+
+/* y (N,O,L) = conv(x (N,C,H,W), w (O,K*g)) + bias. All contiguous. */
+static int conv_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
+                        const void *x, const void *w, const void *bias, void *y) {
+  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
+  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
+  bool pw = is_pointwise(g);
+  int64_t nb = pw ? 1 : chunk_size(g->N, g->C * g->kh * g->kw * L);
+  lt_tensor *cols = NULL, *ybuf = NULL;
+  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
+  if (nb > 1 && scratch(ctx, op, &ybuf, dt, g->O * nb * L)) {
+    lt_release(cols);
+    return -1;
+  }
+  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
+    const void *xs = ptr_at((void *)x, dt, n0 * g->C * HW);
+    void *ys = ptr_at(y, dt, n0 * g->O * L);
+    const void *cm = xs;
+    if (!pw) {
+      im2col(ctx, dt, g, xs, lt_data(cols), cnt);
+      cm = lt_data(cols);
+    }
+    void *dst = cnt > 1 ? lt_data(ybuf) : ys;
+    for (int64_t gi = 0; gi < g->groups; gi++)
+      gemm(dt, false, false, Og, ld, K, ptr_at((void *)w, dt, gi * Og * K), K,
+           ptr_at((void *)cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
+    if (cnt > 1)
+      scatter(ctx, dt, g, dst, ys, bias, cnt);
+    else if (bias)
+      add_bias(ctx, dt, g, ys, bias, 1);
+  }
+  lt_release(cols);
+  lt_release(ybuf);
+  return 0;
+}
+
+/* Gradients of conv: dx (may be NULL), dw (may be NULL) from dy (N,O,L). */
+static int conv_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
+                                const void *x, const void *w, const void *dy, void *dx,
+                                void *dw) {
+  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
+  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
+  bool pw = is_pointwise(g);
+  int64_t nb = chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
+  if (pw && nb > 1) nb = 1;
+  lt_tensor *cols = NULL, *gbuf = NULL;
+  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
+  if (nb > 1 && scratch(ctx, op, &gbuf, dt, g->O * nb * L)) {
+    lt_release(cols);
+    return -1;
+  }
+  if (dw && g->N == 0) memset(dw, 0, (size_t)(g->O * K) * lt_dtype_size(dt));
+  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
+    const void *xs = ptr_at((void *)x, dt, n0 * g->C * HW);
+    const void *dys = ptr_at((void *)dy, dt, n0 * g->O * L);
+    const void *G = dys;
+    if (cnt > 1) {
+      gather(ctx, dt, g, dys, lt_data(gbuf), cnt);
+      G = lt_data(gbuf);
+    }
+    if (dw) {
+      const void *cm = xs;
+      if (!pw) {
+        im2col(ctx, dt, g, xs, lt_data(cols), cnt);
+        cm = lt_data(cols);
+      }
+      for (int64_t gi = 0; gi < g->groups; gi++)
+        gemm(dt, false, true, Og, K, ld, ptr_at((void *)G, dt, gi * Og * ld), ld,
+             ptr_at((void *)cm, dt, gi * K * ld), ld, n0 == 0 ? 0.0 : 1.0,
+             ptr_at(dw, dt, gi * Og * K), K);
+    }
+    if (dx) {
+      void *dxs = ptr_at(dx, dt, n0 * g->C * HW);
+      void *cm = pw ? dxs : lt_data(cols);
+      for (int64_t gi = 0; gi < g->groups; gi++)
+        gemm(dt, true, false, K, ld, Og, ptr_at((void *)w, dt, gi * Og * K), K,
+             ptr_at((void *)G, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
+      if (!pw) col2im(ctx, dt, g, cm, dxs, cnt);
+    }
+  }
+  lt_release(cols);
+  lt_release(gbuf);
+  return 0;
+}
+
+/* Transposed conv: y (N,C,H,W) = col2im(W^T @ gather(x (N,O,L))) + bias; w is (O, Cg*kh*kw)
+** per group block of Og rows. */
+static int convt_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
+                         const void *x, const void *w, const void *bias, void *y) {
+  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
+  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
+  bool pw = is_pointwise(g);
+  int64_t nb = pw ? 1 : chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
+  lt_tensor *cols = NULL, *xbuf = NULL;
+  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
+  if (nb > 1 && scratch(ctx, op, &xbuf, dt, g->O * nb * L)) {
+    lt_release(cols);
+    return -1;
+  }
+  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
+    const void *xs = ptr_at((void *)x, dt, n0 * g->O * L);
+    void *ys = ptr_at(y, dt, n0 * g->C * HW);
+    const void *X = xs;
+    if (cnt > 1) {
+      gather(ctx, dt, g, xs, lt_data(xbuf), cnt);
+      X = lt_data(xbuf);
+    }
+    void *cm = pw ? ys : lt_data(cols);
+    for (int64_t gi = 0; gi < g->groups; gi++)
+      gemm(dt, true, false, K, ld, Og, ptr_at((void *)w, dt, gi * Og * K), K,
+           ptr_at((void *)X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
+    if (!pw) col2im(ctx, dt, g, cm, ys, cnt);
+  }
+  if (bias) {
+    /* the image side is (N, C, H*W): reuse add_bias with a geometry whose O is C */
+    conv_geom gb = *g;
+    gb.O = g->C;
+    gb.OH = g->H;
+    gb.OW = g->W;
+    add_bias(ctx, dt, &gb, y, bias, g->N);
+  }
+  lt_release(cols);
+  lt_release(xbuf);
+  return 0;
+}
+
+static int convt_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
+                                 const void *x, const void *w, const void *dy, void *dx,
+                                 void *dw) {
+  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
+  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
+  bool pw = is_pointwise(g);
+  int64_t nb = pw ? 1 : chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
+  lt_tensor *cols = NULL, *buf = NULL;
+  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
+  if (nb > 1 && scratch(ctx, op, &buf, dt, g->O * nb * L)) {
+    lt_release(cols);
+    return -1;
+  }
+  if (dw && g->N == 0) memset(dw, 0, (size_t)(g->O * K) * lt_dtype_size(dt));
+  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
+    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
+    const void *dys = ptr_at((void *)dy, dt, n0 * g->C * HW);
+    const void *cm = dys;
+    if (!pw) {
+      im2col(ctx, dt, g, dys, lt_data(cols), cnt);
+      cm = lt_data(cols);
+    }
+    if (dx) {
+      void *dxs = ptr_at(dx, dt, n0 * g->O * L);
+      void *dst = cnt > 1 ? lt_data(buf) : dxs;
+      for (int64_t gi = 0; gi < g->groups; gi++)
+        gemm(dt, false, false, Og, ld, K, ptr_at((void *)w, dt, gi * Og * K), K,
+             ptr_at((void *)cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
+      if (cnt > 1) scatter(ctx, dt, g, dst, dxs, NULL, cnt);
+    }
+    if (dw) {
+      const void *xs = ptr_at((void *)x, dt, n0 * g->O * L);
+      const void *X = xs;
+      if (cnt > 1) {
+        gather(ctx, dt, g, xs, lt_data(buf), cnt);
+        X = lt_data(buf);
+      }
+      for (int64_t gi = 0; gi < g->groups; gi++)
+        gemm(dt, false, true, Og, K, ld, ptr_at((void *)X, dt, gi * Og * ld), ld,
+             ptr_at((void *)cm, dt, gi * K * ld), ld, n0 == 0 ? 0.0 : 1.0,
+             ptr_at(dw, dt, gi * Og * K), K);
+    }
+  }
+  lt_release(cols);
+  lt_release(buf);
+  return 0;
+}
+
+/* Sum of dy (N, C, S) over n and s into db (C), accumulating in double. */
+static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t S, void *db) {
+  for (int64_t c = 0; c < C; c++) {
+    double acc = 0;
+    for (int64_t n = 0; n < N; n++) {
+      if (dt == LT_FLOAT32) {
+        const float *p = (const float *)dy + (n * C + c) * S;
+        float part = 0;
+        for (int64_t s = 0; s < S; s++) part += p[s];
+        acc += part;
+      } else {
+        const double *p = (const double *)dy + (n * C + c) * S;
+        for (int64_t s = 0; s < S; s++) acc += p[s];
+      }
+    }
+    if (dt == LT_FLOAT32)
+      ((float *)db)[c] = (float)acc;
+    else
+      ((double *)db)[c] = acc;
+  }
+}
+
+/* ------------------------------------------------------------ ops and autograd */
+
+typedef struct conv_extra {
+  conv_geom g;
+  bool transposed;
+  int x_ndim, w_ndim;
+  int64_t x_size[4], w_size[4];
+  const char *op;
+} conv_extra;
+
+static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                         lt_tensor **grad_in) {
+  conv_extra *ex = self->extra;
+  const conv_geom *g = &ex->g;
+  if (!grad_out[0]) return 0;
+  lt_tensor *x, *w, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+  if (lt_saved_get(ctx, self, 0, &x) || lt_saved_get(ctx, self, 1, &w)) return -1;
+  lt_dtype dt = x->dtype;
+  bool need_x = lt_needs_input_grad(self, 0), need_w = lt_needs_input_grad(self, 1);
+  bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
+  lt_tensor *go = grad_out[0];
+  if (go->dtype != dt) {
+    if (lt_to_dtype(ctx, &go, grad_out[0], dt)) return -1;
+  } else {
+    lt_retain(go);
+  }
+  int rc = lt_contiguous(ctx, &dy, go);
+  lt_release(go);
+  if (rc) return -1;
+  if (need_x && lt_empty(ctx, &dx, dt, ex->x_ndim, ex->x_size)) goto fail;
+  if (need_w && lt_empty(ctx, &dw, dt, ex->w_ndim, ex->w_size)) goto fail;
+  if (need_x || need_w) {
+    rc = ex->transposed
+             ? convt_backward_kernel(ctx, ex->op, dt, g, lt_data(x), lt_data(w), lt_data(dy),
+                                     dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL)
+             : conv_backward_kernel(ctx, ex->op, dt, g, lt_data(x), lt_data(w), lt_data(dy),
+                                    dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL);
+    if (rc) goto fail;
+  }
+  if (need_b) {
+    int64_t nc = ex->transposed ? g->C : g->O;
+    if (lt_empty(ctx, &db, dt, 1, &nc)) goto fail;
+    if (ex->transposed)
+      bias_grad(dt, lt_data(dy), g->N, g->C, g->H * g->W, lt_data(db));
+    else
+      bias_grad(dt, lt_data(dy), g->N, g->O, g->OH * g->OW, lt_data(db));
+  }
+  lt_release(dy);
+  grad_in[0] = dx;
+  grad_in[1] = dw;
+  if (self->n_in > 2) grad_in[2] = db;
+  return 0;
+fail:
+  lt_release(dy);
+  lt_release(dx);
+  lt_release(dw);
+  lt_release(db);
+  return -1;
+}
+
+static const lt_node_type conv_type = {"ConvolutionBackward0", conv_backward, NULL};
+
+/* Checks arguments and fills the geometry. sd = spatial dims (1 or 2). For a transposed
+** convolution the image side is the output. */
+static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, const lt_tensor *x,
+                      const lt_tensor *w, const lt_tensor *b, const lt_conv_args *a,
+                      conv_geom *g, int *out_ndim, int64_t *out_size) {
+  char bx[256], bw[256], bb[256];
+  if (!lt_dtype_is_float(x->dtype))
+    return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
+                   lt_dtype_name(x->dtype));
+  if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return lt_fail(ctx, "%s: input (%s), weight (%s)%s%s must have the same dtype", op,
+                   lt_dtype_name(x->dtype), lt_dtype_name(w->dtype), b ? " and bias " : "",
+                   b ? lt_dtype_name(b->dtype) : "");
+  if (x->ndim != sd + 1 && x->ndim != sd + 2)
+    return lt_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
+                   "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
+                   LT_SHAPE(x, bx));
+  if (w->ndim != sd + 2)
+    return lt_fail(ctx, "%s: expected %d-d weight %s, got weight of shape %s", op, sd + 2,
+                   transposed ? (sd == 1 ? "(in,out/groups,k)" : "(in,out/groups,kh,kw)")
+                              : (sd == 1 ? "(out,in/groups,k)" : "(out,in/groups,kh,kw)"),
+                   LT_SHAPE(w, bw));
+  if (a->groups < 1)
+    return lt_fail(ctx, "%s: groups must be a positive integer, got %lld", op,
+                   (long long)a->groups);
+  for (int i = 0; i < sd; i++) {
+    if (a->stride[i] < 1)
+      return lt_fail(ctx, "%s: non-positive stride is not supported (got %lld)", op,
+                     (long long)a->stride[i]);
+    if (a->dilation[i] < 1)
+      return lt_fail(ctx, "%s: dilation must be positive (got %lld)", op,
+                     (long long)a->dilation[i]);
+    if (a->padding[i] < 0 || a->padding_extra[i] < 0)
+      return lt_fail(ctx, "%s: negative padding is not supported (got %lld)", op,
+                     (long long)(a->padding[i] < 0 ? a->padding[i] : a->padding_extra[i]));
+    if (transposed && a->padding_extra[i] != 0)
+      return lt_fail(ctx, "%s: asymmetric padding is not supported", op);
+    if (transposed && (a->output_padding[i] < 0 ||
+                       (a->output_padding[i] >= a->stride[i] &&
+                        a->output_padding[i] >= a->dilation[i])))
+      return lt_fail(ctx, "%s: output padding must be non-negative and smaller than either "
+                     "stride or dilation, got output_padding=%lld stride=%lld dilation=%lld",
+                     op, (long long)a->output_padding[i], (long long)a->stride[i],
+                     (long long)a->dilation[i]);
+  }
+  bool batched = x->ndim == sd + 2;
+  int64_t N = batched ? x->size[0] : 1, Cx = x->size[batched ? 1 : 0];
+  const int64_t *xsp = x->size + (batched ? 2 : 1);   /* spatial sizes of x */
+  const int64_t *ksp = w->size + 2;
+  int64_t G = a->groups, Cimg, Ocol;
+  if (!transposed) {
+    if (w->size[0] % G != 0)
+      return lt_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
+                     "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
+                     LT_SHAPE(w, bw));
+    if (w->size[1] * G != Cx)
+      return lt_fail(ctx, "%s: given groups=%lld, weight of shape %s expects input %s to have "
+                     "%lld channels, but got %lld channels instead", op, (long long)G,
+                     LT_SHAPE(w, bw), LT_SHAPE(x, bx), (long long)(w->size[1] * G),
+                     (long long)Cx);
+    Cimg = Cx;
+    Ocol = w->size[0];
+  } else {
+    if (w->size[0] != Cx)
+      return lt_fail(ctx, "%s: given transposed=1, weight of shape %s expects input %s to have "
+                     "%lld channels, but got %lld channels instead", op, LT_SHAPE(w, bw),
+                     LT_SHAPE(x, bx), (long long)w->size[0], (long long)Cx);
+    if (Cx % G != 0)
+      return lt_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
+                     "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
+                     LT_SHAPE(w, bw));
+    Cimg = w->size[1] * G;
+    Ocol = Cx;
+  }
+  int64_t nout = transposed ? Cimg : Ocol;
+  if (b && (b->ndim != 1 || b->size[0] != nout))
+    return lt_fail(ctx, "%s: given weight of shape %s, expected bias to be 1-d with %lld "
+                   "elements, but got bias of shape %s", op, LT_SHAPE(w, bw), (long long)nout,
+                   LT_SHAPE(b, bb));
+  /* spatial geometry, index 0 = H, 1 = W for 2-d; a 1-d op has H = 1 */
+  int64_t in_sp[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, pe[2] = {0, 0};
+  int64_t d[2] = {1, 1}, op_[2] = {0, 0}, out_sp[2] = {1, 1};
+  for (int i = 0; i < sd; i++) {
+    int j = 2 - sd + i;
+    in_sp[j] = xsp[i];
+    k[j] = ksp[i];
+    s[j] = a->stride[i];
+    p[j] = a->padding[i];
+    pe[j] = a->padding_extra[i];
+    d[j] = a->dilation[i];
+    op_[j] = a->output_padding[i];
+  }
+  for (int j = 2 - sd; j < 2; j++) {
+    int64_t ek = d[j] * (k[j] - 1) + 1;
+    if (!transposed) {
+      int64_t padded = in_sp[j] + 2 * p[j] + pe[j];
+      if (padded < ek) {
+        char bi[128], bk[128];
+        int64_t pin[2], pk[2];
+        for (int i = 0; i < sd; i++) {
+          int jj = 2 - sd + i;
+          pin[i] = in_sp[jj] + 2 * p[jj] + pe[jj];
+          pk[i] = d[jj] * (k[jj] - 1) + 1;
+        }
+        return lt_fail(ctx, "%s: calculated padded input size per channel: %s. Kernel size "
+                       "(dilated): %s. Kernel size can't be greater than actual input size "
+                       "(input %s, weight %s)", op, lt_sizes_str(sd, pin, bi, sizeof bi),
+                       lt_sizes_str(sd, pk, bk, sizeof bk), LT_SHAPE(x, bx), LT_SHAPE(w, bw));
+      }
+      out_sp[j] = (padded - ek) / s[j] + 1;
+    } else {
+      out_sp[j] = (in_sp[j] - 1) * s[j] - 2 * p[j] + ek + op_[j];
+      if (out_sp[j] < 1)
+        return lt_fail(ctx, "%s: computed output size is %lld (input %s, weight %s, stride "
+                       "%lld, padding %lld), but it must be positive", op,
+                       (long long)out_sp[j], LT_SHAPE(x, bx), LT_SHAPE(w, bw), (long long)s[j],
+                       (long long)p[j]);
+    }
+  }
+  g->N = N;
+  g->groups = G;
+  g->kh = k[0]; g->kw = k[1];
+  g->sh = s[0]; g->sw = s[1];
+  g->ph = p[0]; g->pw = p[1];
+  g->dh = d[0]; g->dw = d[1];
+  g->C = Cimg;
+  g->O = Ocol;
+  if (!transposed) {
+    g->H = in_sp[0]; g->W = in_sp[1];
+    g->OH = out_sp[0]; g->OW = out_sp[1];
+  } else {
+    g->H = out_sp[0]; g->W = out_sp[1];
+    g->OH = in_sp[0]; g->OW = in_sp[1];
+  }
+  /* BLAS takes int sizes */
+  int64_t L = g->OH * g->OW;
+  if (g->C * g->kh * g->kw > INT_MAX || L > INT_MAX / 2 || g->O > INT_MAX)
+    return lt_fail(ctx, "%s: problem too large for BLAS (input %s, weight %s)", op,
+                   LT_SHAPE(x, bx), LT_SHAPE(w, bw));
+  int nd = 0;
+  if (batched) out_size[nd++] = N;
+  out_size[nd++] = nout;
+  for (int i = 0; i < sd; i++) out_size[nd++] = out_sp[2 - sd + i];
+  *out_ndim = nd;
+  return 0;
+}
+
+static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool transposed,
+                   lt_tensor *x, lt_tensor *w, lt_tensor *b, const lt_conv_args *a) {
+  conv_geom g;
+  int ndim = 0;
+  int64_t size[4] = {0, 0, 0, 0};
+  if (!x || !w) return lt_fail(ctx, "%s: input and weight are required", op);
+  if (conv_setup(ctx, op, sd, transposed, x, w, b, a, &g, &ndim, size)) return -1;
+  lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
+  if (lt_contiguous(ctx, &xc, x) || lt_contiguous(ctx, &wc, w) ||
+      (b && lt_contiguous(ctx, &bc, b)) || lt_empty(ctx, &y, x->dtype, ndim, size))
+    goto fail;
+  int rc = transposed ? convt_forward(ctx, op, x->dtype, &g, lt_data(xc), lt_data(wc),
+                                      bc ? lt_data(bc) : NULL, lt_data(y))
+                      : conv_forward(ctx, op, x->dtype, &g, lt_data(xc), lt_data(wc),
+                                     bc ? lt_data(bc) : NULL, lt_data(y));
+  if (rc) goto fail;
+  lt_tensor *ins[3] = {x, w, b};
+  lt_node *node;
+  if (lt_record(ctx, &conv_type, b ? 3 : 2, ins, 1, &y, sizeof(conv_extra), 2, &node))
+    goto fail;
+  if (node) {
+    conv_extra *ex = node->extra;
+    ex->g = g;
+    ex->transposed = transposed;
+    ex->op = op;
+    ex->x_ndim = x->ndim;
+    ex->w_ndim = w->ndim;
+    memcpy(ex->x_size, x->size, (size_t)x->ndim * sizeof(int64_t));
+    memcpy(ex->w_size, w->size, (size_t)w->ndim * sizeof(int64_t));
+    if (lt_save(node, 0, xc, false) || lt_save(node, 1, wc, false)) {
+      lt_fail(ctx, "%s: out of memory saving tensors for backward", op);
+      goto fail;
+    }
+  }
+  lt_release(xc);
+  lt_release(wc);
+  lt_release(bc);
+  *out = y;
+  return 0;
+fail:
+  lt_release(xc);
+  lt_release(wc);
+  lt_release(bc);
+  lt_release(y);
+  return -1;
+}
+
+int lt_conv1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+              const lt_conv_args *a) {
+  return conv_op(ctx, out, "conv1d", 1, false, x, w, b, a);
+}
+
+int lt_conv2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+              const lt_conv_args *a) {
+  return conv_op(ctx, out, "conv2d", 2, false, x, w, b, a);
+}
+
+int lt_conv_transpose1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+                        const lt_conv_args *a) {
+  return conv_op(ctx, out, "conv_transpose1d", 1, true, x, w, b, a);
+}
+
+int lt_conv_transpose2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
+                        const lt_conv_args *a) {
+  return conv_op(ctx, out, "conv_transpose2d", 2, true, x, w, b, a);
+}
+
+void lt_conv_args_init(lt_conv_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < 2; i++) a->stride[i] = a->dilation[i] = 1;
+  a->groups = 1;
+}

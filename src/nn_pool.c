@@ -1,0 +1,541 @@
+/*
+** nn_pool.c -- pooling: max_pool1d/2d (with indices), avg_pool1d/2d, adaptive_avg_pool1d/2d,
+** adaptive_max_pool1d/2d, forward and backward.
+**
+** Shape letters: P = N*C independent planes of H x W input and OH x OW output. A 1-d op is the
+** 2-d kernel with H = kh = 1. Indices are flat positions ih*W + iw inside a plane (0-based
+** here; the Lua binding shows them 1-based). Every kernel runs planes in parallel.
+*/
+#include <math.h>
+#include <stdlib.h>
+
+#include "core.h"
+
+typedef struct pool_geom {
+  int64_t P, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  bool count_include_pad;
+  int64_t divisor;   /* 0: none */
+} pool_geom;
+
+typedef struct pool_job {
+  const pool_geom *g;
+  const void *src;
+  void *dst;
+  int64_t *idx;
+} pool_job;
+
+static void run_planes(lt_ctx *ctx, const pool_geom *g, int64_t work, lt_range_fn fn,
+                       pool_job *j) {
+  int64_t per = work > 0 ? work : 1;
+  lt_parallel_for(ctx, g->P, (16384 + per - 1) / per, fn, j);
+}
+
+/* ------------------------------------------------------------ max pool */
+
+#define DEF_MAXPOOL_FWD(NAME, T)                                                              \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
+      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = oh * g->sh - g->ph;                                                     \
+        int64_t h1 = h0 + (g->kh - 1) * g->dh + 1;                                           \
+        if (h1 > g->H) h1 = g->H;                                                            \
+        while (h0 < 0) h0 += g->dh;                                                          \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ow * g->sw - g->pw;                                                   \
+          int64_t w1 = w0 + (g->kw - 1) * g->dw + 1;                                         \
+          if (w1 > g->W) w1 = g->W;                                                          \
+          while (w0 < 0) w0 += g->dw;                                                        \
+          int64_t best = h0 * g->W + w0;                                                     \
+          T m = -(T)INFINITY;                                                                \
+          for (int64_t ih = h0; ih < h1; ih += g->dh)                                        \
+            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                    \
+              T v = in[ih * g->W + iw];                                                      \
+              if (v > m || isnan(v)) {                                                       \
+                m = v;                                                                       \
+                best = ih * g->W + iw;                                                       \
+              }                                                                              \
+            }                                                                                \
+          out[oh * g->OW + ow] = m;                                                          \
+          ix[oh * g->OW + ow] = best;                                                        \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_MAXPOOL_FWD(maxpool_fwd_f32, float)
+DEF_MAXPOOL_FWD(maxpool_fwd_f64, double)
+
+/* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping. */
+#define DEF_MAXPOOL_2X2(NAME, T)                                                              \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
+      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                   \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t i0 = 2 * oh * g->W + 2 * ow, best = i0;                                    \
+          T m = -(T)INFINITY, v;                                                             \
+          v = r0[2 * ow];                                                                    \
+          if (v > m || isnan(v)) { m = v; best = i0; }                                       \
+          v = r0[2 * ow + 1];                                                                \
+          if (v > m || isnan(v)) { m = v; best = i0 + 1; }                                   \
+          v = r1[2 * ow];                                                                    \
+          if (v > m || isnan(v)) { m = v; best = i0 + g->W; }                                \
+          v = r1[2 * ow + 1];                                                                \
+          if (v > m || isnan(v)) { m = v; best = i0 + g->W + 1; }                            \
+          out[oh * g->OW + ow] = m;                                                          \
+          ix[oh * g->OW + ow] = best;                                                        \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_MAXPOOL_2X2(maxpool2x2_f32, float)
+DEF_MAXPOOL_2X2(maxpool2x2_f64, double)
+
+/* dx plane = 0, then dx[idx] += dy (shared by max and adaptive max pooling). */
+#define DEF_INDEX_BWD(NAME, T)                                                                \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
+      const int64_t *ix = j->idx + p * g->OH * g->OW;                                        \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
+      for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                        \
+    }                                                                                        \
+  }
+DEF_INDEX_BWD(index_bwd_f32, float)
+DEF_INDEX_BWD(index_bwd_f64, double)
+
+/* ------------------------------------------------------------ avg pool */
+
+/* Window of output (oh, ow): clipped bounds and divisor, as PyTorch computes them. */
+static inline void avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0,
+                              int64_t *h1, int64_t *w0, int64_t *w1, int64_t *div) {
+  int64_t hs = oh * g->sh - g->ph, ws = ow * g->sw - g->pw;
+  int64_t he = hs + g->kh, we = ws + g->kw;
+  if (he > g->H + g->ph) he = g->H + g->ph;
+  if (we > g->W + g->pw) we = g->W + g->pw;
+  int64_t pool = (he - hs) * (we - ws);
+  if (hs < 0) hs = 0;
+  if (ws < 0) ws = 0;
+  if (he > g->H) he = g->H;
+  if (we > g->W) we = g->W;
+  *h0 = hs;
+  *h1 = he;
+  *w0 = ws;
+  *w1 = we;
+  if (g->divisor)
+    *div = g->divisor;
+  else
+    *div = g->count_include_pad ? pool : (he - hs) * (we - ws);
+}
+
+#define DEF_AVGPOOL_FWD(NAME, T)                                                              \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
+      for (int64_t oh = 0; oh < g->OH; oh++)                                                 \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t h0, h1, w0, w1, div;                                                       \
+          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                   \
+          if (h0 >= h1 || w0 >= w1) {                                                        \
+            out[oh * g->OW + ow] = 0;                                                        \
+            continue;                                                                        \
+          }                                                                                  \
+          T s = 0;                                                                           \
+          for (int64_t ih = h0; ih < h1; ih++)                                               \
+            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                    \
+          out[oh * g->OW + ow] = s / (T)div;                                                 \
+        }                                                                                    \
+    }                                                                                        \
+  }
+DEF_AVGPOOL_FWD(avgpool_fwd_f32, float)
+DEF_AVGPOOL_FWD(avgpool_fwd_f64, double)
+
+#define DEF_AVGPOOL_BWD(NAME, T)                                                              \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
+      for (int64_t oh = 0; oh < g->OH; oh++)                                                 \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t h0, h1, w0, w1, div;                                                       \
+          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                   \
+          T v = dy[oh * g->OW + ow] / (T)div;                                                \
+          for (int64_t ih = h0; ih < h1; ih++)                                               \
+            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                    \
+        }                                                                                    \
+    }                                                                                        \
+  }
+DEF_AVGPOOL_BWD(avgpool_bwd_f32, float)
+DEF_AVGPOOL_BWD(avgpool_bwd_f64, double)
+
+/* ------------------------------------------------------------ adaptive pools */
+
+static inline int64_t ad_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
+static inline int64_t ad_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+#define DEF_ADAVG_FWD(NAME, T)                                                                \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
+          T s = 0;                                                                           \
+          for (int64_t ih = h0; ih < h1; ih++)                                               \
+            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                    \
+          out[oh * g->OW + ow] = s / (T)((h1 - h0) * (w1 - w0));                             \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_ADAVG_FWD(adavg_fwd_f32, float)
+DEF_ADAVG_FWD(adavg_fwd_f64, double)
+
+#define DEF_ADAVG_BWD(NAME, T)                                                                \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
+          T v = dy[oh * g->OW + ow] / (T)((h1 - h0) * (w1 - w0));                            \
+          for (int64_t ih = h0; ih < h1; ih++)                                               \
+            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                    \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_ADAVG_BWD(adavg_bwd_f32, float)
+DEF_ADAVG_BWD(adavg_bwd_f64, double)
+
+#define DEF_ADMAX_FWD(NAME, T)                                                                \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
+    const pool_job *j = ud;                                                                   \
+    const pool_geom *g = j->g;                                                                \
+    for (int64_t p = b; p < e; p++) {                                                        \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
+      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
+          T m = -(T)INFINITY;                                                                \
+          int64_t best = h0 * g->W + w0;                                                     \
+          for (int64_t ih = h0; ih < h1; ih++)                                               \
+            for (int64_t iw = w0; iw < w1; iw++) {                                           \
+              T v = in[ih * g->W + iw];                                                      \
+              if (v > m || isnan(v)) {                                                       \
+                m = v;                                                                       \
+                best = ih * g->W + iw;                                                       \
+              }                                                                              \
+            }                                                                                \
+          out[oh * g->OW + ow] = m;                                                          \
+          ix[oh * g->OW + ow] = best;                                                        \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+  }
+DEF_ADMAX_FWD(admax_fwd_f32, float)
+DEF_ADMAX_FWD(admax_fwd_f64, double)
+
+/* ------------------------------------------------------------ autograd */
+
+typedef struct pool_extra {
+  pool_geom g;
+  int ndim;
+  int64_t size[4];   /* input shape */
+  int kind;          /* POOL_* */
+} pool_extra;
+
+enum { POOL_MAX, POOL_AVG, POOL_ADAVG, POOL_ADMAX };
+
+/* Saved slot 0: indices (max kinds). */
+static int pool_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                         lt_tensor **grad_in) {
+  pool_extra *ex = self->extra;
+  if (!grad_out[0] || !lt_needs_input_grad(self, 0)) return 0;
+  lt_tensor *idx = NULL, *dy = NULL, *dx = NULL, *go = grad_out[0];
+  if ((ex->kind == POOL_MAX || ex->kind == POOL_ADMAX) && lt_saved_get(ctx, self, 0, &idx))
+    return -1;
+  lt_dtype dt = self->out_dtype;
+  if (go->dtype != dt) {
+    if (lt_to_dtype(ctx, &go, grad_out[0], dt)) return -1;
+  } else {
+    lt_retain(go);
+  }
+  int rc = lt_contiguous(ctx, &dy, go);
+  lt_release(go);
+  if (rc) return -1;
+  if (lt_empty(ctx, &dx, dt, ex->ndim, ex->size)) {
+    lt_release(dy);
+    return -1;
+  }
+  pool_job j = {&ex->g, lt_data(dy), lt_data(dx), idx ? lt_data(idx) : NULL};
+  bool f = dt == LT_FLOAT32;
+  const pool_geom *g = &ex->g;
+  switch (ex->kind) {
+    case POOL_MAX:
+    case POOL_ADMAX:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? index_bwd_f32 : index_bwd_f64, &j);
+      break;
+    case POOL_AVG:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW * g->kh * g->kw,
+                 f ? avgpool_bwd_f32 : avgpool_bwd_f64, &j);
+      break;
+    default:
+      run_planes(ctx, g, 2 * g->H * g->W + g->OH * g->OW, f ? adavg_bwd_f32 : adavg_bwd_f64,
+                 &j);
+      break;
+  }
+  lt_release(dy);
+  grad_in[0] = dx;
+  return 0;
+}
+
+static const lt_node_type maxpool_type = {"MaxPool2DWithIndicesBackward0", pool_backward, NULL};
+static const lt_node_type avgpool_type = {"AvgPool2DBackward0", pool_backward, NULL};
+static const lt_node_type adavg_type = {"AdaptiveAvgPool2DBackward0", pool_backward, NULL};
+static const lt_node_type admax_type = {"AdaptiveMaxPool2DBackward0", pool_backward, NULL};
+
+/* Checks x: float, sd+1 or sd+2 dims with non-zero non-batch sizes. Fills P, H, W. */
+static int pool_input(lt_ctx *ctx, const char *op, int sd, const lt_tensor *x, pool_geom *g) {
+  char bx[256];
+  if (!lt_dtype_is_float(x->dtype))
+    return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
+                   lt_dtype_name(x->dtype));
+  if (x->ndim != sd + 1 && x->ndim != sd + 2)
+    return lt_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
+                   "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
+                   LT_SHAPE(x, bx));
+  for (int i = x->ndim == sd + 2 ? 1 : 0; i < x->ndim; i++)
+    if (x->size[i] == 0)
+      return lt_fail(ctx, "%s: expected input to have non-zero size for non-batch dimensions, "
+                     "got input of shape %s", op, LT_SHAPE(x, bx));
+  g->P = 1;
+  for (int i = 0; i < x->ndim - sd; i++) g->P *= x->size[i];
+  g->H = sd == 2 ? x->size[x->ndim - 2] : 1;
+  g->W = x->size[x->ndim - 1];
+  return 0;
+}
+
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d,
+                             bool ceil_mode) {
+  int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil_mode && (o - 1) * s >= in + pad) o--;
+  return o;
+}
+
+/* Geometry of a windowed pool from args. */
+static int pool_setup(lt_ctx *ctx, const char *op, int sd, bool is_max, const lt_tensor *x,
+                      const lt_pool_args *a, pool_geom *g) {
+  char bx[256];
+  memset(g, 0, sizeof *g);
+  if (pool_input(ctx, op, sd, x, g)) return -1;
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, d[2] = {1, 1};
+  for (int i = 0; i < sd; i++) {
+    int jj = 2 - sd + i;
+    k[jj] = a->kernel[i];
+    s[jj] = a->stride[i] ? a->stride[i] : a->kernel[i];
+    p[jj] = a->padding[i];
+    d[jj] = is_max ? a->dilation[i] : 1;
+    if (k[jj] < 1)
+      return lt_fail(ctx, "%s: kernel_size must be greater than zero, got %lld", op,
+                     (long long)k[jj]);
+    if (s[jj] < 1)
+      return lt_fail(ctx, "%s: stride must be greater than zero, got %lld", op,
+                     (long long)s[jj]);
+    if (d[jj] < 1)
+      return lt_fail(ctx, "%s: dilation must be greater than zero, got %lld", op,
+                     (long long)d[jj]);
+    if (p[jj] < 0 || p[jj] > k[jj] / 2)
+      return lt_fail(ctx, "%s: pad should be at most half of kernel size (and non-negative), "
+                     "but got pad=%lld, kernel_size=%lld", op, (long long)p[jj],
+                     (long long)k[jj]);
+  }
+  if (!is_max && a->divisor_override < 0)
+    return lt_fail(ctx, "%s: divisor must be not zero", op);
+  g->kh = k[0]; g->kw = k[1];
+  g->sh = s[0]; g->sw = s[1];
+  g->ph = p[0]; g->pw = p[1];
+  g->dh = d[0]; g->dw = d[1];
+  g->OH = pool_out_size(g->H, k[0], p[0], s[0], d[0], a->ceil_mode);
+  g->OW = pool_out_size(g->W, k[1], p[1], s[1], d[1], a->ceil_mode);
+  g->count_include_pad = a->count_include_pad;
+  g->divisor = is_max ? 0 : a->divisor_override;
+  if (g->OH < 1 || g->OW < 1) {
+    int64_t os[2] = {g->OH, g->OW};
+    char bo[128];
+    return lt_fail(ctx, "%s: given input of shape %s, the calculated output size %s is too "
+                   "small", op, LT_SHAPE(x, bx), lt_sizes_str(sd, os + 2 - sd, bo, sizeof bo));
+  }
+  return 0;
+}
+
+/* Output shape: x's leading dims then the pooled spatial sizes. */
+static void pool_out_shape(const lt_tensor *x, int sd, const pool_geom *g, int64_t *size) {
+  for (int i = 0; i < x->ndim - sd; i++) size[i] = x->size[i];
+  if (sd == 2) size[x->ndim - 2] = g->OH;
+  size[x->ndim - 1] = g->OW;
+}
+
+/* Runs a pooling forward and records it. kind picks kernel and node type. */
+static int pool_run(lt_ctx *ctx, const char *op, int kind, int sd, lt_tensor *x,
+                    const pool_geom *g, lt_tensor **out, lt_tensor **indices) {
+  int64_t size[4];
+  pool_out_shape(x, sd, g, size);
+  bool want_idx = kind == POOL_MAX || kind == POOL_ADMAX;
+  lt_tensor *xc = NULL, *y = NULL, *ix = NULL;
+  if (lt_contiguous(ctx, &xc, x) || lt_empty(ctx, &y, x->dtype, x->ndim, size) ||
+      (want_idx && lt_empty(ctx, &ix, LT_INT64, x->ndim, size))) {
+    lt_release(xc);
+    lt_release(y);
+    return -1;
+  }
+  pool_job j = {g, lt_data(xc), lt_data(y), ix ? lt_data(ix) : NULL};
+  bool f = x->dtype == LT_FLOAT32;
+  const lt_node_type *type;
+  switch (kind) {
+    case POOL_MAX:
+      type = &maxpool_type;
+      if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+          g->dh == 1 && g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W)
+        run_planes(ctx, g, g->OH * g->OW * 4, f ? maxpool2x2_f32 : maxpool2x2_f64, &j);
+      else
+        run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? maxpool_fwd_f32 : maxpool_fwd_f64,
+                   &j);
+      break;
+    case POOL_AVG:
+      type = &avgpool_type;
+      run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? avgpool_fwd_f32 : avgpool_fwd_f64,
+                 &j);
+      break;
+    case POOL_ADAVG:
+      type = &adavg_type;
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? adavg_fwd_f32 : adavg_fwd_f64, &j);
+      break;
+    default:
+      type = &admax_type;
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? admax_fwd_f32 : admax_fwd_f64, &j);
+      break;
+  }
+  lt_release(xc);
+  lt_node *node;
+  if (lt_record(ctx, type, 1, &x, 1, &y, sizeof(pool_extra), want_idx ? 1 : 0, &node)) {
+    lt_release(y);
+    lt_release(ix);
+    return -1;
+  }
+  if (node) {
+    pool_extra *ex = node->extra;
+    ex->g = *g;
+    ex->kind = kind;
+    ex->ndim = x->ndim;
+    memcpy(ex->size, x->size, (size_t)x->ndim * sizeof(int64_t));
+    if (want_idx && lt_save(node, 0, ix, false)) {
+      lt_release(y);
+      lt_release(ix);
+      return lt_fail(ctx, "%s: out of memory saving indices for backward", op);
+    }
+  }
+  *out = y;
+  if (indices)
+    *indices = ix;
+  else
+    lt_release(ix);
+  return 0;
+}
+
+static int max_pool(lt_ctx *ctx, const char *op, int sd, lt_tensor **out, lt_tensor **indices,
+                    lt_tensor *x, const lt_pool_args *a) {
+  pool_geom g;
+  if (pool_setup(ctx, op, sd, true, x, a, &g)) return -1;
+  return pool_run(ctx, op, POOL_MAX, sd, x, &g, out, indices);
+}
+
+static int avg_pool(lt_ctx *ctx, const char *op, int sd, lt_tensor **out, lt_tensor *x,
+                    const lt_pool_args *a) {
+  pool_geom g;
+  if (pool_setup(ctx, op, sd, false, x, a, &g)) return -1;
+  return pool_run(ctx, op, POOL_AVG, sd, x, &g, out, NULL);
+}
+
+static int adaptive_pool(lt_ctx *ctx, const char *op, int kind, int sd, lt_tensor **out,
+                         lt_tensor **indices, lt_tensor *x, const int64_t *osize) {
+  pool_geom g;
+  memset(&g, 0, sizeof g);
+  if (pool_input(ctx, op, sd, x, &g)) return -1;
+  for (int i = 0; i < sd; i++)
+    if (osize[i] < 0)
+      return lt_fail(ctx, "%s: elements of output_size must be greater than or equal to 0, got "
+                     "%lld", op, (long long)osize[i]);
+  g.OH = sd == 2 ? osize[0] : 1;
+  g.OW = osize[sd - 1];
+  return pool_run(ctx, op, kind, sd, x, &g, out, indices);
+}
+
+int lt_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                  const lt_pool_args *a) {
+  return max_pool(ctx, "max_pool1d", 1, out, indices, x, a);
+}
+int lt_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                  const lt_pool_args *a) {
+  return max_pool(ctx, "max_pool2d", 2, out, indices, x, a);
+}
+int lt_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a) {
+  return avg_pool(ctx, "avg_pool1d", 1, out, x, a);
+}
+int lt_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a) {
+  return avg_pool(ctx, "avg_pool2d", 2, out, x, a);
+}
+int lt_adaptive_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int64_t osize) {
+  return adaptive_pool(ctx, "adaptive_avg_pool1d", POOL_ADAVG, 1, out, NULL, x, &osize);
+}
+int lt_adaptive_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const int64_t *osize) {
+  return adaptive_pool(ctx, "adaptive_avg_pool2d", POOL_ADAVG, 2, out, NULL, x, osize);
+}
+int lt_adaptive_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                           int64_t osize) {
+  return adaptive_pool(ctx, "adaptive_max_pool1d", POOL_ADMAX, 1, out, indices, x, &osize);
+}
+int lt_adaptive_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
+                           const int64_t *osize) {
+  return adaptive_pool(ctx, "adaptive_max_pool2d", POOL_ADMAX, 2, out, indices, x, osize);
+}
+
+void lt_pool_args_init(lt_pool_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < 2; i++) a->dilation[i] = 1;
+  a->count_include_pad = true;
+}

@@ -1,0 +1,793 @@
+/*
+** safetensors.c -- the safetensors format: u64 LE header length N, N bytes of JSON
+** {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}} padded with spaces to a
+** multiple of 8, then tightly packed little-endian C-order tensor bytes.
+**
+** The reader applies the reference implementation's checks (header size limit, UTF-8 JSON
+** starting with '{', offsets that tile the buffer exactly with no hole/overlap/trailing byte,
+** byte counts that match shape x dtype, overflow) plus duplicate names. The writer produces the
+** reference's bytes: tensors sorted by dtype (descending, the reference's enum order) then
+** name, compact JSON with __metadata__ first, space padding.
+*/
+#include <stdlib.h>
+
+#include "serial.h"
+
+#define OP "safetensors.load"
+#define MAX_HEADER 100000000ull
+
+/* Reference dtype enum order (ascending alignment); the writer sorts by it descending. */
+static const struct { const char *name; int fdt; int rank; } st_dtypes[] = {
+  {"BOOL", LT_F_BOOL, 0}, {"U8", LT_F_U8, 1},    {"I8", LT_F_I8, 2},     {"F8_E5M2", -1, 3},
+  {"F8_E4M3", -1, 4},     {"I16", LT_F_I16, 5},  {"U16", LT_F_U16, 6},   {"F16", LT_F_F16, 7},
+  {"BF16", LT_F_BF16, 8}, {"I32", LT_F_I32, 9},  {"U32", LT_F_U32, 10},  {"F32", LT_F_F32, 11},
+  {"F64", LT_F_F64, 12},  {"I64", LT_F_I64, 13}, {"U64", LT_F_U64, 14},
+};
+
+bool lt_st_sniff(const uint8_t *head, size_t n, uint64_t file_size) {
+  if (n < 9) return false;
+  uint64_t h = 0;
+  for (int i = 7; i >= 0; i--) h = h << 8 | head[i];
+  return h <= MAX_HEADER && h + 8 <= file_size && head[8] == '{';
+}
+
+/* ============================================================ a small JSON reader */
+
+typedef struct js {
+  lt_ctx *ctx;
+  const char *name;
+  const uint8_t *p, *end, *base;
+} js;
+
+static int jfail(js *j, const char *what) {
+  return lt_fail(j->ctx, "%s: %s: invalid header JSON: %s at header byte %zu", OP, j->name, what,
+                 (size_t)(j->p - j->base));
+}
+
+static void ws(js *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+    j->p++;
+}
+
+static int expect(js *j, char c) {
+  ws(j);
+  if (j->p >= j->end || *j->p != (uint8_t)c) {
+    char msg[32];
+    snprintf(msg, sizeof msg, "expected '%c'", c);
+    return jfail(j, msg);
+  }
+  j->p++;
+  return 0;
+}
+
+static bool peek(js *j, char c) {
+  ws(j);
+  return j->p < j->end && *j->p == (uint8_t)c;
+}
+
+static int hex4(js *j, uint32_t *v) {
+  if (j->end - j->p < 4) return jfail(j, "truncated \\u escape");
+  *v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = j->p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                       : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return jfail(j, "bad \\u escape");
+    *v = *v << 4 | (uint32_t)d;
+  }
+  j->p += 4;
+  return 0;
+}
+
+/* Parses a string into a malloc'd buffer (decoded, NUL-terminated; *n is its length). */
+static int jstring(js *j, char **out, size_t *n) {
+  if (expect(j, '"')) return -1;
+  const uint8_t *s = j->p;
+  while (s < j->end && *s != '"') s += *s == '\\' && s + 1 < j->end ? 2 : 1;
+  if (s >= j->end) return jfail(j, "unterminated string");
+  char *b = malloc((size_t)(s - j->p) + 1), *q = b;
+  if (!b) return lt_fail(j->ctx, "%s: out of memory", OP);
+  while (*j->p != '"') {
+    uint8_t c = *j->p++;
+    if (c < 0x20) {
+      free(b);
+      return jfail(j, "control character in string");
+    }
+    if (c != '\\') {
+      *q++ = (char)c;
+      continue;
+    }
+    c = *j->p++;
+    uint32_t cp;
+    switch (c) {
+      case '"': *q++ = '"'; continue;
+      case '\\': *q++ = '\\'; continue;
+      case '/': *q++ = '/'; continue;
+      case 'b': *q++ = '\b'; continue;
+      case 'f': *q++ = '\f'; continue;
+      case 'n': *q++ = '\n'; continue;
+      case 'r': *q++ = '\r'; continue;
+      case 't': *q++ = '\t'; continue;
+      case 'u':
+        if (hex4(j, &cp)) {
+          free(b);
+          return -1;
+        }
+        if (cp >= 0xd800 && cp < 0xdc00) {   /* surrogate pair */
+          uint32_t lo;
+          if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u') {
+            free(b);
+            return jfail(j, "lone surrogate in \\u escape");
+          }
+          j->p += 2;
+          if (hex4(j, &lo) || lo < 0xdc00 || lo >= 0xe000) {
+            free(b);
+            return lo < 0xdc00 || lo >= 0xe000 ? jfail(j, "bad surrogate pair") : -1;
+          }
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        } else if (cp >= 0xdc00 && cp < 0xe000) {
+          free(b);
+          return jfail(j, "lone surrogate in \\u escape");
+        }
+        /* a \u escape is at least 6 input bytes and at most 4 output bytes */
+        if (cp < 0x80) {
+          *q++ = (char)cp;
+        } else if (cp < 0x800) {
+          *q++ = (char)(0xc0 | cp >> 6);
+          *q++ = (char)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+          *q++ = (char)(0xe0 | cp >> 12);
+          *q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+          *q++ = (char)(0x80 | (cp & 0x3f));
+        } else {
+          *q++ = (char)(0xf0 | cp >> 18);
+          *q++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+          *q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+          *q++ = (char)(0x80 | (cp & 0x3f));
+        }
+        continue;
+      default:
+        free(b);
+        return jfail(j, "bad escape");
+    }
+  }
+  j->p++;
+  *q = 0;
+  *out = b;
+  *n = (size_t)(q - b);
+  return 0;
+}
+
+/* A non-negative integer (the only numbers shape and data_offsets hold). */
+static int juint(js *j, uint64_t *v) {
+  ws(j);
+  if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "expected a non-negative integer");
+  *v = 0;
+  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+    if (*v > (UINT64_MAX - 9) / 10) return jfail(j, "integer too large");
+    *v = *v * 10 + (uint64_t)(*j->p++ - '0');
+  }
+  if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
+    return jfail(j, "expected an integer");
+  return 0;
+}
+
+static int jskip(js *j, int depth) {
+  if (depth > 64) return jfail(j, "nested too deeply");
+  ws(j);
+  if (j->p >= j->end) return jfail(j, "unexpected end");
+  uint8_t c = *j->p;
+  if (c == '"') {
+    char *s;
+    size_t n;
+    if (jstring(j, &s, &n)) return -1;
+    free(s);
+    return 0;
+  }
+  if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    j->p++;
+    if (peek(j, close)) {
+      j->p++;
+      return 0;
+    }
+    for (;;) {
+      if (c == '{') {
+        char *s;
+        size_t n;
+        if (jstring(j, &s, &n)) return -1;
+        free(s);
+        if (expect(j, ':')) return -1;
+      }
+      if (jskip(j, depth + 1)) return -1;
+      if (peek(j, ',')) {
+        j->p++;
+        continue;
+      }
+      return expect(j, close);
+    }
+  }
+  static const char *const lits[] = {"true", "false", "null"};
+  for (int i = 0; i < 3; i++) {
+    size_t l = strlen(lits[i]);
+    if ((size_t)(j->end - j->p) >= l && memcmp(j->p, lits[i], l) == 0) {
+      j->p += l;
+      return 0;
+    }
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) {
+    j->p++;
+    while (j->p < j->end && (strchr("0123456789.eE+-", *j->p) && *j->p)) j->p++;
+    return 0;
+  }
+  return jfail(j, "unexpected character");
+}
+
+static bool valid_utf8(const uint8_t *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    uint8_t c = s[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!len || i + len > n || (len == 2 && c < 0xc2)) return false;
+    uint32_t cp = len == 1 ? c : c & (0xff >> (len + 1));
+    for (size_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (s[i + k] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+/* ============================================================ reader */
+
+typedef struct stent {
+  char *name;
+  size_t nlen;
+  int fdt;
+  const char *dtname;
+  int ndim;
+  int64_t shape[LT_MAX_DIMS];
+  uint64_t begin, end;
+} stent;
+
+static int cmp_off(const void *a, const void *b) {
+  const stent *x = *(const stent *const *)a, *y = *(const stent *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return 0;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  const stent *x = *(const stent *const *)a, *y = *(const stent *const *)b;
+  size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+  int c = memcmp(x->name, y->name, n);
+  return c ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+/* One tensor's {"dtype":..,"shape":[..],"data_offsets":[b,e]}. */
+static int parse_info(js *j, stent *e) {
+  bool have_dt = false, have_shape = false, have_off = false;
+  if (expect(j, '{')) return -1;
+  if (peek(j, '}')) {
+    j->p++;
+  } else {
+    for (;;) {
+      char *k;
+      size_t kn;
+      if (jstring(j, &k, &kn)) return -1;
+      int rc = expect(j, ':');
+      if (!rc && strcmp(k, "dtype") == 0) {
+        char *dt;
+        size_t dn;
+        rc = jstring(j, &dt, &dn);
+        if (!rc) {
+          e->fdt = -2;
+          for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+            if (strcmp(dt, st_dtypes[i].name) == 0) {
+              e->fdt = st_dtypes[i].fdt;
+              e->dtname = st_dtypes[i].name;
+            }
+          if (e->fdt < 0)
+            rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has %s dtype '%.40s' (supported: BOOL, U8, "
+                         "I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)", OP, j->name,
+                         e->name, e->fdt == -1 ? "unsupported" : "unknown", dt);
+          free(dt);
+          have_dt = true;
+        }
+      } else if (!rc && strcmp(k, "shape") == 0) {
+        rc = expect(j, '[');
+        e->ndim = 0;
+        if (!rc && peek(j, ']')) {
+          j->p++;
+        } else {
+          while (!rc) {
+            uint64_t v;
+            rc = juint(j, &v);
+            if (rc) break;
+            if (e->ndim == LT_MAX_DIMS) {
+              rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has more than %d dimensions", OP, j->name,
+                           e->name, LT_MAX_DIMS);
+              break;
+            }
+            if (v > (uint64_t)INT64_MAX) {
+              rc = jfail(j, "dimension too large");
+              break;
+            }
+            e->shape[e->ndim++] = (int64_t)v;
+            if (peek(j, ',')) {
+              j->p++;
+              continue;
+            }
+            rc = expect(j, ']');
+            break;
+          }
+        }
+        have_shape = true;
+      } else if (!rc && strcmp(k, "data_offsets") == 0) {
+        rc = expect(j, '[');
+        if (!rc) rc = juint(j, &e->begin);
+        if (!rc) rc = expect(j, ',');
+        if (!rc) rc = juint(j, &e->end);
+        if (!rc) rc = expect(j, ']');
+        have_off = true;
+      } else if (!rc) {
+        rc = jskip(j, 1);
+      }
+      free(k);
+      if (rc) return -1;
+      if (peek(j, ',')) {
+        j->p++;
+        continue;
+      }
+      if (expect(j, '}')) return -1;
+      break;
+    }
+  }
+  if (!have_dt || !have_shape || !have_off)
+    return lt_fail(j->ctx, "%s: %s: tensor '%s' lacks %s", OP, j->name, e->name,
+                   !have_dt ? "a dtype" : !have_shape ? "a shape" : "data_offsets");
+  return 0;
+}
+
+static void free_ents(stent *e, size_t n) {
+  for (size_t i = 0; i < n; i++) free(e[i].name);
+  free(e);
+}
+
+int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **out) {
+  uint8_t hb[8];
+  if (src->size < 8)
+    return lt_fail(ctx, "%s: %s: file too small (%llu bytes; a safetensors file starts with an "
+                   "8-byte header length)", OP, src->name, (unsigned long long)src->size);
+  if (lt_src_read(ctx, OP, src, 0, hb, 8, "header length")) return -1;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = n << 8 | hb[i];
+  if (n > MAX_HEADER)
+    return lt_fail(ctx, "%s: %s: header length %llu exceeds the limit of %llu bytes", OP,
+                   src->name, (unsigned long long)n, MAX_HEADER);
+  if (n + 8 > src->size)
+    return lt_fail(ctx, "%s: %s: header length %llu exceeds the file size %llu (truncated file?)",
+                   OP, src->name, (unsigned long long)n, (unsigned long long)src->size);
+  uint8_t *h = malloc(n ? (size_t)n : 1);
+  if (!h) return lt_fail(ctx, "%s: out of memory", OP);
+  if (lt_src_read(ctx, OP, src, 8, h, (size_t)n, "header")) {
+    free(h);
+    return -1;
+  }
+  if (!valid_utf8(h, (size_t)n)) {
+    free(h);
+    return lt_fail(ctx, "%s: %s: header is not valid UTF-8", OP, src->name);
+  }
+  if (n == 0 || h[0] != '{') {
+    free(h);
+    return lt_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
+  }
+  js j = {ctx, src->name, h, h + n, h};
+  stent *ents = NULL;
+  size_t ne = 0, ce = 0;
+  char **mk = NULL, **mv = NULL;
+  size_t *mkl = NULL, *mvl = NULL, nm = 0, cm = 0;
+  bool have_meta = false;
+  lt_sdoc *d = NULL;
+  stent **ord = NULL;
+  int rc = expect(&j, '{');
+  if (!rc && peek(&j, '}')) {
+    j.p++;
+  } else {
+    while (!rc) {
+      char *key;
+      size_t kl;
+      if ((rc = jstring(&j, &key, &kl)) != 0) break;
+      if ((rc = expect(&j, ':')) != 0) {
+        free(key);
+        break;
+      }
+      if (strcmp(key, "__metadata__") == 0 && kl == 12) {
+        free(key);
+        if (have_meta) {
+          rc = jfail(&j, "duplicate __metadata__");
+          break;
+        }
+        have_meta = true;
+        if ((rc = expect(&j, '{')) != 0) break;
+        if (peek(&j, '}')) {
+          j.p++;
+        } else {
+          while (!rc) {
+            if (nm == cm) {
+              size_t nc = cm ? cm * 2 : 8;
+              char **a = realloc(mk, nc * sizeof *a), **b2;
+              if (a) mk = a;
+              b2 = a ? realloc(mv, nc * sizeof *b2) : NULL;
+              if (b2) mv = b2;
+              size_t *c1 = b2 ? realloc(mkl, nc * sizeof *c1) : NULL, *c2;
+              if (c1) mkl = c1;
+              c2 = c1 ? realloc(mvl, nc * sizeof *c2) : NULL;
+              if (c2) mvl = c2;
+              if (!c2) {
+                rc = lt_fail(ctx, "%s: out of memory", OP);
+                break;
+              }
+              cm = nc;
+            }
+            if ((rc = jstring(&j, &mk[nm], &mkl[nm])) != 0) break;
+            if ((rc = expect(&j, ':')) == 0) {
+              ws(&j);
+              if (!peek(&j, '"'))
+                rc = lt_fail(ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
+                             "values must be strings)", OP, src->name, mk[nm]);
+              else
+                rc = jstring(&j, &mv[nm], &mvl[nm]);
+            }
+            if (rc) {
+              free(mk[nm]);
+              break;
+            }
+            nm++;
+            if (peek(&j, ',')) {
+              j.p++;
+              continue;
+            }
+            rc = expect(&j, '}');
+            break;
+          }
+        }
+      } else {
+        if (ne == ce) {
+          size_t nc = ce ? ce * 2 : 16;
+          stent *a = realloc(ents, nc * sizeof *a);
+          if (!a) {
+            free(key);
+            rc = lt_fail(ctx, "%s: out of memory", OP);
+            break;
+          }
+          ents = a;
+          ce = nc;
+        }
+        memset(&ents[ne], 0, sizeof ents[ne]);
+        ents[ne].name = key;
+        ents[ne].nlen = kl;
+        ne++;
+        rc = parse_info(&j, &ents[ne - 1]);
+      }
+      if (rc) break;
+      if (peek(&j, ',')) {
+        j.p++;
+        continue;
+      }
+      rc = expect(&j, '}');
+      break;
+    }
+  }
+  if (!rc) {
+    ws(&j);
+    if (j.p != j.end) rc = jfail(&j, "trailing characters after the header object");
+  }
+  uint64_t buflen = src->size - 8 - n;
+  if (!rc && ne) {
+    ord = malloc(ne * sizeof *ord);
+    if (!ord) rc = lt_fail(ctx, "%s: out of memory", OP);
+    for (size_t i = 0; !rc && i < ne; i++) ord[i] = &ents[i];
+    if (!rc) {   /* duplicate names */
+      qsort(ord, ne, sizeof *ord, cmp_name);
+      for (size_t i = 1; !rc && i < ne; i++)
+        if (cmp_name(&ord[i - 1], &ord[i]) == 0)
+          rc = lt_fail(ctx, "%s: %s: tensor name '%s' appears twice in the header", OP, src->name,
+                       ord[i]->name);
+    }
+    if (!rc) qsort(ord, ne, sizeof *ord, cmp_off);
+    uint64_t start = 0;
+    for (size_t i = 0; !rc && i < ne; i++) {
+      stent *e = ord[i];
+      if (e->begin != start || e->end < e->begin) {
+        rc = lt_fail(ctx, "%s: %s: tensor '%s' has data_offsets [%llu, %llu] but the previous "
+                     "tensor ends at %llu (offsets must tile the buffer: no hole, overlap or "
+                     "reversed range)", OP, src->name, e->name, (unsigned long long)e->begin,
+                     (unsigned long long)e->end, (unsigned long long)start);
+        break;
+      }
+      start = e->end;
+      uint64_t cnt = 1, bytes;
+      bool ovf = false;
+      for (int k = 0; k < e->ndim; k++) ovf |= __builtin_mul_overflow(cnt, (uint64_t)e->shape[k], &cnt);
+      ovf |= __builtin_mul_overflow(cnt, lt_fdtype_size((lt_fdtype)e->fdt), &bytes);
+      char sz[256];
+      lt_sizes_str(e->ndim, e->shape, sz, sizeof sz);
+      if (ovf || cnt > (uint64_t)INT64_MAX)
+        rc = lt_fail(ctx, "%s: %s: tensor '%s' of shape %s overflows (huge declared size)", OP,
+                     src->name, e->name, sz);
+      else if (bytes != e->end - e->begin)
+        rc = lt_fail(ctx, "%s: %s: tensor '%s' of dtype %s and shape %s needs %llu bytes but its "
+                     "data_offsets [%llu, %llu] span %llu", OP, src->name, e->name, e->dtname, sz,
+                     (unsigned long long)bytes, (unsigned long long)e->begin,
+                     (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+    }
+    if (!rc && start != buflen)
+      rc = lt_fail(ctx, "%s: %s: tensors cover %llu bytes but the data buffer holds %llu (%s)", OP,
+                   src->name, (unsigned long long)start, (unsigned long long)buflen,
+                   start < buflen ? "trailing bytes" : "offsets out of range or file truncated");
+  } else if (!rc && buflen != 0) {
+    rc = lt_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
+                 (unsigned long long)buflen);
+  }
+  /* the value tree: an ordered dict in header order */
+  if (!rc) {
+    d = lt_sdoc_new();
+    lt_sval *root = d ? lt_sv_new(d, LT_SV_DICT) : NULL;
+    if (!root) rc = lt_fail(ctx, "%s: out of memory", OP);
+    if (!rc) {
+      root->ordered = true;
+      lt_sdoc_set_root(d, root);
+    }
+    for (size_t i = 0; !rc && i < ne; i++) {
+      stent *e = &ents[i];
+      bool created;
+      lt_sval *sv = lt_sdoc_storage(d, e->name, e->nlen, &created);
+      lt_sval *tv = sv ? lt_sv_new(d, LT_SV_TENSOR) : NULL;
+      lt_stensor *t = tv ? lt_sdoc_alloc(d, sizeof *t) : NULL;
+      lt_sval *k = t ? lt_sv_str(d, LT_SV_STR, e->name, e->nlen) : NULL;
+      if (!k || lt_sdoc_add_tensor(d, tv) || lt_sv_set(d, root, k, tv)) {
+        rc = lt_fail(ctx, "%s: out of memory", OP);
+        break;
+      }
+      lt_sstorage *s = sv->u.stor;
+      s->fdt = (lt_fdtype)e->fdt;
+      s->numel = lt_shape_numel(e->ndim, e->shape);
+      s->have_rec = true;
+      s->rec_off = 8 + n + e->begin;
+      s->rec_len = e->end - e->begin;
+      tv->u.ten = t;
+      t->storage = sv;
+      t->ndim = e->ndim;
+      memcpy(t->size, e->shape, sizeof e->shape);
+      lt_contiguous_strides(e->ndim, e->shape, t->stride);
+    }
+    if (!rc && have_meta) {
+      lt_sval *m = lt_sv_new(d, LT_SV_DICT);
+      if (!m) rc = lt_fail(ctx, "%s: out of memory", OP);
+      for (size_t i = 0; !rc && i < nm; i++) {
+        lt_sval *k = lt_sv_str(d, LT_SV_STR, mk[i], mkl[i]);
+        lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, mv[i], mvl[i]) : NULL;
+        if (!v || lt_sv_set(d, m, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
+      }
+      if (!rc) lt_sdoc_set_meta(d, m);
+    }
+    if (!rc) rc = lt_sdoc_materialize(ctx, OP, d, src, o, false);
+  }
+  for (size_t i = 0; i < nm; i++) {
+    free(mk[i]);
+    free(mv[i]);
+  }
+  free(mk);
+  free(mv);
+  free(mkl);
+  free(mvl);
+  free(ord);
+  free_ents(ents, ne);
+  free(h);
+  if (rc) {
+    lt_sdoc_free(d);
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
+/* ============================================================ writer */
+
+typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
+
+static void sput(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->cap - b->n < n + 1) {
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc - b->n < n + 1) nc *= 2;
+    char *q = realloc(b->p, nc);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static void sputs(sbuf *b, const char *s) { sput(b, s, strlen(s)); }
+
+/* A JSON string the way serde_json writes it. */
+static void sjson(sbuf *b, const char *s, size_t n) {
+  sputs(b, "\"");
+  for (size_t i = 0; i < n; i++) {
+    uint8_t c = (uint8_t)s[i];
+    const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
+                    : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                    : c == '\t' ? "\\t" : NULL;
+    if (esc) {
+      sputs(b, esc);
+    } else if (c < 0x20) {
+      char u[8];
+      snprintf(u, sizeof u, "\\u%04x", c);
+      sputs(b, u);
+    } else {
+      sput(b, (const char *)&c, 1);
+    }
+  }
+  sputs(b, "\"");
+}
+
+typedef struct went {
+  const char *name;
+  size_t nlen;
+  lt_tensor *t;
+  int rank;
+  const char *dtname;
+} went;
+
+static int cmp_went(const void *a, const void *b) {
+  const went *x = a, *y = b;
+  if (x->rank != y->rank) return y->rank - x->rank;   /* descending dtype */
+  size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+  int c = memcmp(x->name, y->name, n);
+  return c ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+static int cmp_meta(const void *a, const void *b) {
+  const lt_sval *const *x = a, *const *y = b;
+  size_t n = x[0]->u.s.n < y[0]->u.s.n ? x[0]->u.s.n : y[0]->u.s.n;
+  int c = memcmp(x[0]->u.s.p, y[0]->u.s.p, n);
+  return c ? c : (x[0]->u.s.n > y[0]->u.s.n) - (x[0]->u.s.n < y[0]->u.s.n);
+}
+
+/* Copies t's elements in C order into dst (any strides). */
+static void gather(const lt_tensor *t, uint8_t *dst) {
+  size_t es = lt_dtype_size(t->dtype);
+  int64_t n = lt_numel(t);
+  if (n == 0) return;
+  if (lt_is_contiguous(t)) {
+    memcpy(dst, lt_data(t), (size_t)n * es);
+    return;
+  }
+  int64_t idx[LT_MAX_DIMS] = {0};
+  const uint8_t *base = lt_data(t);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+    memcpy(dst + (size_t)i * es, base + off * (int64_t)es, es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->size[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
+  const char *op = "safetensors.save";
+  const uint16_t one = 1;
+  if (*(const uint8_t *)&one != 1)
+    return lt_fail(ctx, "%s: writing on a big-endian host is not supported", op);
+  size_t ne = tensors->u.dict.n;
+  went *e = calloc(ne ? ne : 1, sizeof *e);
+  lt_sval **mp = NULL;
+  size_t nm = meta ? meta->u.dict.n : 0;
+  if (!e) return lt_fail(ctx, "%s: out of memory", op);
+  for (size_t i = 0; i < ne; i++) {
+    lt_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
+    e[i].name = k->u.s.p;
+    e[i].nlen = k->u.s.n;
+    e[i].t = v->u.ten->t;
+    int q = e[i].t->dtype == LT_FLOAT64 ? 12 : e[i].t->dtype == LT_INT64 ? 13
+          : e[i].t->dtype == LT_BOOL ? 0 : 11;   /* rows of st_dtypes */
+    e[i].rank = st_dtypes[q].rank;
+    e[i].dtname = st_dtypes[q].name;
+  }
+  qsort(e, ne, sizeof *e, cmp_went);
+  sbuf b = {0};
+  sputs(&b, "{");
+  if (meta) {
+    mp = malloc((nm ? nm : 1) * 2 * sizeof *mp);
+    if (!mp) b.oom = true;
+    for (size_t i = 0; mp && i < nm; i++) {
+      mp[2 * i] = meta->u.dict.k[i];
+      mp[2 * i + 1] = meta->u.dict.v[i];
+    }
+    if (mp) qsort(mp, nm, 2 * sizeof *mp, cmp_meta);
+    sputs(&b, "\"__metadata__\":{");
+    for (size_t i = 0; mp && i < nm; i++) {
+      if (i) sputs(&b, ",");
+      sjson(&b, mp[2 * i]->u.s.p, mp[2 * i]->u.s.n);
+      sputs(&b, ":");
+      sjson(&b, mp[2 * i + 1]->u.s.p, mp[2 * i + 1]->u.s.n);
+    }
+    sputs(&b, "}");
+    if (ne) sputs(&b, ",");
+  }
+  uint64_t off = 0;
+  char num[64];
+  for (size_t i = 0; i < ne; i++) {
+    lt_tensor *t = e[i].t;
+    if (i) sputs(&b, ",");
+    sjson(&b, e[i].name, e[i].nlen);
+    sputs(&b, ":{\"dtype\":\"");
+    sputs(&b, e[i].dtname);
+    sputs(&b, "\",\"shape\":[");
+    for (int d = 0; d < t->ndim; d++) {
+      snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->size[d]);
+      sputs(&b, num);
+    }
+    uint64_t nb = (uint64_t)lt_numel(t) * lt_dtype_size(t->dtype);
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+             (unsigned long long)(off + nb));
+    sputs(&b, num);
+    off += nb;
+  }
+  sputs(&b, "}");
+  while (b.n % 8) sputs(&b, " ");
+  free(mp);
+  if (b.oom) {
+    free(b.p);
+    free(e);
+    return lt_fail(ctx, "%s: out of memory", op);
+  }
+  lt_afile a;
+  if (lt_afile_open(ctx, op, &a, path)) {
+    free(b.p);
+    free(e);
+    return -1;
+  }
+  uint8_t hn[8];
+  for (int i = 0; i < 8; i++) hn[i] = (uint8_t)((uint64_t)b.n >> (8 * i));
+  int bad = fwrite(hn, 1, 8, a.f) != 8 || fwrite(b.p, 1, b.n, a.f) != b.n;
+  uint8_t *tmp = NULL;
+  for (size_t i = 0; !bad && i < ne; i++) {
+    lt_tensor *t = e[i].t;
+    size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
+    if (!nb) continue;
+    if (lt_is_contiguous(t)) {
+      bad = fwrite(lt_data(t), 1, nb, a.f) != nb;
+    } else {
+      tmp = malloc(nb);
+      if (!tmp) {
+        free(b.p);
+        free(e);
+        lt_afile_abort(&a);
+        return lt_fail(ctx, "%s: out of memory", op);
+      }
+      gather(t, tmp);
+      bad = fwrite(tmp, 1, nb, a.f) != nb;
+      free(tmp);
+      tmp = NULL;
+    }
+  }
+  free(b.p);
+  free(e);
+  if (bad) {
+    lt_afile_abort(&a);
+    return lt_fail(ctx, "%s: write error on '%s'", op, path);
+  }
+  return lt_afile_commit(ctx, op, &a);
+}

@@ -1,0 +1,711 @@
+/*
+** value.c -- the value tree of the checkpoint readers and writers: its arena, file dtypes and
+** element conversion, byte sources, materialisation of storages and tensors, CRC-32 and the
+** atomic output file.
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "serial.h"
+
+/* ============================================================ file dtypes */
+
+static const struct {
+  const char *name;
+  size_t size;
+  bool is_float;
+} fdt_info[LT_F_N] = {
+  [LT_F_F32] = {"float32", 4, true},  [LT_F_F64] = {"float64", 8, true},
+  [LT_F_F16] = {"float16", 2, true},  [LT_F_BF16] = {"bfloat16", 2, true},
+  [LT_F_I64] = {"int64", 8, false},   [LT_F_I32] = {"int32", 4, false},
+  [LT_F_I16] = {"int16", 2, false},   [LT_F_I8] = {"int8", 1, false},
+  [LT_F_U8] = {"uint8", 1, false},    [LT_F_BOOL] = {"bool", 1, false},
+  [LT_F_U16] = {"uint16", 2, false},  [LT_F_U32] = {"uint32", 4, false},
+  [LT_F_U64] = {"uint64", 8, false},
+};
+
+const char *lt_fdtype_name(lt_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].name : "?"; }
+size_t lt_fdtype_size(lt_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].size : 0; }
+
+int lt_fdtype_parse(const char *name) {
+  for (int i = 0; i < LT_F_N; i++)
+    if (strcmp(name, fdt_info[i].name) == 0) return i;
+  return -1;
+}
+
+lt_fdtype lt_fdtype_of(lt_dtype dt) {
+  switch (dt) {
+    case LT_FLOAT64: return LT_F_F64;
+    case LT_INT64: return LT_F_I64;
+    case LT_BOOL: return LT_F_BOOL;
+    default: return LT_F_F32;
+  }
+}
+
+lt_dtype lt_fdtype_default(lt_fdtype f) {
+  switch (f) {
+    case LT_F_F32: case LT_F_F16: case LT_F_BF16: return LT_FLOAT32;
+    case LT_F_F64: return LT_FLOAT64;
+    case LT_F_BOOL: return LT_BOOL;
+    default: return LT_INT64;
+  }
+}
+
+void lt_load_opts_init(lt_load_opts *o) {
+  for (int i = 0; i < LT_F_N; i++) o->map[i] = -1;
+  o->verify_crc = true;
+}
+
+static lt_dtype target_dtype(const lt_load_opts *o, lt_fdtype f) {
+  return o && o->map[f] >= 0 ? (lt_dtype)o->map[f] : lt_fdtype_default(f);
+}
+
+/* ============================================================ element conversion */
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+  if (exp == 0) {
+    if (man == 0) {
+      u = sign;
+    } else {                                   /* subnormal: normalise */
+      exp = 127 - 15 + 1;
+      while (!(man & 0x400)) {
+        man <<= 1;
+        exp--;
+      }
+      u = sign | (exp << 23) | ((man & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);      /* inf / nan */
+  } else {
+    u = sign | ((exp - 15 + 127) << 23) | (man << 13);
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+void lt_swap_bytes(void *p, size_t n, size_t sz) {
+  uint8_t *b = p;
+  if (sz < 2) return;
+  for (size_t i = 0; i < n; i++, b += sz)
+    for (size_t j = 0; j < sz / 2; j++) {
+      uint8_t t = b[j];
+      b[j] = b[sz - 1 - j];
+      b[sz - 1 - j] = t;
+    }
+}
+
+#define CHUNK 512
+
+int lt_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const void *src,
+                     lt_fdtype f, size_t n) {
+  const uint8_t *p = src;
+  size_t es = lt_dtype_size(dt), fs = fdt_info[f].size;
+  uint8_t *q = dst;
+  if (fdt_info[f].is_float) {
+    double buf[CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+      size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+      const uint8_t *s = p + i0 * fs;
+      for (size_t j = 0; j < m; j++) {
+        switch (f) {
+          case LT_F_F32: { float v; memcpy(&v, s + 4 * j, 4); buf[j] = v; break; }
+          case LT_F_F64: memcpy(&buf[j], s + 8 * j, 8); break;
+          case LT_F_F16: { uint16_t h; memcpy(&h, s + 2 * j, 2); buf[j] = half_to_float(h); break; }
+          default: { uint16_t h; memcpy(&h, s + 2 * j, 2); buf[j] = bf16_to_float(h); break; }
+        }
+      }
+      uint8_t *o = q + i0 * es;
+      for (size_t j = 0; j < m; j++) {
+        double v = buf[j];
+        switch (dt) {
+          case LT_FLOAT32: { float x = (float)v; memcpy(o + 4 * j, &x, 4); break; }
+          case LT_FLOAT64: memcpy(o + 8 * j, &v, 8); break;
+          case LT_INT64: {
+            if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+              return lt_fail(ctx, "%s: %s value %g does not fit in int64", op,
+                             fdt_info[f].name, v);
+            int64_t x = (int64_t)v;
+            memcpy(o + 8 * j, &x, 8);
+            break;
+          }
+          default: o[j] = v != 0; break;
+        }
+      }
+    }
+    return 0;
+  }
+  int64_t buf[CHUNK];
+  for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+    size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+    const uint8_t *s = p + i0 * fs;
+    for (size_t j = 0; j < m; j++) {
+      switch (f) {
+        case LT_F_I64: memcpy(&buf[j], s + 8 * j, 8); break;
+        case LT_F_I32: { int32_t v; memcpy(&v, s + 4 * j, 4); buf[j] = v; break; }
+        case LT_F_I16: { int16_t v; memcpy(&v, s + 2 * j, 2); buf[j] = v; break; }
+        case LT_F_I8: buf[j] = (int8_t)s[j]; break;
+        case LT_F_U8: buf[j] = s[j]; break;
+        case LT_F_BOOL: buf[j] = s[j] != 0; break;
+        case LT_F_U16: { uint16_t v; memcpy(&v, s + 2 * j, 2); buf[j] = v; break; }
+        case LT_F_U32: { uint32_t v; memcpy(&v, s + 4 * j, 4); buf[j] = v; break; }
+        default: {
+          uint64_t v;
+          memcpy(&v, s + 8 * j, 8);
+          if (v > (uint64_t)INT64_MAX && dt == LT_INT64)
+            return lt_fail(ctx, "%s: uint64 value %llu does not fit in int64", op,
+                           (unsigned long long)v);
+          buf[j] = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+          break;
+        }
+      }
+    }
+    uint8_t *o = q + i0 * es;
+    for (size_t j = 0; j < m; j++) {
+      int64_t v = buf[j];
+      switch (dt) {
+        case LT_FLOAT32: { float x = (float)v; memcpy(o + 4 * j, &x, 4); break; }
+        case LT_FLOAT64: { double x = (double)v; memcpy(o + 8 * j, &x, 8); break; }
+        case LT_INT64: memcpy(o + 8 * j, &v, 8); break;
+        default: o[j] = v != 0; break;
+      }
+    }
+  }
+  return 0;
+}
+
+/* ============================================================ arena and nodes */
+
+typedef struct blk {
+  struct blk *next;
+  size_t used, cap;
+  _Alignas(16) unsigned char data[];
+} blk;
+
+typedef struct skey { const char *key; lt_sval *v; } skey;
+
+struct lt_sdoc {
+  blk *blocks;
+  lt_sval *root, *meta;
+  lt_sval **tensors;
+  size_t nt, ct;
+  lt_sval **stor;              /* storage nodes in order of first appearance */
+  size_t ns, cs;
+  skey *map;                   /* open-addressing hash of storage keys */
+  size_t mapcap;
+};
+
+lt_sdoc *lt_sdoc_new(void) { return calloc(1, sizeof(lt_sdoc)); }
+
+void lt_sdoc_free(lt_sdoc *d) {
+  if (!d) return;
+  for (size_t i = 0; i < d->nt; i++) lt_release(d->tensors[i]->u.ten->t);
+  for (size_t i = 0; i < d->ns; i++)
+    if (d->stor[i]->u.stor->st) lt_storage_release(d->stor[i]->u.stor->st);
+  free(d->tensors);
+  free(d->stor);
+  free(d->map);
+  for (blk *b = d->blocks, *nx; b; b = nx) {
+    nx = b->next;
+    free(b);
+  }
+  free(d);
+}
+
+void *lt_sdoc_alloc(lt_sdoc *d, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (n == 0) n = 16;
+  blk *b = d->blocks;
+  if (!b || b->cap - b->used < n) {
+    size_t cap = n > 32768 ? n : 65536 - sizeof(blk);
+    b = malloc(sizeof(blk) + cap);
+    if (!b) return NULL;
+    b->cap = cap;
+    b->used = 0;
+    if (n > 32768 && d->blocks) {   /* big block: keep filling the current small one */
+      b->next = d->blocks->next;
+      d->blocks->next = b;
+    } else {
+      b->next = d->blocks;
+      d->blocks = b;
+    }
+  }
+  void *p = b->data + b->used;
+  b->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+lt_sval *lt_sdoc_root(const lt_sdoc *d) { return d->root; }
+void lt_sdoc_set_root(lt_sdoc *d, lt_sval *root) { d->root = root; }
+lt_sval *lt_sdoc_meta(const lt_sdoc *d) { return d->meta; }
+void lt_sdoc_set_meta(lt_sdoc *d, lt_sval *meta) { d->meta = meta; }
+
+lt_sval *lt_sv_new(lt_sdoc *d, lt_skind kind) {
+  lt_sval *v = lt_sdoc_alloc(d, sizeof *v);
+  if (v) v->kind = kind;
+  return v;
+}
+
+lt_sval *lt_sv_int(lt_sdoc *d, int64_t x) {
+  lt_sval *v = lt_sv_new(d, LT_SV_INT);
+  if (v) v->u.i = x;
+  return v;
+}
+
+lt_sval *lt_sv_float(lt_sdoc *d, double x) {
+  lt_sval *v = lt_sv_new(d, LT_SV_FLOAT);
+  if (v) v->u.f = x;
+  return v;
+}
+
+lt_sval *lt_sv_bool(lt_sdoc *d, bool x) {
+  lt_sval *v = lt_sv_new(d, LT_SV_BOOL);
+  if (v) v->u.b = x;
+  return v;
+}
+
+lt_sval *lt_sv_str(lt_sdoc *d, lt_skind kind, const char *p, size_t n) {
+  lt_sval *v = lt_sv_new(d, kind);
+  if (!v) return NULL;
+  char *s = lt_sdoc_alloc(d, n + 1);
+  if (!s) return NULL;
+  if (n) memcpy(s, p, n);
+  s[n] = 0;
+  v->u.s.p = s;
+  v->u.s.n = n;
+  return v;
+}
+
+/* Grows an arena array of pointers to hold one more (doubling; the old copy stays in the
+** arena, so total waste is bounded by the final size). */
+static lt_sval **grow(lt_sdoc *d, lt_sval **a, size_t n, size_t *cap) {
+  if (n < *cap) return a;
+  size_t nc = *cap ? *cap * 2 : 4;
+  lt_sval **b = lt_sdoc_alloc(d, nc * sizeof *b);
+  if (!b) return NULL;
+  if (n) memcpy(b, a, n * sizeof *b);
+  *cap = nc;
+  return b;
+}
+
+int lt_sv_push(lt_sdoc *d, lt_sval *seq, lt_sval *item) {
+  size_t cap = seq->u.seq.cap;
+  lt_sval **v = grow(d, seq->u.seq.v, seq->u.seq.n, &cap);
+  if (!v) return -1;
+  seq->u.seq.v = v;
+  seq->u.seq.cap = cap;
+  v[seq->u.seq.n++] = item;
+  return 0;
+}
+
+int lt_sv_set(lt_sdoc *d, lt_sval *dict, lt_sval *k, lt_sval *v) {
+  size_t cap = dict->u.dict.cap, cap2 = cap;
+  lt_sval **ks = grow(d, dict->u.dict.k, dict->u.dict.n, &cap);
+  if (!ks) return -1;
+  lt_sval **vs = grow(d, dict->u.dict.v, dict->u.dict.n, &cap2);
+  if (!vs) return -1;
+  dict->u.dict.k = ks;
+  dict->u.dict.v = vs;
+  dict->u.dict.cap = cap;
+  ks[dict->u.dict.n] = k;
+  vs[dict->u.dict.n++] = v;
+  return 0;
+}
+
+static int push_ptr(lt_sval ***a, size_t *n, size_t *cap, lt_sval *v) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    lt_sval **b = realloc(*a, nc * sizeof *b);
+    if (!b) return -1;
+    *a = b;
+    *cap = nc;
+  }
+  (*a)[(*n)++] = v;
+  return 0;
+}
+
+int lt_sdoc_add_tensor(lt_sdoc *d, lt_sval *t) { return push_ptr(&d->tensors, &d->nt, &d->ct, t); }
+
+lt_sval *lt_sv_tensor(lt_sdoc *d, lt_tensor *t, bool requires_grad) {
+  lt_sval *v = lt_sv_new(d, LT_SV_TENSOR);
+  if (!v) return NULL;
+  v->u.ten = lt_sdoc_alloc(d, sizeof *v->u.ten);
+  if (!v->u.ten || lt_sdoc_add_tensor(d, v) != 0) return NULL;
+  v->u.ten->t = lt_retain(t);
+  v->requires_grad = requires_grad;
+  return v;
+}
+
+static uint64_t hash_key(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
+}
+
+static int map_put(skey *map, size_t cap, const char *key, lt_sval *v) {
+  size_t i = hash_key(key, strlen(key)) & (cap - 1);
+  while (map[i].key) i = (i + 1) & (cap - 1);
+  map[i].key = key;
+  map[i].v = v;
+  return 0;
+}
+
+lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *created) {
+  *created = false;
+  if (d->mapcap) {
+    size_t i = hash_key(key, keylen) & (d->mapcap - 1);
+    for (; d->map[i].key; i = (i + 1) & (d->mapcap - 1))
+      if (strlen(d->map[i].key) == keylen && memcmp(d->map[i].key, key, keylen) == 0)
+        return d->map[i].v;
+  }
+  if ((d->ns + 1) * 2 > d->mapcap) {            /* rehash */
+    size_t nc = d->mapcap ? d->mapcap * 2 : 16;
+    skey *m = calloc(nc, sizeof *m);
+    if (!m) return NULL;
+    for (size_t i = 0; i < d->mapcap; i++)
+      if (d->map[i].key) map_put(m, nc, d->map[i].key, d->map[i].v);
+    free(d->map);
+    d->map = m;
+    d->mapcap = nc;
+  }
+  lt_sval *v = lt_sv_new(d, LT_SV_STORAGE);
+  if (!v) return NULL;
+  lt_sstorage *s = lt_sdoc_alloc(d, sizeof *s);
+  char *k = lt_sdoc_alloc(d, keylen + 1);
+  if (!s || !k) return NULL;
+  memcpy(k, key, keylen);
+  k[keylen] = 0;
+  s->key = k;
+  v->u.stor = s;
+  if (push_ptr(&d->stor, &d->ns, &d->cs, v) != 0) return NULL;
+  map_put(d->map, d->mapcap, k, v);
+  *created = true;
+  return v;
+}
+
+size_t lt_sdoc_nstorages(const lt_sdoc *d) { return d->ns; }
+lt_sval *lt_sdoc_storage_at(const lt_sdoc *d, size_t i) { return d->stor[i]; }
+
+/* ============================================================ sources */
+
+int lt_src_open(lt_ctx *ctx, const char *op, lt_src *s, const char *path) {
+  memset(s, 0, sizeof *s);
+  s->fd = -1;
+  s->name = path;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return lt_fail(ctx, "%s: cannot open '%s': %s", op, path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    close(fd);
+    return lt_fail(ctx, "%s: cannot read '%s': %s", op, path, strerror(e));
+  }
+  s->fd = fd;
+  s->size = (uint64_t)st.st_size;
+  return 0;
+}
+
+void lt_src_mem(lt_src *s, const void *mem, size_t n, const char *name) {
+  s->mem = mem;
+  s->fd = -1;
+  s->size = n;
+  s->name = name;
+}
+
+void lt_src_close(lt_src *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+}
+
+int lt_src_read(lt_ctx *ctx, const char *op, const lt_src *s, uint64_t off, void *dst, size_t n,
+                const char *what) {
+  if (off > s->size || n > s->size - off)
+    return lt_fail(ctx, "%s: %s: file is truncated (%s needs bytes %llu..%llu, file has %llu)",
+                   op, s->name, what, (unsigned long long)off, (unsigned long long)(off + n),
+                   (unsigned long long)s->size);
+  if (s->mem) {
+    if (n) memcpy(dst, s->mem + off, n);
+    return 0;
+  }
+  uint8_t *p = dst;
+  while (n > 0) {
+    size_t want = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+    ssize_t got = pread(s->fd, p, want, (off_t)off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      return lt_fail(ctx, "%s: %s: read error in %s: %s", op, s->name, what,
+                     got < 0 ? strerror(errno) : "unexpected end of file");
+    p += got;
+    off += (uint64_t)got;
+    n -= (size_t)got;
+  }
+  return 0;
+}
+
+/* ============================================================ materialisation */
+
+static bool same_layout(lt_fdtype f, lt_dtype dt) {
+  return (f == LT_F_F32 && dt == LT_FLOAT32) || (f == LT_F_F64 && dt == LT_FLOAT64) ||
+         (f == LT_F_I64 && dt == LT_INT64) || (f == LT_F_BOOL && dt == LT_BOOL);
+}
+
+static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
+                        const lt_load_opts *o, bool big);
+
+/* A deflated record: check its size claim first, inflate it, then load from memory. */
+static int load_deflated(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
+                         const lt_load_opts *o, bool big) {
+  uint64_t need;
+  size_t fs = lt_fdtype_size(s->untyped ? LT_F_U8 : s->fdt);
+  if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) || need > s->rec_len)
+    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld elements but its record holds only "
+                   "%llu bytes", op, src->name, s->key, (long long)s->numel,
+                   (unsigned long long)s->rec_len);
+  uint8_t *buf = malloc(s->rec_len ? (size_t)s->rec_len : 1);
+  if (!buf) return lt_fail(ctx, "%s: out of memory inflating storage '%s'", op, s->key);
+  if (lt_zip_inflate(ctx, op, src, s->key, s->rec_off, s->rec_csize, s->rec_len, buf)) {
+    free(buf);
+    return -1;
+  }
+  lt_src m;
+  lt_src_mem(&m, buf, (size_t)s->rec_len, src->name);
+  uint64_t off = s->rec_off;
+  s->rec_off = 0;
+  s->rec_deflated = false;
+  int rc = load_storage(ctx, op, s, &m, o, big);
+  s->rec_off = off;
+  free(buf);
+  return rc;
+}
+
+static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
+                        const lt_load_opts *o, bool big) {
+  if (s->have_rec && s->rec_deflated) return load_deflated(ctx, op, s, src, o, big);
+  if (!s->have_rec)
+    return lt_fail(ctx, "%s: %s: storage '%s' has no data record", op, src->name, s->key);
+  if (s->untyped) {   /* a raw UntypedStorage no view typed: bytes */
+    s->fdt = LT_F_U8;
+    s->untyped = false;
+  }
+  size_t fs = lt_fdtype_size(s->fdt);
+  lt_dtype dt = target_dtype(o, s->fdt);
+  size_t es = lt_dtype_size(dt);
+  uint64_t need, outb;
+  if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) ||
+      __builtin_mul_overflow((uint64_t)s->numel, es, &outb) || outb > (uint64_t)SIZE_MAX / 2)
+    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld elements, too many", op, src->name,
+                   s->key, (long long)s->numel);
+  if (s->rec_len < need)
+    return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
+                   "holds only %llu", op, src->name, s->key, (unsigned long long)need,
+                   (long long)s->numel, lt_fdtype_name(s->fdt), (unsigned long long)s->rec_len);
+  lt_storage *st = lt_storage_new((size_t)outb);
+  if (!st)
+    return lt_fail(ctx, "%s: out of memory allocating %llu bytes for storage '%s'", op,
+                   (unsigned long long)outb, s->key);
+  uint32_t crc = 0;
+  int rc = 0;
+  uint8_t *tmp = NULL;
+  if (same_layout(s->fdt, dt)) {
+    rc = lt_src_read(ctx, op, src, s->rec_off, st->data, (size_t)need, "storage data");
+    if (rc == 0 && s->check_crc) crc = lt_crc32(0, st->data, (size_t)need);
+    if (rc == 0 && big) lt_swap_bytes(st->data, (size_t)s->numel, fs);
+    if (rc == 0 && dt == LT_BOOL) {
+      uint8_t *b = st->data;
+      for (size_t i = 0; i < (size_t)need; i++) b[i] = b[i] != 0;
+    }
+  } else {
+    size_t per = ((size_t)1 << 20) / fs;        /* elements per 1 MiB chunk */
+    tmp = malloc(per * fs);
+    if (!tmp) rc = lt_fail(ctx, "%s: out of memory", op);
+    for (uint64_t i = 0; rc == 0 && i < (uint64_t)s->numel; i += per) {
+      size_t m = (uint64_t)s->numel - i < per ? (size_t)((uint64_t)s->numel - i) : per;
+      rc = lt_src_read(ctx, op, src, s->rec_off + i * fs, tmp, m * fs, "storage data");
+      if (rc) break;
+      if (s->check_crc) crc = lt_crc32(crc, tmp, m * fs);
+      if (big) lt_swap_bytes(tmp, m, fs);
+      rc = lt_convert_elems(ctx, op, (uint8_t *)st->data + i * es, dt, tmp, s->fdt, m);
+    }
+  }
+  /* the CRC covers the whole record, including bytes past the storage (rare) */
+  if (rc == 0 && s->check_crc) {
+    uint8_t buf[4096];
+    for (uint64_t off = need; rc == 0 && off < s->rec_len; off += sizeof buf) {
+      size_t m = s->rec_len - off < sizeof buf ? (size_t)(s->rec_len - off) : sizeof buf;
+      rc = lt_src_read(ctx, op, src, s->rec_off + off, buf, m, "storage data");
+      if (rc == 0) crc = lt_crc32(crc, buf, m);
+    }
+    if (rc == 0 && crc != s->rec_crc)
+      rc = lt_fail(ctx, "%s: %s: CRC-32 mismatch in the record of storage '%s' (file is "
+                   "corrupted)", op, src->name, s->key);
+  }
+  free(tmp);
+  if (rc) {
+    lt_storage_release(st);
+    return -1;
+  }
+  s->st = st;
+  s->dt = dt;
+  return 0;
+}
+
+static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
+  lt_stensor *ts = v->u.ten;
+  lt_sstorage *s = ts->storage->u.stor;
+  int64_t numel = 1, hi = ts->offset;
+  bool overflow = false;
+  for (int i = 0; i < ts->ndim; i++) {
+    if (ts->size[i] < 0 || ts->stride[i] < 0)
+      return lt_fail(ctx, "%s: tensor on storage '%s' has a negative size or stride", op,
+                     s->key);
+    overflow |= __builtin_mul_overflow(numel, ts->size[i], &numel);
+    int64_t span;
+    if (ts->size[i] > 0) {
+      overflow |= __builtin_mul_overflow(ts->size[i] - 1, ts->stride[i], &span);
+      overflow |= __builtin_add_overflow(hi, span, &hi);
+    }
+  }
+  char sz[256];
+  lt_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
+  if (ts->offset < 0 || overflow)
+    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has an invalid offset or "
+                   "strides", op, sz, s->key);
+  int64_t offset = ts->offset;
+  if (numel > 0 && hi >= s->numel)
+    return lt_fail(ctx, "%s: tensor of shape %s at offset %lld needs a storage of %lld elements "
+                   "but storage '%s' has %lld (storage too small)", op, sz,
+                   (long long)ts->offset, (long long)hi + 1, s->key, (long long)s->numel);
+  if (numel == 0 && offset > s->numel) offset = 0;
+  lt_tensor *t = lt_tensor_wrap(s->st, s->dt, ts->ndim, ts->size, ts->stride, offset);
+  if (!t) return lt_fail(ctx, "%s: out of memory", op);
+  if (v->requires_grad && lt_dtype_is_float(s->dt)) t->requires_grad = true;
+  ts->t = t;
+  return 0;
+}
+
+int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *src,
+                        const lt_load_opts *o, bool big_endian) {
+  for (size_t i = 0; i < d->ns; i++)
+    if (load_storage(ctx, op, d->stor[i]->u.stor, src, o, big_endian) != 0) return -1;
+  for (size_t i = 0; i < d->nt; i++)
+    if (!d->tensors[i]->u.ten->t && wrap_tensor(ctx, op, d->tensors[i]) != 0) return -1;
+  return 0;
+}
+
+/* ============================================================ CRC-32 (slicing by 8) */
+
+static uint32_t crc_tab[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    crc_tab[0][i] = c;
+  }
+  for (uint32_t i = 0; i < 256; i++)
+    for (int t = 1; t < 8; t++)
+      crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+}
+
+uint32_t lt_crc32(uint32_t crc, const void *data, size_t n) {
+  pthread_once(&crc_once, crc_init);
+  const uint8_t *p = data;
+  uint32_t c = ~crc;
+  while (n && ((uintptr_t)p & 7)) {
+    c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    n--;
+  }
+  while (n >= 8) {
+    uint32_t a, b;
+    memcpy(&a, p, 4);
+    memcpy(&b, p + 4, 4);
+    a ^= c;
+    c = crc_tab[7][a & 0xff] ^ crc_tab[6][(a >> 8) & 0xff] ^ crc_tab[5][(a >> 16) & 0xff] ^
+        crc_tab[4][a >> 24] ^ crc_tab[3][b & 0xff] ^ crc_tab[2][(b >> 8) & 0xff] ^
+        crc_tab[1][(b >> 16) & 0xff] ^ crc_tab[0][b >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+/* ============================================================ atomic output file */
+
+int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
+  static unsigned counter;
+  memset(a, 0, sizeof *a);
+  size_t n = strlen(path);
+  a->path = malloc(n + 1);
+  a->tmp = malloc(n + 64);
+  if (!a->path || !a->tmp) {
+    free(a->path);
+    free(a->tmp);
+    return lt_fail(ctx, "%s: out of memory", op);
+  }
+  memcpy(a->path, path, n + 1);
+  int fd = -1;
+  for (int tries = 0; tries < 100 && fd < 0; tries++) {
+    unsigned c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
+    snprintf(a->tmp, n + 64, "%s.tmp-%ld-%u", path, (long)getpid(), c);
+    fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) {
+    int e = errno;
+    free(a->path);
+    free(a->tmp);
+    return lt_fail(ctx, "%s: cannot create a file next to '%s': %s", op, path, strerror(e));
+  }
+  a->f = fdopen(fd, "wb");
+  if (!a->f) {
+    close(fd);
+    unlink(a->tmp);
+    free(a->path);
+    free(a->tmp);
+    return lt_fail(ctx, "%s: out of memory", op);
+  }
+  return 0;
+}
+
+int lt_afile_commit(lt_ctx *ctx, const char *op, lt_afile *a) {
+  int bad = fflush(a->f) != 0 || ferror(a->f) || fsync(fileno(a->f)) != 0;
+  int e = errno;
+  bad |= fclose(a->f) != 0;
+  a->f = NULL;
+  if (!bad && rename(a->tmp, a->path) != 0) {
+    bad = 1;
+    e = errno;
+  }
+  if (bad) {
+    unlink(a->tmp);
+    lt_fail(ctx, "%s: cannot write '%s': %s", op, a->path, strerror(e));
+  }
+  free(a->tmp);
+  free(a->path);
+  a->tmp = a->path = NULL;
+  return bad ? -1 : 0;
+}
+
+void lt_afile_abort(lt_afile *a) {
+  if (a->f) fclose(a->f);
+  if (a->tmp) unlink(a->tmp);
+  free(a->tmp);
+  free(a->path);
+  memset(a, 0, sizeof *a);
+}
