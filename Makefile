@@ -38,7 +38,8 @@ $(LIB_A): $(OBJ)
 	ar rcs $@ $(OBJ)
 
 # Installs missing Debian packages when run as root; otherwise names them.
-PKGS = lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev lua-busted pkg-config
+PKGS = lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev lua-busted pkg-config lua-readline luarocks \
+       lua-ldoc lua-markdown
 setup:
 	@missing=""; for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -122,7 +122,7 @@ end
 for _, fn in ipairs(extra) do fn(want, report, timeit) end
 
 -- benchmarks of later layers register themselves in bench/more/*.lua
-for _, name in ipairs { "lenet", "demo", "serial" } do
+for _, name in ipairs { "lenet", "serial" } do
   local path = "bench/more/" .. name .. ".lua"
   local f = io.open(path)
   if f then

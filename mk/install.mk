@@ -7,6 +7,7 @@
 #                                        the `lantern` command -> $(PREFIX)/bin
 #   make docs                            LDoc reference in docs/api (Debian: lua-ldoc)
 #   make rock-check                      `luarocks make` into a scratch tree, then require it
+#   make embed-demo                      builds and runs examples/embed (C host, liblantern.a)
 #
 # DESTDIR is honoured (staged installs). The rock build (rockspec/lantern-scm-1.rockspec) calls
 # `install` with ROCK=1 and luarocks' own directories, which installs only what a rock deploys.
@@ -32,10 +33,12 @@ install: all
 	install -d "$(DESTDIR)$(CMODDIR)/lantern"
 	install -m 755 $(CORE_SO) "$(DESTDIR)$(CMODDIR)/lantern/core.so"
 	install -d "$(DESTDIR)$(BINDIR)"
-	printf '%s\n' '#!/bin/sh' '# Lantern: the interactive session and script runner (installed by make install).' \
-	  'export LUA_PATH="$(LUADIR)/?.lua;$(LUADIR)/?/init.lua;$${LUA_PATH:-;}"' \
-	  'export LUA_CPATH="$(CMODDIR)/?.so;$${LUA_CPATH:-;}"' \
-	  'exec lua$(LUA_V) "$(LUADIR)/lantern/repl.lua" "$$@"' > "$(DESTDIR)$(BINDIR)/lantern"
+	{ echo '#!/usr/bin/env lua$(LUA_V)'; \
+	  echo '-- lantern: the interactive session and script runner (lua/lantern/repl.lua).'; \
+	  if [ "$(ROCK)" != 1 ]; then \
+	    echo 'package.path = "$(LUADIR)/?.lua;$(LUADIR)/?/init.lua;" .. package.path'; \
+	    echo 'package.cpath = "$(CMODDIR)/?.so;" .. package.cpath'; fi; \
+	  echo 'os.exit(require("lantern.repl").main({...}))'; } > "$(DESTDIR)$(BINDIR)/lantern"
 	chmod 755 "$(DESTDIR)$(BINDIR)/lantern"
 ifneq ($(ROCK),1)
 	install -d "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCDIR)" "$(DESTDIR)$(PCDIR)"
@@ -43,7 +46,7 @@ ifneq ($(ROCK),1)
 	install -m 644 include/lantern.h "$(DESTDIR)$(INCDIR)/lantern.h"
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
 	  -e 's|@VERSION@|$(LT_VERSION)|g' -e 's|@LUA_V@|$(LUA_V)|g' \
-	  -e 's|@LUA_CFLAGS@|$(LUA_INC_FLAGS)|g' -e 's|@LUA_LIBS@|$(LUA_LIB_FLAGS)|g' \
+	  -e 's|@LUA_CFLAGS@|$(LUA_INC_FLAGS)|g' -e 's|@LUA_LIBS@|$(LUA_LIB_FLAGS)|g' -e 's|@LDLIBS@|$(LDLIBS)|g' \
 	  tools/lantern.pc.in > "$(DESTDIR)$(PCDIR)/lantern.pc"
 endif
 
@@ -68,3 +71,11 @@ rock-check:
 	luarocks --lua-version=$(LUA_V) make --tree="$(ROCK_TREE)" rockspec/lantern-scm-1.rockspec
 	eval "$$(luarocks --lua-version=$(LUA_V) path --tree="$(ROCK_TREE)")" && cd /tmp && \
 	  lua$(LUA_V) -e 'local lt = require "lantern"; local t = lt.ones(2, 3); assert(t:numel() == 6); print("rock ok: lantern " .. lt.__version .. " from " .. package.searchpath("lantern", package.path))'
+
+# The C embedding example (examples/embed/embed.c) built against the static library, and run.
+EMBED_DEMO = examples/embed/embed_demo
+.PHONY: embed-demo
+embed-demo: $(EMBED_DEMO)
+	cd examples/embed && ./embed_demo model.pt 10000
+$(EMBED_DEMO): examples/embed/embed.c include/lantern.h $(LIB_A)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Iinclude $(LUA_INC_FLAGS) $< $(LIB_A) $(LUA_LIB_FLAGS) $(LDLIBS) -o $@

@@ -217,30 +217,65 @@ describe("nn kernels layouts", function()
   end)
 
   it("a batch split into chunks gives the per-sample results", function()
-    -- per-sample columns of 16*9*64*64 elements force several chunks for 9 samples
-    local x = lt.randn(9, 16, 64, 64):requires_grad_(true)
-    local w = lt.randn(8, 16, 3, 3):requires_grad_(true)
-    local b = lt.randn(8)
+    -- 1296 column elements per sample: 70 samples run as chunks of 50 and 20
+    local x = lt.randn(70, 4, 6, 6):requires_grad_(true)
+    local w = lt.randn(5, 4, 3, 3):requires_grad_(true)
+    local b = lt.randn(5)
     local y = lt.conv2d(x, w, b, { padding = 1 })
-    for _, n in ipairs({ 1, 5, 9 }) do
-      local yn = lt.conv2d(x:narrow(1, n, 1):detach(), w:detach(), b, { padding = 1 })
-      assert.is_true(max_abs_diff(y:narrow(1, n, 1), yn) < 1e-4)
-    end
-    y:sum():backward()
-    local wg = w.grad:clone()
-    local acc = lt.zeros(8, 16, 3, 3)
+    local g = lt.randn(y:size())
+    local loss = (y * g):sum()
+    loss:backward()
     local w2 = w:detach():requires_grad_(true)
-    for n = 1, 9 do
-      lt.conv2d(x:narrow(1, n, 1):detach(), w2, b, { padding = 1 }):sum():backward()
+    for n = 1, 70 do
+      local xn = x:narrow(1, n, 1):detach():requires_grad_(true)
+      local yn = lt.conv2d(xn, w2, b, { padding = 1 })
+      if n == 1 or n == 50 or n == 51 or n == 70 then
+        assert.is_true(max_abs_diff(y:narrow(1, n, 1), yn) < 1e-5)
+      end
+      local ln = (yn * g:narrow(1, n, 1)):sum()
+      ln:backward()
+      if n % 10 == 1 then
+        assert.is_true(max_abs_diff(x.grad:narrow(1, n, 1), xn.grad) < 1e-5)
+      end
     end
-    assert.is_true(max_abs_diff(wg, w2.grad) / w2.grad:abs():max():item() < 1e-5)
-    acc = nil
+    assert.is_true(max_abs_diff(w.grad, w2.grad) / w2.grad:abs():max():item() < 1e-5)
+  end)
+
+  it("conv_transpose2d over several chunks gives the per-sample results", function()
+    local x = lt.randn(70, 4, 5, 5):requires_grad_(true)
+    local w = lt.randn(4, 3, 3, 3):requires_grad_(true)
+    local y = lt.conv_transpose2d(x, w, nil, { stride = 2 })
+    local loss = y:pow(2):sum()
+    loss:backward()
+    local w2 = w:detach():requires_grad_(true)
+    for _, n in ipairs({ 1, 33, 70 }) do
+      local xn = x:narrow(1, n, 1):detach():requires_grad_(true)
+      local yn = lt.conv_transpose2d(xn, w2, nil, { stride = 2 })
+      assert.is_true(max_abs_diff(y:narrow(1, n, 1), yn) < 1e-5)
+      local ln = yn:pow(2):sum()
+      ln:backward()
+      assert.is_true(max_abs_diff(x.grad:narrow(1, n, 1), xn.grad) < 1e-4)
+    end
   end)
 
   it("a gradient that is an expanded view (from sum) works", function()
     local x = lt.randn(2, 2, 4, 4):requires_grad_(true)
     lt.max_pool2d(x, 2):sum():backward()
     assert.are.equal(16.0, x.grad:sum():item())   -- one per output element
+  end)
+
+  it("max pools without grad or indices give the same values as with them", function()
+    local x = lt.randn(2, 3, 9, 8)
+    for _, o in ipairs({ { kernel_size = 2 }, { kernel_size = 3, stride = 2, padding = 1, dilation = 1 } }) do
+      local plain = lt.no_grad(function() return lt.max_pool2d(x, o) end)
+      local oi = { return_indices = true }
+      for k, v in pairs(o) do oi[k] = v end
+      local with = lt.max_pool2d(x, oi)
+      assert.are.equal(0, max_abs_diff(plain, with))
+    end
+    local a = lt.no_grad(function() return lt.adaptive_max_pool2d(x, { 4, 3 }) end)
+    local b = lt.adaptive_max_pool2d(x, { 4, 3 }, true)
+    assert.are.equal(0, max_abs_diff(a, b))
   end)
 
   it("max_pool2d propagates NaN and returns its index", function()

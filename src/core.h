@@ -68,6 +68,12 @@ struct lt_tensor {
   lt_hook *hooks;       /* gradient hooks of a leaf (a non-leaf's live on its grad_fn) */
 };
 
+/* Element size and data pointer, inline for hot paths (lt_dtype_size/lt_data are the API). */
+static inline size_t lt_esize(lt_dtype dt) { return dt == LT_BOOL ? 1 : dt == LT_FLOAT32 ? 4 : 8; }
+static inline void *lt_ptr(const lt_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)lt_esize(t->dtype);
+}
+
 /* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
 lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
                           const int64_t *stride, int64_t offset);
@@ -261,6 +267,8 @@ int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
 int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v);
 int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v);
 int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt);
+/* int64 arange with exact integer arithmetic (any int64 range) */
+int lt_arange_int(lt_ctx *ctx, lt_tensor **out, int64_t start, int64_t end, int64_t step);
 int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t steps, lt_dtype dt);
 int lt_eye(lt_ctx *ctx, lt_tensor **out, int64_t n, int64_t m, lt_dtype dt);
 int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src);      /* broadcast + convert */
@@ -362,14 +370,17 @@ int lt_reduce(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, int ndims, con
 /* Full max/min (0-dim result; gradient shared among ties as PyTorch's MaxBackward1). */
 int lt_max(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
 int lt_min(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
-/* Along one dim: values and int64 0-based indices (first occurrence; NaN counts as largest). */
+/* Along one dim: values and int64 indices counted from `base` (0 for C, 1 for Lua, as in
+** index.c); the first occurrence wins and NaN counts as the largest and the smallest. */
 int lt_max_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim);
+               bool keepdim, int64_t base);
 int lt_min_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim);
-/* 0-based int64 indices along *dim, or into the flattened tensor when dim is NULL. */
-int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim);
-int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim);
+               bool keepdim, int64_t base);
+/* int64 indices (from base) along *dim, or into the flattened tensor when dim is NULL. */
+int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base);
+int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base);
 /* sum((x - mean)^2) / max(0, N - correction); PyTorch's default correction is 1. */
 int lt_var(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
            double correction, bool keepdim);

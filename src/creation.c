@@ -60,6 +60,28 @@ int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double ste
   return 0;
 }
 
+int lt_arange_int(lt_ctx *ctx, lt_tensor **out, int64_t start, int64_t end, int64_t step) {
+  if (step == 0) return lt_fail(ctx, "arange: step must be nonzero");
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return lt_fail(ctx, "arange: upper bound and larger bound inconsistent with step sign "
+                   "(start=%lld, end=%lld, step=%lld)", (long long)start, (long long)end,
+                   (long long)step);
+  /* ceil((end - start) / step) without overflow: the span fits in an unsigned 64-bit int */
+  uint64_t span = step > 0 ? (uint64_t)end - (uint64_t)start : (uint64_t)start - (uint64_t)end;
+  uint64_t st = step > 0 ? (uint64_t)step : 0 - (uint64_t)step;
+  uint64_t cnt = span / st + (span % st != 0);
+  if (cnt > (uint64_t)INT64_MAX / 16)
+    return lt_fail(ctx, "arange: too many elements (start=%lld, end=%lld, step=%lld)",
+                   (long long)start, (long long)end, (long long)step);
+  int64_t n = (int64_t)cnt;
+  lt_tensor *t;
+  if (lt_empty(ctx, &t, LT_INT64, 1, &n)) return -1;
+  int64_t *q = lt_data(t);
+  for (int64_t i = 0; i < n; i++) q[i] = (int64_t)((uint64_t)start + (uint64_t)step * (uint64_t)i);
+  *out = t;
+  return 0;
+}
+
 int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t steps,
                 lt_dtype dt) {
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "linspace: unknown dtype %d", (int)dt);
@@ -72,11 +94,13 @@ int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t 
   int64_t half = steps / 2;
   if (steps == 1) {
     put(p, dt, start);
-  } else if (dt == LT_FLOAT32) {   /* float arithmetic, filled from both ends like PyTorch */
+  } else if (dt == LT_FLOAT32) {
+    /* float arithmetic, filled from both ends with fused multiply-adds, as PyTorch's cpu
+    ** kernel computes it (so the values agree bit for bit) */
     float s = (float)start, e = (float)end, st = (e - s) / (float)(steps - 1);
     float *f = (float *)p;
     for (int64_t i = 0; i < steps; i++)
-      f[i] = i < half ? s + st * (float)i : e - st * (float)(steps - i - 1);
+      f[i] = i < half ? fmaf(st, (float)i, s) : fmaf(-st, (float)(steps - i - 1), e);
   } else if (steps > 1) {
     double s = start, e = end;
     if (dt == LT_INT64) {   /* PyTorch converts the ends to the integer dtype first */
@@ -86,7 +110,7 @@ int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t 
     double st = (e - s) / (double)(steps - 1);
     for (int64_t i = 0; i < steps; i++)
       put(p + i * (int64_t)lt_dtype_size(dt), dt,
-          i < half ? s + st * (double)i : e - st * (double)(steps - i - 1));
+          i < half ? fma(st, (double)i, s) : fma(-st, (double)(steps - i - 1), e));
   }
   *out = t;
   return 0;

@@ -46,6 +46,22 @@ static void iter_serial(const lt_iter *it, lt_row_fn kernel, void *ud) {
   }
 }
 
+/* lt_empty whose failure message names op. */
+static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, lt_dtype dt, int ndim,
+                   const int64_t *size) {
+  if (lt_empty(ctx, out, dt, ndim, size) == 0) return 0;
+  char msg[sizeof ctx->err];
+  memcpy(msg, ctx->err, sizeof msg);
+  return lt_fail(ctx, "%s: %s", op, msg);
+}
+
+/* A fill value must be representable in an integer dtype (converting it would be undefined). */
+static int check_value(lt_ctx *ctx, const char *op, lt_dtype dt, double v) {
+  if (dt == LT_INT64 && !(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+    return lt_fail(ctx, "%s: value %g cannot be converted to int64", op, v);
+  return 0;
+}
+
 static int need_int64(lt_ctx *ctx, const char *op, const char *what, const lt_tensor *t) {
   if (t->dtype != LT_INT64)
     return lt_fail(ctx, "%s: %s must be an int64 tensor (got %s)", op, what,
@@ -165,16 +181,27 @@ typedef struct {
   int64_t K, sst, ist, rst, base;   /* byte strides along dim: self, index, src */
 } scat_ud;
 
+/* k outer, i inner: for a fixed k the row's destinations are distinct, and each destination
+** still sees its k in increasing order (the last write wins for scatter). The inner loop then
+** walks the row contiguously, which matters when dim is an outer dimension. */
 #define SCAT_LOOP(T, STMT)                                                      \
   do {                                                                          \
-    for (int64_t i = 0; i < n; i++) {                                           \
-      char *ps = data[0] + i * st[0];                                           \
-      const char *pi = data[1] + i * st[1], *pr = data[2] + i * st[2];          \
-      for (int64_t k = 0; k < u->K; k++) {                                      \
-        int64_t v = *(const int64_t *)(pi + k * u->ist) - u->base;              \
-        T *d = (T *)(ps + v * u->sst);                                          \
-        const T *s = (const T *)(pr + k * u->rst);                              \
-        STMT;                                                                   \
+    for (int64_t k = 0; k < u->K; k++) {                                        \
+      const char *pi = data[1] + k * u->ist, *pr = data[2] + k * u->rst;        \
+      if (st[1] == 0) {   /* one index for the whole row (index_add) */         \
+        char *ps = data[0] + (*(const int64_t *)pi - u->base) * u->sst;         \
+        for (int64_t i = 0; i < n; i++) {                                       \
+          T *d = (T *)(ps + i * st[0]);                                         \
+          const T *s = (const T *)(pr + i * st[2]);                             \
+          STMT;                                                                 \
+        }                                                                       \
+      } else {                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                       \
+          int64_t v = *(const int64_t *)(pi + i * st[1]) - u->base;             \
+          T *d = (T *)(data[0] + i * st[0] + v * u->sst);                       \
+          const T *s = (const T *)(pr + i * st[2]);                             \
+          STMT;                                                                 \
+        }                                                                       \
       }                                                                         \
     }                                                                           \
   } while (0)
@@ -294,7 +321,7 @@ int lt_index_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tens
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, t->size, sizeof sz);
   if (t->ndim > 0) sz[d] = n;
-  if (lt_empty(ctx, &r, t->dtype, t->ndim, sz)) return -1;
+  if (new_out(ctx, "index_select", &r, t->dtype, t->ndim, sz)) return -1;
   if (n > 0 && lt_numel(r) > 0) {
     lt_tensor gr = geom(r), gs = gt, gi = geom(index);
     memcpy(gs.size, gr.size, sizeof gs.size);
@@ -377,7 +404,7 @@ int lt_index_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor 
   int d;
   if (index_add_check(ctx, "index_add", t, dim, index, src, base, &d)) return -1;
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, "index_add", &r, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(r)->copy(ctx, r, t);
   lt_tensor gsrc = geom(src);
   run_scatter(ctx, r, d, index, true, src, false, gsrc.ndim, gsrc.size, SCAT_ADD, base);
@@ -449,7 +476,7 @@ int lt_gather(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *in
   lt_tensor gt = geom(t);
   if (check_index(ctx, "gather", index, base, d, gt.size[d])) return -1;
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, index->ndim, index->size)) return -1;
+  if (new_out(ctx, "gather", &r, t->dtype, index->ndim, index->size)) return -1;
   if (lt_numel(r) > 0) {
     lt_tensor gr = geom(r), gs = gt, gi = geom(index);
     memcpy(gs.size, gi.size, sizeof gs.size);
@@ -554,13 +581,14 @@ static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor 
   lt_tensor gt = geom(t);
   if (check_index(ctx, op, index, base, d, gt.size[d])) return -1;
   if (!out && lt_check_inplace(ctx, op, t)) return -1;
+  if (!src && check_value(ctx, op, t->dtype, value)) return -1;
   lt_tensor *val = NULL;
   if (!src) {
     if (lt_full(ctx, &val, t->dtype, 0, NULL, value)) return -1;
   }
   lt_tensor *r = t;
   if (out) {
-    if (lt_empty(ctx, &r, t->dtype, t->ndim, t->size)) {
+    if (new_out(ctx, op, &r, t->dtype, t->ndim, t->size)) {
       lt_release(val);
       return -1;
     }
@@ -636,18 +664,47 @@ typedef struct {
   bool b;
 } mfill_ud;
 
-#define MFILL_LOOP(T, VAL)                                                          \
-  for (int64_t k = 0; k < n; k++)                                                   \
-    *(T *)(data[0] + k * st[0]) =                                                   \
-        *(const bool *)(data[2] + k * st[2]) ? (VAL) : *(const T *)(data[1] + k * st[1])
+/* Contiguous rows, branch-free: the mask becomes an all-ones/all-zeros word that selects
+** the value's bits or the source's (a data-dependent branch mispredicts on random masks). */
+#define MFILL_BITS(U, W)                                                              \
+  static void mfill_bits##W(char *o, const char *s, const bool *m, U vb, int64_t n) { \
+    for (int64_t k = 0; k < n; k++) {                                               \
+      U x, mk = (U)0 - (U)m[k];                                                     \
+      memcpy(&x, s + k * (int64_t)sizeof(U), sizeof(U));                            \
+      x = (x & ~mk) | (vb & mk);                                                    \
+      memcpy(o + k * (int64_t)sizeof(U), &x, sizeof(U));                            \
+    }                                                                               \
+  }
+MFILL_BITS(uint32_t, 32)
+MFILL_BITS(uint64_t, 64)
+
+#define MFILL_LOOP(T, VAL, W, U)                                                         \
+  do {                                                                                   \
+    const T val_ = (VAL);                                                                \
+    if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T) && st[2] == 1) {      \
+      U vb_;                                                                             \
+      memcpy(&vb_, &val_, sizeof vb_);                                                   \
+      mfill_bits##W(data[0], data[1], (const bool *)data[2], vb_, n);                    \
+    } else {                                                                             \
+      for (int64_t k = 0; k < n; k++) {                                                  \
+        T x_ = *(const T *)(data[1] + k * st[1]);                                        \
+        *(T *)(data[0] + k * st[0]) = *(const bool *)(data[2] + k * st[2]) ? val_ : x_;  \
+      }                                                                                  \
+    }                                                                                    \
+  } while (0)
 
 static void mfill_row(char **data, const int64_t *st, int64_t n, void *ud) {
   const mfill_ud *u = ud;
   switch (u->dt) {
-    case LT_FLOAT32: MFILL_LOOP(float, u->f); break;
-    case LT_FLOAT64: MFILL_LOOP(double, u->v); break;
-    case LT_INT64: MFILL_LOOP(int64_t, u->i); break;
-    case LT_BOOL: MFILL_LOOP(bool, u->b); break;
+    case LT_FLOAT32: MFILL_LOOP(float, u->f, 32, uint32_t); break;
+    case LT_FLOAT64: MFILL_LOOP(double, u->v, 64, uint64_t); break;
+    case LT_INT64: MFILL_LOOP(int64_t, u->i, 64, uint64_t); break;
+    case LT_BOOL:
+      for (int64_t k = 0; k < n; k++) {
+        bool x_ = *(const bool *)(data[1] + k * st[1]);
+        *(bool *)(data[0] + k * st[0]) = *(const bool *)(data[2] + k * st[2]) ? u->b : x_;
+      }
+      break;
     default: break;
   }
 }
@@ -694,11 +751,12 @@ int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, 
   int nd;
   int64_t sz[LT_MAX_DIMS] = {0};
   if (need_bool_mask(ctx, "masked_fill", mask) ||
+      check_value(ctx, "masked_fill", t->dtype, v) ||
       lt_broadcast_shapes(ctx, "masked_fill", t->ndim, t->size, mask->ndim, mask->size, &nd,
                           sz))
     return -1;
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, nd, sz)) return -1;
+  if (new_out(ctx, "masked_fill", &r, t->dtype, nd, sz)) return -1;
   run_mfill(ctx, r, t, mask, v);
   if (record_masked(ctx, &masked_fill_type, "masked_fill", t, r, mask, t->ndim, t->size)) {
     lt_release(r);
@@ -713,6 +771,7 @@ int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v) {
   int64_t sz[LT_MAX_DIMS] = {0};
   char a[256], b[256];
   if (need_bool_mask(ctx, "masked_fill_", mask) ||
+      check_value(ctx, "masked_fill_", t->dtype, v) ||
       lt_broadcast_shapes(ctx, "masked_fill_", t->ndim, t->size, mask->ndim, mask->size, &nd,
                           sz))
     return -1;
@@ -797,7 +856,7 @@ int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask
   count_ud c = {0};
   iter_serial(&it, count_row, &c);
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, 1, &c.count)) return -1;
+  if (new_out(ctx, "masked_select", &r, t->dtype, 1, &c.count)) return -1;
   lt_tensor *ops[2] = {t, mask};
   lt_iter_init(&it, 2, ops, nd, sz);
   pack_ud p = {lt_data(r), lt_dtype_size(t->dtype), false};
@@ -845,11 +904,15 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
     if (lt_numel(t) == 0)
       return lt_fail(ctx, "one_hot: can not infer total number of classes from empty tensor");
     scan_index(t, base, INT64_MAX, &s);
-    if (s.has_bad)
+    if (s.has_bad && s.bad < base)
       return lt_fail(ctx, "one_hot: class values must be at least %lld (got %lld)",
                      (long long)base, (long long)s.bad);
+    if (s.has_bad || s.max - base >= INT64_MAX / 16)
+      return lt_fail(ctx, "one_hot: class value %lld is too large", (long long)s.max);
     num_classes = s.max - base + 1;
   } else {
+    if (num_classes >= INT64_MAX / 16)
+      return lt_fail(ctx, "one_hot: num_classes %lld is too large", (long long)num_classes);
     scan_index(t, base, base + num_classes, &s);
     if (s.has_bad)
       return lt_fail(ctx, "one_hot: class value %lld is out of range for %lld classes (valid "
@@ -860,7 +923,8 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
   memcpy(sz, t->size, (size_t)t->ndim * sizeof *sz);
   sz[t->ndim] = num_classes;
   lt_tensor *r;
-  if (lt_full(ctx, &r, LT_INT64, t->ndim + 1, sz, 0.0)) return -1;
+  if (new_out(ctx, "one_hot", &r, LT_INT64, t->ndim + 1, sz)) return -1;
+  memset(lt_data(r), 0, (size_t)lt_numel(r) * sizeof(int64_t));
   if (lt_numel(r) > 0) {
     lt_tensor g = geom(t);
     lt_tensor *ops[1] = {&g};

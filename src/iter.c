@@ -33,12 +33,12 @@ void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const 
   int64_t st[LT_ITER_MAX][LT_MAX_DIMS];
   for (int k = 0; k < nops; k++) {
     const lt_tensor *t = ops[k];
-    int64_t es = (int64_t)lt_dtype_size(t->dtype);
+    int64_t es = (int64_t)lt_esize(t->dtype);
     for (int d = 0; d < ndim; d++) {
       int td = t->ndim - ndim + d;
       st[k][d] = (td >= 0 && t->size[td] != 1) ? t->stride[td] * es : 0;
     }
-    it->data[k] = lt_data(t);
+    it->data[k] = lt_ptr(t);
   }
   /* drop size-1 dims, then merge dim d into d+1 when every operand is contiguous across */
   int n = 0;

@@ -120,10 +120,8 @@ static void blas_threads(lt_ctx *ctx) {
     }                                                                           \
   } while (0)
 
-#include <stdio.h>
 static void gemm_naive(lt_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
                        const mat_t *A, const mat_t *B, double beta, const mat_t *C) {
-  fprintf(stderr, "NAIVE m=%ld n=%ld k=%ld\n", (long)m, (long)n, (long)k);
   switch (dt) {
     case LT_FLOAT32: NAIVE(float); break;
     case LT_FLOAT64: NAIVE(double); break;
@@ -159,7 +157,6 @@ static bool blas_gemv(lt_ctx *ctx, lt_dtype dt, const mat_t *M, double alpha, co
   int kind = layout(M->rows, M->cols, M->rs, M->cs, &ld);
   if (!kind || !incx || !incy) return false;
   blas_threads(ctx);
-  fprintf(stderr, "GEMV %ldx%ld\n", (long)M->rows, (long)M->cols);
   /* row-major M: NoTrans over (rows x cols); column-major M: its transpose is row-major */
   enum CBLAS_TRANSPOSE tr = kind == 1 ? CblasNoTrans : CblasTrans;
   int r = (int)(kind == 1 ? M->rows : M->cols), c = (int)(kind == 1 ? M->cols : M->rows);
@@ -225,7 +222,6 @@ static void gemm_raw(lt_ctx *ctx, lt_dtype dt, int64_t m, int64_t n, int64_t k, 
     int kb = kc ? layout(b->rows, b->cols, b->rs, b->cs, &ldb) : 0;
     if (kc && ka && kb) {
       blas_threads(ctx);
-      fprintf(stderr, "GEMM %c%c m=%ld n=%ld k=%ld lda=%ld ldb=%ld ldc=%ld\n", ka==1?'N':'T', kb==1?'N':'T', (long)mm,(long)nn,(long)k,(long)lda,(long)ldb,(long)ldc);
       enum CBLAS_TRANSPOSE ta = ka == 1 ? CblasNoTrans : CblasTrans;
       enum CBLAS_TRANSPOSE tb = kb == 1 ? CblasNoTrans : CblasTrans;
       if (dt == LT_FLOAT32)

@@ -33,8 +33,10 @@ typedef struct conv_geom {
   int64_t groups;
 } conv_geom;
 
-/* Most elements one columns buffer may hold before the batch is split into chunks. */
-#define COLS_LIMIT ((int64_t)1 << 22)
+/* Samples are processed in chunks whose columns matrix holds at most this many elements (or
+** one sample), so that it stays in the L2 cache between im2col and the GEMM that reads it;
+** chunks of several samples keep GEMMs on small images from becoming too thin. */
+#define COLS_LIMIT ((int64_t)1 << 16)
 
 /* ------------------------------------------------------------ copy kernels */
 
@@ -58,66 +60,66 @@ static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, in
 }
 
 /* Task t = (row r, sample n): fills columns[r, n*L .. n*L+L). */
-#define DEF_IM2COL(NAME, T)                                                                   \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const copy_job *j = ud;                                                                   \
-    const conv_geom *g = j->g;                                                                \
-    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                    \
-    for (int64_t t = b; t < e; t++) {                                                        \
-      int64_t r = t / j->nb, n = t % j->nb;                                                  \
-      int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                          \
-      const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                      \
-      T *dst = (T *)j->dst + r * ld + n * L;                                                \
-      int64_t off = kj * g->dw - g->pw, lo, hi;                                              \
-      valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                        \
-      for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                 \
-        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                        \
-        if (ih < 0 || ih >= g->H) {                                                          \
-          memset(dst, 0, (size_t)g->OW * sizeof(T));                                         \
-          continue;                                                                          \
-        }                                                                                    \
-        const T *row = src + ih * g->W + off;                                                \
-        for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                                     \
-        if (g->sw == 1) {                                                                    \
-          memcpy(dst + lo, row + lo, (size_t)(hi - lo) * sizeof(T));                         \
-        } else {                                                                             \
-          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow * g->sw];                    \
-        }                                                                                    \
-        for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0;                                 \
-      }                                                                                      \
-    }                                                                                        \
+#define DEF_IM2COL(NAME, T)                                                                    \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const copy_job *j = ud;                                                                    \
+    const conv_geom *g = j->g;                                                                 \
+    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
+    for (int64_t t = b; t < e; t++) {                                                          \
+      int64_t r = t / j->nb, n = t % j->nb;                                                    \
+      int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                            \
+      const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                         \
+      T *dst = (T *)j->dst + r * ld + n * L;                                                   \
+      int64_t off = kj * g->dw - g->pw, lo, hi;                                                \
+      valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                          \
+      for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                   \
+        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                          \
+        if (ih < 0 || ih >= g->H) {                                                            \
+          memset(dst, 0, (size_t)g->OW * sizeof(T));                                           \
+          continue;                                                                            \
+        }                                                                                      \
+        const T *row = src + ih * g->W + off;                                                  \
+        for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                                       \
+        if (g->sw == 1) {                                                                      \
+          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow];                              \
+        } else {                                                                               \
+          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow * g->sw];                      \
+        }                                                                                      \
+        for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0;                                   \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_IM2COL(im2col_f32, float)
 DEF_IM2COL(im2col_f64, double)
 
 /* Task t = (sample n, channel c): image plane = sum of its columns entries (overwrites). */
-#define DEF_COL2IM(NAME, T)                                                                   \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const copy_job *j = ud;                                                                   \
-    const conv_geom *g = j->g;                                                                \
-    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                    \
-    for (int64_t t = b; t < e; t++) {                                                        \
-      int64_t n = t / g->C, c = t % g->C;                                                    \
-      T *dst = (T *)j->dst + (n * g->C + c) * g->H * g->W;                                  \
-      memset(dst, 0, (size_t)(g->H * g->W) * sizeof(T));                                    \
-      for (int64_t ki = 0; ki < g->kh; ki++)                                                 \
-        for (int64_t kj = 0; kj < g->kw; kj++) {                                             \
-          const T *col = (const T *)j->src + (c * KK + ki * g->kw + kj) * ld + n * L;        \
-          int64_t off = kj * g->dw - g->pw, lo, hi;                                          \
-          valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                    \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                           \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                    \
-            if (ih < 0 || ih >= g->H) continue;                                              \
-            T *row = dst + ih * g->W + off;                                                  \
-            const T *cp = col + oh * g->OW;                                                  \
-            if (g->sw == 1) {                                                                \
-              for (int64_t ow = lo; ow < hi; ow++) row[ow] += cp[ow];                        \
-            } else {                                                                         \
-              for (int64_t ow = lo; ow < hi; ow++) row[ow * g->sw] += cp[ow];                \
-            }                                                                                \
-          }                                                                                  \
-        }                                                                                    \
-    }                                                                                        \
+#define DEF_COL2IM(NAME, T)                                                                    \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const copy_job *j = ud;                                                                    \
+    const conv_geom *g = j->g;                                                                 \
+    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
+    for (int64_t t = b; t < e; t++) {                                                          \
+      int64_t n = t / g->C, c = t % g->C;                                                      \
+      T *dst = (T *)j->dst + (n * g->C + c) * g->H * g->W;                                     \
+      memset(dst, 0, (size_t)(g->H * g->W) * sizeof(T));                                       \
+      for (int64_t ki = 0; ki < g->kh; ki++)                                                   \
+        for (int64_t kj = 0; kj < g->kw; kj++) {                                               \
+          const T *col = (const T *)j->src + (c * KK + ki * g->kw + kj) * ld + n * L;          \
+          int64_t off = kj * g->dw - g->pw, lo, hi;                                            \
+          valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                      \
+          for (int64_t oh = 0; oh < g->OH; oh++) {                                             \
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                      \
+            if (ih < 0 || ih >= g->H) continue;                                                \
+            T *row = dst + ih * g->W + off;                                                    \
+            const T *cp = col + oh * g->OW;                                                    \
+            if (g->sw == 1) {                                                                  \
+              for (int64_t ow = lo; ow < hi; ow++) row[ow] += cp[ow];                          \
+            } else {                                                                           \
+              for (int64_t ow = lo; ow < hi; ow++) row[ow * g->sw] += cp[ow];                  \
+            }                                                                                  \
+          }                                                                                    \
+        }                                                                                      \
+    }                                                                                          \
   }
 DEF_COL2IM(col2im_f32, float)
 DEF_COL2IM(col2im_f64, double)
@@ -136,31 +138,31 @@ static void gather_f32(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 4
 static void gather_f64(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 8); }
 
 /* scatter: task t = (sample n, channel o): dst[n, o, ..] = src[o, n*L..] (+ bias[o]). */
-#define DEF_SCATTER(NAME, T)                                                                  \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const copy_job *j = ud;                                                                   \
-    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                     \
-    for (int64_t t = b; t < e; t++) {                                                        \
-      int64_t n = t / O, o = t % O;                                                          \
-      const T *s = (const T *)j->src + (o * j->nb + n) * L;                                 \
-      T *d = (T *)j->dst + (n * O + o) * L;                                                  \
-      T bv = j->bias ? ((const T *)j->bias)[o] : 0;                                          \
-      for (int64_t l = 0; l < L; l++) d[l] = s[l] + bv;                                      \
-    }                                                                                        \
+#define DEF_SCATTER(NAME, T)                                                                   \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const copy_job *j = ud;                                                                    \
+    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                        \
+    for (int64_t t = b; t < e; t++) {                                                          \
+      int64_t n = t / O, o = t % O;                                                            \
+      const T *s = (const T *)j->src + (o * j->nb + n) * L;                                    \
+      T *d = (T *)j->dst + (n * O + o) * L;                                                    \
+      T bv = j->bias ? ((const T *)j->bias)[o] : 0;                                            \
+      for (int64_t l = 0; l < L; l++) d[l] = s[l] + bv;                                        \
+    }                                                                                          \
   }
 DEF_SCATTER(scatter_f32, float)
 DEF_SCATTER(scatter_f64, double)
 
 /* y[n, o, :] += bias[o] in place: task t = (n, o). */
-#define DEF_ADDBIAS(NAME, T)                                                                  \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const copy_job *j = ud;                                                                   \
-    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                     \
-    for (int64_t t = b; t < e; t++) {                                                        \
-      T *d = (T *)j->dst + t * L;                                                            \
-      T bv = ((const T *)j->bias)[t % O];                                                    \
-      for (int64_t l = 0; l < L; l++) d[l] += bv;                                            \
-    }                                                                                        \
+#define DEF_ADDBIAS(NAME, T)                                                                   \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const copy_job *j = ud;                                                                    \
+    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                        \
+    for (int64_t t = b; t < e; t++) {                                                          \
+      T *d = (T *)j->dst + t * L;                                                              \
+      T bv = ((const T *)j->bias)[t % O];                                                      \
+      for (int64_t l = 0; l < L; l++) d[l] += bv;                                              \
+    }                                                                                          \
   }
 DEF_ADDBIAS(addbias_f32, float)
 DEF_ADDBIAS(addbias_f64, double)
@@ -206,6 +208,12 @@ static void add_bias(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, void *dst, co
 }
 
 /* ------------------------------------------------------------ GEMM */
+
+/* One thread budget for OpenBLAS and Lantern's loops (as linalg.c): follow ctx. */
+static void blas_threads(lt_ctx *ctx) {
+  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
+  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
+}
 
 /* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt.
 ** Degenerate sizes are handled here, never passed to BLAS. */
@@ -258,6 +266,7 @@ static bool is_pointwise(const conv_geom *g) {
 /* y (N,O,L) = conv(x (N,C,H,W), w (O,K*g)) + bias. All contiguous. */
 static int conv_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
                         const void *x, const void *w, const void *bias, void *y) {
+  blas_threads(ctx);
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
   const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
   bool pw = is_pointwise(g);
@@ -295,6 +304,7 @@ static int conv_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geo
 static int conv_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
                                 const void *x, const void *w, const void *dy, void *dx,
                                 void *dw) {
+  blas_threads(ctx);
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
   const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
   bool pw = is_pointwise(g);
@@ -345,6 +355,7 @@ static int conv_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const 
 ** per group block of Og rows. */
 static int convt_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
                          const void *x, const void *w, const void *bias, void *y) {
+  blas_threads(ctx);
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
   const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
   bool pw = is_pointwise(g);
@@ -386,6 +397,7 @@ static int convt_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_ge
 static int convt_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
                                  const void *x, const void *w, const void *dy, void *dx,
                                  void *dw) {
+  blas_threads(ctx);
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
   const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
   bool pw = is_pointwise(g);

@@ -71,17 +71,17 @@ static int new_f64(lt_ctx *ctx, lt_tensor **t, int64_t n) {
 }
 
 /* Sum and sum of squared deviations of n values at p with stride s (two passes, double). */
-#define DEF_MOMENTS(NAME, T)                                                                  \
-  static void NAME(const T *p, int64_t n, double *mean, double *m2) {                        \
-    double s = 0;                                                                             \
-    for (int64_t i = 0; i < n; i++) s += p[i];                                               \
-    double mu = n ? s / (double)n : 0, q = 0;                                                \
-    for (int64_t i = 0; i < n; i++) {                                                        \
-      double d = (double)p[i] - mu;                                                          \
-      q += d * d;                                                                            \
-    }                                                                                        \
-    *mean = mu;                                                                               \
-    *m2 = q;                                                                                  \
+#define DEF_MOMENTS(NAME, T)                                                                   \
+  static void NAME(const T *p, int64_t n, double *mean, double *m2) {                          \
+    double s = 0;                                                                              \
+    for (int64_t i = 0; i < n; i++) s += p[i];                                                 \
+    double mu = n ? s / (double)n : 0, q = 0;                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      double d = (double)p[i] - mu;                                                            \
+      q += d * d;                                                                              \
+    }                                                                                          \
+    *mean = mu;                                                                                \
+    *m2 = q;                                                                                   \
   }
 DEF_MOMENTS(moments_f32, float)
 DEF_MOMENTS(moments_f64, double)
@@ -125,28 +125,28 @@ typedef struct bn_job {
 } bn_job;
 
 /* Per channel: batch statistics (training) over N*L values; var is the biased variance. */
-#define DEF_BN_STATS(NAME, T)                                                                 \
-  static void NAME(int64_t c0, int64_t c1, void *ud) {                                       \
-    bn_job *j = ud;                                                                           \
-    double M = (double)(j->N * j->L);                                                        \
-    for (int64_t c = c0; c < c1; c++) {                                                      \
-      double s = 0, q = 0;                                                                   \
-      for (int64_t n = 0; n < j->N; n++) {                                                   \
-        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                \
-        for (int64_t l = 0; l < j->L; l++) s += p[l];                                        \
-      }                                                                                      \
-      double mean = s / M;                                                                   \
-      for (int64_t n = 0; n < j->N; n++) {                                                   \
-        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                \
-        for (int64_t l = 0; l < j->L; l++) {                                                 \
-          double d = (double)p[l] - mean;                                                    \
-          q += d * d;                                                                        \
-        }                                                                                    \
-      }                                                                                      \
-      j->mean[c] = mean;                                                                     \
-      j->var[c] = q / M;                                                                     \
-      j->invstd[c] = 1.0 / sqrt(q / M + j->eps);                                             \
-    }                                                                                        \
+#define DEF_BN_STATS(NAME, T)                                                                  \
+  static void NAME(int64_t c0, int64_t c1, void *ud) {                                         \
+    bn_job *j = ud;                                                                            \
+    double M = (double)(j->N * j->L);                                                          \
+    for (int64_t c = c0; c < c1; c++) {                                                        \
+      double s = 0, q = 0;                                                                     \
+      for (int64_t n = 0; n < j->N; n++) {                                                     \
+        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
+        for (int64_t l = 0; l < j->L; l++) s += p[l];                                          \
+      }                                                                                        \
+      double mean = s / M;                                                                     \
+      for (int64_t n = 0; n < j->N; n++) {                                                     \
+        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
+        for (int64_t l = 0; l < j->L; l++) {                                                   \
+          double d = (double)p[l] - mean;                                                      \
+          q += d * d;                                                                          \
+        }                                                                                      \
+      }                                                                                        \
+      j->mean[c] = mean;                                                                       \
+      j->var[c] = q / M;                                                                       \
+      j->invstd[c] = 1.0 / sqrt(q / M + j->eps);                                               \
+    }                                                                                          \
   }
 DEF_BN_STATS(bn_stats_f32, float)
 DEF_BN_STATS(bn_stats_f64, double)

@@ -33,86 +33,97 @@ static void run_planes(lt_ctx *ctx, const pool_geom *g, int64_t work, lt_range_f
 
 /* ------------------------------------------------------------ max pool */
 
-#define DEF_MAXPOOL_FWD(NAME, T)                                                              \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
-      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        int64_t h0 = oh * g->sh - g->ph;                                                     \
-        int64_t h1 = h0 + (g->kh - 1) * g->dh + 1;                                           \
-        if (h1 > g->H) h1 = g->H;                                                            \
-        while (h0 < 0) h0 += g->dh;                                                          \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t w0 = ow * g->sw - g->pw;                                                   \
-          int64_t w1 = w0 + (g->kw - 1) * g->dw + 1;                                         \
-          if (w1 > g->W) w1 = g->W;                                                          \
-          while (w0 < 0) w0 += g->dw;                                                        \
-          int64_t best = h0 * g->W + w0;                                                     \
-          T m = -(T)INFINITY;                                                                \
-          for (int64_t ih = h0; ih < h1; ih += g->dh)                                        \
-            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                    \
-              T v = in[ih * g->W + iw];                                                      \
-              if (v > m || isnan(v)) {                                                       \
-                m = v;                                                                       \
-                best = ih * g->W + iw;                                                       \
-              }                                                                              \
-            }                                                                                \
-          out[oh * g->OW + ow] = m;                                                          \
-          ix[oh * g->OW + ow] = best;                                                        \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+#define DEF_MAXPOOL_FWD(NAME, T)                                                               \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
+      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
+        int64_t h0 = oh * g->sh - g->ph;                                                       \
+        int64_t h1 = h0 + (g->kh - 1) * g->dh + 1;                                             \
+        if (h1 > g->H) h1 = g->H;                                                              \
+        while (h0 < 0) h0 += g->dh;                                                            \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t w0 = ow * g->sw - g->pw;                                                     \
+          int64_t w1 = w0 + (g->kw - 1) * g->dw + 1;                                           \
+          if (w1 > g->W) w1 = g->W;                                                            \
+          while (w0 < 0) w0 += g->dw;                                                          \
+          int64_t best = h0 * g->W + w0;                                                       \
+          T m = -(T)INFINITY;                                                                  \
+          for (int64_t ih = h0; ih < h1; ih += g->dh)                                          \
+            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                      \
+              T v = in[ih * g->W + iw];                                                        \
+              if (v > m || isnan(v)) {                                                         \
+                m = v;                                                                         \
+                best = ih * g->W + iw;                                                         \
+              }                                                                                \
+            }                                                                                  \
+          out[oh * g->OW + ow] = m;                                                            \
+          if (ix) ix[oh * g->OW + ow] = best;                                                  \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_MAXPOOL_FWD(maxpool_fwd_f32, float)
 DEF_MAXPOOL_FWD(maxpool_fwd_f64, double)
 
-/* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping. */
-#define DEF_MAXPOOL_2X2(NAME, T)                                                              \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
-      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                   \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t i0 = 2 * oh * g->W + 2 * ow, best = i0;                                    \
-          T m = -(T)INFINITY, v;                                                             \
-          v = r0[2 * ow];                                                                    \
-          if (v > m || isnan(v)) { m = v; best = i0; }                                       \
-          v = r0[2 * ow + 1];                                                                \
-          if (v > m || isnan(v)) { m = v; best = i0 + 1; }                                   \
-          v = r1[2 * ow];                                                                    \
-          if (v > m || isnan(v)) { m = v; best = i0 + g->W; }                                \
-          v = r1[2 * ow + 1];                                                                \
-          if (v > m || isnan(v)) { m = v; best = i0 + g->W + 1; }                            \
-          out[oh * g->OW + ow] = m;                                                          \
-          ix[oh * g->OW + ow] = best;                                                        \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+/* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping and
+** with selects instead of branches (same NaN rule: a NaN wins, the last one seen). */
+#define DEF_MAXPOOL_2X2(NAME, T)                                                               \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
+      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
+        const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                     \
+        T *o = out + oh * g->OW;                                                               \
+        if (!ix) {                                                                             \
+          for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
+            T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];          \
+            T m = (c > a || c != c) ? c : a;                                                   \
+            m = (d > m || d != d) ? d : m;                                                     \
+            o[ow] = (f > m || f != f) ? f : m;                                                 \
+          }                                                                                    \
+          continue;                                                                            \
+        }                                                                                      \
+        int64_t *io = ix + oh * g->OW;                                                         \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t i0 = 2 * oh * g->W + 2 * ow;                                                 \
+          T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];            \
+          bool t1 = c > a || c != c;                                                           \
+          T m = t1 ? c : a;                                                                    \
+          int64_t best = t1 ? i0 + 1 : i0;                                                     \
+          bool t2 = d > m || d != d;                                                           \
+          m = t2 ? d : m;                                                                      \
+          best = t2 ? i0 + g->W : best;                                                        \
+          bool t3 = f > m || f != f;                                                           \
+          o[ow] = t3 ? f : m;                                                                  \
+          io[ow] = t3 ? i0 + g->W + 1 : best;                                                  \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_MAXPOOL_2X2(maxpool2x2_f32, float)
 DEF_MAXPOOL_2X2(maxpool2x2_f64, double)
 
 /* dx plane = 0, then dx[idx] += dy (shared by max and adaptive max pooling). */
-#define DEF_INDEX_BWD(NAME, T)                                                                \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
-      const int64_t *ix = j->idx + p * g->OH * g->OW;                                        \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
-      for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                        \
-    }                                                                                        \
+#define DEF_INDEX_BWD(NAME, T)                                                                 \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
+      const int64_t *ix = j->idx + p * g->OH * g->OW;                                          \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
+      for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                          \
+    }                                                                                          \
   }
 DEF_INDEX_BWD(index_bwd_f32, float)
 DEF_INDEX_BWD(index_bwd_f64, double)
@@ -141,48 +152,48 @@ static inline void avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_
     *div = g->count_include_pad ? pool : (he - hs) * (we - ws);
 }
 
-#define DEF_AVGPOOL_FWD(NAME, T)                                                              \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                                 \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t h0, h1, w0, w1, div;                                                       \
-          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                   \
-          if (h0 >= h1 || w0 >= w1) {                                                        \
-            out[oh * g->OW + ow] = 0;                                                        \
-            continue;                                                                        \
-          }                                                                                  \
-          T s = 0;                                                                           \
-          for (int64_t ih = h0; ih < h1; ih++)                                               \
-            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                    \
-          out[oh * g->OW + ow] = s / (T)div;                                                 \
-        }                                                                                    \
-    }                                                                                        \
+#define DEF_AVGPOOL_FWD(NAME, T)                                                               \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
+      for (int64_t oh = 0; oh < g->OH; oh++)                                                   \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t h0, h1, w0, w1, div;                                                         \
+          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                     \
+          if (h0 >= h1 || w0 >= w1) {                                                          \
+            out[oh * g->OW + ow] = 0;                                                          \
+            continue;                                                                          \
+          }                                                                                    \
+          T s = 0;                                                                             \
+          for (int64_t ih = h0; ih < h1; ih++)                                                 \
+            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                      \
+          out[oh * g->OW + ow] = s / (T)div;                                                   \
+        }                                                                                      \
+    }                                                                                          \
   }
 DEF_AVGPOOL_FWD(avgpool_fwd_f32, float)
 DEF_AVGPOOL_FWD(avgpool_fwd_f64, double)
 
-#define DEF_AVGPOOL_BWD(NAME, T)                                                              \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                                 \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t h0, h1, w0, w1, div;                                                       \
-          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                   \
-          T v = dy[oh * g->OW + ow] / (T)div;                                                \
-          for (int64_t ih = h0; ih < h1; ih++)                                               \
-            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                    \
-        }                                                                                    \
-    }                                                                                        \
+#define DEF_AVGPOOL_BWD(NAME, T)                                                               \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
+      for (int64_t oh = 0; oh < g->OH; oh++)                                                   \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t h0, h1, w0, w1, div;                                                         \
+          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                     \
+          T v = dy[oh * g->OW + ow] / (T)div;                                                  \
+          for (int64_t ih = h0; ih < h1; ih++)                                                 \
+            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                      \
+        }                                                                                      \
+    }                                                                                          \
   }
 DEF_AVGPOOL_BWD(avgpool_bwd_f32, float)
 DEF_AVGPOOL_BWD(avgpool_bwd_f64, double)
@@ -194,77 +205,77 @@ static inline int64_t ad_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
 }
 
-#define DEF_ADAVG_FWD(NAME, T)                                                                \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
-          T s = 0;                                                                           \
-          for (int64_t ih = h0; ih < h1; ih++)                                               \
-            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                    \
-          out[oh * g->OW + ow] = s / (T)((h1 - h0) * (w1 - w0));                             \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+#define DEF_ADAVG_FWD(NAME, T)                                                                 \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
+          T s = 0;                                                                             \
+          for (int64_t ih = h0; ih < h1; ih++)                                                 \
+            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                      \
+          out[oh * g->OW + ow] = s / (T)((h1 - h0) * (w1 - w0));                               \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_ADAVG_FWD(adavg_fwd_f32, float)
 DEF_ADAVG_FWD(adavg_fwd_f64, double)
 
-#define DEF_ADAVG_BWD(NAME, T)                                                                \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                   \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                 \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                      \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
-          T v = dy[oh * g->OW + ow] / (T)((h1 - h0) * (w1 - w0));                            \
-          for (int64_t ih = h0; ih < h1; ih++)                                               \
-            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                    \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+#define DEF_ADAVG_BWD(NAME, T)                                                                 \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
+      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
+          T v = dy[oh * g->OW + ow] / (T)((h1 - h0) * (w1 - w0));                              \
+          for (int64_t ih = h0; ih < h1; ih++)                                                 \
+            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                      \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_ADAVG_BWD(adavg_bwd_f32, float)
 DEF_ADAVG_BWD(adavg_bwd_f64, double)
 
-#define DEF_ADMAX_FWD(NAME, T)                                                                \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                         \
-    const pool_job *j = ud;                                                                   \
-    const pool_geom *g = j->g;                                                                \
-    for (int64_t p = b; p < e; p++) {                                                        \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                     \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                              \
-      int64_t *ix = j->idx + p * g->OH * g->OW;                                              \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                               \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);              \
-          T m = -(T)INFINITY;                                                                \
-          int64_t best = h0 * g->W + w0;                                                     \
-          for (int64_t ih = h0; ih < h1; ih++)                                               \
-            for (int64_t iw = w0; iw < w1; iw++) {                                           \
-              T v = in[ih * g->W + iw];                                                      \
-              if (v > m || isnan(v)) {                                                       \
-                m = v;                                                                       \
-                best = ih * g->W + iw;                                                       \
-              }                                                                              \
-            }                                                                                \
-          out[oh * g->OW + ow] = m;                                                          \
-          ix[oh * g->OW + ow] = best;                                                        \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+#define DEF_ADMAX_FWD(NAME, T)                                                                 \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const pool_geom *g = j->g;                                                                 \
+    for (int64_t p = b; p < e; p++) {                                                          \
+      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
+      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
+      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
+        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
+          T m = -(T)INFINITY;                                                                  \
+          int64_t best = h0 * g->W + w0;                                                       \
+          for (int64_t ih = h0; ih < h1; ih++)                                                 \
+            for (int64_t iw = w0; iw < w1; iw++) {                                             \
+              T v = in[ih * g->W + iw];                                                        \
+              if (v > m || isnan(v)) {                                                         \
+                m = v;                                                                         \
+                best = ih * g->W + iw;                                                         \
+              }                                                                                \
+            }                                                                                  \
+          out[oh * g->OW + ow] = m;                                                            \
+          if (ix) ix[oh * g->OW + ow] = best;                                                  \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
   }
 DEF_ADMAX_FWD(admax_fwd_f32, float)
 DEF_ADMAX_FWD(admax_fwd_f64, double)
@@ -415,7 +426,8 @@ static int pool_run(lt_ctx *ctx, const char *op, int kind, int sd, lt_tensor *x,
                     const pool_geom *g, lt_tensor **out, lt_tensor **indices) {
   int64_t size[4];
   pool_out_shape(x, sd, g, size);
-  bool want_idx = kind == POOL_MAX || kind == POOL_ADMAX;
+  /* indices are made when asked for or needed by backward */
+  bool want_idx = (kind == POOL_MAX || kind == POOL_ADMAX) && (indices || lt_needs_grad(ctx, 1, &x));
   lt_tensor *xc = NULL, *y = NULL, *ix = NULL;
   if (lt_contiguous(ctx, &xc, x) || lt_empty(ctx, &y, x->dtype, x->ndim, size) ||
       (want_idx && lt_empty(ctx, &ix, LT_INT64, x->ndim, size))) {

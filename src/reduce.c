@@ -37,7 +37,7 @@ typedef union acc {
 } acc_t;
 
 #define CHUNK 32768   /* R elements per partial result in inner mode */
-#define COLW 256      /* outputs per block in column mode */
+#define COLW 2048     /* outputs per block in column mode */
 
 static int64_t absi(int64_t x) { return x < 0 ? -x : x; }
 static int64_t mini(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -137,6 +137,85 @@ static lt_tensor *kview(const lt_tensor *t, const red_extra *e, bool expand) {
 }
 
 static int oom(lt_ctx *ctx, const char *op) { return lt_fail(ctx, "%s: out of memory", op); }
+
+/* ================================================================ float32 vector helpers
+** Four-lane GCC/clang vector extensions (SSE on x86-64, NEON on arm64), with scalar
+** fallbacks. exp4 reduces x = n ln2 + r (|r| <= ln2/2, two-part ln2) and sums the Taylor
+** series of e^r to degree 7 (truncation 5e-9, a few ulp in all); for x < -87 it gives 0
+** (denormal results flushed), NaN stays NaN. It is meant for x <= 88 (softmax feeds x <= 0). */
+#if defined(__GNUC__)
+#define LT_VEC4 1
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+
+static inline v4f v4load(const float *p) {
+  v4f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v4store(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f v4splat(float x) { return (v4f){x, x, x, x}; }
+static inline v4f v4sel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
+static inline double v4hsum(v4f v) { return ((double)v[0] + v[1]) + ((double)v[2] + v[3]); }
+
+static inline v4f exp4(v4f v) {
+  const v4f lo = v4splat(-87.0f), hi = v4splat(88.0f), magic = v4splat(12582912.0f);
+  v4f c = v4sel(v < lo, lo, v);
+  c = v4sel(c > hi, hi, c);
+  v4f fn = (c * v4splat(1.44269504088896341f) + magic) - magic;   /* round to nearest */
+  v4f r = c - fn * v4splat(0.693145751953125f);
+  r = r - fn * v4splat(1.428606765330187045e-06f);
+  v4f q = v4splat(1.0f / 5040);
+  q = q * r + v4splat(1.0f / 720);
+  q = q * r + v4splat(1.0f / 120);
+  q = q * r + v4splat(1.0f / 24);
+  q = q * r + v4splat(1.0f / 6);
+  q = q * r + v4splat(0.5f);
+  q = q * r + v4splat(1.0f);
+  q = q * r + v4splat(1.0f);
+  v4u e = (v4u)(__builtin_convertvector(fn, v4i) + 127) << 23;   /* 2^n */
+  return v4sel(v < lo, v4splat(0.0f), q * (v4f)e);
+}
+
+#endif
+
+/* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
+static float extreme_f32(const float *x, int64_t n, bool is_max, bool *nan) {
+  int64_t i = 0;
+  float m = x[0];
+  bool seen = false;
+#ifdef LT_VEC4
+  if (n >= 8) {
+    v4f m0 = v4load(x), m1 = v4load(x + 4);
+    v4i bad = (m0 != m0) | (m1 != m1);
+    m0 = v4sel(m0 != m0, v4splat(is_max ? -INFINITY : INFINITY), m0);
+    m1 = v4sel(m1 != m1, v4splat(is_max ? -INFINITY : INFINITY), m1);
+    for (i = 8; i + 8 <= n; i += 8) {
+      v4f a = v4load(x + i), b = v4load(x + i + 4);
+      bad |= (a != a) | (b != b);
+      if (is_max) {
+        m0 = v4sel(a > m0, a, m0);
+        m1 = v4sel(b > m1, b, m1);
+      } else {
+        m0 = v4sel(a < m0, a, m0);
+        m1 = v4sel(b < m1, b, m1);
+      }
+    }
+    m0 = is_max ? v4sel(m1 > m0, m1, m0) : v4sel(m1 < m0, m1, m0);
+    m = m0[0];
+    for (int k = 1; k < 4; k++) m = (is_max ? m0[k] > m : m0[k] < m) ? m0[k] : m;
+    seen = bad[0] | bad[1] | bad[2] | bad[3];
+  }
+#endif
+  for (; i < n; i++) {
+    float v = x[i];
+    if (v != v) seen = true;
+    else if (m != m || (is_max ? v > m : v < m)) m = v;
+  }
+  *nan = seen;
+  return m;
+}
 
 /* ================================================================ fold kernels */
 
@@ -294,6 +373,14 @@ static double sum_f64(const double *x, int64_t s, int64_t n) {
   }
 
 static void fold_row(int op, lt_dtype dt, acc_t *acc, const char *p, int64_t s, int64_t n) {
+  if (dt == LT_FLOAT32 && s == 1 && n >= 16 && (op == LT_RAMAX || op == LT_RAMIN)) {
+    bool nan;
+    float m = extreme_f32((const float *)p, n, op == LT_RAMAX, &nan);
+    acc_t b;
+    b.d = nan ? NAN : m;
+    *acc = acc_combine(op, true, *acc, b);
+    return;
+  }
   switch (dt) {
     case LT_FLOAT32: FOLD_FLOAT(float, sum_f32)
     case LT_FLOAT64: FOLD_FLOAT(double, sum_f64)
@@ -302,37 +389,39 @@ static void fold_row(int op, lt_dtype dt, acc_t *acc, const char *p, int64_t s, 
   }
 }
 
-/* acc[j] = fold(acc[j], x[j*s]) for j < n: one input row into a block of outputs. */
+/* acc[j] = fold(acc[j], x[j*s]) for j < n: one input row into a block of outputs. Float
+** accumulators live in ad, integer ones (and all/any flags) in ai; plain typed arrays so that
+** the loops vectorise. */
 #define COL_FLOAT(T)                                                                 \
   {                                                                                  \
     const T *x = (const T *)p;                                                       \
     switch (op) {                                                                    \
       case LT_RSUM: case LT_RMEAN:                                                   \
         if (s == 1)                                                                  \
-          for (int64_t j = 0; j < n; j++) acc[j].d += x[j];                          \
+          for (int64_t j = 0; j < n; j++) ad[j] += x[j];                             \
         else                                                                         \
-          for (int64_t j = 0; j < n; j++) acc[j].d += x[j * s];                      \
+          for (int64_t j = 0; j < n; j++) ad[j] += x[j * s];                         \
         return;                                                                      \
       case LT_RPROD:                                                                 \
-        for (int64_t j = 0; j < n; j++) acc[j].d *= x[j * s];                        \
+        for (int64_t j = 0; j < n; j++) ad[j] *= x[j * s];                           \
         return;                                                                      \
       case LT_RAMAX:                                                                 \
         for (int64_t j = 0; j < n; j++) {                                            \
-          double v = x[j * s];                                                       \
-          if (v > acc[j].d || v != v) acc[j].d = v;                                  \
+          double v = x[j * s], a = ad[j];                                            \
+          ad[j] = (v > a || v != v) ? v : a;                                         \
         }                                                                            \
         return;                                                                      \
       case LT_RAMIN:                                                                 \
         for (int64_t j = 0; j < n; j++) {                                            \
-          double v = x[j * s];                                                       \
-          if (v < acc[j].d || v != v) acc[j].d = v;                                  \
+          double v = x[j * s], a = ad[j];                                            \
+          ad[j] = (v < a || v != v) ? v : a;                                         \
         }                                                                            \
         return;                                                                      \
       case LT_RALL:                                                                  \
-        for (int64_t j = 0; j < n; j++) acc[j].i &= x[j * s] != 0;                   \
+        for (int64_t j = 0; j < n; j++) ai[j] &= x[j * s] != 0;                      \
         return;                                                                      \
       case LT_RANY:                                                                  \
-        for (int64_t j = 0; j < n; j++) acc[j].i |= x[j * s] != 0;                   \
+        for (int64_t j = 0; j < n; j++) ai[j] |= x[j * s] != 0;                      \
         return;                                                                      \
     }                                                                                \
     return;                                                                          \
@@ -341,34 +430,46 @@ static void fold_row(int op, lt_dtype dt, acc_t *acc, const char *p, int64_t s, 
 #define COL_INT(T)                                                                   \
   {                                                                                  \
     const T *x = (const T *)p;                                                       \
+    uint64_t *au = (uint64_t *)ai;                                                   \
     switch (op) {                                                                    \
       case LT_RSUM: case LT_RMEAN:                                                   \
-        for (int64_t j = 0; j < n; j++) acc[j].u += (uint64_t)x[j * s];              \
+        for (int64_t j = 0; j < n; j++) au[j] += (uint64_t)x[j * s];                 \
         return;                                                                      \
       case LT_RPROD:                                                                 \
-        for (int64_t j = 0; j < n; j++) acc[j].u *= (uint64_t)x[j * s];              \
+        for (int64_t j = 0; j < n; j++) au[j] *= (uint64_t)x[j * s];                 \
         return;                                                                      \
       case LT_RAMAX:                                                                 \
-        for (int64_t j = 0; j < n; j++)                                              \
-          if ((int64_t)x[j * s] > acc[j].i) acc[j].i = (int64_t)x[j * s];            \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          int64_t v = (int64_t)x[j * s];                                             \
+          ai[j] = v > ai[j] ? v : ai[j];                                             \
+        }                                                                            \
         return;                                                                      \
       case LT_RAMIN:                                                                 \
-        for (int64_t j = 0; j < n; j++)                                              \
-          if ((int64_t)x[j * s] < acc[j].i) acc[j].i = (int64_t)x[j * s];            \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          int64_t v = (int64_t)x[j * s];                                             \
+          ai[j] = v < ai[j] ? v : ai[j];                                             \
+        }                                                                            \
         return;                                                                      \
       case LT_RALL:                                                                  \
-        for (int64_t j = 0; j < n; j++) acc[j].i &= x[j * s] != 0;                   \
+        for (int64_t j = 0; j < n; j++) ai[j] &= x[j * s] != 0;                      \
         return;                                                                      \
       case LT_RANY:                                                                  \
-        for (int64_t j = 0; j < n; j++) acc[j].i |= x[j * s] != 0;                   \
+        for (int64_t j = 0; j < n; j++) ai[j] |= x[j * s] != 0;                      \
         return;                                                                      \
     }                                                                                \
     return;                                                                          \
   }
 
-static void fold_col(int op, lt_dtype dt, acc_t *acc, const char *p, int64_t s, int64_t n) {
+static void fold_col(int op, lt_dtype dt, double *restrict ad, int64_t *restrict ai,
+                     const char *p, int64_t s, int64_t n) {
   switch (dt) {
-    case LT_FLOAT32: COL_FLOAT(float)
+    case LT_FLOAT32:
+      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the lt_sum_to hot path */
+        const float *x = (const float *)p;
+        for (int64_t j = 0; j < n; j++) ad[j] += x[j];
+        return;
+      }
+      COL_FLOAT(float)
     case LT_FLOAT64: COL_FLOAT(double)
     case LT_INT64: COL_INT(int64_t)
     default: COL_INT(uint8_t)
@@ -556,16 +657,21 @@ static void run_inner(int64_t u0, int64_t u1, void *ud) {
 /* Column mode: unit u is chunk c of column block b of outer kept position q. */
 static void run_col(int64_t u0, int64_t u1, void *ud) {
   const plan *p = ud;
-  acc_t buf[COLW];
+  double ad[COLW];
+  int64_t ai[COLW];
   int nk1 = p->nk - 1;
   int64_t cis = p->kis[nk1], cos_ = p->kos[nk1];
   int64_t ridx[LT_MAX_DIMS];
+  acc_t a0 = acc_init(p->op, p->fl);
   for (int64_t u = u0; u < u1; u++) {
     int64_t c = u % p->nchunk, t = u / p->nchunk, b = t % p->nb, q = t / p->nb;
     kcount kc;
     kc_init(&kc, p, nk1, q);
     int64_t j0 = b * p->W, w = mini(p->W, p->L - j0);
-    for (int64_t j = 0; j < w; j++) buf[j] = acc_init(p->op, p->fl);
+    for (int64_t j = 0; j < w; j++) {
+      ad[j] = a0.d;
+      ai[j] = a0.i;
+    }
     int64_t r0 = c * p->cr, r1 = mini(p->N, r0 + p->cr);
     const char *base = p->in + (kc.ioff + j0 * cis) * p->ies;
     /* odometer over R starting at r0 */
@@ -576,7 +682,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
       off += ridx[d] * p->ris[d];
     }
     for (int64_t r = r0; r < r1; r++) {
-      fold_col(p->op, p->dt, buf, base + off * p->ies, cis, w);
+      fold_col(p->op, p->dt, ad, ai, base + off * p->ies, cis, w);
       for (int d = p->nr - 1; d >= 0; d--) {
         off += p->ris[d];
         if (++ridx[d] < p->rs[d]) break;
@@ -584,12 +690,17 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
         ridx[d] = 0;
       }
     }
-    if (p->nchunk == 1) {
-      for (int64_t j = 0; j < w; j++)
-        plan_finalize(p, buf[j], p->out + (kc.ooff + (j0 + j) * cos_) * p->oes);
-    } else {
-      int64_t o = q * p->L + j0;
-      for (int64_t j = 0; j < w; j++) p->part[(o + j) * p->nchunk + c] = buf[j];
+    int64_t o = q * p->L + j0;
+    for (int64_t j = 0; j < w; j++) {
+      acc_t a;
+      if (p->fl)
+        a.d = ad[j];
+      else
+        a.i = ai[j];
+      if (p->nchunk == 1)
+        plan_finalize(p, a, p->out + (kc.ooff + (j0 + j) * cos_) * p->oes);
+      else
+        p->part[(o + j) * p->nchunk + c] = a;
     }
   }
 }
@@ -1071,13 +1182,14 @@ static bool beats(lt_dtype dt, bool is_max, const char *p, int64_t i, int64_t j)
 typedef struct search_ud {
   lt_dtype dt;
   bool is_max, want_val;
+  int64_t base;
 } search_ud;
 
 /* operands: idx (int64), x, [values] */
 static void search_row(const rowit *it, char **p, void *ud) {
   const search_ud *s = ud;
   int64_t bi = find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
-  *(int64_t *)p[0] = bi;
+  *(int64_t *)p[0] = bi + s->base;
   if (s->want_val) memcpy(p[2], p[1] + bi * it->rs[1] * it->es[1], (size_t)it->es[1]);
 }
 
@@ -1120,12 +1232,12 @@ typedef struct dim_extra {
   int dim;
   bool keepdim;
   bool log_;      /* softmax: log_softmax */
+  int64_t base;   /* max_dim: indices count from base */
 } dim_extra;
 
 /* operands: gi (input shape, zeroed), g view, idx view */
 static void scatter_row(const rowit *it, char **p, void *ud) {
-  (void)ud;
-  int64_t i = *(const int64_t *)p[2];
+  int64_t i = *(const int64_t *)p[2] - *(const int64_t *)ud;
   memcpy(p[0] + i * it->rs[0] * it->es[0], p[1], (size_t)it->es[0]);
 }
 
@@ -1148,7 +1260,8 @@ static int maxdim_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
   lt_tensor *ops[3] = {gi, gv, iv};
   rowit it;
   rowit_init(&it, 3, ops, e->dim);
-  rows_run(ctx, &it, scatter_row, NULL);
+  int64_t base = e->base;
+  rows_run(ctx, &it, scatter_row, &base);
   lt_release(gv);
   lt_release(iv);
   gin[0] = gi;
@@ -1160,7 +1273,7 @@ static const lt_node_type min0_type = {"MinBackward0", maxdim_backward, NULL};
 
 /* max/min/argmax/argmin along dim: values (may be NULL) and indices. */
 static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **values,
-                      lt_tensor **indices, lt_tensor *a, int dim, bool keepdim) {
+                      lt_tensor **indices, lt_tensor *a, int dim, bool keepdim, int64_t base) {
   int d;
   if (single_dim(ctx, op, a, dim, &d)) return -1;
   if (row_len(a, d) == 0)
@@ -1182,7 +1295,7 @@ static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **valu
     lt_tensor *ops[3] = {iv, a, vv};
     rowit it;
     rowit_init(&it, values ? 3 : 2, ops, d);
-    search_ud s = {a->dtype, is_max, values != NULL};
+    search_ud s = {a->dtype, is_max, values != NULL, base};
     rows_run(ctx, &it, search_row, &s);
   }
   lt_release(iv);
@@ -1199,6 +1312,7 @@ static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **valu
       for (int k = 0; k < a->ndim; k++) e->size[k] = a->size[k];
       e->dim = d;
       e->keepdim = keepdim;
+      e->base = base;
       if (lt_save(node, 0, idx, false)) {
         oom(ctx, op);
         goto fail;
@@ -1217,18 +1331,18 @@ fail:
 }
 
 int lt_max_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim) {
-  return search_dim(ctx, "max", true, values, indices, a, dim, keepdim);
+               bool keepdim, int64_t base) {
+  return search_dim(ctx, "max", true, values, indices, a, dim, keepdim, base);
 }
 
 int lt_min_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim) {
-  return search_dim(ctx, "min", false, values, indices, a, dim, keepdim);
+               bool keepdim, int64_t base) {
+  return search_dim(ctx, "min", false, values, indices, a, dim, keepdim, base);
 }
 
 static int arg_search(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **out, lt_tensor *a,
-                      const int *dim, bool keepdim) {
-  if (dim) return search_dim(ctx, op, is_max, NULL, out, a, *dim, keepdim);
+                      const int *dim, bool keepdim, int64_t base) {
+  if (dim) return search_dim(ctx, op, is_max, NULL, out, a, *dim, keepdim, base);
   int64_t n = lt_numel(a);
   if (n == 0)
     return lt_fail(ctx, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
@@ -1243,17 +1357,19 @@ static int arg_search(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **out,
   lt_release(c);
   if (rc) return -1;
   if (lt_empty(ctx, &o, LT_INT64, ond, osize)) return -1;
-  *(int64_t *)lt_data(o) = best;
+  *(int64_t *)lt_data(o) = best + base;
   *out = o;
   return 0;
 }
 
-int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim) {
-  return arg_search(ctx, "argmax", true, out, a, dim, keepdim);
+int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base) {
+  return arg_search(ctx, "argmax", true, out, a, dim, keepdim, base);
 }
 
-int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim) {
-  return arg_search(ctx, "argmin", false, out, a, dim, keepdim);
+int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base) {
+  return arg_search(ctx, "argmin", false, out, a, dim, keepdim, base);
 }
 
 /* ================================================================ softmax, log_softmax */
@@ -1285,9 +1401,58 @@ int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool k
     }                                                                                \
   }
 
+#ifdef LT_VEC4
+/* The hot case: a contiguous float32 row (n > 0). Sums run in float lanes, flushed to double
+** every 256 elements. */
+static void softmax_f32(float *y, const float *x, int64_t n, bool log_) {
+  bool nan;
+  float m = extreme_f32(x, n, true, &nan);
+  if (nan) m = NAN;
+  const v4f vm = v4splat(m);
+  double sum = 0;
+  int64_t i = 0;
+  while (i < n) {
+    v4f s0 = v4splat(0), s1 = v4splat(0);
+    int64_t end = mini(n, i + 256);
+    for (; i + 8 <= end; i += 8) {
+      v4f e0 = exp4(v4load(x + i) - vm), e1 = exp4(v4load(x + i + 4) - vm);
+      if (!log_) {
+        v4store(y + i, e0);
+        v4store(y + i + 4, e1);
+      }
+      s0 += e0;
+      s1 += e1;
+    }
+    for (; i < end; i += 4) {   /* tail: padding lanes are exp(-inf) = 0 */
+      int64_t k = mini(4, end - i);
+      float xm[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, t[4];
+      for (int64_t j = 0; j < k; j++) xm[j] = x[i + j] - m;
+      v4f e = exp4(v4load(xm));
+      v4store(t, e);
+      if (!log_) memcpy(y + i, t, (size_t)k * sizeof *t);
+      s0 += e;
+    }
+    sum += v4hsum(s0 + s1);
+  }
+  if (!log_) {
+    float inv = (float)(1.0 / sum);
+    for (i = 0; i < n; i++) y[i] *= inv;
+  } else {
+    float ls = (float)log(sum);
+    for (i = 0; i < n; i++) y[i] = (x[i] - m) - ls;
+  }
+}
+#endif
+
 static void softmax_row(const rowit *it, char **p, void *ud) {
   const int *mode = ud;
   bool log_ = mode[1];
+#ifdef LT_VEC4
+  if (mode[0] == LT_FLOAT32 && it->rs[0] == 1 && it->rs[1] == 1 && it->n > 0) {
+    softmax_f32((float *)p[0], (const float *)p[1], it->n, log_);
+    return;
+  }
+#endif
   if (mode[0] == LT_FLOAT32)
     SOFTMAX_ROW(float, expf, log)
   else
@@ -1312,9 +1477,46 @@ static void softmax_row(const rowit *it, char **p, void *ud) {
     }                                                                                \
   }
 
+#ifdef LT_VEC4
+/* Contiguous float32 rows: sum(g y) or sum(g) in float lanes flushed to double. */
+static void softmax_back_f32(float *gi, const float *y, const float *g, int64_t n, bool log_) {
+  double acc = 0;
+  int64_t i = 0;
+  while (i < n) {
+    v4f s0 = v4splat(0), s1 = v4splat(0);
+    int64_t end = mini(n, i + 256);
+    for (; i + 8 <= end; i += 8) {
+      v4f g0 = v4load(g + i), g1 = v4load(g + i + 4);
+      if (!log_) {
+        g0 *= v4load(y + i);
+        g1 *= v4load(y + i + 4);
+      }
+      s0 += g0;
+      s1 += g1;
+    }
+    for (; i < end; i++) acc += log_ ? g[i] : (double)g[i] * y[i];
+    acc += v4hsum(s0 + s1);
+  }
+  float a = (float)acc;
+  if (!log_) {
+    for (i = 0; i < n; i++) gi[i] = y[i] * (g[i] - a);
+    return;
+  }
+  const v4f va = v4splat(a);
+  for (i = 0; i + 4 <= n; i += 4) v4store(gi + i, v4load(g + i) - exp4(v4load(y + i)) * va);
+  for (; i < n; i++) gi[i] = g[i] - expf(y[i]) * a;
+}
+#endif
+
 static void softmax_back_row(const rowit *it, char **p, void *ud) {
   const int *mode = ud;
   bool log_ = mode[1];
+#ifdef LT_VEC4
+  if (mode[0] == LT_FLOAT32 && it->rs[0] == 1 && it->rs[1] == 1 && it->rs[2] == 1) {
+    softmax_back_f32((float *)p[0], (const float *)p[1], (const float *)p[2], it->n, log_);
+    return;
+  }
+#endif
   if (mode[0] == LT_FLOAT32)
     SOFTMAX_BACK_ROW(float, expf)
   else

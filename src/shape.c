@@ -36,6 +36,15 @@ static int record_shape(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt
   return 0;
 }
 
+/* lt_empty whose failure message names op. */
+static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, lt_dtype dt, int ndim,
+                   const int64_t *size) {
+  if (lt_empty(ctx, out, dt, ndim, size) == 0) return 0;
+  char msg[sizeof ctx->err];
+  memcpy(msg, ctx->err, sizeof msg);
+  return lt_fail(ctx, "%s: %s", op, msg);
+}
+
 static int alias_fail(lt_ctx *ctx, const char *op) {
   return lt_fail(ctx, "%s: out of memory", op);
 }
@@ -571,7 +580,7 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   memcpy(sz, r0->size, sizeof sz);
   sz[d] = total;
   lt_tensor *r;
-  if (lt_empty(ctx, &r, dt, r0->ndim, sz)) return -1;
+  if (new_out(ctx, "cat", &r, dt, r0->ndim, sz)) return -1;
   lt_node *node = NULL;
   if (lt_record(ctx, &cat_type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
                 0, &node)) {
@@ -628,7 +637,7 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
     if (i < r0->ndim) sz[k++] = r0->size[i];
   }
   lt_tensor *r;
-  if (lt_empty(ctx, &r, dt, k, sz)) return -1;
+  if (new_out(ctx, "stack", &r, dt, k, sz)) return -1;
   lt_node *node = NULL;
   if (lt_record(ctx, &stack_type, n, ts, 1, &r,
                 sizeof(parts_extra) + (size_t)n * sizeof(part_info), 0, &node)) {
@@ -721,6 +730,9 @@ int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *
                      lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
     insz[i] = i < lead ? 1 : t->size[i - lead];
     inst[i] = i < lead ? 0 : t->stride[i - lead];
+    if (rep[i] > 0 && insz[i] > INT64_MAX / rep[i])
+      return lt_fail(ctx, "repeat: repeats %s on a tensor of shape %s overflow the size",
+                     lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
     osz[i] = insz[i] * rep[i];
   }
   int64_t gsz[LT_MAX_DIMS] = {0}, gst[LT_MAX_DIMS] = {0};
@@ -731,7 +743,7 @@ int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *
                    "internal dimensions", lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b),
                    LT_MAX_DIMS);
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, n, osz)) return -1;
+  if (new_out(ctx, "repeat", &r, t->dtype, n, osz)) return -1;
   /* source: t seen through the interleaved geometry with stride 0 along repeat dims */
   for (int i = 0, j = 0; i < n; i++) {
     if (rep[i] != 1) gst[j++] = 0;
@@ -783,7 +795,7 @@ int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims) 
     seen[ds[i]] = true;
   }
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, "flip", &r, t->dtype, t->ndim, t->size)) return -1;
   /* read t backwards along the flipped dims (a negative-stride source, internal only) */
   int64_t st[LT_MAX_DIMS] = {0}, off = t->offset;
   memcpy(st, t->stride, sizeof st);
@@ -855,7 +867,7 @@ static int tri_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k, bool 
   if (k > lim) k = lim;
   if (k < -lim) k = -lim;
   lt_tensor *r;
-  if (lt_empty(ctx, &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, op, &r, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(r)->copy(ctx, r, t);
   tri_zero(r, k, upper);
   lt_node *node;

@@ -1,6 +1,7 @@
 /*
 ** tensor.c -- contexts, dtypes, storages and the tensor struct.
 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -85,15 +86,72 @@ int lt_dtype_parse(const char *name) {
   return -1;
 }
 
+/* ------------------------------------------------------------ struct recycling
+** Tensors die in bursts (a collector cycle frees thousands), which overflows malloc's small
+** per-thread caches and sends every free down its slow path. A per-thread free list of
+** tensor and storage structs keeps a small op's bookkeeping off malloc entirely. */
+
+#define RECYCLE_MAX 4096
+
+typedef struct recycled { struct recycled *next; } recycled;
+static _Thread_local recycled *free_tensors, *free_storages;
+static _Thread_local int n_free_tensors, n_free_storages;
+
+/* A thread's lists are freed when it exits, so threads that come and go leak nothing. */
+static pthread_key_t recycle_key;
+static pthread_once_t recycle_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool recycle_registered;
+
+static void drain(recycled **list, int *n) {
+  while (*list) {
+    recycled *r = *list;
+    *list = r->next;
+    free(r);
+  }
+  *n = 0;
+}
+
+static void recycle_thread_exit(void *unused) {
+  (void)unused;
+  drain(&free_tensors, &n_free_tensors);
+  drain(&free_storages, &n_free_storages);
+}
+
+static void recycle_key_init(void) { pthread_key_create(&recycle_key, recycle_thread_exit); }
+
+static void *take(recycled **list, int *n, size_t size) {
+  recycled *r = *list;
+  if (!r) return malloc(size);
+  *list = r->next;
+  (*n)--;
+  return r;
+}
+
+static void give(recycled **list, int *n, void *p) {
+  if (*n >= RECYCLE_MAX) {
+    free(p);
+    return;
+  }
+  if (!recycle_registered) {
+    pthread_once(&recycle_once, recycle_key_init);
+    pthread_setspecific(recycle_key, (void *)1);
+    recycle_registered = true;
+  }
+  recycled *r = p;
+  r->next = *list;
+  *list = r;
+  (*n)++;
+}
+
 /* ------------------------------------------------------------ storage */
 
 lt_storage *lt_storage_new(size_t nbytes) {
-  lt_storage *s = malloc(sizeof *s);
+  lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return NULL;
   size_t got = 0;
   s->data = lt_cache_alloc(nbytes ? nbytes : 1, &got);
   if (!s->data) {
-    free(s);
+    give(&free_storages, &n_free_storages, s);
     return NULL;
   }
   s->refcount = 1;
@@ -111,7 +169,7 @@ void lt_storage_release(lt_storage *s) {
     s->deleter(s->data, s->deleter_ud);
   else
     lt_cache_free(s->data, s->nbytes ? s->nbytes : 1);
-  free(s);
+  give(&free_storages, &n_free_storages, s);
 }
 
 /* ------------------------------------------------------------ tensor */
@@ -132,8 +190,14 @@ void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
 
 lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
                           const int64_t *stride, int64_t offset) {
-  lt_tensor *t = calloc(1, sizeof *t);
+  lt_tensor *t = take(&free_tensors, &n_free_tensors, sizeof *t);
   if (!t) return NULL;
+  /* every field but the geometry arrays is set here; only [0, ndim) of those is ever read */
+  t->requires_grad = t->retains_grad = false;
+  t->output_nr = 0;
+  t->grad = NULL;
+  t->grad_fn = t->grad_acc = NULL;
+  t->hooks = NULL;
   t->refcount = 1;
   t->storage = s;
   s->refcount++;
@@ -172,7 +236,7 @@ void lt_release(lt_tensor *t) {
   lt_release(t->grad);
   lt_hooks_free(t->hooks);
   lt_storage_release(t->storage);
-  free(t);
+  give(&free_tensors, &n_free_tensors, t);
 }
 
 int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
@@ -188,7 +252,7 @@ int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t 
       return lt_fail(ctx, "empty: size overflows");
     n *= size[i];
   }
-  lt_storage *s = lt_storage_new((size_t)n * lt_dtype_size(dt));
+  lt_storage *s = lt_storage_new((size_t)n * lt_esize(dt));
   if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
                          (long long)(n * (int64_t)lt_dtype_size(dt)));
   lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
@@ -210,12 +274,12 @@ int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "from_blob: unknown dtype %d", (int)dt);
   if (ndim < 0 || ndim > LT_MAX_DIMS) return lt_fail(ctx, "from_blob: bad rank %d", ndim);
   if (!data) return lt_fail(ctx, "from_blob: NULL data");
-  lt_storage *s = malloc(sizeof *s);
+  lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return lt_fail(ctx, "from_blob: out of memory");
   int64_t extent = 1;   /* elements spanned, for nbytes */
   for (int i = 0; i < ndim; i++) {
     if (size[i] < 0) {
-      free(s);
+      give(&free_storages, &n_free_storages, s);
       return lt_fail(ctx, "from_blob: negative size");
     }
     if (size[i] == 0) extent = 0;
@@ -260,9 +324,7 @@ bool lt_is_contiguous(const lt_tensor *t) {
   return true;
 }
 
-void *lt_data(const lt_tensor *t) {
-  return (char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype);
-}
+void *lt_data(const lt_tensor *t) { return lt_ptr(t); }
 
 char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n) {
   size_t k = 0;

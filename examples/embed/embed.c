@@ -44,6 +44,7 @@ static const char *const SETUP =
     "lt.load_module(model, path)   -- strict: every key and shape must match\n"
     "model:eval()\n"
     "lt.set_grad_enabled(false)    -- inference only: no autograd graph is recorded\n"
+    "lt.set_num_threads(1)         -- a tiny model on the game's thread: no thread hand-offs\n"
     "return function(x) return model(x) end\n";
 
 static double now(void) {
@@ -76,6 +77,9 @@ int main(int argc, char **argv) {
   if (!L) return 2;
   luaL_openlibs(L);
   lantern_open(L); /* require "lantern" now works from the library alone */
+  /* Each tick makes a few short-lived tensors; the generational collector frees them young,
+  ** so their buffers go back to Lantern's cache within a few ticks. */
+  lua_gc(L, LUA_GCGEN, 0, 0);
 
   /* setup: build the module, load the checkpoint, get the step function */
   if (luaL_loadbufferx(L, SETUP, strlen(SETUP), "=setup", "t") != LUA_OK ||

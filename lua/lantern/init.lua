@@ -37,14 +37,9 @@ setmetatable(lt, {
 
 local mt = core._tensor_mt
 
-local ok, print_mod = pcall(require, "lantern.print")
-if ok then
-  mt.__tostring = print_mod.tensor
-else
-  mt.__tostring = function(t)
-    return string.format("tensor(<%s %s>)", t.dtype, table.concat(t:size(), "x"))
-  end
-end
+local print_mod = require "lantern.print"
+mt.__tostring = print_mod.tensor
+lt.set_printoptions = print_mod.set_printoptions
 
 --- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises.
 function lt.no_grad(fn, ...)

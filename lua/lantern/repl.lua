@@ -346,7 +346,7 @@ end
 
 -------------------------------------------------------------------------------- input
 
--- Returns an object with :read(prompt) -> line or nil, and :close().
+-- Returns an object with :read(prompt) -> line, or nil at end of input.
 local function make_reader(interactive_tty, env)
   local reader = {}
   local rl
@@ -355,11 +355,32 @@ local function make_reader(interactive_tty, env)
     if ok and type(mod) == "table" then rl = mod end
   end
   if rl then
-    local hist = os.getenv("LANTERN_HISTORY") or "~/.lantern_history"
-    pcall(rl.set_options, { histfile = hist, keeplines = 1000, completion = true,
-      minlength = 1 })
+    -- History: kept in memory by readline and appended to the file line by line, so that it
+    -- survives a session that is killed (Ctrl-C at the prompt ends it, as with lua).
+    local histfile = os.getenv("LANTERN_HISTORY")
+    if histfile == nil then histfile = (os.getenv("HOME") or ".") .. "/.lantern_history" end
+    pcall(rl.set_options, { histfile = "", auto_add = false, completion = true })
+    local KEEP, last = 1000, nil
+    if histfile ~= "" then
+      local lines = {}
+      local f = io.open(histfile, "r")
+      if f then
+        for line in f:lines() do lines[#lines + 1] = line end
+        f:close()
+      end
+      if #lines > KEEP then
+        table.move(lines, #lines - KEEP + 1, #lines, 1)
+        for i = #lines, KEEP + 1, -1 do lines[i] = nil end
+        f = io.open(histfile, "w")
+        if f then
+          f:write(table.concat(lines, "\n"), "\n")
+          f:close()
+        end
+      end
+      for _, line in ipairs(lines) do rl.add_history(line) end
+      last = lines[#lines]
+    end
     if rl.set_readline_name then pcall(rl.set_readline_name, "lantern") end
-    if rl.set_completion_append_character then pcall(rl.set_completion_append_character, "") end
     if rl.set_complete_function then
       rl.set_complete_function(function(text, from, to)
         -- readline resets the append character before each completion: no space after a name
@@ -371,10 +392,19 @@ local function make_reader(interactive_tty, env)
       end)
     end
     function reader.read(_, prompt)
-      return rl.readline(prompt)
-    end
-    function reader.close()
-      pcall(rl.save_history)
+      local line = rl.readline(prompt)
+      if line and line:find("%S") and line ~= last then
+        rl.add_history(line)
+        last = line
+        if histfile ~= "" then
+          local f = io.open(histfile, "a")
+          if f then
+            f:write(line, "\n")
+            f:close()
+          end
+        end
+      end
+      return line
     end
     reader.readline = true
   else
@@ -385,7 +415,6 @@ local function make_reader(interactive_tty, env)
       end
       return io.read("l")
     end
-    function reader.close() end
   end
   return reader
 end
@@ -451,12 +480,6 @@ function M.session(env, interactive_tty, show_banner)
     end
     stdout:flush()
   end
-  -- save the history on os.exit too
-  local real_exit = os.exit
-  os.exit = function(...)
-    reader.close()
-    return real_exit(...)
-  end
   while true do
     local ok, f, err = pcall(read_chunk, reader, env)
     if not ok then
@@ -475,15 +498,13 @@ function M.session(env, interactive_tty, show_banner)
     end
   end
   if interactive_tty then stdout:write("\n") end
-  os.exit = real_exit
-  reader.close()
 end
 
 -------------------------------------------------------------------------------- command line
 
 -- Parses lua.c's options. Returns opts or nil, bad_option.
 local function parse_args(argv)
-  local opts = { actions = {}, script = nil, first_script_arg = nil }
+  local opts = { actions = {} }
   local i = 1
   while i <= #argv do
     local a = argv[i]
@@ -505,8 +526,6 @@ local function parse_args(argv)
       opts.version = true
     elseif a == "-W" then
       opts.actions[#opts.actions + 1] = { "W" }
-    elseif a == "-E" then
-      opts.ignore_env = true
     elseif a:sub(1, 2) == "-e" or a:sub(1, 2) == "-l" then
       local kind = a:sub(2, 2)
       local val = a:sub(3)

@@ -405,7 +405,13 @@ static int l_arange(lua_State *L) {
   int opts = lua_istable(L, 1 + k) ? 1 + k : 0;
   lt_dtype dt = opt_dtype(L, opts, any_float ? LT_FLOAT32 : LT_INT64);
   lt_tensor *t;
-  LTL_TRY(L, ctx, lt_arange(ctx, &t, start, end, step, dt));
+  if (!any_float && dt == LT_INT64) {   /* exact beyond 2^53 */
+    lua_Integer a = k == 1 ? 0 : lua_tointeger(L, 1), b = lua_tointeger(L, k == 1 ? 1 : 2),
+                c = k == 3 ? lua_tointeger(L, 3) : 1;
+    LTL_TRY(L, ctx, lt_arange_int(ctx, &t, (int64_t)a, (int64_t)b, (int64_t)c));
+  } else {
+    LTL_TRY(L, ctx, lt_arange(ctx, &t, start, end, step, dt));
+  }
   push_new(L, t, opts);
   return 1;
 }
@@ -474,10 +480,12 @@ static int l_randn(lua_State *L) { return random_new(L, "randn", true); }
 static int l_randint(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   int64_t lo, hi, size[LT_MAX_DIMS];
-  int at = low_high(L, "randint", 1, &lo, &hi), next;
-  if (!lua_istable(L, at) || ltL_test(L, at))
+  int k = 0;
+  while (k < 2 && lua_type(L, 1 + k) == LUA_TNUMBER) k++;
+  if (k > 0 && (!lua_istable(L, 1 + k) || ltL_test(L, 1 + k)))
     return luaL_error(L, "randint: expected a size table after the bounds, e.g. "
-                      "randint(0, 10, {2, 3}), got %s", luaL_typename(L, at));
+                      "randint(0, 10, {2, 3}), got %s", luaL_typename(L, 1 + k));
+  int at = low_high(L, "randint", 1, &lo, &hi), next;
   int n = ltL_checksizes(L, at, size, &next);
   int opts = lua_istable(L, next) ? next : 0;
   check_sizes(L, "randint", n, size);

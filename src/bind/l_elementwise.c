@@ -22,6 +22,24 @@ static lt_tensor *bool_operand(lua_State *L, lt_ctx *ctx, int idx) {
   return t;
 }
 
+/* Integers beyond 2^53 do not survive the trip through a double: they become an exact
+** zero-dim int64 tensor instead (anchored on the stack). */
+#define EXACT_LIMIT 9007199254740992LL
+static bool big_integer(lua_State *L, int idx) {
+  if (!lua_isinteger(L, idx)) return false;
+  lua_Integer v = lua_tointeger(L, idx);
+  return v > EXACT_LIMIT || v < -EXACT_LIMIT;
+}
+
+static lt_tensor *int_operand(lua_State *L, lt_ctx *ctx, int idx) {
+  lt_tensor *t;
+  lua_Integer v = lua_tointeger(L, idx);
+  LTL_TRY(L, ctx, lt_empty(ctx, &t, LT_INT64, 0, NULL));
+  *(int64_t *)lt_data(t) = (int64_t)v;
+  ltL_push(L, t);
+  return t;
+}
+
 static int bad_operands(lua_State *L, const char *name) {
   return luaL_error(L, "%s: expected a tensor and a tensor or number, got %s and %s", name,
                     luaL_typename(L, 1), luaL_typename(L, 2));
@@ -32,6 +50,12 @@ static lt_tensor *binary_args(lua_State *L, lt_ctx *ctx, int op, const char *nam
   lt_tensor *a = ltL_test(L, 1), *b = ltL_test(L, 2), *r = NULL;
   if (a && b) {
     LTL_TRY(L, ctx, lt_binary(ctx, &r, op, a, b));
+  } else if (a && big_integer(L, 2)) {
+    lt_tensor *t = int_operand(L, ctx, 2);
+    LTL_TRY(L, ctx, lt_binary(ctx, &r, op, a, t));
+  } else if (b && big_integer(L, 1)) {
+    lt_tensor *t = int_operand(L, ctx, 1);
+    LTL_TRY(L, ctx, lt_binary(ctx, &r, op, t, b));
   } else if (a && lua_type(L, 2) == LUA_TNUMBER) {
     LTL_TRY(L, ctx, lt_binary_scalar(ctx, &r, op, a, lua_tonumber(L, 2), lua_isinteger(L, 2),
                                      false));
@@ -65,6 +89,9 @@ static int binop_(lua_State *L, int op, const char *name) {
                             luaL_typename(L, 1));
   if (b) {
     LTL_TRY(L, ctx, lt_binary_(ctx, op, a, b));
+  } else if (big_integer(L, 2)) {
+    lt_tensor *t = int_operand(L, ctx, 2);
+    LTL_TRY(L, ctx, lt_binary_(ctx, op, a, t));
   } else if (lua_type(L, 2) == LUA_TNUMBER) {
     LTL_TRY(L, ctx, lt_binary_scalar_(ctx, op, a, lua_tonumber(L, 2)));
   } else if (lua_isboolean(L, 2)) {

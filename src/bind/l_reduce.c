@@ -99,12 +99,6 @@ static int one_dim(lua_State *L, const rargs *r, const char *op) {
   return r->dims[0];
 }
 
-/* 0-based core indices (fresh contiguous int64) to Lua's 1-based positions. */
-static void lua_positions(lt_tensor *t) {
-  int64_t *p = lt_data(t), n = lt_numel(t);
-  for (int64_t i = 0; i < n; i++) p[i] += 1;
-}
-
 static int reduction(lua_State *L, int op, const char *name) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *out;
@@ -142,9 +136,8 @@ static int maxmin(lua_State *L, bool is_max) {
     return 1;
   }
   int d = one_dim(L, &r, name);
-  LTL_TRY(L, ctx, is_max ? lt_max_dim(ctx, &out, &idx, a, d, r.keepdim)
-                         : lt_min_dim(ctx, &out, &idx, a, d, r.keepdim));
-  lua_positions(idx);
+  LTL_TRY(L, ctx, is_max ? lt_max_dim(ctx, &out, &idx, a, d, r.keepdim, 1)
+                         : lt_min_dim(ctx, &out, &idx, a, d, r.keepdim, 1));
   ltL_push(L, out);
   ltL_push(L, idx);
   return 2;
@@ -161,9 +154,8 @@ static int argsearch(lua_State *L, bool is_max) {
   reduce_args(L, 2, name, &r);
   int d = r.ndims ? one_dim(L, &r, name) : 0;
   const int *dp = r.ndims ? &d : NULL;
-  LTL_TRY(L, ctx, is_max ? lt_argmax(ctx, &out, a, dp, r.keepdim)
-                         : lt_argmin(ctx, &out, a, dp, r.keepdim));
-  lua_positions(out);
+  LTL_TRY(L, ctx, is_max ? lt_argmax(ctx, &out, a, dp, r.keepdim, 1)
+                         : lt_argmin(ctx, &out, a, dp, r.keepdim, 1));
   ltL_push(L, out);
   return 1;
 }

@@ -12,6 +12,7 @@
 ** 1..n (n >= 1) and dicts otherwise (an OrderedDict when every value is a tensor).
 */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 
 #include "lbind.h"
@@ -22,6 +23,15 @@
 #define MAXDEPTH 200
 
 typedef struct { lt_sdoc *d; } docbox;
+
+/* Raises a message that starts with the op (no "file:line:" prefix, like ltL_raise). */
+static int raise(lua_State *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  return lua_error(L);
+}
 
 static int doc_gc(lua_State *L) {
   docbox *b = luaL_checkudata(L, 1, DOC_MT);
@@ -76,11 +86,11 @@ static void push_key(lua_State *L, conv *c, lt_sval *k) {
     case LT_SV_BOOL: lua_pushboolean(L, k->u.b); return;
     case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(k)); return;
     case LT_SV_FLOAT:
-      if (k->u.f != k->u.f) luaL_error(L, "%s: a dict has a NaN key, which Lua cannot hold", c->op);
+      if (k->u.f != k->u.f) raise(L, "%s: a dict has a NaN key, which Lua cannot hold", c->op);
       lua_pushnumber(L, k->u.f);
       return;
     default:
-      luaL_error(L, "%s: a dict has a key of type %s, which is not supported", c->op,
+      raise(L, "%s: a dict has a key of type %s, which is not supported", c->op,
                  k->kind == LT_SV_TUPLE ? "tuple" : k->kind == LT_SV_NONE ? "None" : "object");
   }
 }
@@ -93,7 +103,7 @@ static void set_meta(lua_State *L, conv *c, const char *field) {
 static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
   luaL_checkstack(L, 10, "load: values nested too deeply");
   if (depth > MAXDEPTH)
-    luaL_error(L, "%s: values nested deeper than %d levels", c->op, MAXDEPTH);
+    raise(L, "%s: values nested deeper than %d levels", c->op, MAXDEPTH);
   switch (v->kind) {
     case LT_SV_NONE: lua_getfield(L, c->helpers, "None"); return;
     case LT_SV_BOOL: lua_pushboolean(L, v->u.b); return;
@@ -104,7 +114,7 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
     case LT_SV_BYTES: lua_pushlstring(L, v->u.s.p, v->u.s.n); return;
     case LT_SV_DTYPE: lua_pushstring(L, lt_fdtype_name((lt_fdtype)v->code)); return;
     case LT_SV_GLOBAL:
-      luaL_error(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
+      raise(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
                  c->op, v->u.s.p);
       return;
     default: break;
@@ -165,12 +175,12 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
       lt_sstorage *s = v->u.stor;
       int64_t n = s->numel;
       lt_tensor *t = lt_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
-      if (!t) luaL_error(L, "%s: out of memory", c->op);
+      if (!t) raise(L, "%s: out of memory", c->op);
       ltL_push(L, t);
       break;
     }
     default:
-      luaL_error(L, "%s: unexpected value in the file", c->op);
+      raise(L, "%s: unexpected value in the file", c->op);
   }
   lua_pushvalue(L, -1);
   lua_rawsetp(L, c->memo, v);
@@ -183,19 +193,19 @@ static void check_opts(lua_State *L, int idx, lt_load_opts *o, const char *op) {
   luaL_checktype(L, idx, LUA_TTABLE);
   o->verify_crc = ltL_optbool_field(L, idx, "verify_crc", true);
   if (lua_getfield(L, idx, "map_dtype") != LUA_TNIL) {
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: option 'map_dtype' must be a table", op);
+    if (!lua_istable(L, -1)) raise(L, "%s: option 'map_dtype' must be a table", op);
     lua_pushnil(L);
     while (lua_next(L, -2)) {
       const char *from = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
       int f = lt_fdtype_parse(from);
       if (f < 0)
-        luaL_error(L, "%s: map_dtype: unknown file dtype '%s' (expected float32, float64, "
+        raise(L, "%s: map_dtype: unknown file dtype '%s' (expected float32, float64, "
                    "float16, bfloat16, int64, int32, int16, int8, uint8, bool, uint16, uint32 or "
                    "uint64)", op, from);
       const char *to = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
       int dt = lt_dtype_parse(to);
       if (dt < 0)
-        luaL_error(L, "%s: map_dtype: unknown Lantern dtype '%s' for %s (expected float32, "
+        raise(L, "%s: map_dtype: unknown Lantern dtype '%s' for %s (expected float32, "
                    "float64, int64 or bool)", op, to, from);
       o->map[f] = (signed char)dt;
       lua_pop(L, 1);
@@ -206,7 +216,7 @@ static void check_opts(lua_State *L, int idx, lt_load_opts *o, const char *op) {
 
 static void get_helpers(lua_State *L, const char *op) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, HELPERS) != LUA_TTABLE)
-    luaL_error(L, "%s: lantern.serialization is not loaded", op);
+    raise(L, "%s: lantern.serialization is not loaded", op);
 }
 
 typedef int (*loader_fn)(lt_ctx *, const lt_src *, const lt_load_opts *, lt_sdoc **);
@@ -275,7 +285,7 @@ static int l_st_load(lua_State *L) {
 /* ============================================================ Lua -> file */
 
 static lt_sval *chk(lua_State *L, conv *c, lt_sval *v) {
-  if (!v) luaL_error(L, "%s: out of memory", c->op);
+  if (!v) raise(L, "%s: out of memory", c->op);
   return v;
 }
 
@@ -336,7 +346,7 @@ static lt_sval *key_sval(lua_State *L, conv *c, int idx) {
                                              : lt_sv_float(c->d, lua_tonumber(L, idx)));
     case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
     default:
-      luaL_error(L, "%s: a table at %s has a key of type %s (keys must be strings, numbers or "
+      raise(L, "%s: a table at %s has a key of type %s (keys must be strings, numbers or "
                  "booleans)", c->op, where(c), luaL_typename(L, idx));
       return NULL;
   }
@@ -371,7 +381,7 @@ static void dict_put(lua_State *L, conv *c, lt_sval *dict, int kidx, int vidx, i
   size_t old = path_push(L, c, kidx, false);
   lt_sval *v = to_sval(L, c, vidx, depth + 1);
   path_pop(c, old);
-  if (lt_sv_set(c->d, dict, k, v)) luaL_error(L, "%s: out of memory", c->op);
+  if (lt_sv_set(c->d, dict, k, v)) raise(L, "%s: out of memory", c->op);
 }
 
 static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
@@ -383,10 +393,10 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
   bool is_list = kind && strcmp(kind, "list") == 0, is_tuple = kind && strcmp(kind, "tuple") == 0;
   bool is_od = kind && strcmp(kind, "OrderedDict") == 0, is_dict = kind && strcmp(kind, "dict") == 0;
   if (kind) lua_pop(L, 1);
-  if (!is_list && !is_tuple && !is_od && !is_dict && !has_pairs && lua_getmetatable(L, idx)) {
+  if (!is_list && !is_tuple && !is_od && !is_dict && lua_getmetatable(L, idx)) {
     lua_pop(L, 1);
     if (lua_getfield(L, idx, "state_dict") == LUA_TFUNCTION)
-      luaL_error(L, "%s: cannot save a Module at %s: save m:state_dict() instead (or use "
+      raise(L, "%s: cannot save a Module at %s: save m:state_dict() instead (or use "
                  "lt.save_module)", c->op, where(c));
     lua_pop(L, 1);
   }
@@ -417,7 +427,7 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
       lt_sval *item = to_sval(L, c, -1, depth + 1);
       path_pop(c, old);
       lua_pop(L, 1);
-      if (lt_sv_push(c->d, v, item)) luaL_error(L, "%s: out of memory", c->op);
+      if (lt_sv_push(c->d, v, item)) raise(L, "%s: out of memory", c->op);
     }
     return v;
   }
@@ -512,7 +522,7 @@ static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth) {
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 16, "save: tables nested too deeply");
   if (depth > MAXDEPTH)
-    luaL_error(L, "%s: tables nested deeper than %d levels (at %s)", c->op, MAXDEPTH, where(c));
+    raise(L, "%s: tables nested deeper than %d levels (at %s)", c->op, MAXDEPTH, where(c));
   switch (lua_type(L, idx)) {
     case LUA_TNIL: return chk(L, c, lt_sv_new(c->d, LT_SV_NONE));
     case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
@@ -549,7 +559,7 @@ static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth) {
     }
     /* fall through */
     default:
-      luaL_error(L, "%s: cannot save a value of type %s (at %s)", c->op, luaL_typename(L, idx),
+      raise(L, "%s: cannot save a value of type %s (at %s)", c->op, luaL_typename(L, idx),
                  where(c));
       return NULL;
   }
@@ -562,7 +572,7 @@ static void begin_save(lua_State *L, conv *c, const char *op, docbox **box) {
   c->memo = lua_gettop(L);
   *box = new_doc(L);
   (*box)->d = lt_sdoc_new();
-  if (!(*box)->d) luaL_error(L, "%s: out of memory", op);
+  if (!(*box)->d) raise(L, "%s: out of memory", op);
   c->d = (*box)->d;
   c->op = op;
 }
@@ -597,18 +607,18 @@ static int l_st_save(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "%s: tensor names must be strings, got a %s key", op, luaL_typename(L, -2));
+      raise(L, "%s: tensor names must be strings, got a %s key", op, luaL_typename(L, -2));
     size_t n;
     const char *name = lua_tolstring(L, -2, &n);
     lt_tensor *t = ltL_test(L, -1);
     if (!t)
-      luaL_error(L, "%s: value of '%s' is a %s, expected a tensor (safetensors holds only "
+      raise(L, "%s: value of '%s' is a %s, expected a tensor (safetensors holds only "
                  "tensors)", op, name, luaL_typename(L, -1));
     if (strcmp(name, "__metadata__") == 0)
-      luaL_error(L, "%s: '__metadata__' is reserved and cannot name a tensor", op);
+      raise(L, "%s: '__metadata__' is reserved and cannot name a tensor", op);
     lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, name, n));
     lt_sval *v = chk(L, &c, lt_sv_tensor(c.d, t, false));
-    if (lt_sv_set(c.d, dict, k, v)) luaL_error(L, "%s: out of memory", op);
+    if (lt_sv_set(c.d, dict, k, v)) raise(L, "%s: out of memory", op);
     lua_pop(L, 1);
   }
   lt_sval *meta = NULL;
@@ -617,13 +627,13 @@ static int l_st_save(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, 3)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-        luaL_error(L, "%s: metadata keys and values must be strings (got %s = %s)", op,
+        raise(L, "%s: metadata keys and values must be strings (got %s = %s)", op,
                    luaL_typename(L, -2), luaL_typename(L, -1));
       size_t kn, vn;
       const char *ks = lua_tolstring(L, -2, &kn), *vs = lua_tolstring(L, -1, &vn);
       lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, ks, kn));
       lt_sval *v = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, vs, vn));
-      if (lt_sv_set(c.d, meta, k, v)) luaL_error(L, "%s: out of memory", op);
+      if (lt_sv_set(c.d, meta, k, v)) raise(L, "%s: out of memory", op);
       lua_pop(L, 1);
     }
   }

@@ -306,7 +306,7 @@ static int l_chunk(lua_State *L) {
     len = lua_newuserdatauv(L, (size_t)n * sizeof *len, 0);
     for (int i = 0; i < n; i++) len[i] = 0;
   } else {
-    len = even_pieces(L, size, (size + chunks - 1) / chunks, &n);
+    len = even_pieces(L, size, size / chunks + (size % chunks != 0), &n);
   }
   return push_pieces(L, t, d, n, len);
 }

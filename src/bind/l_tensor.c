@@ -507,7 +507,8 @@ void ltL_open_tensor(lua_State *L) {
   lua_setfield(L, -2, "__newindex");
   lua_pushcfunction(L, t_gc);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, t_len);
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  lua_pushcclosure(L, t_len, 1);
   lua_setfield(L, -2, "__len");
   lua_pushliteral(L, "Tensor");
   lua_setfield(L, -2, "__name");

@@ -15,10 +15,23 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
 /* Collector pacing: tensor memory is invisible to Lua, so every pushed tensor that owns fresh
 ** memory adds debt in proportion to its bytes; the collector then runs as if it had been
 ** allocated on the Lua heap. Debt is added in 256 KiB slices to keep small ops cheap. */
-typedef struct { size_t pending; } gc_acct;
+/* Binding state kept right after the ctx in the same userdata. The Tensor metatable is found
+** by pointer and by registry integer key, because the name lookups of luaL_testudata and
+** luaL_setmetatable hash a string on every call, which costs more than a small op itself. */
+typedef struct {
+  size_t pending;            /* bytes not yet reported to the collector */
+  const void *tensor_mt;     /* identity of the Tensor metatable */
+  int tensor_mt_ref;         /* its registry integer key */
+} bind_state;
+
+static bind_state *state_of(lua_State *L) {
+  lt_ctx *ctx = lua_touserdata(L, lua_upvalueindex(1));
+  return ctx ? (bind_state *)(ctx + 1) : NULL;
+}
 
 void ltL_gc_account(lua_State *L, size_t nbytes) {
-  gc_acct *acct = (gc_acct *)(LTL_CTX(L) + 1);
+  bind_state *acct = state_of(L);
+  if (!acct) return;
   acct->pending += nbytes;
   if (acct->pending >= 256 * 1024) {
     int kb = (int)(acct->pending / 1024);
@@ -30,7 +43,12 @@ void ltL_gc_account(lua_State *L, size_t nbytes) {
 static lt_tensor **new_box(lua_State *L, lt_tensor *t) {
   lt_tensor **box = lua_newuserdatauv(L, sizeof *box, 1);
   *box = t;
-  luaL_setmetatable(L, LTL_TENSOR_MT);
+  bind_state *st = state_of(L);
+  if (st)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
+  else
+    luaL_getmetatable(L, LTL_TENSOR_MT);
+  lua_setmetatable(L, -2);
   return box;
 }
 
@@ -41,20 +59,27 @@ void ltL_push(lua_State *L, lt_tensor *t) {
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
-  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
-  return box ? *box : NULL;
+  bind_state *st = state_of(L);
+  if (!st) {
+    lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
+    return box ? *box : NULL;
+  }
+  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
+  const void *mt = lua_topointer(L, -1);
+  lua_pop(L, 1);
+  return mt == st->tensor_mt ? *(lt_tensor **)lua_touserdata(L, idx) : NULL;
 }
 
 lt_tensor *ltL_check(lua_State *L, int idx) {
-  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
-  if (!box) {
+  lt_tensor *t = ltL_test(L, idx);
+  if (!t) {
     lua_Debug ar;
     const char *fname = "?";
     if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fname = ar.name;
     luaL_error(L, "%s: bad argument #%d (Tensor expected, got %s)", fname, idx,
                luaL_typename(L, idx));
   }
-  return *box;
+  return t;
 }
 
 lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_tensor **owned) {
@@ -212,8 +237,7 @@ static int ctx_gc(lua_State *L) {
   return 0;
 }
 
-/* Weak so that the binding links while a family is still being written. */
-#define FAMILY(f) extern void f(lua_State *L) __attribute__((weak));
+#define FAMILY(f) extern void f(lua_State *L);
 FAMILY(ltL_open_creation)
 FAMILY(ltL_open_elementwise)
 FAMILY(ltL_open_shape)
@@ -229,8 +253,8 @@ int luaopen_lantern_core(lua_State *L) {
   /* one context per Lua state, kept in the registry and as upvalue 1 of every function */
   if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TNIL) {
     lua_pop(L, 1);
-    lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(gc_acct), 0);
-    memset(ctx, 0, sizeof(lt_ctx) + sizeof(gc_acct));
+    lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(bind_state), 0);
+    memset(ctx, 0, sizeof(lt_ctx) + sizeof(bind_state));
     ctx->grad_enabled = true;
     ctx->num_threads = 2;
     lt_ctx *tmp = lt_ctx_new();
@@ -248,16 +272,24 @@ int luaopen_lantern_core(lua_State *L) {
   }
   lua_pop(L, 1);
   lua_newtable(L);                                 /* module */
-  luaL_newmetatable(L, LTL_TENSOR_MT);
-  lua_pop(L, 1);
+  {
+    lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+    bind_state *st = (bind_state *)((lt_ctx *)lua_touserdata(L, -1) + 1);
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, LTL_TENSOR_MT)) {
+      lua_pushvalue(L, -1);
+      st->tensor_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    st->tensor_mt = lua_topointer(L, -1);
+    lua_pop(L, 1);
+  }
   lua_newtable(L);                                 /* methods */
   ltL_open_tensor(L);
   ltL_open_autograd(L);
   void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
                                      ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
                                      ltL_open_serial,   ltL_open_optim,       ltL_open_data};
-  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-    if (families[i]) families[i](L);
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) families[i](L);
   lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */
   luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_setfield(L, -2, "_tensor_mt");
@@ -287,5 +319,12 @@ void lantern_open(lua_State *L) {
   lua_pop(L, 1);
 }
 
-void lantern_push_tensor(lua_State *L, lt_tensor *t) { new_box(L, lt_retain(t)); }
-lt_tensor *lantern_to_tensor(lua_State *L, int idx) { return ltL_test(L, idx); }
+void lantern_push_tensor(lua_State *L, lt_tensor *t) {
+  lt_tensor **box = lua_newuserdatauv(L, sizeof *box, 1);
+  *box = lt_retain(t);
+  luaL_setmetatable(L, LTL_TENSOR_MT);
+}
+lt_tensor *lantern_to_tensor(lua_State *L, int idx) {
+  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
+  return box ? *box : NULL;
+}

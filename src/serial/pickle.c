@@ -201,9 +201,13 @@ static int find_global(up *u, const char *mod, size_t ml, const char *name, size
   if (ml == 5 && memcmp(mod, "torch", 5) == 0 && nl > 7 && memcmp(name + nl - 7, "Storage", 7) == 0)
     return fail(u, "storage type torch.%.*s is not supported (supported: float32, float64, "
                 "float16, bfloat16, int64, int32, int16, int8, uint8, bool)", nl_, name);
+  bool module = (ml >= 16 && memcmp(mod, "torch.nn.modules", 16) == 0) ||
+                (ml == 8 && memcmp(mod, "__main__", 8) == 0);
   return fail(u, "pickle refers to forbidden global '%.*s.%.*s' (only tensors, storages, dicts, "
-              "lists, tuples and scalars can be loaded; loading never runs code)", ml_, mod, nl_,
-              name);
+              "lists, tuples and scalars can be loaded; loading never runs code)%s", ml_, mod,
+              nl_, name,
+              module ? "; a whole pickled model cannot be loaded: save its state_dict() instead"
+                     : "");
 }
 
 static bool is_int(const lt_sval *v) { return v->kind == LT_SV_INT; }

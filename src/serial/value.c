@@ -6,10 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "serial.h"
 
@@ -507,8 +507,9 @@ static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_sr
   uint64_t need, outb;
   if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) ||
       __builtin_mul_overflow((uint64_t)s->numel, es, &outb) || outb > (uint64_t)SIZE_MAX / 2)
-    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld elements, too many", op, src->name,
-                   s->key, (long long)s->numel);
+    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld %s elements, a size that overflows "
+                   "(huge declared size)", op, src->name, s->key, (long long)s->numel,
+                   lt_fdtype_name(s->fdt));
   if (s->rec_len < need)
     return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
                    "holds only %llu", op, src->name, s->key, (unsigned long long)need,
@@ -581,9 +582,12 @@ static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
   }
   char sz[256];
   lt_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
-  if (ts->offset < 0 || overflow)
-    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has an invalid offset or "
-                   "strides", op, sz, s->key);
+  if (overflow)
+    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' spans more elements than fit in "
+                   "64 bits (huge declared size)", op, sz, s->key);
+  if (ts->offset < 0)
+    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has a negative offset", op, sz,
+                   s->key);
   int64_t offset = ts->offset;
   if (numel > 0 && hi >= s->numel)
     return lt_fail(ctx, "%s: tensor of shape %s at offset %lld needs a storage of %lld elements "
@@ -606,43 +610,19 @@ int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *s
   return 0;
 }
 
-/* ============================================================ CRC-32 (slicing by 8) */
+/* ============================================================ CRC-32 */
 
-static uint32_t crc_tab[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-    crc_tab[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; i++)
-    for (int t = 1; t < 8; t++)
-      crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
-}
-
+/* zlib's (it is linked for deflate anyway, and is faster than a table loop). */
 uint32_t lt_crc32(uint32_t crc, const void *data, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t *p = data;
-  uint32_t c = ~crc;
-  while (n && ((uintptr_t)p & 7)) {
-    c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-    n--;
+  const Bytef *p = data;
+  uLong c = crc;
+  while (n > 0) {
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    c = crc32(c, p, k);
+    p += k;
+    n -= k;
   }
-  while (n >= 8) {
-    uint32_t a, b;
-    memcpy(&a, p, 4);
-    memcpy(&b, p + 4, 4);
-    a ^= c;
-    c = crc_tab[7][a & 0xff] ^ crc_tab[6][(a >> 8) & 0xff] ^ crc_tab[5][(a >> 16) & 0xff] ^
-        crc_tab[4][a >> 24] ^ crc_tab[3][b & 0xff] ^ crc_tab[2][(b >> 8) & 0xff] ^
-        crc_tab[1][(b >> 16) & 0xff] ^ crc_tab[0][b >> 24];
-    p += 8;
-    n -= 8;
-  }
-  while (n--) c = crc_tab[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-  return ~c;
+  return (uint32_t)c;
 }
 
 /* ============================================================ atomic output file */

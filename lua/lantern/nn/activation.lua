@@ -64,7 +64,7 @@ simple("Hardtanh", { { "min_val", -1.0 }, { "max_val", 1.0 }, { "inplace", false
     return "min_val=" .. util.num_str(self.min_val) .. ", max_val=" .. util.num_str(self.max_val) ..
       (self.inplace and ", inplace=True" or "")
   end)
-simple("Softplus", { { "beta", 1.0 }, { "threshold", 20.0 } },
+simple("Softplus", { { "beta", 1 }, { "threshold", 20 } },
   function(self, x) return F.softplus(x, self.beta, self.threshold) end,
   function(self) return "beta=" .. util.num_str(self.beta) .. ", threshold=" .. util.num_str(self.threshold) end)
 

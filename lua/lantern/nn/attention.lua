@@ -270,4 +270,37 @@ function TEL:forward(src, opts)
   return x
 end
 
+-------------------------------------------------------------------------------- TransformerEncoder
+-- TransformerEncoder(encoder_layer, num_layers, {norm = Module}): num_layers deep copies of the
+-- layer under `layers` (layers.0, layers.1, ...) and an optional final norm, as PyTorch names them.
+local TE = Module:extend("TransformerEncoder")
+A.TransformerEncoder = TE
+
+function TE:__init(encoder_layer, num_layers, opts)
+  Module.__init(self)
+  if not mod.is_module(encoder_layer) then
+    error("TransformerEncoder: encoder_layer must be a Module, got " .. util.typename(encoder_layer), 2)
+  end
+  num_layers = util.check_int(num_layers, "TransformerEncoder", "num_layers", 1)
+  local layers = {}
+  for i = 1, num_layers do layers[i] = encoder_layer:deepcopy() end
+  local containers = require "lantern.nn.containers"
+  self.layers = containers.ModuleList(layers)
+  self.num_layers = num_layers
+  local norm_ = opts and opts.norm
+  if norm_ ~= nil then self.norm = norm_ else self:add_module("norm", nil) end
+end
+
+-- forward(src, {mask, src_key_padding_mask, is_causal})
+function TE:forward(src, opts)
+  opts = opts or {}
+  local out = src
+  for _, layer in ipairs(self.layers:children()) do
+    out = layer(out, { src_mask = opts.mask, src_key_padding_mask = opts.src_key_padding_mask,
+      is_causal = opts.is_causal })
+  end
+  if self.norm ~= nil then out = self.norm(out) end
+  return out
+end
+
 return A

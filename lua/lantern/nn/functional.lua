@@ -718,6 +718,11 @@ function F.cross_entropy(input, target, opts)
     if r == "sum" then return loss:sum() end
     return loss:sum() / (input:numel() // C)
   end
+  if target.dtype ~= "int64" then
+    error("cross_entropy: expected target of dtype int64 (class indices) or a floating dtype " ..
+      "(class probabilities), got " .. target.dtype, 2)
+  end
+  check_class_target("cross_entropy", input, target)
   local nll = F.nll_loss(logp, target, { weight = weight, ignore_index = opts.ignore_index, reduction = r })
   if ls == 0 then return nll end
   local ignore_index = opts.ignore_index or -100

@@ -36,6 +36,7 @@ local function kw(args, names)
   local opts
   if args.n >= 1 and type(last) == "table" and not util.is_tensor(last) then
     opts = last
+    args[args.n] = nil
     args.n = args.n - 1
   end
   for i, name in ipairs(names) do

@@ -1,7 +1,9 @@
 -- Loss modules over nn.functional: MSELoss, L1Loss, SmoothL1Loss, HuberLoss, CrossEntropyLoss,
 -- NLLLoss, BCELoss, BCEWithLogitsLoss, KLDivLoss. Options as a table, e.g.
 -- nn.CrossEntropyLoss{weight = w, ignore_index = 1, reduction = "sum", label_smoothing = 0.1};
--- nn.MSELoss("sum") is accepted as a shorthand for {reduction = "sum"}.
+-- nn.MSELoss("sum") is accepted as a shorthand for {reduction = "sum"}. Class targets are int64
+-- 1-based class indices; ignore_index is compared with the target values as given (a 1-based
+-- class, or the default -100). weight / pos_weight are buffers, as in PyTorch.
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"

@@ -218,7 +218,7 @@ local function prepare_parameter(name, param)
   if param.grad_fn ~= nil then
     error("Cannot assign non-leaf Tensor to parameter '" .. name .. "'. Model parameters must " ..
       "be created explicitly. To express '" .. name .. "' as a function of another Tensor, " ..
-      "compute the value in the forward() method.", 4)
+      "compute the value in the forward() method.", 3)
   end
   if not marked[param] then
     if util.is_float(param) and not param.requires_grad then param:requires_grad_(true) end
@@ -587,26 +587,41 @@ end
 
 -- fn(tensor) -> tensor, applied to every parameter, gradient and buffer (children first).
 -- A parameter whose tensor changes is replaced by a new leaf with the same requires_grad,
--- carrying the converted gradient.
-function Module:_apply(fn)
-  for _, child in ipairs(self:children()) do child:_apply(fn) end
+-- carrying the converted gradient. A tensor shared by several modules (or names) is converted
+-- once, so the sharing survives.
+function Module:_apply(fn, memo)
+  memo = memo or {}
+  for _, child in ipairs(self:children()) do child:_apply(fn, memo) end
   local st = state(self)
   lt.no_grad(function()
     for k, p in st.params:items() do
       if p ~= NONE then
-        local new = fn(p)
-        if not rawequal(new, p) then
-          local np = new:detach()
-          if p.requires_grad then np:requires_grad_(true) end
-          local g = p.grad
-          if g ~= nil then np.grad = fn(g) end
-          marked[np] = true
-          st.params:set(k, np)
+        local np = memo[p]
+        if np == nil then
+          local new = fn(p)
+          if rawequal(new, p) then
+            np = p
+          else
+            np = new:detach()
+            if p.requires_grad then np:requires_grad_(true) end
+            local g = p.grad
+            if g ~= nil then np.grad = fn(g) end
+            marked[np] = true
+          end
+          memo[p] = np
         end
+        if not rawequal(np, p) then st.params:set(k, np) end
       end
     end
     for k, b in st.buffers:items() do
-      if b ~= NONE then st.buffers:set(k, fn(b)) end
+      if b ~= NONE then
+        local nb = memo[b]
+        if nb == nil then
+          nb = fn(b)
+          memo[b] = nb
+        end
+        st.buffers:set(k, nb)
+      end
     end
   end)
   return self
@@ -864,6 +879,51 @@ repr = function(self)
 end
 M.repr = repr
 Module.__repr = repr
+
+-------------------------------------------------------------------------------- deepcopy
+-- m:deepcopy(): an independent copy (Python's copy.deepcopy(m)): new tensors with the same values,
+-- dtypes and requires_grad (gradients are not copied), children copied recursively; sharing
+-- inside the module (tied parameters, a module registered twice) is kept. Plain fields are
+-- copied shallowly (tables one level deep).
+function Module:deepcopy(memo)
+  memo = memo or {}
+  if memo[self] then return memo[self] end
+  local st = state(self)
+  local nst = { cls = st.cls, attrs = {} }
+  local new = setmetatable({ [ST] = nst }, st.cls.__imt)
+  memo[self] = new
+  local function copy_tensor(t)
+    if t == NONE then return NONE end
+    local c = memo[t]
+    if c == nil then
+      c = lt.no_grad(function() return t:detach():clone() end)
+      if t.requires_grad then c:requires_grad_(true) end
+      if marked[t] then marked[c] = true end
+      memo[t] = c
+    end
+    return c
+  end
+  for k, v in pairs(st.attrs) do
+    if is_tensor(v) then
+      v = copy_tensor(v)
+    elseif type(v) == "table" and getmetatable(v) == nil then
+      local c = {}
+      for kk, vv in pairs(v) do c[kk] = vv end
+      v = c
+    end
+    nst.attrs[k] = v
+  end
+  if st.params then
+    nst.params, nst.buffers, nst.modules, nst.nonpersist = omap(), omap(), omap(), {}
+    for k, v in pairs(st.nonpersist) do nst.nonpersist[k] = v end
+    for k, p in st.params:items() do nst.params:set(k, copy_tensor(p)) end
+    for k, b in st.buffers:items() do nst.buffers:set(k, copy_tensor(b)) end
+    for k, m in st.modules:items() do
+      nst.modules:set(k, m == NONE and NONE or m:deepcopy(memo))
+    end
+  end
+  return new
+end
 
 -------------------------------------------------------------------------------- Parameter
 -- nn.Parameter(t[, requires_grad]): a leaf sharing t's storage, marked trainable (for readers

@@ -87,6 +87,10 @@ function BatchNorm:forward(input)
     error(name .. ": expected input with " .. self.num_features .. " channels (dim 2), got input of size " ..
       util.shape_str(input), 2)
   end
+  if self.training and input:numel() // self.num_features <= 1 then
+    error(name .. ": Expected more than 1 value per channel when training, got input size " ..
+      util.torch_size(input), 2)
+  end
   local eaf = self.momentum or 0.0
   if self.training and self.track_running_stats then
     local nbt = self.num_batches_tracked

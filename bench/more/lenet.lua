@@ -1,0 +1,38 @@
+-- LeNet-style CNN training step (28x28, batch 64), and the demo's CNN throughput (images/s).
+local lt = require "lantern"
+local nn, F = lt.nn, lt.nn.functional
+
+return function(want, report, timeit)
+  if want("lenet") then
+    lt.manual_seed(0)
+    local model = nn.Sequential(nn.Conv2d(1, 6, 5, { padding = 2 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+      nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    local opt = lt.optim.SGD(model:parameters(), { lr = 0.01, momentum = 0.9 })
+    local x = lt.randn(64, 1, 28, 28)
+    local y = lt.randint(1, 11, { 64 })
+    report("lenet_ms", timeit(function()
+      local loss = F.cross_entropy(model(x), y)
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+    end, 1.0) * 1e3, false)
+  end
+  if want("demo") then
+    lt.manual_seed(0)
+    local model = nn.Sequential(
+      nn.Conv2d(1, 16, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Conv2d(16, 32, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
+    local opt = lt.optim.Adam(model:parameters(), { lr = 1e-3 })
+    local x = lt.randn(64, 1, 28, 28)
+    local y = lt.randint(1, 11, { 64 })
+    local t = timeit(function()
+      local loss = F.cross_entropy(model(x), y)
+      opt:zero_grad()
+      loss:backward()
+      opt:step()
+    end, 1.0)
+    report("demo_img_per_s", 64 / t, true)
+  end
+end
