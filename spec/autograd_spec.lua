@@ -137,6 +137,18 @@ describe("in-place checks", function()
     assert.matches("MulBackward0", err)
   end)
 
+  it("refuses in-place writes through a view of a tensor that requires grad", function()
+    local x = lt.ones(3, { requires_grad = true })
+    local y = x * 2
+    local ok, err = pcall(function() y:narrow(1, 1, 1):mul_(3) end)
+    assert.is_false(ok)
+    assert.matches("view of a tensor that requires grad", err)
+    ok = pcall(function() x:view(3):fill_(0) end)
+    assert.is_false(ok)
+    lt.no_grad(function() y:narrow(1, 1, 1):mul_(3) end)
+    assert.are.same({ 6, 2, 2 }, y:tolist())
+  end)
+
   it("records in-place ops on non-leaves", function()
     local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
     local y = x * 1

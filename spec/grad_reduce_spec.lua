@@ -215,6 +215,27 @@ describe("gradients by hand", function()
     close(x.grad, { 0.75, -0.75 }, 1e-12)
   end)
 
+  it("float32 softmax/log_softmax backward kernels match float64", function()
+    for _, sh in ipairs({ { 5, 37 }, { 3, 7, 5, 3 }, { 2, 300, 70 } }) do
+      local x32 = lt.randn(sh) * 3
+      local g32 = lt.randn(sh)
+      for d = 1, #sh do
+        for _, op in ipairs({ "softmax", "log_softmax" }) do
+          local a = x32:clone():requires_grad_()
+          local b = x32:double():requires_grad_()
+          a[op](a, d):backward(g32)
+          b[op](b, d):backward(g32:double())
+          close(a.grad, b.grad, 1e-5)
+          -- and with a non-contiguous incoming gradient
+          local c = x32:clone():requires_grad_()
+          local gt = g32:transpose(1, #sh):contiguous():transpose(1, #sh)
+          c[op](c, d):backward(gt)
+          close(c.grad, b.grad, 1e-5)
+        end
+      end
+    end
+  end)
+
   it("cumsum backward is a reversed cumsum", function()
     local x = lt.ones(4, { requires_grad = true })
     x:cumsum(1):sum():backward()

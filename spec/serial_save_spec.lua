@@ -211,6 +211,15 @@ describe("serial: lt.safetensors.save", function()
     assert.are_not.equal(lt._storage_id(t.a), lt._storage_id(t.z))
   end)
 
+  it("lt.save picks safetensors by extension", function()
+    local p = U.tmpname(".safetensors")
+    lt.save({ w = lt.tensor { 1, 2 } }, p)
+    local want = '\56\0\0\0\0\0\0\0{"w":{"dtype":"I64","shape":[2],"data_offsets":[0,16]}} '
+    assert.equal(want, U.read(p):sub(1, #want))
+    assert.same({ 1, 2 }, lt.safetensors.load(p).w:tolist())
+    U.raises(function() lt.save({ n = 1 }, p) end, "safetensors.save: value of 'n' is a number")
+  end)
+
   it("rejects what safetensors cannot hold", function()
     local p = U.tmpname(".safetensors")
     U.raises(function() lt.safetensors.save({ x = 1 }, p) end,
@@ -349,7 +358,12 @@ describe("serial: PyTorch reads Lantern's files", function()
     return results
   end
 
-  teardown(U.cleanup)
+  teardown(function()
+    for _, c in ipairs(cases) do
+      for _, f in ipairs { c.src, c.out, c.xpath } do os.remove(f) end
+    end
+    U.cleanup()
+  end)
 
   local function case(name)
     for _, c in ipairs(cases) do if c.name == name then return c end end

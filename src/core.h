@@ -61,6 +61,7 @@ struct lt_tensor {
   /* autograd */
   bool requires_grad;
   bool retains_grad;
+  bool grad_view;       /* a view of a tensor that requires grad: in-place writes refused */
   int output_nr;        /* which output of grad_fn this is */
   lt_tensor *grad;
   lt_node *grad_fn;     /* strong; NULL for a leaf */

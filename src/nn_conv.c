@@ -167,53 +167,7 @@ DEF_SCATTER(scatter_f64, double)
 DEF_ADDBIAS(addbias_f32, float)
 DEF_ADDBIAS(addbias_f64, double)
 
-/* Runs a copy kernel over ntasks tasks of about `work` elements each. */
-static void run_tasks(lt_ctx *ctx, int64_t ntasks, int64_t work, lt_range_fn fn, copy_job *j) {
-  int64_t grain = work > 0 ? (16384 + work - 1) / work : ntasks;
-  lt_parallel_for(ctx, ntasks, grain, fn, j);
-}
-
-/* im2col of the image chunk `img` (nb samples) into cols; geometry from g. */
-static void im2col(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *img, void *cols,
-                   int64_t nb) {
-  copy_job j = {g, img, cols, NULL, nb};
-  run_tasks(ctx, g->C * g->kh * g->kw * nb, g->OH * g->OW, dt == LT_FLOAT32 ? im2col_f32 : im2col_f64,
-            &j);
-}
-
-static void col2im(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *cols, void *img,
-                   int64_t nb) {
-  copy_job j = {g, cols, img, NULL, nb};
-  run_tasks(ctx, nb * g->C, g->H * g->W * g->kh * g->kw, dt == LT_FLOAT32 ? col2im_f32 : col2im_f64,
-            &j);
-}
-
-static void gather(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *src, void *dst,
-                   int64_t nb) {
-  copy_job j = {g, src, dst, NULL, nb};
-  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? gather_f32 : gather_f64, &j);
-}
-
-static void scatter(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, const void *src, void *dst,
-                    const void *bias, int64_t nb) {
-  copy_job j = {g, src, dst, bias, nb};
-  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? scatter_f32 : scatter_f64, &j);
-}
-
-/* Adds bias[o] to every (n, o) plane of a (nb, O, L) block. */
-static void add_bias(lt_ctx *ctx, lt_dtype dt, const conv_geom *g, void *dst, const void *bias,
-                     int64_t nb) {
-  copy_job j = {g, NULL, dst, bias, nb};
-  run_tasks(ctx, nb * g->O, g->OH * g->OW, dt == LT_FLOAT32 ? addbias_f32 : addbias_f64, &j);
-}
-
 /* ------------------------------------------------------------ GEMM */
-
-/* One thread budget for OpenBLAS and Lantern's loops (as linalg.c): follow ctx. */
-static void blas_threads(lt_ctx *ctx) {
-  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
-  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
-}
 
 /* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt.
 ** Degenerate sizes are handled here, never passed to BLAS. */
@@ -236,23 +190,13 @@ static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                 c, (int)ldc);
 }
 
-static inline char *ptr_at(void *base, lt_dtype dt, int64_t i) {
+static void set_blas_threads(int nt) {
+  if (nt < 1) nt = 1;
+  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
+}
+
+static inline char *ptr_at(const void *base, lt_dtype dt, int64_t i) {
   return (char *)base + (size_t)i * lt_dtype_size(dt);
-}
-
-/* Samples per chunk so that a columns buffer of rows*L per sample stays under COLS_LIMIT. */
-static int64_t chunk_size(int64_t N, int64_t per_sample) {
-  int64_t nb = per_sample > 0 ? COLS_LIMIT / per_sample : N;
-  if (nb < 1) nb = 1;
-  if (nb > N) nb = N;
-  return nb < 1 ? 1 : nb;
-}
-
-static int scratch(lt_ctx *ctx, const char *op, lt_tensor **t, lt_dtype dt, int64_t n) {
-  if (n < 1) n = 1;
-  if (lt_empty(ctx, t, dt, 1, &n)) return lt_fail(ctx, "%s: out of memory for a %lld-element "
-                                                 "work buffer", op, (long long)n);
-  return 0;
 }
 
 /* Whether 1x1, stride 1, no padding: the image is its own columns matrix. */
@@ -261,185 +205,261 @@ static bool is_pointwise(const conv_geom *g) {
          g->OH == g->H && g->OW == g->W;
 }
 
-/* ------------------------------------------------------------ conv kernels */
+/* ------------------------------------------------------------ the batch driver
+** The batch is split into P parts run in parallel (one per thread, each with its own scratch
+** buffers and single-threaded GEMMs, so OpenMP and OpenBLAS threads never compete); a part
+** walks its samples in chunks of nb. With one part (one thread, or fewer samples than
+** threads) the copy kernels run in parallel and the GEMMs use every thread instead. */
 
-/* y (N,O,L) = conv(x (N,C,H,W), w (O,K*g)) + bias. All contiguous. */
-static int conv_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
-                        const void *x, const void *w, const void *bias, void *y) {
-  blas_threads(ctx);
-  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
-  bool pw = is_pointwise(g);
-  int64_t nb = pw ? 1 : chunk_size(g->N, g->C * g->kh * g->kw * L);
-  lt_tensor *cols = NULL, *ybuf = NULL;
-  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
-  if (nb > 1 && scratch(ctx, op, &ybuf, dt, g->O * nb * L)) {
-    lt_release(cols);
-    return -1;
+enum { CONV_FWD, CONV_BWD, CONVT_FWD, CONVT_BWD };
+
+typedef struct conv_work {
+  lt_ctx *ctx;
+  int kind;
+  lt_dtype dt;
+  const conv_geom *g;
+  const void *x, *w, *bias, *dy;   /* x: conv input (image side) or convt input (column side) */
+  void *y, *dx, *dw;               /* outputs (dx, dw may be NULL) */
+  int64_t nb, parts;
+  int64_t cols_n, buf_n;           /* scratch elements per part */
+  char *scratch;                   /* parts * (cols_n + buf_n) elements */
+  char *dw_part;                   /* (parts - 1) * O*K weight-gradient partials */
+} conv_work;
+
+/* Runs a copy kernel: over threads when `par`, else in the calling thread. */
+static void copy_run(const conv_work *cw, bool par, int64_t ntasks, int64_t work, lt_range_fn fn,
+                     copy_job *j) {
+  if (!par) {
+    if (ntasks > 0) fn(0, ntasks, j);
+    return;
   }
-  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
-    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
-    const void *xs = ptr_at((void *)x, dt, n0 * g->C * HW);
-    void *ys = ptr_at(y, dt, n0 * g->O * L);
-    const void *cm = xs;
-    if (!pw) {
-      im2col(ctx, dt, g, xs, lt_data(cols), cnt);
-      cm = lt_data(cols);
-    }
-    void *dst = cnt > 1 ? lt_data(ybuf) : ys;
-    for (int64_t gi = 0; gi < g->groups; gi++)
-      gemm(dt, false, false, Og, ld, K, ptr_at((void *)w, dt, gi * Og * K), K,
-           ptr_at((void *)cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-    if (cnt > 1)
-      scatter(ctx, dt, g, dst, ys, bias, cnt);
-    else if (bias)
-      add_bias(ctx, dt, g, ys, bias, 1);
-  }
-  lt_release(cols);
-  lt_release(ybuf);
-  return 0;
+  int64_t grain = work > 0 ? (32768 + work - 1) / work : ntasks;
+  lt_parallel_for(cw->ctx, ntasks, grain, fn, j);
 }
 
-/* Gradients of conv: dx (may be NULL), dw (may be NULL) from dy (N,O,L). */
-static int conv_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
-                                const void *x, const void *w, const void *dy, void *dx,
-                                void *dw) {
-  blas_threads(ctx);
+static void im2col(const conv_work *cw, bool par, const void *img, void *cols, int64_t nb) {
+  const conv_geom *g = cw->g;
+  copy_job j = {g, img, cols, NULL, nb};
+  copy_run(cw, par, g->C * g->kh * g->kw * nb, g->OH * g->OW,
+           cw->dt == LT_FLOAT32 ? im2col_f32 : im2col_f64, &j);
+}
+
+static void col2im(const conv_work *cw, bool par, const void *cols, void *img, int64_t nb) {
+  const conv_geom *g = cw->g;
+  copy_job j = {g, cols, img, NULL, nb};
+  copy_run(cw, par, nb * g->C, g->H * g->W * g->kh * g->kw,
+           cw->dt == LT_FLOAT32 ? col2im_f32 : col2im_f64, &j);
+}
+
+static void gather(const conv_work *cw, bool par, const void *src, void *dst, int64_t nb) {
+  const conv_geom *g = cw->g;
+  copy_job j = {g, src, dst, NULL, nb};
+  copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? gather_f32 : gather_f64, &j);
+}
+
+static void scatter(const conv_work *cw, bool par, const void *src, void *dst, const void *bias,
+                    int64_t nb) {
+  const conv_geom *g = cw->g;
+  copy_job j = {g, src, dst, bias, nb};
+  copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? scatter_f32 : scatter_f64,
+           &j);
+}
+
+/* Adds bias[c] to every (n, c) plane of `dst`, seen through geometry gb (its O and OH*OW). */
+static void add_bias(const conv_work *cw, bool par, const conv_geom *gb, void *dst,
+                     const void *bias, int64_t nb) {
+  copy_job j = {gb, NULL, dst, bias, nb};
+  copy_run(cw, par, nb * gb->O, gb->OH * gb->OW,
+           cw->dt == LT_FLOAT32 ? addbias_f32 : addbias_f64, &j);
+}
+
+/* One part: samples [n_begin, n_end) with scratch cols/buf; dw_acc receives this part's
+** weight gradient (overwritten by its first chunk). */
+static void conv_part(const conv_work *cw, int64_t n_begin, int64_t n_end, char *cols, char *buf,
+                      void *dw_acc, bool par) {
+  const conv_geom *g = cw->g;
+  const lt_dtype dt = cw->dt;
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
-  bool pw = is_pointwise(g);
-  int64_t nb = chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
-  if (pw && nb > 1) nb = 1;
-  lt_tensor *cols = NULL, *gbuf = NULL;
-  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
-  if (nb > 1 && scratch(ctx, op, &gbuf, dt, g->O * nb * L)) {
-    lt_release(cols);
-    return -1;
-  }
-  if (dw && g->N == 0) memset(dw, 0, (size_t)(g->O * K) * lt_dtype_size(dt));
-  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
-    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
-    const void *xs = ptr_at((void *)x, dt, n0 * g->C * HW);
-    const void *dys = ptr_at((void *)dy, dt, n0 * g->O * L);
-    const void *G = dys;
-    if (cnt > 1) {
-      gather(ctx, dt, g, dys, lt_data(gbuf), cnt);
-      G = lt_data(gbuf);
-    }
-    if (dw) {
-      const void *cm = xs;
-      if (!pw) {
-        im2col(ctx, dt, g, xs, lt_data(cols), cnt);
-        cm = lt_data(cols);
+  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W, G = g->groups;
+  const bool pw = is_pointwise(g);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += cw->nb) {
+    const int64_t cnt = n_end - n0 < cw->nb ? n_end - n0 : cw->nb, ld = cnt * L;
+    const bool first = n0 == n_begin;
+    switch (cw->kind) {
+      case CONV_FWD: {   /* Y_g = W_g @ cols_g, then scatter + bias */
+        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
+        void *ys = ptr_at(cw->y, dt, n0 * g->O * L);
+        const void *cm = xs;
+        if (!pw) {
+          im2col(cw, par, xs, cols, cnt);
+          cm = cols;
+        }
+        void *dst = cnt > 1 ? (void *)buf : ys;
+        for (int64_t gi = 0; gi < G; gi++)
+          gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
+               ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
+        if (cnt > 1)
+          scatter(cw, par, dst, ys, cw->bias, cnt);
+        else if (cw->bias)
+          add_bias(cw, par, g, ys, cw->bias, 1);
+        break;
       }
-      for (int64_t gi = 0; gi < g->groups; gi++)
-        gemm(dt, false, true, Og, K, ld, ptr_at((void *)G, dt, gi * Og * ld), ld,
-             ptr_at((void *)cm, dt, gi * K * ld), ld, n0 == 0 ? 0.0 : 1.0,
-             ptr_at(dw, dt, gi * Og * K), K);
-    }
-    if (dx) {
-      void *dxs = ptr_at(dx, dt, n0 * g->C * HW);
-      void *cm = pw ? dxs : lt_data(cols);
-      for (int64_t gi = 0; gi < g->groups; gi++)
-        gemm(dt, true, false, K, ld, Og, ptr_at((void *)w, dt, gi * Og * K), K,
-             ptr_at((void *)G, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-      if (!pw) col2im(ctx, dt, g, cm, dxs, cnt);
-    }
-  }
-  lt_release(cols);
-  lt_release(gbuf);
-  return 0;
-}
-
-/* Transposed conv: y (N,C,H,W) = col2im(W^T @ gather(x (N,O,L))) + bias; w is (O, Cg*kh*kw)
-** per group block of Og rows. */
-static int convt_forward(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
-                         const void *x, const void *w, const void *bias, void *y) {
-  blas_threads(ctx);
-  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
-  bool pw = is_pointwise(g);
-  int64_t nb = pw ? 1 : chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
-  lt_tensor *cols = NULL, *xbuf = NULL;
-  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
-  if (nb > 1 && scratch(ctx, op, &xbuf, dt, g->O * nb * L)) {
-    lt_release(cols);
-    return -1;
-  }
-  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
-    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
-    const void *xs = ptr_at((void *)x, dt, n0 * g->O * L);
-    void *ys = ptr_at(y, dt, n0 * g->C * HW);
-    const void *X = xs;
-    if (cnt > 1) {
-      gather(ctx, dt, g, xs, lt_data(xbuf), cnt);
-      X = lt_data(xbuf);
-    }
-    void *cm = pw ? ys : lt_data(cols);
-    for (int64_t gi = 0; gi < g->groups; gi++)
-      gemm(dt, true, false, K, ld, Og, ptr_at((void *)w, dt, gi * Og * K), K,
-           ptr_at((void *)X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-    if (!pw) col2im(ctx, dt, g, cm, ys, cnt);
-  }
-  if (bias) {
-    /* the image side is (N, C, H*W): reuse add_bias with a geometry whose O is C */
-    conv_geom gb = *g;
-    gb.O = g->C;
-    gb.OH = g->H;
-    gb.OW = g->W;
-    add_bias(ctx, dt, &gb, y, bias, g->N);
-  }
-  lt_release(cols);
-  lt_release(xbuf);
-  return 0;
-}
-
-static int convt_backward_kernel(lt_ctx *ctx, const char *op, lt_dtype dt, const conv_geom *g,
-                                 const void *x, const void *w, const void *dy, void *dx,
-                                 void *dw) {
-  blas_threads(ctx);
-  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W;
-  bool pw = is_pointwise(g);
-  int64_t nb = pw ? 1 : chunk_size(g->N, (g->C * g->kh * g->kw + g->O) * L);
-  lt_tensor *cols = NULL, *buf = NULL;
-  if (!pw && scratch(ctx, op, &cols, dt, g->C * g->kh * g->kw * nb * L)) return -1;
-  if (nb > 1 && scratch(ctx, op, &buf, dt, g->O * nb * L)) {
-    lt_release(cols);
-    return -1;
-  }
-  if (dw && g->N == 0) memset(dw, 0, (size_t)(g->O * K) * lt_dtype_size(dt));
-  for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
-    int64_t cnt = g->N - n0 < nb ? g->N - n0 : nb, ld = cnt * L;
-    const void *dys = ptr_at((void *)dy, dt, n0 * g->C * HW);
-    const void *cm = dys;
-    if (!pw) {
-      im2col(ctx, dt, g, dys, lt_data(cols), cnt);
-      cm = lt_data(cols);
-    }
-    if (dx) {
-      void *dxs = ptr_at(dx, dt, n0 * g->O * L);
-      void *dst = cnt > 1 ? lt_data(buf) : dxs;
-      for (int64_t gi = 0; gi < g->groups; gi++)
-        gemm(dt, false, false, Og, ld, K, ptr_at((void *)w, dt, gi * Og * K), K,
-             ptr_at((void *)cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-      if (cnt > 1) scatter(ctx, dt, g, dst, dxs, NULL, cnt);
-    }
-    if (dw) {
-      const void *xs = ptr_at((void *)x, dt, n0 * g->O * L);
-      const void *X = xs;
-      if (cnt > 1) {
-        gather(ctx, dt, g, xs, lt_data(buf), cnt);
-        X = lt_data(buf);
+      case CONV_BWD: {   /* dW_g += G_g @ cols_g^T;  dx = col2im(W_g^T @ G_g) */
+        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
+        const void *dys = ptr_at(cw->dy, dt, n0 * g->O * L);
+        const void *Gm = dys;
+        if (cnt > 1) {
+          gather(cw, par, dys, buf, cnt);
+          Gm = buf;
+        }
+        if (dw_acc) {
+          const void *cm = xs;
+          if (!pw) {
+            im2col(cw, par, xs, cols, cnt);
+            cm = cols;
+          }
+          for (int64_t gi = 0; gi < G; gi++)
+            gemm(dt, false, true, Og, K, ld, ptr_at(Gm, dt, gi * Og * ld), ld,
+                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
+                 ptr_at(dw_acc, dt, gi * Og * K), K);
+        }
+        if (cw->dx) {
+          void *dxs = ptr_at(cw->dx, dt, n0 * g->C * HW);
+          void *cm = pw ? dxs : (void *)cols;
+          for (int64_t gi = 0; gi < G; gi++)
+            gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
+                 ptr_at(Gm, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
+          if (!pw) col2im(cw, par, cm, dxs, cnt);
+        }
+        break;
       }
-      for (int64_t gi = 0; gi < g->groups; gi++)
-        gemm(dt, false, true, Og, K, ld, ptr_at((void *)X, dt, gi * Og * ld), ld,
-             ptr_at((void *)cm, dt, gi * K * ld), ld, n0 == 0 ? 0.0 : 1.0,
-             ptr_at(dw, dt, gi * Og * K), K);
+      case CONVT_FWD: {   /* y = col2im(W_g^T @ gather(x)_g) (+ bias after) */
+        const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
+        void *ys = ptr_at(cw->y, dt, n0 * g->C * HW);
+        const void *X = xs;
+        if (cnt > 1) {
+          gather(cw, par, xs, buf, cnt);
+          X = buf;
+        }
+        void *cm = pw ? ys : (void *)cols;
+        for (int64_t gi = 0; gi < G; gi++)
+          gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
+               ptr_at(X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
+        if (!pw) col2im(cw, par, cm, ys, cnt);
+        if (cw->bias) {
+          conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
+          gb.O = g->C;
+          gb.OH = g->H;
+          gb.OW = g->W;
+          add_bias(cw, par, &gb, ys, cw->bias, cnt);
+        }
+        break;
+      }
+      default: {   /* CONVT_BWD: dx = scatter(W_g @ im2col(dy)_g); dW_g += gather(x)_g @ cols^T */
+        const void *dys = ptr_at(cw->dy, dt, n0 * g->C * HW);
+        const void *cm = dys;
+        if (!pw) {
+          im2col(cw, par, dys, cols, cnt);
+          cm = cols;
+        }
+        if (cw->dx) {
+          void *dxs = ptr_at(cw->dx, dt, n0 * g->O * L);
+          void *dst = cnt > 1 ? (void *)buf : dxs;
+          for (int64_t gi = 0; gi < G; gi++)
+            gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
+                 ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
+          if (cnt > 1) scatter(cw, par, dst, dxs, NULL, cnt);
+        }
+        if (dw_acc) {
+          const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
+          const void *X = xs;
+          if (cnt > 1) {
+            gather(cw, par, xs, buf, cnt);
+            X = buf;
+          }
+          for (int64_t gi = 0; gi < G; gi++)
+            gemm(dt, false, true, Og, K, ld, ptr_at(X, dt, gi * Og * ld), ld,
+                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
+                 ptr_at(dw_acc, dt, gi * Og * K), K);
+        }
+        break;
+      }
     }
   }
-  lt_release(cols);
-  lt_release(buf);
+}
+
+/* Part p of P: an even share of the batch and its own scratch. */
+static void conv_part_range(int64_t b, int64_t e, void *ud) {
+  const conv_work *cw = ud;
+  size_t es = lt_dtype_size(cw->dt);
+  int64_t OK = cw->g->O * (cw->g->C / cw->g->groups) * cw->g->kh * cw->g->kw;
+  for (int64_t p = b; p < e; p++) {
+    int64_t n0 = cw->g->N * p / cw->parts, n1 = cw->g->N * (p + 1) / cw->parts;
+    char *cols = cw->scratch + (size_t)(p * (cw->cols_n + cw->buf_n)) * es;
+    char *buf = cols + (size_t)cw->cols_n * es;
+    void *dw_acc = cw->dw;
+    if (dw_acc && p > 0) dw_acc = cw->dw_part + (size_t)((p - 1) * OK) * es;
+    conv_part(cw, n0, n1, cols, buf, dw_acc, false);
+  }
+}
+
+/* Runs a forward or backward over the whole batch. */
+static int conv_run(conv_work *cw, const char *op) {
+  lt_ctx *ctx = cw->ctx;
+  const conv_geom *g = cw->g;
+  const int64_t L = g->OH * g->OW, rows = g->C * g->kh * g->kw;
+  const int64_t OK = g->O * (g->C / g->groups) * g->kh * g->kw;
+  const size_t es = lt_dtype_size(cw->dt);
+  const bool pw = is_pointwise(g);
+  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
+  /* samples per chunk: the columns of a chunk stay under COLS_LIMIT (at least one sample) */
+  int64_t nb = rows * L > 0 ? COLS_LIMIT / (rows * L) : g->N;
+  if (nb < 1) nb = 1;
+  if (nb > g->N) nb = g->N > 0 ? g->N : 1;
+  if (pw) nb = 1;   /* the image itself is the (C, L) columns matrix of one sample */
+  /* parts: one per thread when every thread gets a sample and enough work */
+  double flops = 2.0 * (double)g->N * (double)OK * (double)L;
+  int64_t parts = 1;
+  if (nt > 1 && g->N >= 2 && flops > 2e6) parts = g->N < nt ? g->N : nt;
+  if (parts > 1 && nb > (g->N + parts - 1) / parts) nb = (g->N + parts - 1) / parts;
+  cw->nb = nb;
+  cw->parts = parts;
+  cw->cols_n = pw ? 0 : rows * nb * L;
+  cw->buf_n = nb > 1 ? g->O * nb * L : 0;
+  bool need_dw = cw->dw != NULL && (cw->kind == CONV_BWD || cw->kind == CONVT_BWD);
+  int64_t total = parts * (cw->cols_n + cw->buf_n) + (need_dw ? (parts - 1) * OK : 0);
+  lt_tensor *scr = NULL;
+  if (total > 0) {
+    if (lt_empty(ctx, &scr, cw->dt, 1, &total))
+      return lt_fail(ctx, "%s: out of memory for a %lld-element work buffer", op,
+                     (long long)total);
+    cw->scratch = lt_data(scr);
+    cw->dw_part = cw->scratch + (size_t)(parts * (cw->cols_n + cw->buf_n)) * es;
+  }
+  if (need_dw && g->N == 0) memset(cw->dw, 0, (size_t)OK * es);
+  if (parts == 1) {
+    set_blas_threads(nt);
+    conv_part(cw, 0, g->N, cw->scratch, cw->scratch + (size_t)cw->cols_n * es,
+              need_dw ? cw->dw : NULL, nt > 1);
+  } else {
+    set_blas_threads(1);
+    lt_parallel_for(ctx, parts, 1, conv_part_range, cw);
+    if (need_dw) {   /* dw = sum of the parts' partials, in part order */
+      for (int64_t p = 1; p < parts; p++) {
+        const char *src = cw->dw_part + (size_t)((p - 1) * OK) * es;
+        if (cw->dt == LT_FLOAT32) {
+          float *d = cw->dw;
+          const float *s = (const float *)src;
+          for (int64_t i = 0; i < OK; i++) d[i] += s[i];
+        } else {
+          double *d = cw->dw;
+          const double *s = (const double *)src;
+          for (int64_t i = 0; i < OK; i++) d[i] += s[i];
+        }
+      }
+    }
+  }
+  lt_release(scr);
   return 0;
 }
 
@@ -497,12 +517,10 @@ static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   if (need_x && lt_empty(ctx, &dx, dt, ex->x_ndim, ex->x_size)) goto fail;
   if (need_w && lt_empty(ctx, &dw, dt, ex->w_ndim, ex->w_size)) goto fail;
   if (need_x || need_w) {
-    rc = ex->transposed
-             ? convt_backward_kernel(ctx, ex->op, dt, g, lt_data(x), lt_data(w), lt_data(dy),
-                                     dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL)
-             : conv_backward_kernel(ctx, ex->op, dt, g, lt_data(x), lt_data(w), lt_data(dy),
-                                    dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL);
-    if (rc) goto fail;
+    conv_work cw = {ctx, ex->transposed ? CONVT_BWD : CONV_BWD, dt, g, lt_data(x), lt_data(w),
+                    NULL, lt_data(dy), NULL, dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL,
+                    0, 0, 0, 0, NULL, NULL};
+    if (conv_run(&cw, ex->op)) goto fail;
   }
   if (need_b) {
     int64_t nc = ex->transposed ? g->C : g->O;
@@ -685,11 +703,10 @@ static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool tr
   if (lt_contiguous(ctx, &xc, x) || lt_contiguous(ctx, &wc, w) ||
       (b && lt_contiguous(ctx, &bc, b)) || lt_empty(ctx, &y, x->dtype, ndim, size))
     goto fail;
-  int rc = transposed ? convt_forward(ctx, op, x->dtype, &g, lt_data(xc), lt_data(wc),
-                                      bc ? lt_data(bc) : NULL, lt_data(y))
-                      : conv_forward(ctx, op, x->dtype, &g, lt_data(xc), lt_data(wc),
-                                     bc ? lt_data(bc) : NULL, lt_data(y));
-  if (rc) goto fail;
+  conv_work cw = {ctx, transposed ? CONVT_FWD : CONV_FWD, x->dtype, &g, lt_data(xc),
+                  lt_data(wc), bc ? lt_data(bc) : NULL, NULL, lt_data(y), NULL, NULL,
+                  0, 0, 0, 0, NULL, NULL};
+  if (conv_run(&cw, op)) goto fail;
   lt_tensor *ins[3] = {x, w, b};
   lt_node *node;
   if (lt_record(ctx, &conv_type, b ? 3 : 2, ins, 1, &y, sizeof(conv_extra), 2, &node))

@@ -1523,6 +1523,118 @@ static void softmax_back_row(const rowit *it, char **p, void *ud) {
     SOFTMAX_BACK_ROW(double, exp)
 }
 
+/* Softmax along a middle dim of contiguous float32 data viewed as [outer, n, inner]: blocks
+** of 64 neighbouring columns are processed together so that every pass reads whole rows
+** (cross entropy over the class dim of [N, C, H, W] takes this path). Columns past the last
+** multiple of 4 go through the scalar row kernel. */
+#ifdef LT_VEC4
+#define SMCOLS 64
+
+typedef struct smcol {
+  float *out;             /* y (forward) or gi (backward) */
+  const float *a, *b;     /* x (forward) or y, g (backward) */
+  int64_t outer, n, inner, nb;   /* nb: column blocks per outer index (+1 for the tail) */
+  bool log_, back;
+} smcol;
+
+static void smcol_block(const smcol *c, int64_t o, int64_t j0, int64_t w) {
+  int64_t n = c->n, in = c->inner, base = o * n * in + j0, nv = w / 4;
+  const float *A = c->a + base, *B = c->b ? c->b + base : NULL;
+  float *Y = c->out + base;
+  v4f acc[SMCOLS / 4], m[SMCOLS / 4];
+  double sum[SMCOLS];
+  for (int64_t k = 0; k < w; k++) sum[k] = 0;
+  if (!c->back) {
+    for (int64_t k = 0; k < nv; k++) m[k] = v4splat(-INFINITY);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t k = 0; k < nv; k++) {
+        v4f v = v4load(A + i * in + 4 * k);
+        m[k] = v4sel(v > m[k], v, m[k]);
+      }
+  }
+  /* sums in float lanes, flushed to double every 256 rows */
+  for (int64_t i0 = 0; i0 < n; i0 += 256) {
+    int64_t i1 = mini(n, i0 + 256);
+    for (int64_t k = 0; k < nv; k++) acc[k] = v4splat(0);
+    for (int64_t i = i0; i < i1; i++)
+      for (int64_t k = 0; k < nv; k++) {
+        int64_t off = i * in + 4 * k;
+        v4f t;
+        if (!c->back) {
+          t = exp4(v4load(A + off) - m[k]);
+          if (!c->log_) v4store(Y + off, t);
+        } else {
+          t = v4load(B + off);
+          if (!c->log_) t *= v4load(A + off);
+        }
+        acc[k] += t;
+      }
+    for (int64_t k = 0; k < nv; k++)
+      for (int l = 0; l < 4; l++) sum[4 * k + l] += acc[k][l];
+  }
+  for (int64_t k = 0; k < nv; k++) {
+    v4f sv;
+    for (int l = 0; l < 4; l++) {
+      double sl = sum[4 * k + l];
+      sv[l] = !c->back ? (c->log_ ? (float)log(sl) : (float)(1.0 / sl)) : (float)sl;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      int64_t off = i * in + 4 * k;
+      v4f r;
+      if (!c->back)
+        r = c->log_ ? (v4load(A + off) - m[k]) - sv : v4load(Y + off) * sv;
+      else if (!c->log_)
+        r = v4load(A + off) * (v4load(B + off) - sv);
+      else
+        r = v4load(B + off) - exp4(v4load(A + off)) * sv;
+      v4store(Y + off, r);
+    }
+  }
+}
+
+static void smcol_run(int64_t u0, int64_t u1, void *ud) {
+  const smcol *c = ud;
+  int64_t full = c->inner / 4 * 4;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t o = u / c->nb, b = u % c->nb, j0 = b * SMCOLS;
+    if (j0 < full) {
+      smcol_block(c, o, j0, mini(SMCOLS, full - j0));
+      continue;
+    }
+    for (int64_t j = full; j < c->inner; j++) {   /* leftover columns: strided rows */
+      int64_t base = o * c->n * c->inner + j;
+      rowit it;
+      memset(&it, 0, sizeof it);
+      it.n = c->n;
+      it.rs[0] = it.rs[1] = it.rs[2] = c->inner;
+      char *p[3] = {(char *)(c->out + base), (char *)(c->a + base),
+                    c->b ? (char *)(c->b + base) : NULL};
+      int mode[2] = {LT_FLOAT32, c->log_};
+      if (c->back)
+        softmax_back_row(&it, p, mode);
+      else
+        softmax_row(&it, p, mode);
+    }
+  }
+}
+
+/* Runs the column kernel when it applies (float32, dim not innermost); returns false if not. */
+static bool smcol_try(lt_ctx *ctx, lt_tensor *out, lt_tensor *a, lt_tensor *b, int dim,
+                      bool log_, bool back) {
+  if (out->dtype != LT_FLOAT32 || out->ndim == 0) return false;
+  int64_t inner = 1, outer = 1;
+  for (int d = dim + 1; d < out->ndim; d++) inner *= out->size[d];
+  for (int d = 0; d < dim; d++) outer *= out->size[d];
+  if (inner < 4 || !lt_is_contiguous(out) || !lt_is_contiguous(a) || (b && !lt_is_contiguous(b)))
+    return false;
+  int64_t full = inner / 4 * 4;
+  smcol c = {lt_data(out), lt_data(a), b ? lt_data(b) : NULL, outer, out->size[dim], inner,
+             (full + SMCOLS - 1) / SMCOLS + (full < inner), log_, back};
+  lt_parallel_for(ctx, outer * c.nb, grain_for(c.n * SMCOLS * 4), smcol_run, &c);
+  return true;
+}
+#endif
+
 static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                             lt_tensor **gin) {
   const dim_extra *e = self->extra;
@@ -1534,6 +1646,23 @@ static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
     lt_release(g);
     return -1;
   }
+#ifdef LT_VEC4
+  if (y->dtype == LT_FLOAT32 && y->ndim > 0 && e->dim < y->ndim - 1 && lt_is_contiguous(y)) {
+    lt_tensor *gc;
+    if (lt_contiguous(ctx, &gc, g)) {
+      lt_release(g);
+      lt_release(gi);
+      return -1;
+    }
+    bool done = smcol_try(ctx, gi, y, gc, e->dim, e->log_, true);
+    lt_release(gc);
+    if (done) {
+      lt_release(g);
+      gin[0] = gi;
+      return 0;
+    }
+  }
+#endif
   lt_tensor *ops[3] = {gi, y, g};
   rowit it;
   rowit_init(&it, 3, ops, e->dim);
@@ -1556,11 +1685,25 @@ static int softmax_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim, boo
                    lt_dtype_name(a->dtype));
   lt_tensor *y;
   if (lt_empty(ctx, &y, a->dtype, a->ndim, a->size)) return -1;
-  lt_tensor *ops[2] = {y, a};
-  rowit it;
-  rowit_init(&it, 2, ops, d);
-  int mode[2] = {(int)a->dtype, log_};
-  rows_run(ctx, &it, softmax_row, mode);
+  bool done = false;
+#ifdef LT_VEC4
+  if (a->dtype == LT_FLOAT32 && a->ndim > 0 && d < a->ndim - 1) {
+    lt_tensor *ac;
+    if (lt_contiguous(ctx, &ac, a)) {
+      lt_release(y);
+      return -1;
+    }
+    done = smcol_try(ctx, y, ac, NULL, d, log_, false);
+    lt_release(ac);
+  }
+#endif
+  if (!done) {
+    lt_tensor *ops[2] = {y, a};
+    rowit it;
+    rowit_init(&it, 2, ops, d);
+    int mode[2] = {(int)a->dtype, log_};
+    rows_run(ctx, &it, softmax_row, mode);
+  }
   lt_node *node;
   if (lt_record(ctx, log_ ? &log_softmax_type : &softmax_type, 1, &a, 1, &y,
                 sizeof(dim_extra), 1, &node)) {

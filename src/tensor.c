@@ -193,7 +193,7 @@ lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *s
   lt_tensor *t = take(&free_tensors, &n_free_tensors, sizeof *t);
   if (!t) return NULL;
   /* every field but the geometry arrays is set here; only [0, ndim) of those is ever read */
-  t->requires_grad = t->retains_grad = false;
+  t->requires_grad = t->retains_grad = t->grad_view = false;
   t->output_nr = 0;
   t->grad = NULL;
   t->grad_fn = t->grad_acc = NULL;
@@ -355,9 +355,16 @@ int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out) {
   return 0;
 }
 
+/* The engine keeps no view/base links (PyTorch's CopySlices), so a write through a view of a
+** tensor that requires grad could not reach the base's gradient: it is refused instead. */
 int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
-  if (ctx->grad_enabled && t->requires_grad && !t->grad_fn)
+  if (!ctx->grad_enabled) return 0;
+  if (t->requires_grad && !t->grad_fn)
     return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an in-place "
                    "operation.", op);
+  if (t->grad_view)
+    return lt_fail(ctx, "%s: a view of a tensor that requires grad is being used in an in-place "
+                   "operation; Lantern does not track views for in-place autograd, use clone() "
+                   "first or run it under lt.no_grad", op);
   return 0;
 }

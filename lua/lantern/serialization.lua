@@ -1,7 +1,8 @@
 --- Checkpoints: PyTorch's `.pt` format and safetensors, read and written without Python.
 --
 -- * `lt.save(obj, path)` writes `obj` the way `torch.save` does (a zip holding a protocol-2
---   pickle and raw little-endian storages); `torch.load(path)` and, when `obj` holds no
+--   pickle and raw little-endian storages; a path ending in `.safetensors` writes a flat table
+--   of tensors as safetensors instead); `torch.load(path)` and, when `obj` holds no
 --   floating-point numbers (only tensors, ints, strings, bools, nil/None), also
 --   `torch.load(path, weights_only=True)` of PyTorch 1.13 read it (2.x accepts floats too).
 -- * `lt.load(path[, opts])` reads files written by `torch.save` (zip format, and the legacy
@@ -125,9 +126,15 @@ local function is_safetensors(path)
   return path:lower():match("%.safetensors$") ~= nil
 end
 
---- Writes obj to path in torch.save's format.
+--- Writes obj to path in torch.save's format (or, for a path ending in .safetensors, a flat
+--- table of tensors as safetensors).
 function M.save(obj, path)
   check_path("save", path)
+  if is_safetensors(path) and type(obj) == "table" then
+    local flat = {}
+    for k, v in pairs(obj) do flat[k] = v end
+    return core._st_save(flat, path, nil)
+  end
   core._serial_save(obj, path)
 end
 

@@ -386,13 +386,14 @@ static void dict_put(lua_State *L, conv *c, lt_sval *dict, int kidx, int vidx, i
 
 static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
   /* kind from the metatable's __name: "list", "tuple", "dict", "OrderedDict" */
-  const char *kind = NULL;
-  if (luaL_getmetafield(L, idx, "__name") == LUA_TSTRING) kind = lua_tostring(L, -1);
+  const char *kind = NULL;   /* a string held by the metatable, so it outlives the pop */
+  int name_type = luaL_getmetafield(L, idx, "__name");
+  if (name_type == LUA_TSTRING) kind = lua_tostring(L, -1);
+  if (name_type != LUA_TNIL) lua_pop(L, 1);
   bool has_pairs = luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL;
   if (has_pairs) lua_pop(L, 1);
   bool is_list = kind && strcmp(kind, "list") == 0, is_tuple = kind && strcmp(kind, "tuple") == 0;
   bool is_od = kind && strcmp(kind, "OrderedDict") == 0, is_dict = kind && strcmp(kind, "dict") == 0;
-  if (kind) lua_pop(L, 1);
   if (!is_list && !is_tuple && !is_od && !is_dict && lua_getmetatable(L, idx)) {
     lua_pop(L, 1);
     if (lua_getfield(L, idx, "state_dict") == LUA_TFUNCTION)

@@ -1,0 +1,80 @@
+--- Gradient clipping and parameter vectors (merged into nn.utils).
+-- @module lantern.nn.clip
+local lt = require "lantern"
+
+local clip = {}
+
+local function param_list(params)
+  if lt.is_tensor(params) then return { params } end
+  if type(params) == "function" then
+    local list = {}
+    for a, b in params do list[#list + 1] = lt.is_tensor(b) and b or a end
+    return list
+  end
+  return params
+end
+
+--- Scales gradients in place so that their joint p-norm is at most max_norm; returns the
+-- total norm before clipping (a 0-dim tensor), as PyTorch does.
+function clip.clip_grad_norm_(params, max_norm, opts)
+  opts = opts or {}
+  local norm_type = opts.norm_type or 2
+  local grads = {}
+  for _, p in ipairs(param_list(params)) do
+    if p.grad then grads[#grads + 1] = p.grad end
+  end
+  if #grads == 0 then return lt.tensor(0.0) end
+  return lt.no_grad(function()
+    local total
+    if norm_type == math.huge then
+      local m = {}
+      for i, g in ipairs(grads) do m[i] = g:abs():amax() end
+      total = lt.stack(m):amax()
+    else
+      local n = {}
+      for i, g in ipairs(grads) do n[i] = g:norm(norm_type) end
+      total = lt.stack(n):norm(norm_type)
+    end
+    if opts.error_if_nonfinite and not total:isfinite():item() then
+      error(string.format("clip_grad_norm_: the total norm of order %s for gradients is non-finite", tostring(norm_type)), 3)
+    end
+    local coef = max_norm / (total:item() + 1e-6)
+    if coef < 1 then
+      for _, g in ipairs(grads) do g:mul_(coef) end
+    end
+    return total
+  end)
+end
+
+--- Clamps every gradient in place to [-clip_value, clip_value].
+function clip.clip_grad_value_(params, clip_value)
+  lt.no_grad(function()
+    for _, p in ipairs(param_list(params)) do
+      if p.grad then p.grad:clamp_(-clip_value, clip_value) end
+    end
+  end)
+end
+
+--- Concatenates the parameters into one 1-d tensor.
+function clip.parameters_to_vector(params)
+  local flat = {}
+  for i, p in ipairs(param_list(params)) do flat[i] = p:reshape(-1) end
+  return lt.cat(flat)
+end
+
+--- Copies a 1-d tensor back into the parameters, in order.
+function clip.vector_to_parameters(vec, params)
+  local pos = 1
+  lt.no_grad(function()
+    for _, p in ipairs(param_list(params)) do
+      local n = p:numel()
+      p:copy_(vec:narrow(1, pos, n):view(p:size()))
+      pos = pos + n
+    end
+  end)
+  if pos - 1 ~= vec:numel() then
+    error(string.format("vector_to_parameters: vector has %d elements, parameters need %d", vec:numel(), pos - 1), 2)
+  end
+end
+
+return clip
