@@ -258,7 +258,8 @@ describe("graph memory", function()
     return res * 4
   end
 
-  it("keeps a flat resident size over 100,000 forward+backward steps without collectgarbage", function()
+  -- #nosan: AddressSanitizer's quarantine holds freed memory back, so RSS is not flat under it
+  it("keeps a flat resident size over 100,000 forward+backward steps without collectgarbage #nosan", function()
     local w = lt.randn(64, 64, { requires_grad = true })
     local x = lt.randn(8, 64)
     local function step()

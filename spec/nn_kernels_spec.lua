@@ -67,6 +67,9 @@ local function call(c, T)
     return lt.rms_norm(T.x, c.normalized_shape, T.w, c.eps)
   elseif op == "embedding" then
     return lt.embedding(T.indices, T.w, c.padding_idx)
+  elseif op == "cross_entropy" or op == "nll_loss" then
+    return lt[op](T.x, T.target, { weight = T.w, reduction = c.reduction,
+      ignore_index = c.ignore_index, label_smoothing = c.label_smoothing })
   end
   error("unknown op " .. op)
 end
@@ -82,12 +85,13 @@ local node_names = {
   batch_norm = "NativeBatchNormBackward0", layer_norm = "NativeLayerNormBackward0",
   group_norm = "NativeGroupNormBackward0", rms_norm = "RmsNormBackward0",
   embedding = "EmbeddingBackward0",
+  cross_entropy = "NllLossBackward0", nll_loss = "NllLossBackward0",
 }
 
 local function run_case(c, dtype, rtol)
   local T = {}
   for k, v in pairs(c.t) do
-    if k == "indices" then
+    if k == "indices" or k == "target" then
       T[k] = mk(v)
     else
       T[k] = mk(v, dtype)
@@ -186,6 +190,16 @@ describe("nn kernels gradcheck (float64)", function()
     local rw = rnd(5)
     assert.is_true(gc(function(x_, w_) return lt.rms_norm(x_, 5, w_, 1e-6) end, { x, rw }))
   end)
+  it("cross_entropy and nll_loss", function()
+    local x, w = rnd(4, 5, 3), lt.rand(5, { dtype = "float64" }) + 0.5
+    local t = lt.tensor({ { 1, 5, -100 }, { 2, 2, 4 }, { 3, 1, 5 }, { -100, 4, 4 } })
+    for _, r in ipairs({ "mean", "sum", "none" }) do
+      assert.is_true(gc(function(x_)
+        return lt.cross_entropy(x_, t, { weight = w, reduction = r, label_smoothing = 0.15 })
+      end, { x }))
+      assert.is_true(gc(function(x_) return lt.nll_loss(x_, t, { weight = w, reduction = r }) end, { x }))
+    end
+  end)
   it("embedding", function()
     local w = rnd(5, 3)
     local idx = lt.tensor({ { 1, 5, 2 }, { 2, 2, 4 } })
@@ -256,6 +270,30 @@ describe("nn kernels layouts", function()
       ln:backward()
       assert.is_true(max_abs_diff(x.grad:narrow(1, n, 1), xn.grad) < 1e-4)
     end
+  end)
+
+  it("convolutions split over threads match the single-thread results", function()
+    local old = lt.get_num_threads()
+    local function run(threads, transposed)
+      lt.set_num_threads(threads)
+      lt.manual_seed(3)
+      local x = lt.randn(9, 8, 16, 16, { dtype = "float64" }):requires_grad_(true)
+      local w = lt.randn(8, 8, 3, 3, { dtype = "float64" }):requires_grad_(true)
+      local b = lt.randn(8, { dtype = "float64" }):requires_grad_(true)
+      local f = transposed and lt.conv_transpose2d or lt.conv2d
+      local y = f(x, w, b, { padding = 1, stride = transposed and 2 or 1 })
+      local loss = y:pow(2):sum()
+      loss:backward()
+      return y:detach(), x.grad, w.grad, b.grad
+    end
+    for _, tr in ipairs({ false, true }) do
+      local r1 = { run(1, tr) }
+      local r3 = { run(3, tr) }
+      for i = 1, 4 do
+        assert.is_true(max_abs_diff(r1[i], r3[i]) <= 1e-9 * r1[i]:abs():max():item())
+      end
+    end
+    lt.set_num_threads(old)
   end)
 
   it("a gradient that is an expanded view (from sum) works", function()
@@ -392,6 +430,17 @@ describe("nn kernels reject bad input", function()
     fails("embedding: padding_idx 6 must be within num_embeddings", lt.embedding, lt.tensor({ 1 }), w, 6)
     fails("embedding: expected a 2-d weight", lt.embedding, lt.tensor({ 1 }), lt.randn(5))
     fails("dropout: dropout probability has to be between 0 and 1, but got 1.5", lt.dropout, w, 1.5)
+  end)
+
+  it("losses", function()
+    local x = lt.randn(4, 3)
+    fails("cross_entropy: target 4 is out of bounds for 3 classes", lt.cross_entropy, x, lt.tensor({ 1, 2, 3, 4 }))
+    fails("cross_entropy: target 0 is out of bounds", lt.cross_entropy, x, lt.tensor({ 1, 2, 3, 0 }))
+    fails("cross_entropy: expected target of shape [4] (class indices) for input of shape [4, 3]", lt.cross_entropy, x, lt.tensor({ 1, 2 }))
+    fails("cross_entropy: expected a target of dtype int64", lt.cross_entropy, x, lt.randn(4))
+    fails("nll_loss: weight tensor should be defined either for all 3 classes", lt.nll_loss, x, lt.tensor({ 1, 2, 3, 1 }), { weight = lt.ones(4) })
+    fails("cross_entropy: reduction must be 'mean', 'sum' or 'none'", lt.cross_entropy, x, lt.tensor({ 1, 2, 3, 1 }), { reduction = "avg" })
+    fails("cross_entropy: label_smoothing must be between 0.0 and 1.0", lt.cross_entropy, x, lt.tensor({ 1, 2, 3, 1 }), { label_smoothing = 2 })
   end)
 
   it("a failed call leaves the running statistics untouched", function()

@@ -471,5 +471,13 @@ int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *ind
 /* not training or p == 0: *out is x itself (new reference) */
 int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
                lt_generator *gen);
+/* Class-index losses on x (C), (N, C) or (N, C, d...) with an int64 target of x's shape less
+** the class dim; classes count from index_base; reduction 0 none, 1 mean, 2 sum. The fused
+** cross_entropy is nll_loss(log_softmax(x)) with label smoothing (PyTorch's formulas). */
+int lt_cross_entropy(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
+                     lt_tensor *weight, int64_t ignore_index, int reduction,
+                     double label_smoothing, int64_t index_base);
+int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
+                lt_tensor *weight, int64_t ignore_index, int reduction, int64_t index_base);
 
 #endif

@@ -387,7 +387,7 @@ static int class_loss(lt_ctx *ctx, const char *op, bool logits, lt_tensor **out,
   }
   lt_dtype dt = x->dtype;
   const void *xd = lt_data(xc), *wd = wc ? lt_data(wc) : NULL;
-  double sum_nll = 0, sum_smooth = 0, sum_w = 0;
+  double sum_nll = 0, sum_smooth = 0, sum_w = 0, kept = 0;
   for (int64_t n = 0; n < N; n++)
     for (int64_t s = 0; s < S; s++) {
       int64_t i = n * S + s, off = n * C * S + s;
@@ -402,13 +402,16 @@ static int class_loss(lt_ctx *ctx, const char *op, bool logits, lt_tensor **out,
           for (int64_t c = 0; c < C; c++)
             smooth += (wd ? elem(wd, dt, c) : 1.0) * (l - elem(xd, dt, off + c * S));
         sum_w += wt;
+        kept += 1;
       }
       rowloss[i] = nll;
       rowloss[R + i] = smooth;
       sum_nll += nll;
       sum_smooth += smooth;
     }
-  double dn = sum_w, ds = wd ? sum_w : (double)R;
+  /* mean: both terms are divided by the total weight of the kept targets (their count
+  ** without weights), as PyTorch */
+  double dn = sum_w, ds = wd ? sum_w : kept;
   if (reduction == 0) {
     if (lt_empty(ctx, &y, dt, ed, esize)) goto fail;
     for (int64_t i = 0; i < R; i++) {

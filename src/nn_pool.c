@@ -86,25 +86,31 @@ DEF_MAXPOOL_FWD(maxpool_fwd_f64, double)
         if (!ix) {                                                                             \
           for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
             T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];          \
-            T m = (c > a || c != c) ? c : a;                                                   \
-            m = (d > m || d != d) ? d : m;                                                     \
-            o[ow] = (f > m || f != f) ? f : m;                                                 \
+            T m = ((c > a) | (c != c)) ? c : a;                                                \
+            m = ((d > m) | (d != d)) ? d : m;                                                  \
+            o[ow] = ((f > m) | (f != f)) ? f : m;                                              \
           }                                                                                    \
           continue;                                                                            \
         }                                                                                      \
         int64_t *io = ix + oh * g->OW;                                                         \
         for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t i0 = 2 * oh * g->W + 2 * ow;                                                 \
           T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];            \
-          bool t1 = c > a || c != c;                                                           \
-          T m = t1 ? c : a;                                                                    \
-          int64_t best = t1 ? i0 + 1 : i0;                                                     \
-          bool t2 = d > m || d != d;                                                           \
-          m = t2 ? d : m;                                                                      \
-          best = t2 ? i0 + g->W : best;                                                        \
-          bool t3 = f > m || f != f;                                                           \
-          o[ow] = t3 ? f : m;                                                                  \
-          io[ow] = t3 ? i0 + g->W + 1 : best;                                                  \
+          T m = ((c > a) | (c != c)) ? c : a;                                                  \
+          m = ((d > m) | (d != d)) ? d : m;                                                    \
+          m = ((f > m) | (f != f)) ? f : m;                                                    \
+          o[ow] = m;                                                                           \
+          /* position of the max: the first equal element, or the last NaN (arithmetic,        \
+          ** not branches: which element wins is random) */                                    \
+          int64_t off;                                                                         \
+          if (m == m) {                                                                        \
+            int64_t ea = a == m, ec = c == m, ed = d == m;                                     \
+            int64_t o3 = g->W + 1 - ed;                                                        \
+            int64_t o2 = o3 + ec * (1 - o3);                                                   \
+            off = o2 * (1 - ea);                                                               \
+          } else {                                                                             \
+            off = f != f ? g->W + 1 : d != d ? g->W : c != c ? 1 : 0;                          \
+          }                                                                                    \
+          io[ow] = 2 * oh * g->W + 2 * ow + off;                                               \
         }                                                                                      \
       }                                                                                        \
     }                                                                                          \

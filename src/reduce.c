@@ -516,6 +516,29 @@ static void plan_finalize(const plan *p, acc_t a, char *dst) {
     *(double *)dst = v;
 }
 
+/* plan_finalize for w accumulators of column mode (ad: float kind, ai: integer kind) into
+** dst with an element stride of ds. */
+static void plan_finalize_block(const plan *p, const double *ad, const int64_t *ai, int64_t w,
+                                char *dst, int64_t ds) {
+  if (p->op == LT_RALL || p->op == LT_RANY || (!p->fl && p->odt == LT_BOOL)) {
+    uint8_t *o = (uint8_t *)dst;
+    for (int64_t j = 0; j < w; j++) o[j * ds] = ai[j] != 0;
+  } else if (!p->fl) {
+    int64_t *o = (int64_t *)dst;
+    for (int64_t j = 0; j < w; j++) o[j * ds] = ai[j];
+  } else {
+    bool mean = p->op == LT_RMEAN;
+    if (p->odt == LT_FLOAT32) {
+      float *o = (float *)dst;
+      for (int64_t j = 0; j < w; j++)
+        o[j * ds] = (float)(mean ? ad[j] / (double)p->N : ad[j]);
+    } else {
+      double *o = (double *)dst;
+      for (int64_t j = 0; j < w; j++) o[j * ds] = mean ? ad[j] / (double)p->N : ad[j];
+    }
+  }
+}
+
 /* Sorts dims by |stride| (largest first, stable) and merges neighbours that are contiguous in
 ** s1 and (when given) s2. Returns the new count. */
 static int collapse(int n, int64_t *size, int64_t *s1, int64_t *s2) {
@@ -574,7 +597,16 @@ static void plan_build(plan *p, int op, const lt_tensor *a, const bool *mask, lt
   p->nr = collapse(p->nr, p->rs, p->ris, NULL);
   p->nout = lt_shape_numel(p->nk, p->ks);
   p->N = lt_shape_numel(p->nr, p->rs);
-  p->col = p->nk > 0 && p->nr > 0 && absi(p->kis[p->nk - 1]) < absi(p->ris[p->nr - 1]);
+  if (p->nr == 0 && p->nk > 0) {   /* nothing to fold: one pass in column mode */
+    p->rs[0] = 1;
+    p->ris[0] = 0;
+    p->nr = 1;
+  }
+  /* column mode when a kept dim moves fastest (and is long enough to amortise a call per
+  ** input row), or when the innermost R run is too short for per-output folding to pay off */
+  p->col = p->nk > 0 && p->nr > 0 &&
+           ((absi(p->kis[p->nk - 1]) < absi(p->ris[p->nr - 1]) && p->ks[p->nk - 1] >= 8) ||
+            (p->rs[p->nr - 1] < 16 && p->ks[p->nk - 1] >= 16));
   if (p->col) {
     p->L = p->ks[p->nk - 1];
     p->W = mini(p->L, COLW);
@@ -616,20 +648,35 @@ static void kc_next(kcount *c, const plan *p, int nk) {
 
 /* Folds R elements [r0, r1) of the output whose first element is at base. */
 static void fold_span(const plan *p, acc_t *acc, const char *base, int64_t r0, int64_t r1) {
+  if (r0 >= r1) return;
   if (p->nr == 0) {
-    if (r0 < r1) fold_row(p->op, p->dt, acc, base, 0, 1);
+    fold_row(p->op, p->dt, acc, base, 0, 1);
     return;
   }
-  int64_t inner = p->rs[p->nr - 1], is = p->ris[p->nr - 1];
+  int nr = p->nr;
+  int64_t inner = p->rs[nr - 1], is = p->ris[nr - 1];
+  if (nr == 1) {
+    fold_row(p->op, p->dt, acc, base + r0 * is * p->ies, is, r1 - r0);
+    return;
+  }
+  /* odometer over the outer R dims, one division per span */
+  int64_t idx[LT_MAX_DIMS], q = r0 / inner, i = r0 % inner, off = 0;
+  for (int d = nr - 2; d >= 0; d--) {
+    idx[d] = q % p->rs[d];
+    q /= p->rs[d];
+    off += idx[d] * p->ris[d];
+  }
   for (int64_t r = r0; r < r1;) {
-    int64_t i = r % inner, q = r / inner, off = i * is;
-    for (int d = p->nr - 2; d >= 0; d--) {
-      off += (q % p->rs[d]) * p->ris[d];
-      q /= p->rs[d];
-    }
     int64_t n = mini(inner - i, r1 - r);
-    fold_row(p->op, p->dt, acc, base + off * p->ies, is, n);
+    fold_row(p->op, p->dt, acc, base + (off + i * is) * p->ies, is, n);
     r += n;
+    i = 0;
+    for (int d = nr - 2; d >= 0; d--) {
+      off += p->ris[d];
+      if (++idx[d] < p->rs[d]) break;
+      off -= p->rs[d] * p->ris[d];
+      idx[d] = 0;
+    }
   }
 }
 
@@ -690,6 +737,10 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
         ridx[d] = 0;
       }
     }
+    if (p->nchunk == 1) {
+      plan_finalize_block(p, ad, ai, w, p->out + (kc.ooff + j0 * cos_) * p->oes, cos_);
+      continue;
+    }
     int64_t o = q * p->L + j0;
     for (int64_t j = 0; j < w; j++) {
       acc_t a;
@@ -697,10 +748,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
         a.d = ad[j];
       else
         a.i = ai[j];
-      if (p->nchunk == 1)
-        plan_finalize(p, a, p->out + (kc.ooff + (j0 + j) * cos_) * p->oes);
-      else
-        p->part[(o + j) * p->nchunk + c] = a;
+      p->part[(o + j) * p->nchunk + c] = a;
     }
   }
 }
@@ -1095,10 +1143,22 @@ typedef struct rowjob {
 
 static void rowjob_run(int64_t r0, int64_t r1, void *ud) {
   const rowjob *j = ud;
+  const rowit *it = j->it;
   char *p[ROW_MAXOP];
-  for (int64_t r = r0; r < r1; r++) {
-    rowit_ptrs(j->it, r, p);
-    j->fn(j->it, p, j->ud);
+  int64_t idx[LT_MAX_DIMS], r = r0;
+  for (int d = it->nd - 1; d >= 0; d--) {
+    idx[d] = r % it->size[d];
+    r /= it->size[d];
+  }
+  rowit_ptrs(it, r0, p);
+  for (r = r0; r < r1; r++) {
+    j->fn(it, p, j->ud);
+    for (int d = it->nd - 1; d >= 0; d--) {   /* next row: odometer over the other dims */
+      for (int k = 0; k < it->nops; k++) p[k] += it->st[k][d] * it->es[k];
+      if (++idx[d] < it->size[d]) break;
+      for (int k = 0; k < it->nops; k++) p[k] -= it->size[d] * it->st[k][d] * it->es[k];
+      idx[d] = 0;
+    }
   }
 }
 

@@ -33,6 +33,10 @@
 **                                                       (negative padding_idx: from the end)
 **   lt.dropout(x, p=0.5, training=true, {generator=})   -- returns x itself when not training
 **                                                         or p == 0
+**   lt.cross_entropy(logits, target, {weight=, ignore_index=-100, reduction="mean",
+**                    label_smoothing=0})   -- fused log_softmax + nll_loss; int64 target of
+**                                             1-based class indices
+**   lt.nll_loss(log_probs, target, {weight=, ignore_index=-100, reduction="mean"})
 */
 #include <string.h>
 
@@ -408,6 +412,45 @@ static int l_dropout(lua_State *L) {
   return 1;
 }
 
+/* ------------------------------------------------------------ losses */
+
+static int loss_common(lua_State *L, const char *op, bool logits) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *x = ltL_check(L, 1), *t = ltL_check(L, 2), *r, *w = NULL;
+  check_opts(L, 3, op);
+  int reduction = 1;
+  int64_t ignore = -100;
+  double ls = 0;
+  if (lua_istable(L, 3)) {
+    if (lua_getfield(L, 3, "weight") != LUA_TNIL) w = ltL_check(L, -1);
+    lua_pop(L, 1);   /* the options table keeps it alive */
+    if (lua_getfield(L, 3, "reduction") != LUA_TNIL) {
+      const char *rs = luaL_checkstring(L, -1);
+      if (strcmp(rs, "none") == 0)
+        reduction = 0;
+      else if (strcmp(rs, "mean") == 0)
+        reduction = 1;
+      else if (strcmp(rs, "sum") == 0)
+        reduction = 2;
+      else
+        return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
+    }
+    lua_pop(L, 1);
+    int64_t ig[1];
+    if (opt_ints(L, 3, op, "ignore_index", 1, -100, ig)) ignore = ig[0];
+    ls = ltL_optnum_field(L, 3, "label_smoothing", 0.0);
+  }
+  if (logits)
+    LTL_TRY(L, ctx, lt_cross_entropy(ctx, &r, x, t, w, ignore, reduction, ls, 1));
+  else
+    LTL_TRY(L, ctx, lt_nll_loss(ctx, &r, x, t, w, ignore, reduction, 1));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int l_cross_entropy(lua_State *L) { return loss_common(L, "cross_entropy", true); }
+static int l_nll_loss(lua_State *L) { return loss_common(L, "nll_loss", false); }
+
 void ltL_open_nn(lua_State *L) {
   static const ltL_Reg regs[] = {
       {"conv1d", l_conv1d, LTL_FN},
@@ -428,6 +471,8 @@ void ltL_open_nn(lua_State *L) {
       {"rms_norm", l_rms_norm, LTL_FN},
       {"embedding", l_embedding, LTL_FN},
       {"dropout", l_dropout, LTL_FN},
+      {"cross_entropy", l_cross_entropy, LTL_FN},
+      {"nll_loss", l_nll_loss, LTL_FN},
       {NULL, NULL, 0},
   };
   ltL_register(L, regs);
