@@ -2,9 +2,9 @@
 # busted suite; `make check` runs it under AddressSanitizer + UBSan; `make bench` benchmarks.
 LUA_INC ?= /usr/include/lua5.4
 CC ?= cc
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fopenmp -Iinclude -I$(LUA_INC)
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Iinclude -I$(LUA_INC)
 OPT ?= -O3 -march=x86-64-v2 -fno-math-errno
-LDLIBS = -lopenblas -lz -lm -lpthread -fopenmp
+LDLIBS = -lopenblas -lz -lm -lpthread
 
 SRC = $(wildcard src/*.c src/bind/*.c src/serial/*.c)
 HDR = $(wildcard include/*.h src/*.h src/bind/*.h src/serial/*.h)
@@ -29,7 +29,7 @@ $(BUILD)/luasrc.c: $(LUASRC) tools/embed_lua.lua
 $(BUILD)/luasrc.o: $(BUILD)/luasrc.c
 	$(CC) $(CFLAGS_BASE) -O1 -w -c $< -o $@
 
-# -z nodelete: OpenMP's worker threads outlive lua_close, so the module must never be unloaded.
+# -z nodelete: the worker pool's threads outlive lua_close, so the module must never be unloaded.
 $(CORE_SO): $(OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-z,nodelete $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)

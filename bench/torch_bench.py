@@ -118,3 +118,8 @@ if want("demo"):
         loss.backward()
         opt.step()
     report("demo_img_per_s", 64 / timeit(step, 1.0))
+
+if want("serial"):
+    sys.path.insert(0, "bench")
+    import serial_bench
+    serial_bench.run(report)

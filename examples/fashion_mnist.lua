@@ -1,7 +1,7 @@
 -- Trains a small CNN on Fashion-MNIST (Debian package dataset-fashion-mnist), with a progress
 -- bar, per-epoch test evaluation, a checkpoint that can be resumed, and an SVG of the curves.
 --
---   bin/lantern examples/fashion_mnist.lua [--epochs 3] [--batch 64] [--lr 1e-3] [--limit N]
+--   bin/lantern examples/fashion_mnist.lua [--epochs 4] [--batch 64] [--lr 1e-3] [--limit N]
 --                                          [--out runs/fashion] [--resume] [--threads 2]
 local lt = require "lantern"
 local nn, F = lt.nn, lt.nn.functional
@@ -9,15 +9,15 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "?.lua;" .. package.path
 local plot = require "svgplot"
 
-local opts = { epochs = 3, batch = 64, lr = 1e-3, limit = nil, out = "runs/fashion",
-  resume = false, threads = nil, seed = 0, quiet = false,
+local opts = { epochs = 4, batch = 64, lr = 1e-3, limit = false, out = "runs/fashion",
+  resume = false, threads = false, seed = 0, quiet = false,
   data = "/usr/share/datasets/fashion-mnist" }
 do
   local i = 1
   while i <= #arg do
     local k = arg[i]:match("^%-%-(.+)$")
-    if not k or opts[k] == nil and k ~= "limit" and k ~= "threads" then
-      io.stderr:write("unknown argument " .. arg[i] .. "\n") os.exit(2)
+    if not k or opts[k] == nil then
+      error("fashion_mnist: unknown argument " .. arg[i] .. " (see the header of this file)")
     end
     if k == "resume" or k == "quiet" then opts[k] = true
     else
@@ -172,4 +172,5 @@ if images_seen > 0 then
 end
 print("checkpoint: " .. ckpt_path)
 print("curves:     " .. svg)
-return { accuracy = final and final[3], history = history }
+return { accuracy = final and final[3], history = history, model = model, Net = Net,
+  test_inputs = Xte, checkpoint = ckpt_path }

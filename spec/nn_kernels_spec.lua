@@ -321,6 +321,19 @@ describe("nn kernels layouts", function()
     local y, i = lt.max_pool2d(x, { kernel_size = 2, return_indices = true })
     assert.is_true(y:item() ~= y:item())
     assert.are.equal(2, i:item())
+    -- two NaNs: the last one wins (as PyTorch); ties: the first one wins
+    local nan = 0 / 0
+    local x2 = lt.tensor({ { { { nan, 1, 5, 5 }, { nan, 0, 2, 5 } } } })
+    for _, o in ipairs({ { kernel_size = 2, return_indices = true },
+                         { kernel_size = 2, stride = 2, padding = 1, return_indices = true } }) do
+      local _, i2 = lt.max_pool2d(x2, o)
+      local idx = i2:reshape({ -1 }):tolist()
+      if o.padding then
+        assert.are.same({ 1, 3, 4, 5, 7, 8 }, idx)   -- from PyTorch 1.13
+      else
+        assert.are.same({ 5, 3 }, idx)   -- from PyTorch 1.13
+      end
+    end
   end)
 
   it("batch_norm eval without grad uses the running statistics", function()

@@ -1,11 +1,7 @@
 /*
-** iter.c -- broadcasting, the strided row iterator and the parallel loop.
+** iter.c -- broadcasting and the strided row iterator (its parallel loop is in parallel.c).
 */
 #include "core.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 int lt_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
                         const int64_t *sb, int *ndim, int64_t *size) {
@@ -147,26 +143,4 @@ void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud) {
   int64_t inner = it->size[it->ndim - 1];
   int64_t grain = (LT_PAR_MIN / 2 + inner - 1) / inner;
   lt_parallel_for(ctx, rows, grain, run_chunk, &j);
-}
-
-void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void *ud) {
-  int nt = ctx->num_threads;
-  if (grain < 1) grain = 1;
-  int64_t maxt = (n + grain - 1) / grain;
-  if (maxt < nt) nt = (int)maxt;
-  if (nt <= 1) {
-    if (n > 0) fn(0, n, ud);
-    return;
-  }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-  {
-    int tid = omp_get_thread_num(), cnt = omp_get_num_threads();
-    int64_t chunk = (n + cnt - 1) / cnt;
-    int64_t b = tid * chunk, e = b + chunk < n ? b + chunk : n;
-    if (b < e) fn(b, e, ud);
-  }
-#else
-  fn(0, n, ud);
-#endif
 }

@@ -468,11 +468,14 @@ static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t
   for (int64_t c = 0; c < C; c++) {
     double acc = 0;
     for (int64_t n = 0; n < N; n++) {
-      if (dt == LT_FLOAT32) {
+      if (dt == LT_FLOAT32) {   /* eight lanes, so that the loop vectorises */
         const float *p = (const float *)dy + (n * C + c) * S;
-        float part = 0;
-        for (int64_t s = 0; s < S; s++) part += p[s];
-        acc += part;
+        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t s = 0;
+        for (; s + 8 <= S; s += 8)
+          for (int k = 0; k < 8; k++) lane[k] += p[s + k];
+        for (; s < S; s++) lane[0] += p[s];
+        for (int k = 0; k < 8; k++) acc += lane[k];
       } else {
         const double *p = (const double *)dy + (n * C + c) * S;
         for (int64_t s = 0; s < S; s++) acc += p[s];

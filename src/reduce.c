@@ -1508,7 +1508,7 @@ static void softmax_row(const rowit *it, char **p, void *ud) {
   const int *mode = ud;
   bool log_ = mode[1];
 #ifdef LT_VEC4
-  if (mode[0] == LT_FLOAT32 && it->rs[0] == 1 && it->rs[1] == 1 && it->n > 0) {
+  if (mode[0] == LT_FLOAT32 && it->rs[0] == 1 && it->rs[1] == 1 && it->n >= 16) {
     softmax_f32((float *)p[0], (const float *)p[1], it->n, log_);
     return;
   }

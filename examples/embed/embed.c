@@ -11,7 +11,7 @@
 **
 ** Build (from the repository root, after `make`):
 **   cc -std=c11 -O2 -Iinclude -I/usr/include/lua5.4 examples/embed/embed.c build/liblantern.a \
-**      -llua5.4 -lopenblas -lm -fopenmp -lpthread -o embed
+**      -llua5.4 -lopenblas -lz -lm -lpthread -o embed
 **   ./embed examples/embed/model.pt 10000
 ** or with an installed Lantern: cc embed.c $(pkg-config --cflags --libs lantern) -o embed
 **

@@ -15,6 +15,7 @@ local lazy = {
   nn = { "lantern.nn" },
   optim = { "lantern.optim" },
   data = { "lantern.data" },
+  serialization = { "lantern.serialization" },
   safetensors = { "lantern.serialization", "safetensors" },
   save = { "lantern.serialization", "save" },
   load = { "lantern.serialization", "load" },

@@ -34,7 +34,7 @@ function M.ldlibs()
     local v = line:match("^LDLIBS%s*:?=%s*(.-)%s*$")
     if v then return v end
   end
-  return "-lopenblas -lm -lpthread -fopenmp"
+  return "-lopenblas -lz -lm -lpthread"
 end
 
 -- An AddressSanitizer build of the library needs the host linked the same way.

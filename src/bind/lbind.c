@@ -93,7 +93,13 @@ lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_ten
     dt = LT_BOOL;
     v = lua_toboolean(L, idx);
   } else if (lua_isinteger(L, idx)) {
-    dt = like && lt_dtype_is_float(like->dtype) ? like->dtype : LT_INT64;
+    if (!like || !lt_dtype_is_float(like->dtype)) {
+      /* written as an integer: doubles lose integers above 2^53 */
+      LTL_TRY(L, ctx, lt_empty(ctx, owned, LT_INT64, 0, NULL));
+      *(int64_t *)lt_ptr(*owned) = (int64_t)lua_tointeger(L, idx);
+      return *owned;
+    }
+    dt = like->dtype;
     v = (double)lua_tointeger(L, idx);
   } else if (lua_type(L, idx) == LUA_TNUMBER) {
     dt = like && lt_dtype_is_float(like->dtype) ? like->dtype : LT_FLOAT32;

@@ -1,0 +1,119 @@
+/*
+** parallel.c -- the worker pool behind lt_parallel_for.
+**
+** Workers spin for a few microseconds after a job and then sleep on a condition variable, so an
+** idle worker never takes a core from OpenBLAS or from the caller's serial work. (OpenMP's
+** default spin-wait did exactly that here: a 2-thread training step took twice as long.)
+** One caller uses the pool at a time; a second caller that finds it busy (another lua_State in
+** another thread) runs its loop inline instead of waiting.
+*/
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core.h"
+
+#define MAX_WORKERS 63
+#define SPIN 2000
+
+static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;   /* held by the pool's user */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
+static int nworkers;                 /* started so far (grows, never shrinks) */
+static _Atomic uint64_t generation;  /* bumped once per job */
+static _Atomic int remaining;        /* parts of the current job not finished */
+static struct {
+  lt_range_fn fn;
+  void *ud;
+  int64_t n;
+  int parts;
+} job;
+
+static void run_part(int part) {
+  int64_t chunk = (job.n + job.parts - 1) / job.parts;
+  int64_t b = part * chunk, e = b + chunk < job.n ? b + chunk : job.n;
+  if (b < e) job.fn(b, e, job.ud);
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static void *worker(void *arg) {
+  int id = (int)(intptr_t)arg;   /* parts 1..; the caller runs part 0 */
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t g;
+    int k = 0;
+    while ((g = atomic_load(&generation)) == seen && k++ < SPIN) cpu_relax();
+    if (g == seen) {
+      pthread_mutex_lock(&lock);
+      while ((g = atomic_load(&generation)) == seen) pthread_cond_wait(&wake, &lock);
+      pthread_mutex_unlock(&lock);
+    }
+    seen = g;
+    if (id < job.parts) {
+      run_part(id);
+      if (atomic_fetch_sub(&remaining, 1) == 1) {
+        pthread_mutex_lock(&lock);
+        pthread_cond_signal(&done);
+        pthread_mutex_unlock(&lock);
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Starts workers up to n; returns how many exist. */
+static int ensure_workers(int n) {
+  if (n > MAX_WORKERS) n = MAX_WORKERS;
+  while (nworkers < n) {
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, worker, (void *)(intptr_t)(nworkers + 1));
+    pthread_attr_destroy(&attr);
+    if (rc) break;
+    nworkers++;
+  }
+  return nworkers;
+}
+
+void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void *ud) {
+  if (n <= 0) return;
+  int nt = ctx->num_threads;
+  if (grain < 1) grain = 1;
+  int64_t maxt = (n + grain - 1) / grain;
+  if (maxt < nt) nt = (int)maxt;
+  if (nt <= 1 || pthread_mutex_trylock(&owner) != 0) {
+    fn(0, n, ud);
+    return;
+  }
+  int have = ensure_workers(nt - 1);
+  if (have + 1 < nt) nt = have + 1;
+  if (nt <= 1) {
+    pthread_mutex_unlock(&owner);
+    fn(0, n, ud);
+    return;
+  }
+  job.fn = fn;
+  job.ud = ud;
+  job.n = n;
+  job.parts = nt;
+  atomic_store(&remaining, nt - 1);
+  pthread_mutex_lock(&lock);
+  atomic_fetch_add(&generation, 1);
+  pthread_cond_broadcast(&wake);
+  pthread_mutex_unlock(&lock);
+  run_part(0);
+  int k = 0;
+  while (atomic_load(&remaining) > 0 && k++ < SPIN) cpu_relax();
+  if (atomic_load(&remaining) > 0) {
+    pthread_mutex_lock(&lock);
+    while (atomic_load(&remaining) > 0) pthread_cond_wait(&done, &lock);
+    pthread_mutex_unlock(&lock);
+  }
+  pthread_mutex_unlock(&owner);
+}
