@@ -114,8 +114,11 @@ static int accumulate(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_ten
   int rc = 0;
   if (!leaf->grad) {
     lt_tensor *ng;
-    if (g->refcount == 1 && !g->grad_fn && g->dtype == leaf->dtype && lt_is_contiguous(g) &&
-        lt_same_shape(g, leaf)) {
+    /* steal the incoming gradient when nothing else can see it: only the engine's buffer
+    ** (and our reference) hold it, and no other view shares its storage */
+    long owners = g == gout[0] ? 2 : 1;
+    if (g->refcount == owners && g->storage->refcount == 1 && !g->grad_fn &&
+        g->dtype == leaf->dtype && lt_is_contiguous(g) && lt_same_shape(g, leaf)) {
       ng = lt_retain(g);
     } else {
       lt_tensor *tmp;

