@@ -94,13 +94,15 @@ int lt_dtype_parse(const char *name) {
 #define RECYCLE_MAX 4096
 
 typedef struct recycled { struct recycled *next; } recycled;
-static _Thread_local recycled *free_tensors, *free_storages;
-static _Thread_local int n_free_tensors, n_free_storages;
+/* initial-exec: a plain TLS load instead of a __tls_get_addr call per access */
+#define LT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static LT_TLS recycled *free_tensors, *free_storages;
+static LT_TLS int n_free_tensors, n_free_storages;
 
 /* A thread's lists are freed when it exits, so threads that come and go leak nothing. */
 static pthread_key_t recycle_key;
 static pthread_once_t recycle_once = PTHREAD_ONCE_INIT;
-static _Thread_local bool recycle_registered;
+static LT_TLS bool recycle_registered;
 
 static void drain(recycled **list, int *n) {
   while (*list) {

@@ -6,8 +6,10 @@
 
 #include "lbind.h"
 
+/* Only ever installed on the Tensor metatable, so the type needs no check (a name check here
+** would hash a string for every collected tensor). */
 static int t_gc(lua_State *L) {
-  lt_tensor **box = luaL_checkudata(L, 1, LTL_TENSOR_MT);
+  lt_tensor **box = lua_touserdata(L, 1);
   lt_release(*box);
   *box = NULL;
   return 0;
@@ -337,11 +339,6 @@ static int t_index(lua_State *L) {
     if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;   /* a method */
     lua_pop(L, 1);
     if (push_property(L, t, lua_tostring(L, 2))) return 1;
-    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
-      lua_pushvalue(L, 2);
-      lua_rawget(L, -2);
-      return 1;
-    }
     lua_pushnil(L);
     return 1;
   }
@@ -389,16 +386,8 @@ static int t_newindex(lua_State *L) {
     if (rc) return ltL_raise(L, ctx);
     return 0;
   }
-  if (lua_getiuservalue(L, 1, 1) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_setiuservalue(L, 1, 1);
-  }
-  lua_pushvalue(L, 2);
-  lua_pushvalue(L, 3);
-  lua_rawset(L, -3);
-  return 0;
+  return luaL_error(L, "Tensor: cannot set field '%s' (settable fields: requires_grad, grad, "
+                    "data; tensors carry no custom fields)", k);
 }
 
 static int t_len(lua_State *L) {
