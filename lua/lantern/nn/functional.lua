@@ -657,27 +657,8 @@ function F.nll_loss(input, target, opts)
     error("nll_loss: weight tensor should be defined either for all " .. C ..
       " classes or no classes but got weight tensor of shape: " .. shape_str(weight), 2)
   end
-  local ignore_index = opts.ignore_index or -100
-  local keep = target:ne(ignore_index)
-  local safe = target:masked_fill(keep:logical_not(), 1)
-  if safe:numel() > 0 then
-    local lo, hi = safe:min():item(), safe:max():item()
-    if lo < 1 or hi > C then
-      error("nll_loss: target " .. (lo < 1 and lo or hi) .. " is out of bounds for " .. C ..
-        " classes (class indices are 1-based)", 2)
-    end
-  end
-  local picked = input:gather(cd, safe:unsqueeze(cd)):squeeze(cd)
-  local w
-  if weight ~= nil then
-    w = weight:index_select(1, safe:reshape(-1)):reshape(sizes(target)) * keep:to(input.dtype)
-  else
-    w = keep:to(input.dtype)
-  end
-  local loss = -(picked * w)
-  if r == "none" then return loss end
-  if r == "sum" then return loss:sum() end
-  return loss:sum() / w:sum()
+  return lt.nll_loss(input, target, { weight = weight, ignore_index = opts.ignore_index,
+    reduction = r })
 end
 
 -- cross_entropy(logits, target, {weight, ignore_index, reduction, label_smoothing}): target is
@@ -693,7 +674,6 @@ function F.cross_entropy(input, target, opts)
   if input:dim() < 1 then error("cross_entropy: input must have at least 1 dim", 2) end
   local cd = class_dim(input)
   local C = input:size(cd)
-  local logp = input:log_softmax(cd)
   local weight = opts.weight
   local wshape
   if weight ~= nil then
@@ -709,6 +689,7 @@ function F.cross_entropy(input, target, opts)
       error("cross_entropy: expected target of shape " .. shape_str(input) .. " (class " ..
         "probabilities) or class indices, got target of shape " .. shape_str(target), 2)
     end
+    local logp = input:log_softmax(cd)
     local t = target
     if ls > 0 then t = t * (1 - ls) + ls / C end
     local prod = logp * t
@@ -723,32 +704,9 @@ function F.cross_entropy(input, target, opts)
       "(class probabilities), got " .. target.dtype, 2)
   end
   check_class_target("cross_entropy", input, target)
-  local nll = F.nll_loss(logp, target, { weight = weight, ignore_index = opts.ignore_index, reduction = r })
-  if ls == 0 then return nll end
-  local ignore_index = opts.ignore_index or -100
-  local keep = target:ne(ignore_index)
-  local smooth
-  if weight ~= nil then
-    smooth = -(logp * weight:view(wshape)):sum(cd)
-  else
-    smooth = -logp:sum(cd)
-  end
-  smooth = smooth * keep:to(smooth.dtype)
-  local ret
-  if r == "mean" then
-    if weight ~= nil then
-      local safe = target:masked_fill(keep:logical_not(), 1)
-      local wsum = (weight:index_select(1, safe:reshape(-1)) * keep:reshape(-1):to(weight.dtype)):sum()
-      ret = smooth:sum() / wsum
-    else
-      ret = smooth:sum() / keep:to(smooth.dtype):sum()
-    end
-  elseif r == "sum" then
-    ret = smooth:sum()
-  else
-    ret = smooth
-  end
-  return nll * (1 - ls) + ret * (ls / C)
+  -- class indices: the fused C kernel (log_softmax, nll and smoothing in one pass each way)
+  return lt.cross_entropy(input, target, { weight = weight, ignore_index = opts.ignore_index,
+    reduction = r, label_smoothing = ls })
 end
 
 function F.binary_cross_entropy(input, target, opts)
