@@ -39,6 +39,7 @@
 --   strings str (bytes when not valid UTF-8), `lt.serialization.None` None.
 -- @module lantern.serialization
 local core = require "lantern.core"
+local ordered_mod = require "lantern.ordered"
 local lt = package.loaded["lantern"] or core
 
 local M = {}
@@ -49,50 +50,8 @@ M.None = setmetatable({}, { __name = "None", __tostring = function() return "Non
 M.list_mt = { __name = "list" }
 M.tuple_mt = { __name = "tuple" }
 
--- Ordered iteration over a dict whose metatable has __order: keys in that order (skipping
--- removed and repeated ones), then keys added by rawset, sorted as strings. The same contract
--- as nn's state_dict tables, so either kind of table goes back into a file in order.
-local function od_pairs(t)
-  local mt = getmetatable(t)
-  local order, i, seen, extra = mt.__order, 0, {}, nil
-  return function()
-    while true do
-      i = i + 1
-      local k
-      if i <= #order then
-        k = order[i]
-      else
-        if extra == nil then
-          extra = {}
-          for kk in next, t do if not seen[kk] then extra[#extra + 1] = kk end end
-          table.sort(extra, function(a, b) return tostring(a) < tostring(b) end)
-        end
-        k = extra[i - #order]
-        if k == nil then return nil end
-      end
-      if not seen[k] then
-        seen[k] = true
-        local v = rawget(t, k)
-        if v ~= nil then return k, v end
-      end
-    end
-  end, t, nil
-end
-
-local function od_newindex(t, k, v)
-  rawset(t, k, v)
-  if v ~= nil then
-    local order = getmetatable(t).__order
-    order[#order + 1] = k
-  end
-end
-
 local function make_dict(t, keys, meta, ordered)
-  return setmetatable(t, {
-    __name = ordered and "OrderedDict" or "dict",
-    __pairs = od_pairs, __newindex = od_newindex,
-    __order = keys, __metadata = meta,
-  })
+  return ordered_mod.make(t, keys, meta, ordered and "OrderedDict" or "dict")
 end
 
 --- A new empty ordered dict (keys iterate in insertion order; saved as an OrderedDict).

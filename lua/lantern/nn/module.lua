@@ -79,47 +79,10 @@ M.value_list, M.named_list = value_list, named_list
 -- state_dict() returns a plain Lua table (sd[key] is the tensor) whose metatable records the
 -- key order (`__order`, iterated by pairs through __pairs; new keys are appended by
 -- __newindex) and PyTorch's `_metadata` (`__metadata`: module path -> {version = n}).
-local OD = {}
-local function od_pairs(t)
-  local mt = getmetatable(t)
-  local order, i, seen, extra = mt.__order, 0, {}, nil
-  return function()
-    while true do
-      i = i + 1
-      local k
-      if i <= #order then
-        k = order[i]
-      else
-        if extra == nil then
-          extra = {}
-          for kk in next, t do if not seen[kk] then extra[#extra + 1] = kk end end
-          table.sort(extra, function(a, b) return tostring(a) < tostring(b) end)
-        end
-        k = extra[i - #order]
-        if k == nil then return nil end
-      end
-      if not seen[k] then
-        seen[k] = true
-        local v = rawget(t, k)
-        if v ~= nil then return k, v end
-      end
-    end
-  end, t, nil
-end
-OD.__pairs = od_pairs
-OD.__newindex = function(t, k, v)
-  rawset(t, k, v)
-  if v ~= nil then
-    local order = getmetatable(t).__order
-    order[#order + 1] = k
-  end
-end
+local ordered = require "lantern.ordered"
 -- New ordered dict, optionally from an array of {key, value} pairs.
 local function odict(pairs_list)
-  local t = setmetatable({}, {
-    __pairs = OD.__pairs, __newindex = OD.__newindex, __order = {}, __metadata = nil,
-    __name = "OrderedDict",
-  })
+  local t = ordered.make({})
   for _, kv in ipairs(pairs_list or {}) do t[kv[1]] = kv[2] end
   return t
 end
@@ -699,8 +662,7 @@ function Module:state_dict(destination, prefix, keep_vars)
   local mt = getmetatable(dest)
   if mt and mt.__order and mt.__metadata == nil then mt.__metadata = {} end
   if not mt then
-    setmetatable(dest, { __pairs = OD.__pairs, __newindex = OD.__newindex, __order = {},
-      __metadata = {}, __name = "OrderedDict" })
+    ordered.make(dest, {}, {})
   end
   save_rec(self, dest, prefix or "", keep_vars or false)
   return dest
