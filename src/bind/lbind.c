@@ -55,8 +55,10 @@ static lt_tensor **new_box(lua_State *L, lt_tensor *t) {
 
 void ltL_push(lua_State *L, lt_tensor *t) {
   new_box(L, t);
+  /* fresh memory only (views add none); the structs count too: with tiny tensors they are
+  ** most of the memory, and an under-paced collector lets garbage pile up (4x slower ops) */
   if (t->storage->refcount == 1 && !t->storage->deleter)
-    ltL_gc_account(L, t->storage->nbytes + 64);
+    ltL_gc_account(L, t->storage->nbytes + sizeof(lt_tensor) + sizeof(lt_storage));
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
