@@ -59,7 +59,7 @@ check: setup
 
 bench: setup all $(BUILD)/gemm_bare
 	bin/lantern bench/run.lua 1
-	bin/lantern bench/run.lua 2 small_add add_16m gemm
+	bin/lantern bench/run.lua 2 small_add add_16m gemm mlp lenet demo
 
 $(BUILD)/gemm_bare: bench/gemm_bare.c
 	$(CC) -O2 -o $@ $< -lopenblas
