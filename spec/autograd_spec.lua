@@ -251,12 +251,7 @@ describe("autograd.Function", function()
 end)
 
 describe("graph memory", function()
-  local function rss_kb()
-    local f = io.open("/proc/self/statm")
-    local _, res = f:read("n", "n")
-    f:close()
-    return res * 4
-  end
+  local rss_kb = require("support").rss_kb
 
   -- #nosan: AddressSanitizer's quarantine holds freed memory back, so RSS is not flat under it
   it("keeps a flat resident size over 100,000 forward+backward steps without collectgarbage #nosan", function()

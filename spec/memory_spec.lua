@@ -1,12 +1,7 @@
 -- Tensor memory: reclaimed by the collector without collectgarbage(), served by the cache.
 local lt = require "lantern"
 
-local function rss_kb()
-  local f = io.open("/proc/self/statm")
-  local _, res = f:read("n", "n")
-  f:close()
-  return res * 4
-end
+local rss_kb = require("support").rss_kb
 
 describe("memory", function()
   it("keeps a flat resident size over 100,000 dropped 1 MB tensors", function()

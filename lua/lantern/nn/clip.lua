@@ -4,15 +4,7 @@ local lt = require "lantern"
 
 local clip = {}
 
-local function param_list(params)
-  if lt.is_tensor(params) then return { params } end
-  if type(params) == "function" then
-    local list = {}
-    for a, b in params do list[#list + 1] = lt.is_tensor(b) and b or a end
-    return list
-  end
-  return params
-end
+local param_list = require("lantern.nn.util").param_list
 
 --- Scales gradients in place so that their joint p-norm is at most max_norm; returns the
 -- total norm before clipping (a 0-dim tensor), as PyTorch does.

@@ -17,6 +17,18 @@ function U.is_tensor(v)
 end
 local is_tensor = U.is_tensor
 
+-- Parameters given as a tensor, an iterator (m:parameters() or m:named_parameters()) or a list,
+-- as a list. Shared by the optimisers and nn.utils.
+function U.param_list(params)
+  if lt.is_tensor(params) then return { params } end
+  if type(params) == "function" then
+    local list = {}
+    for a, b in params do list[#list + 1] = lt.is_tensor(b) and b or a end
+    return list
+  end
+  return params
+end
+
 local FLOAT = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 function U.is_float(t) return FLOAT[t.dtype] == true end
 

@@ -19,15 +19,7 @@ function Optimizer:extend(name, defaults)
   return cls
 end
 
-local function as_param_list(params)
-  if lt.is_tensor(params) then return { params } end
-  if type(params) == "function" then   -- an iterator such as m:parameters()
-    local list = {}
-    for a, b in params do list[#list + 1] = lt.is_tensor(b) and b or a end
-    return list
-  end
-  return params
-end
+local as_param_list = require("lantern.nn.util").param_list
 
 function Optimizer.new(cls, params, opts)
   local self = setmetatable({ param_groups = {}, state = {} }, cls)
