@@ -9,9 +9,9 @@
 /* Only ever installed on the Tensor metatable, so the type needs no check (a name check here
 ** would hash a string for every collected tensor). */
 static int t_gc(lua_State *L) {
-  lt_tensor **box = lua_touserdata(L, 1);
-  lt_release(*box);
-  *box = NULL;
+  ltL_box *box = lua_touserdata(L, 1);
+  lt_release(box->t);
+  box->t = NULL;
   return 0;
 }
 

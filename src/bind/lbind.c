@@ -16,13 +16,14 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
 ** memory adds debt in proportion to its bytes; the collector then runs as if it had been
 ** allocated on the Lua heap. Debt is added in 256 KiB slices to keep small ops cheap. */
 /* Binding state kept right after the ctx in the same userdata. The Tensor metatable is found
-** by pointer and by registry integer key, because the name lookups of luaL_testudata and
-** luaL_setmetatable hash a string on every call, which costs more than a small op itself. */
+** by registry integer key, because the name lookup of luaL_setmetatable hashes a string on
+** every call, which costs more than a small op itself. */
 typedef struct {
   size_t pending;            /* bytes not yet reported to the collector */
-  const void *tensor_mt;     /* identity of the Tensor metatable */
-  int tensor_mt_ref;         /* its registry integer key */
+  int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
 } bind_state;
+
+const char ltL_tensor_tag = 'T';
 
 static bind_state *state_of(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, lua_upvalueindex(1));
@@ -41,9 +42,10 @@ void ltL_gc_account(lua_State *L, size_t nbytes) {
 }
 
 /* No user values: a slot costs ~50 ns per tensor in allocation and collection. */
-static lt_tensor **new_box(lua_State *L, lt_tensor *t) {
-  lt_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
-  *box = t;
+static ltL_box *new_box(lua_State *L, lt_tensor *t) {
+  ltL_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->tag = &ltL_tensor_tag;
+  box->t = t;
   bind_state *st = state_of(L);
   if (st)
     lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
@@ -62,15 +64,9 @@ void ltL_push(lua_State *L, lt_tensor *t) {
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
-  bind_state *st = state_of(L);
-  if (!st) {
-    lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
-    return box ? *box : NULL;
-  }
-  if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx)) return NULL;
-  const void *mt = lua_topointer(L, -1);
-  lua_pop(L, 1);
-  return mt == st->tensor_mt ? *(lt_tensor **)lua_touserdata(L, idx) : NULL;
+  ltL_box *box = lua_touserdata(L, idx);
+  if (!box || box->tag != &ltL_tensor_tag || lua_rawlen(L, idx) != sizeof *box) return NULL;
+  return box->t;
 }
 
 lt_tensor *ltL_check(lua_State *L, int idx) {
@@ -289,7 +285,6 @@ int luaopen_lantern_core(lua_State *L) {
       lua_pushvalue(L, -1);
       st->tensor_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
-    st->tensor_mt = lua_topointer(L, -1);
     lua_pop(L, 1);
   }
   lua_newtable(L);                                 /* methods */
@@ -329,11 +324,9 @@ void lantern_open(lua_State *L) {
 }
 
 void lantern_push_tensor(lua_State *L, lt_tensor *t) {
-  lt_tensor **box = lua_newuserdatauv(L, sizeof *box, 0);
-  *box = lt_retain(t);
+  ltL_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->tag = &ltL_tensor_tag;
+  box->t = lt_retain(t);
   luaL_setmetatable(L, LTL_TENSOR_MT);
 }
-lt_tensor *lantern_to_tensor(lua_State *L, int idx) {
-  lt_tensor **box = luaL_testudata(L, idx, LTL_TENSOR_MT);
-  return box ? *box : NULL;
-}
+lt_tensor *lantern_to_tensor(lua_State *L, int idx) { return ltL_test(L, idx); }

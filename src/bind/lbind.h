@@ -17,6 +17,15 @@
 #define LTL_GEN_MT "lantern.Generator"
 #define LTL_CTX(L) ((lt_ctx *)lua_touserdata((L), lua_upvalueindex(1)))
 
+/* The Tensor userdata: a tag, then the tensor. The tag (the address of ltL_tensor_tag) lets
+** ltL_test recognise a tensor with two API calls instead of a metatable comparison; no other
+** userdata can hold that address unless it copies it from here. t is NULL once collected. */
+typedef struct ltL_box {
+  const void *tag;
+  lt_tensor *t;
+} ltL_box;
+extern const char ltL_tensor_tag;
+
 /* Raises the ctx's last error as a Lua error (never returns). */
 int ltL_raise(lua_State *L, lt_ctx *ctx);
 /* `if (rc) ltL_raise(...)` in one line. */
