@@ -57,6 +57,18 @@ describe("TensorDataset and DataLoader", function()
     assert.are.same({ 1, 4, 9, 16, 25 }, sq:tolist())
   end)
 
+  it("a Dataset subclass gets its constructor arguments in __init", function()
+    local Range = data.Dataset:extend("Range")
+    function Range:__init(n, scale) self.n, self.scale = n, scale end
+    function Range:len() return self.n end
+    function Range:get(i) return i * self.scale end
+    local r = Range(4, 10)
+    assert.are.equal(4, #r)
+    assert.are.equal(30, r:get(3))
+    local dl = data.DataLoader(r, { batch_size = 4 })
+    assert.are.same({ 10, 20, 30, 40 }, dl:iter()():tolist())
+  end)
+
   it("random_split partitions the dataset; Subset indexes through", function()
     local parts = data.random_split(data.TensorDataset(X, Y), { 7, 3 }, { generator = lt.Generator(1) })
     assert.are.equal(7, #parts[1])

@@ -19,7 +19,8 @@ local Dataset = class("Dataset")
 data.Dataset = Dataset
 function Dataset:extend(name)
   local cls = class(name, self)
-  cls.new = cls.new or function(c, ...)
+  -- a subclass is constructed with its arguments passed to its __init (if it has one)
+  cls.new = function(c, ...)
     local o = setmetatable({}, c)
     if o.__init then o:__init(...) end
     return o
