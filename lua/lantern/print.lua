@@ -18,8 +18,17 @@ M.options = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80, sc
 --- Sets print options like torch.set_printoptions: a table with any of precision, threshold,
 -- edgeitems, linewidth, sci_mode (true/false, or nil for automatic) and profile
 -- ("default", "short" or "full", applied first).
+local known = { precision = true, threshold = true, edgeitems = true, linewidth = true,
+  sci_mode = true, profile = true }
+
 function M.set_printoptions(o)
   o = o or {}
+  for k in pairs(o) do
+    if not known[k] then
+      error("set_printoptions: unknown option '" .. tostring(k) .. "' (expected precision, " ..
+            "threshold, edgeitems, linewidth, sci_mode or profile)", 2)
+    end
+  end
   local opts = M.options
   if o.profile ~= nil then
     if o.profile == "default" then
