@@ -149,6 +149,20 @@ describe("in-place checks", function()
     assert.are.same({ 6, 2, 2 }, y:tolist())
   end)
 
+  it("refuses writing a value that requires grad into a view of a tensor that does not", function()
+    local y = lt.zeros(4)
+    local w = lt.ones(2, { requires_grad = true })
+    local ok, err = pcall(function() y:narrow(1, 2, 2):copy_(w) end)
+    assert.is_false(ok)
+    assert.matches("would lose its gradient", err)
+    assert.are.same({ 0, 0, 0, 0 }, y:tolist())   -- refused before anything is recorded? values
+    lt.no_grad(function() y:narrow(1, 2, 2):copy_(w) end)
+    assert.are.same({ 0, 1, 1, 0 }, y:tolist())
+    local z = lt.zeros(4)
+    z:copy_(lt.ones(4) * w:sum())               -- not a view: recorded normally
+    assert.is_true(z.requires_grad)
+  end)
+
   it("records in-place ops on non-leaves", function()
     local x = lt.tensor({ 1.0, 2.0 }, { requires_grad = true })
     local y = x * 1
@@ -176,6 +190,74 @@ describe("hooks and retain_grad", function()
     ;(y * 5):sum():backward()
     close(y.grad, { 6, 6 })
     close(x.grad, { 12, 12 })
+  end)
+
+  it("retain_grad follows a tensor through an in-place op (the gradient of its new value)",
+    function()
+    local x = lt.ones(3, { requires_grad = true })
+    local y = x * 2
+    y:retain_grad()
+    y:mul_(2)
+    ;(y * 3):sum():backward()
+    close(y.grad, { 3, 3, 3 })
+    close(x.grad, { 12, 12, 12 })
+  end)
+
+  it("a retain_grad tensor that loses its history and dies is not written by backward",
+    function()
+    for _, drop in ipairs({ "detach_", "fill_", "add_" }) do
+      local x = lt.randn(3, { requires_grad = true })
+      local y = x * 2
+      y:retain_grad()
+      local z = y * 3
+      if drop == "detach_" then y:detach_() elseif drop == "fill_" then y:fill_(1) else y:add_(1) end
+      y = nil
+      collectgarbage()
+      collectgarbage()
+      -- fresh tensors reuse the dead tensor's struct; none may receive a gradient
+      local fresh = {}
+      for i = 1, 64 do fresh[i] = lt.zeros(3) end
+      z:sum():backward()
+      for i = 1, 64 do assert.is_nil(fresh[i].grad, drop) end
+      close(x.grad, { 6, 6, 6 })
+    end
+  end)
+
+  it("a hook that runs backward through the graph it is part of gets an error", function()
+    local x = lt.ones(3, { requires_grad = true })
+    local a = x * 2
+    local b = (a * 3):sum()
+    local c = (a * 4):sum()
+    local inner_ok, inner_err
+    x:register_hook(function()
+      if inner_ok == nil then inner_ok, inner_err = pcall(function() c:backward() end) end
+    end)
+    b:backward()
+    assert.is_false(inner_ok)
+    assert.matches("already running a backward pass", inner_err)
+    close(x.grad, { 6, 6, 6 })
+    -- afterwards the graph of c is intact and runs on its own
+    c:backward()
+    close(x.grad, { 14, 14, 14 })
+  end)
+
+  it("x[i] = v refuses a v that requires grad instead of dropping its gradient", function()
+    local w = lt.ones({}, { requires_grad = true })
+    local x = lt.zeros(3)
+    local ok, err = pcall(function() x[2] = w * 5 end)
+    assert.is_false(ok)
+    assert.matches("would lose its gradient", err)
+    assert.same({ 0, 0, 0 }, x:tolist())
+    lt.no_grad(function() x[2] = w * 5 end)
+    assert.same({ 0, 5, 0 }, x:tolist())
+  end)
+
+  it("a tensor cannot be its own grad (it would never be freed)", function()
+    local x = lt.ones(3, { requires_grad = true })
+    local ok, err = pcall(function() x.grad = x end)
+    assert.is_false(ok)
+    assert.matches("its own grad", err)
+    assert.is_nil(x.grad)
   end)
 
   it("an error in a hook surfaces as a Lua error", function()

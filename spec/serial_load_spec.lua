@@ -31,6 +31,26 @@ describe("serial: lt.load of torch.save files", function()
     assert.equal(lt._storage_id(v.ia), lt._storage_id(v.ib))
   end)
 
+  it("writes in place through a loaded view with interleaved strides, in bounds", function()
+    -- sizes [2, 3, 4] with strides [12, 4, 3] on 30 elements: legal, non-overlapping, but
+    -- dims 1-2 and 2-3 each look mergeable when compared with the wrong outer stride
+    local p = U.tmpname()
+    lt.save({ t = lt.arange(30):float():narrow(1, 1, 24):view(2, 3, 4), base_len = 30 }, p)
+    local bytes = U.read(p)
+    local patched, n = bytes:gsub("K\x0cK\x04K\x01\x87", "K\x0cK\x04K\x03\x87")
+    assert.equal(1, n)
+    U.write(p, patched)
+    local w = lt.load(p, { verify_crc = false }).t
+    U.cleanup()
+    assert.same({ 12, 4, 3 }, w:stride())
+    assert.equal(348, w:sum():item())
+    w:fill_(7)
+    assert.equal(7 * 24, w:sum():item())
+    w:add_(1)
+    assert.same({ 8, 8, 8, 8 }, w[2][3]:tolist())
+    assert.equal(8 * 24, w:sum():item())
+  end)
+
   it("converts float16/bfloat16 to float32 and small integers to int64, exactly", function()
     local d = lt.load(U.path("dtypes.pt"))
     assert.equal("float32", d.f16.dtype)

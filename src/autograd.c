@@ -169,11 +169,35 @@ bool lt_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs) {
   return false;
 }
 
+/* The weak retain_grad slot of t's grad_fn, cleared when it points at t. */
+static void clear_retain_slot(lt_tensor *t) {
+  lt_node *n = t->grad_fn;
+  if (n && n->retain && t->output_nr < n->n_out && n->retain[t->output_nr] == t)
+    n->retain[t->output_nr] = NULL;
+}
+
+void lt_drop_grad_fn(lt_tensor *t) {
+  if (!t->grad_fn) return;
+  clear_retain_slot(t);
+  lt_node_release(t->grad_fn);
+  t->grad_fn = NULL;
+}
+
 int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
               int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
               lt_node **node) {
   *node = NULL;
   if (!lt_needs_grad(ctx, n_in, inputs)) return 0;
+  /* an in-place write of a value that requires grad into a view of a tensor that does not:
+  ** the gradient could never reach the base (views are not tracked), so refuse it
+  ** (a view op's own output is marked as a view only after it is recorded, so an output that
+  ** is already a view here is being written in place) */
+  for (int i = 0; i < n_out; i++)
+    if (outputs[i]->is_view && !outputs[i]->requires_grad)
+      return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
+                     "grad, of a value that does, would lose its gradient (Lantern does not "
+                     "track views for autograd); clone() the base first or use lt.cat/lt.stack",
+                     type->name);
   lt_node *n = node_new(ctx, type, n_in, n_out, extra_size, n_saved);
   if (!n) return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
   for (int i = 0; i < n_in; i++) {
@@ -193,10 +217,24 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
     }
   }
   n->out_dtype = outputs[0]->dtype;
+  /* an in-place op on a tensor with retain_grad: the new node keeps its slot */
+  for (int i = 0; i < n_out && !n->retain; i++) {
+    if (outputs[i]->retains_grad && outputs[i]->grad_fn) {
+      n->retain = calloc((size_t)n_out, sizeof *n->retain);
+      if (!n->retain) {
+        n->refcount = 1;
+        lt_node_release(n);
+        return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
+      }
+    }
+  }
   for (int i = 0; i < n_out; i++) {
     lt_tensor *o = outputs[i];
     lt_node_retain(n);
-    if (o->grad_fn) lt_node_release(o->grad_fn);   /* in-place op: the new node takes over */
+    if (o->grad_fn) {   /* in-place op: the new node takes over */
+      if (o->retains_grad) n->retain[i] = o;
+      lt_drop_grad_fn(o);
+    }
     o->grad_fn = n;
     o->output_nr = i;
     o->requires_grad = true;
@@ -294,6 +332,8 @@ int lt_set_grad(lt_ctx *ctx, lt_tensor *t, lt_tensor *g) {
     return lt_fail(ctx, "grad: assigned grad has shape %s but the tensor has shape %s",
                    LT_SHAPE(g, a), LT_SHAPE(t, b));
   }
+  if (g && g == t)   /* t would own itself and never be freed */
+    return lt_fail(ctx, "grad: can't assign a tensor as its own grad");
   if (g && g->dtype != t->dtype)
     return lt_fail(ctx, "grad: assigned grad has dtype %s but the tensor has dtype %s",
                    lt_dtype_name(g->dtype), lt_dtype_name(t->dtype));
@@ -476,11 +516,15 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
     caps[i].output_nr = t->grad_fn ? t->output_nr : 0;
   }
 
-  /* 2. discover the graph and count each node's incoming edges */
+  /* 2. discover the graph and count each node's incoming edges. A node whose scratch belongs
+  ** to another pass is part of a backward that is running (a hook started this one): sharing
+  ** its buffers and counts would drop gradients, so that is refused. */
   for (int i = 0; i < n_roots; i++) {
     lt_node *n = root_edges[i].node;
+    if (n->eng_buf && n->eng_owner != &all) goto reentrant;
     if (n->eng_buf) continue;
     n->eng_buf = calloc((size_t)n->n_out, sizeof(lt_tensor *));
+    n->eng_owner = &all;
     if (!n->eng_buf || vec_push(&all, n) || vec_push(&todo, n)) {
       engine_fail(ctx, "out of memory");
       goto done;
@@ -492,9 +536,11 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
     for (int i = 0; i < n->n_in; i++) {
       lt_node *c = n->next[i].node;
       if (!c) continue;
+      if (c->eng_buf && c->eng_owner != &all) goto reentrant;
       c->eng_deps++;
       if (c->eng_buf) continue;
       c->eng_buf = calloc((size_t)c->n_out, sizeof(lt_tensor *));
+      c->eng_owner = &all;
       if (!c->eng_buf || vec_push(&all, c) || vec_push(&todo, c)) {
         engine_fail(ctx, "out of memory");
         goto done;
@@ -579,7 +625,11 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
     }
   }
   rc = 0;
+  goto done;
 
+reentrant:
+  engine_fail(ctx, "the graph is already running a backward pass (a hook or Function called "
+              "backward on a graph that shares nodes with the pass that runs it)");
 done:
   ctx->grad_enabled = old_mode;
   if (rc) {
@@ -593,6 +643,7 @@ done:
     for (int o = 0; o < n->n_out; o++) lt_release(n->eng_buf[o]);
     free(n->eng_buf);
     n->eng_buf = NULL;
+    n->eng_owner = NULL;
     n->eng_deps = 0;
   }
   for (size_t i = 0; i < all.n; i++) lt_node_release(all.v[i]);

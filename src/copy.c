@@ -117,8 +117,7 @@ int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v) {
   lt_bump_version(t);
   /* a filled tensor no longer depends on its history */
   if (t->grad_fn && ctx->grad_enabled) {
-    lt_node_release(t->grad_fn);
-    t->grad_fn = NULL;
+    lt_drop_grad_fn(t);
     t->requires_grad = false;
   }
   return 0;
@@ -152,7 +151,7 @@ int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
     return lt_fail(ctx, "copy_: source of shape %s cannot be broadcast to destination of shape "
                    "%s", LT_SHAPE(src, a), LT_SHAPE(dst, b));
   }
-  if (lt_check_inplace(ctx, "copy_", dst)) return -1;
+  if (lt_check_inplace_from(ctx, "copy_", dst, src)) return -1;
   lt_kernels(dst)->copy(ctx, dst, src);
   lt_bump_version(dst);
   if (lt_needs_grad(ctx, 1, &src) || (dst->grad_fn && ctx->grad_enabled)) {
@@ -166,8 +165,7 @@ int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
       e->dt = src->dtype;
     } else if (dst->grad_fn) {
       /* overwritten by a value that needs no gradient */
-      lt_node_release(dst->grad_fn);
-      dst->grad_fn = NULL;
+      lt_drop_grad_fn(dst);
       dst->requires_grad = false;
     }
   }

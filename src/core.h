@@ -62,6 +62,7 @@ struct lt_tensor {
   bool requires_grad;
   bool retains_grad;
   bool grad_view;       /* a view of a tensor that requires grad: in-place writes refused */
+  bool is_view;         /* made by a view op (shares its input's storage) */
   int output_nr;        /* which output of grad_fn this is */
   lt_tensor *grad;
   lt_node *grad_fn;     /* strong; NULL for a leaf */
@@ -91,6 +92,9 @@ char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n);
 /* Marks an in-place write (version counter), after checking autograd rules for in-place
 ** ops: a leaf that requires grad may not be written while grad mode is on. */
 int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
+/* The same for writing `src` into t: also refuses a src that requires grad when t is a view of
+** a tensor that does not (the gradient could not reach the base). */
+int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
 static inline void lt_bump_version(lt_tensor *t) { t->storage->version++; }
 
 /* Normalises a possibly negative 0-based dim for a tensor of rank ndim (ndim 0 allows -1,0). */
@@ -233,6 +237,7 @@ struct lt_node {
   /* engine scratch, valid during one backward pass */
   int eng_deps;
   lt_tensor **eng_buf;
+  const void *eng_owner;     /* the pass that set eng_buf (a hook may start another pass) */
   void *extra;               /* op-specific data (extra_size bytes, zeroed) */
 };
 
@@ -251,6 +256,9 @@ int lt_save(lt_node *node, int i, const lt_tensor *t, bool is_output);
 int lt_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t);
 void lt_node_retain(lt_node *n);
 void lt_node_release(lt_node *n);
+/* Makes t a tensor without history: releases its grad_fn and clears the weak retain_grad slot
+** that points at t (any other path leaves the slot dangling once t dies). */
+void lt_drop_grad_fn(lt_tensor *t);
 /* Whether input edge i of node needs a gradient. */
 static inline bool lt_needs_input_grad(const lt_node *n, int i) { return n->next[i].node != NULL; }
 

@@ -552,7 +552,7 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
     return lt_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
                    "tensor refers to a single memory location. Please clone() the tensor "
                    "before performing the operation.", name);
-  if (lt_check_inplace(ctx, name, a)) return -1;
+  if (lt_check_inplace_from(ctx, name, a, b)) return -1;
   bool grad = ctx->grad_enabled && (a->requires_grad || b->requires_grad);
   if (grad && !binop_diff(op))
     return lt_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "

@@ -50,7 +50,7 @@ void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const 
     if (m > 0) {
       bool merge = true;
       for (int k = 0; k < nops && merge; k++)
-        merge = st[k][m - 1] == st[k][d] * sz[d];
+        merge = it->stride[k][m - 1] == st[k][d] * sz[d];   /* the merged dim so far */
       if (merge) {
         it->size[m - 1] *= sz[d];
         for (int k = 0; k < nops; k++) it->stride[k][m - 1] = st[k][d];

@@ -19,7 +19,11 @@ static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;   /* held by the pool'
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
 static int nworkers;                 /* started so far (grows, never shrinks) */
-static _Atomic uint64_t generation;  /* bumped once per job */
+/* bumped once per job, with the job's part count in the low 8 bits: a worker must learn
+** whether it takes part from the same load that starts the job, because a worker that takes no
+** part is not waited for and could otherwise read job.parts while the next job is written */
+static _Atomic uint64_t generation;
+#define GEN_PARTS(g) ((int)((g) & 0xff))
 static _Atomic int remaining;        /* parts of the current job not finished */
 static struct {
   lt_range_fn fn;
@@ -53,7 +57,7 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&lock);
     }
     seen = g;
-    if (id < job.parts) {
+    if (id < GEN_PARTS(g)) {
       run_part(id);
       if (atomic_fetch_sub(&remaining, 1) == 1) {
         pthread_mutex_lock(&lock);
@@ -104,7 +108,7 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
   job.parts = nt;
   atomic_store(&remaining, nt - 1);
   pthread_mutex_lock(&lock);
-  atomic_fetch_add(&generation, 1);
+  atomic_store(&generation, ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)nt);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
   run_part(0);

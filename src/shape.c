@@ -25,7 +25,10 @@ static int record1(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt_tens
     *out = NULL;
     return -1;
   }
-  if ((*out)->storage == in->storage) (*out)->grad_view = in->requires_grad || in->grad_view;
+  if ((*out)->storage == in->storage) {
+    (*out)->is_view = true;
+    (*out)->grad_view = in->requires_grad || in->grad_view;
+  }
   return 0;
 }
 

@@ -195,7 +195,7 @@ lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *s
   lt_tensor *t = take(&free_tensors, &n_free_tensors, sizeof *t);
   if (!t) return NULL;
   /* every field but the geometry arrays is set here; only [0, ndim) of those is ever read */
-  t->requires_grad = t->retains_grad = t->grad_view = false;
+  t->requires_grad = t->retains_grad = t->grad_view = t->is_view = false;
   t->output_nr = 0;
   t->grad = NULL;
   t->grad_fn = t->grad_acc = NULL;
@@ -229,12 +229,7 @@ lt_tensor *lt_retain(lt_tensor *t) {
 void lt_release(lt_tensor *t) {
   if (!t || --t->refcount > 0) return;
   if (t->grad_acc) t->grad_acc = NULL;   /* the node holds t strongly, so it is gone already */
-  if (t->grad_fn) {
-    /* a retained-grad slot on our node points at us weakly: clear it */
-    if (t->grad_fn->retain && t->output_nr < t->grad_fn->n_out)
-      if (t->grad_fn->retain[t->output_nr] == t) t->grad_fn->retain[t->output_nr] = NULL;
-    lt_node_release(t->grad_fn);
-  }
+  lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot that points at us */
   lt_release(t->grad);
   lt_hooks_free(t->hooks);
   lt_storage_release(t->storage);
@@ -368,5 +363,14 @@ int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
     return lt_fail(ctx, "%s: a view of a tensor that requires grad is being used in an in-place "
                    "operation; Lantern does not track views for in-place autograd, use clone() "
                    "first or run it under lt.no_grad", op);
+  return 0;
+}
+
+int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
+  if (lt_check_inplace(ctx, op, t)) return -1;
+  if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad)
+    return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
+                   "grad, of a value that does, would lose its gradient (Lantern does not track "
+                   "views for autograd); clone() the base first or use lt.cat/lt.stack", op);
   return 0;
 }

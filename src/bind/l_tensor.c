@@ -145,10 +145,7 @@ static int t_detach(lua_State *L) {
 
 static int t_detach_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
-  if (t->grad_fn) {
-    lt_node_release(t->grad_fn);
-    t->grad_fn = NULL;
-  }
+  lt_drop_grad_fn(t);
   t->requires_grad = false;
   lua_settop(L, 1);
   return 1;
@@ -357,6 +354,11 @@ static int t_newindex(lua_State *L) {
     lt_tensor *dst = select_index(L, t, lua_tointeger(L, 2)), *owned;
     ltL_push(L, dst);   /* anchor for errors */
     lt_tensor *src = ltL_checkoperand(L, 3, t, &owned);
+    /* dst is a view of t: a gradient recorded on it could never reach t (no CopySlices) */
+    if (lt_needs_grad(ctx, 1, &src) && !t->requires_grad)
+      return luaL_error(L, "index: x[i] = v with a v that requires grad would lose its "
+                        "gradient (Lantern does not track views for autograd); use lt.cat/"
+                        "lt.stack, or assign under lt.no_grad");
     int rc = lt_copy_(ctx, dst, src);
     lt_release(owned);
     if (rc) return ltL_raise(L, ctx);

@@ -65,7 +65,8 @@ void ltL_push(lua_State *L, lt_tensor *t) {
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
   ltL_box *box = lua_touserdata(L, idx);
-  if (!box || box->tag != &ltL_tensor_tag || lua_rawlen(L, idx) != sizeof *box) return NULL;
+  /* the size first: a light userdata or a smaller full userdata has no tag to read */
+  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
   return box->t;
 }
 
