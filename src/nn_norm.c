@@ -110,6 +110,38 @@ static inline char *at(const void *p, lt_dtype dt, int64_t i) {
   return (char *)p + (size_t)i * lt_dtype_size(dt);
 }
 
+/* Backward prologue shared by every norm (saved: 0 x (contiguous), 1 weight, 2 mean, 3 invstd
+** or rstd, both f64): the saved tensors into sv, grad_out[0] as x's dtype, contiguous, into *dy
+** (new ref), and which of x, weight, bias want a gradient. */
+static int norm_bwd_begin(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                          lt_tensor *sv[4], lt_tensor **dy, bool need[3]) {
+  for (int i = 0; i < 4; i++)
+    if (lt_saved_get(ctx, self, i, &sv[i])) return -1;
+  if (grad_contig(ctx, grad_out[0], sv[0]->dtype, dy)) return -1;
+  need[0] = lt_needs_input_grad(self, 0);
+  need[1] = self->n_in > 1 && lt_needs_input_grad(self, 1);
+  need[2] = self->n_in > 2 && lt_needs_input_grad(self, 2);
+  return 0;
+}
+
+/* Hands dx, dw, db to the inputs the node has (rms_norm has no bias). */
+static void norm_bwd_out(const lt_node *self, lt_tensor **grad_in, lt_tensor *dx, lt_tensor *dw,
+                         lt_tensor *db) {
+  grad_in[0] = dx;
+  if (self->n_in > 1) grad_in[1] = dw;
+  if (self->n_in > 2) grad_in[2] = db;
+}
+
+/* The n double sums v into contiguous float tensor t, rounded to its dtype. */
+static void store_sums(lt_tensor *t, const double *v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    if (t->dtype == LT_FLOAT32)
+      ((float *)lt_data(t))[k] = (float)v[k];
+    else
+      ((double *)lt_data(t))[k] = v[k];
+  }
+}
+
 /* ============================================================ batch_norm */
 
 typedef struct bn_job {
@@ -227,54 +259,37 @@ static int batch_norm_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gra
                                lt_tensor **grad_in) {
   bn_extra *ex = self->extra;
   if (!grad_out[0]) return 0;
-  lt_tensor *x, *w, *mean, *invstd, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
-  lt_tensor *sums = NULL;
-  if (lt_saved_get(ctx, self, 0, &x) || lt_saved_get(ctx, self, 1, &w) ||
-      lt_saved_get(ctx, self, 2, &mean) || lt_saved_get(ctx, self, 3, &invstd))
-    return -1;
+  lt_tensor *sv[4], *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL, *sums = NULL;
+  bool need[3];
+  if (norm_bwd_begin(ctx, self, grad_out, sv, &dy, need)) return -1;
+  lt_tensor *x = sv[0], *w = sv[1], *mean = sv[2], *invstd = sv[3];
   lt_dtype dt = x->dtype;
-  if (grad_contig(ctx, grad_out[0], dt, &dy)) return -1;
   int64_t N = x->size[0], C = x->size[1], L = 1;
   for (int i = 2; i < x->ndim; i++) L *= x->size[i];
-  bool need_x = lt_needs_input_grad(self, 0);
-  bool need_w = self->n_in > 1 && lt_needs_input_grad(self, 1);
-  bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
   if (new_f64(ctx, &sums, 2 * C)) goto fail;
   bn_job j = {dt, N, C, L, lt_data(x), w ? lt_data(w) : NULL, NULL, lt_data(dy), NULL, NULL,
               lt_data(mean), lt_data(invstd), lt_data(sums), (double *)lt_data(sums) + C,
               ex->training, ex->eps, NULL};
   int64_t per = N * L > 0 ? N * L : 1;
   lt_parallel_for(ctx, C, (16384 + per - 1) / per, bn_grad_sums, &j);
-  if (need_x) {
+  if (need[0]) {
     if (lt_empty(ctx, &dx, dt, x->ndim, x->size)) goto fail;
     j.dx = lt_data(dx);
     int64_t lper = L > 0 ? L : 1;
     lt_parallel_for(ctx, N * C, (16384 + lper - 1) / lper, bn_dx, &j);
   }
-  if (need_w) {
+  if (need[1]) {
     if (lt_empty(ctx, &dw, dt, w->ndim, w->size)) goto fail;
-    for (int64_t c = 0; c < C; c++) {
-      if (dt == LT_FLOAT32)
-        ((float *)lt_data(dw))[c] = (float)j.sum_dy_xhat[c];
-      else
-        ((double *)lt_data(dw))[c] = j.sum_dy_xhat[c];
-    }
+    store_sums(dw, j.sum_dy_xhat, C);
   }
-  if (need_b) {
+  if (need[2]) {
     int64_t c1 = C;
     if (lt_empty(ctx, &db, dt, 1, &c1)) goto fail;
-    for (int64_t c = 0; c < C; c++) {
-      if (dt == LT_FLOAT32)
-        ((float *)lt_data(db))[c] = (float)j.sum_dy[c];
-      else
-        ((double *)lt_data(db))[c] = j.sum_dy[c];
-    }
+    store_sums(db, j.sum_dy, C);
   }
   lt_release(sums);
   lt_release(dy);
-  grad_in[0] = dx;
-  if (self->n_in > 1) grad_in[1] = dw;
-  if (self->n_in > 2) grad_in[2] = db;
+  norm_bwd_out(self, grad_in, dx, dw, db);
   return 0;
 fail:
   lt_release(sums);
@@ -517,26 +532,22 @@ static int row_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                         lt_tensor **grad_in) {
   row_extra *ex = self->extra;
   if (!grad_out[0]) return 0;
-  lt_tensor *x, *w, *mean, *rstd, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+  lt_tensor *sv[4], *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
   double *acc = NULL;
-  if (lt_saved_get(ctx, self, 0, &x) || lt_saved_get(ctx, self, 1, &w) ||
-      lt_saved_get(ctx, self, 2, &mean) || lt_saved_get(ctx, self, 3, &rstd))
-    return -1;
+  bool need[3];
+  if (norm_bwd_begin(ctx, self, grad_out, sv, &dy, need)) return -1;
+  lt_tensor *x = sv[0], *w = sv[1], *mean = sv[2], *rstd = sv[3];
   lt_dtype dt = x->dtype;
-  if (grad_contig(ctx, grad_out[0], dt, &dy)) return -1;
-  bool need_x = lt_needs_input_grad(self, 0);
-  bool need_w = self->n_in > 1 && lt_needs_input_grad(self, 1);
-  bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
   row_job j = {ex->kind, dt, ex->R, ex->D, ex->G, ex->Cg, ex->L, lt_data(x),
                w ? lt_data(w) : NULL, NULL, lt_data(dy), NULL, NULL, lt_data(mean),
                lt_data(rstd), ex->eps};
-  if (need_x) {
+  if (need[0]) {
     if (lt_empty(ctx, &dx, dt, x->ndim, x->size)) goto fail;
     j.dx = lt_data(dx);
     int64_t per = ex->D > 0 ? 3 * ex->D : 1;
     lt_parallel_for(ctx, ex->R, (16384 + per - 1) / per, row_dx, &j);
   }
-  if (need_w || need_b) {
+  if (need[1] || need[2]) {
     /* weight index space: D (LN/RMS) or C = G*Cg (GN) */
     int64_t nw = ex->kind == NORM_GN ? ex->G * ex->Cg : ex->D;
     acc = calloc((size_t)(2 * nw + 1), sizeof *acc);
@@ -556,29 +567,20 @@ static int row_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
       }
     }
     lt_tensor *res[2] = {NULL, NULL};
-    bool need[2] = {need_w, need_b};
     for (int t = 0; t < 2; t++) {
-      if (!need[t]) continue;
+      if (!need[1 + t]) continue;
       if (lt_empty(ctx, &res[t], dt, ex->wdim, ex->wsize)) {
         lt_release(res[0]);
         goto fail;
       }
-      for (int64_t k = 0; k < nw; k++) {
-        double v = (t ? ab : aw)[k];
-        if (dt == LT_FLOAT32)
-          ((float *)lt_data(res[t]))[k] = (float)v;
-        else
-          ((double *)lt_data(res[t]))[k] = v;
-      }
+      store_sums(res[t], t ? ab : aw, nw);
     }
     dw = res[0];
     db = res[1];
   }
   free(acc);
   lt_release(dy);
-  grad_in[0] = dx;
-  if (self->n_in > 1) grad_in[1] = dw;
-  if (self->n_in > 2) grad_in[2] = db;
+  norm_bwd_out(self, grad_in, dx, dw, db);
   return 0;
 fail:
   free(acc);

@@ -31,260 +31,205 @@ static void run_planes(lt_ctx *ctx, const pool_geom *g, int64_t work, lt_range_f
   lt_parallel_for(ctx, g->P, (16384 + per - 1) / per, fn, j);
 }
 
-/* ------------------------------------------------------------ max pool */
-
-#define DEF_MAXPOOL_FWD(NAME, T)                                                               \
+/* Range callback NAME: PLANE(g, src, dst, idx) on each plane of [b, e). A forward plane reads
+** H*W values and writes OH*OW (and as many indices, when asked for); a backward plane reads
+** OH*OW gradients and writes H*W. Every kernel below is a plane function run through this. */
+#define DEF_PLANES(NAME, T, PLANE, FWD)                                                        \
   static void NAME(int64_t b, int64_t e, void *ud) {                                           \
     const pool_job *j = ud;                                                                    \
     const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
-      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-        int64_t h0 = oh * g->sh - g->ph;                                                       \
-        int64_t h1 = h0 + (g->kh - 1) * g->dh + 1;                                             \
-        if (h1 > g->H) h1 = g->H;                                                              \
-        while (h0 < 0) h0 += g->dh;                                                            \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t w0 = ow * g->sw - g->pw;                                                     \
-          int64_t w1 = w0 + (g->kw - 1) * g->dw + 1;                                           \
-          if (w1 > g->W) w1 = g->W;                                                            \
-          while (w0 < 0) w0 += g->dw;                                                          \
-          int64_t best = h0 * g->W + w0;                                                       \
-          T m = -(T)INFINITY;                                                                  \
-          for (int64_t ih = h0; ih < h1; ih += g->dh)                                          \
-            for (int64_t iw = w0; iw < w1; iw += g->dw) {                                      \
-              T v = in[ih * g->W + iw];                                                        \
-              if (v > m || isnan(v)) {                                                         \
-                m = v;                                                                         \
-                best = ih * g->W + iw;                                                         \
-              }                                                                                \
-            }                                                                                  \
-          out[oh * g->OW + ow] = m;                                                            \
-          if (ix) ix[oh * g->OW + ow] = best;                                                  \
+    int64_t ni = g->H * g->W, no = g->OH * g->OW;                                              \
+    int64_t ns = (FWD) ? ni : no, nd = (FWD) ? no : ni;                                        \
+    for (int64_t p = b; p < e; p++)                                                            \
+      PLANE(g, (const T *)j->src + p * ns, (T *)j->dst + p * nd,                               \
+            j->idx ? j->idx + p * no : NULL);                                                  \
+  }
+
+/* ------------------------------------------------------------ windows */
+
+/* One axis of an output's window: input positions lo, lo + step, ... below hi. pad_n counts the
+** window's positions inside the padded input (avg pool's count_include_pad divisor). */
+typedef struct pool_span {
+  int64_t lo, hi, step, pad_n;
+} pool_span;
+
+/* Span of output o along the rows (cols false) or columns. Windowed pools clip to the input and
+** start at the first tap inside it (padding is -inf for max, skipped for avg); avg pools are
+** never dilated (pool_setup sets d = 1), so their step is 1. Adaptive pools use PyTorch's
+** floor/ceil bounds, never empty. Called with constant flags, so it inlines to each kernel's
+** own arithmetic. */
+static inline pool_span pool_span_at(const pool_geom *g, bool adaptive, bool cols, int64_t o) {
+  int64_t n = cols ? g->W : g->H;
+  if (adaptive) {
+    int64_t no = cols ? g->OW : g->OH;
+    int64_t lo = (o * n) / no, hi = ((o + 1) * n + no - 1) / no;
+    return (pool_span){lo, hi, 1, hi - lo};
+  }
+  int64_t k = cols ? g->kw : g->kh, s = cols ? g->sw : g->sh;
+  int64_t pad = cols ? g->pw : g->ph, d = cols ? g->dw : g->dh;
+  int64_t lo = o * s - pad, hi = lo + (k - 1) * d + 1;
+  int64_t pad_n = (hi < n + pad ? hi : n + pad) - lo;
+  if (hi > n) hi = n;
+  while (lo < 0) lo += d;
+  return (pool_span){lo, hi, d, pad_n};
+}
+
+/* Divisor of an avg window r x c, as PyTorch computes it: the override, else the window size
+** with or without the padding (adaptive windows hold no padding). */
+static inline int64_t pool_divisor(const pool_geom *g, bool adaptive, pool_span r, pool_span c) {
+  if (adaptive) return (r.hi - r.lo) * (c.hi - c.lo);
+  if (g->divisor) return g->divisor;
+  return g->count_include_pad ? r.pad_n * c.pad_n : (r.hi - r.lo) * (c.hi - c.lo);
+}
+
+/* Window reductions over rows r and columns c of a plane W wide:
+**   window_max: the max and, in *at, its flat position: the first of equal maxima, or the last
+**               NaN (a NaN wins, as in PyTorch); an empty window gives -inf at (r.lo, c.lo).
+**   window_sum, window_add: the sum, and dx += v; avg windows have step 1 (see pool_span_at). */
+#define DEF_WINDOW_OPS(SUF, T)                                                                 \
+  static inline T window_max_##SUF(const T *in, int64_t W, pool_span r, pool_span c,           \
+                                   int64_t *at) {                                              \
+    T m = -(T)INFINITY;                                                                        \
+    int64_t best = r.lo * W + c.lo;                                                            \
+    for (int64_t ih = r.lo; ih < r.hi; ih += r.step)                                           \
+      for (int64_t iw = c.lo; iw < c.hi; iw += c.step) {                                       \
+        T v = in[ih * W + iw];                                                                 \
+        if (v > m || isnan(v)) {                                                               \
+          m = v;                                                                               \
+          best = ih * W + iw;                                                                  \
         }                                                                                      \
       }                                                                                        \
-    }                                                                                          \
+    *at = best;                                                                                \
+    return m;                                                                                  \
+  }                                                                                            \
+  static inline T window_sum_##SUF(const T *in, int64_t W, pool_span r, pool_span c) {         \
+    T s = 0;                                                                                   \
+    for (int64_t ih = r.lo; ih < r.hi; ih++)                                                   \
+      for (int64_t iw = c.lo; iw < c.hi; iw++) s += in[ih * W + iw];                           \
+    return s;                                                                                  \
+  }                                                                                            \
+  static inline void window_add_##SUF(T *dx, int64_t W, pool_span r, pool_span c, T v) {       \
+    for (int64_t ih = r.lo; ih < r.hi; ih++)                                                   \
+      for (int64_t iw = c.lo; iw < c.hi; iw++) dx[ih * W + iw] += v;                           \
   }
-DEF_MAXPOOL_FWD(maxpool_fwd_f32, float)
-DEF_MAXPOOL_FWD(maxpool_fwd_f64, double)
+DEF_WINDOW_OPS(f32, float)
+DEF_WINDOW_OPS(f64, double)
+
+/* ------------------------------------------------------------ max pools */
+
+/* Max pool (AD false) or adaptive max pool (AD true) forward; indices only when asked for. */
+#define DEF_MAX_FWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        int64_t at;                                                                            \
+        out[oh * g->OW + ow] = window_max_##SUF(in, g->W, r, c, &at);                          \
+        if (ix) ix[oh * g->OW + ow] = at;                                                      \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
+DEF_MAX_FWD(maxpool_fwd_f32, f32, float, false)
+DEF_MAX_FWD(maxpool_fwd_f64, f64, double, false)
+DEF_MAX_FWD(admax_fwd_f32, f32, float, true)
+DEF_MAX_FWD(admax_fwd_f64, f64, double, true)
 
 /* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping and
 ** with selects instead of branches (same NaN rule: a NaN wins, the last one seen). */
 #define DEF_MAXPOOL_2X2(NAME, T)                                                               \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
-      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-        const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                     \
-        T *o = out + oh * g->OW;                                                               \
-        if (!ix) {                                                                             \
-          for (int64_t ow = 0; ow < g->OW; ow++) {                                             \
-            T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];          \
-            T m = ((c > a) | (c != c)) ? c : a;                                                \
-            m = ((d > m) | (d != d)) ? d : m;                                                  \
-            o[ow] = ((f > m) | (f != f)) ? f : m;                                              \
-          }                                                                                    \
-          continue;                                                                            \
-        }                                                                                      \
-        int64_t *io = ix + oh * g->OW;                                                         \
+  static inline void NAME##_plane(const pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                       \
+      T *o = out + oh * g->OW;                                                                 \
+      if (!ix) {                                                                               \
         for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
           T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];            \
           T m = ((c > a) | (c != c)) ? c : a;                                                  \
           m = ((d > m) | (d != d)) ? d : m;                                                    \
-          m = ((f > m) | (f != f)) ? f : m;                                                    \
-          o[ow] = m;                                                                           \
-          /* position of the max: the first equal element, or the last NaN (arithmetic,        \
-          ** not branches: which element wins is random) */                                    \
-          int64_t off;                                                                         \
-          if (m == m) {                                                                        \
-            int64_t ea = a == m, ec = c == m, ed = d == m;                                     \
-            int64_t o3 = g->W + 1 - ed;                                                        \
-            int64_t o2 = o3 + ec * (1 - o3);                                                   \
-            off = o2 * (1 - ea);                                                               \
-          } else {                                                                             \
-            off = f != f ? g->W + 1 : d != d ? g->W : c != c ? 1 : 0;                          \
-          }                                                                                    \
-          io[ow] = 2 * oh * g->W + 2 * ow + off;                                               \
+          o[ow] = ((f > m) | (f != f)) ? f : m;                                                \
         }                                                                                      \
+        continue;                                                                              \
+      }                                                                                        \
+      int64_t *io = ix + oh * g->OW;                                                           \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];              \
+        T m = ((c > a) | (c != c)) ? c : a;                                                    \
+        m = ((d > m) | (d != d)) ? d : m;                                                      \
+        m = ((f > m) | (f != f)) ? f : m;                                                      \
+        o[ow] = m;                                                                             \
+        /* position of the max: the first equal element, or the last NaN (arithmetic,          \
+        ** not branches: which element wins is random) */                                      \
+        int64_t off;                                                                           \
+        if (m == m) {                                                                          \
+          int64_t ea = a == m, ec = c == m, ed = d == m;                                       \
+          int64_t o3 = g->W + 1 - ed;                                                          \
+          int64_t o2 = o3 + ec * (1 - o3);                                                     \
+          off = o2 * (1 - ea);                                                                 \
+        } else {                                                                               \
+          off = f != f ? g->W + 1 : d != d ? g->W : c != c ? 1 : 0;                            \
+        }                                                                                      \
+        io[ow] = 2 * oh * g->W + 2 * ow + off;                                                 \
       }                                                                                        \
     }                                                                                          \
-  }
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
 DEF_MAXPOOL_2X2(maxpool2x2_f32, float)
 DEF_MAXPOOL_2X2(maxpool2x2_f64, double)
 
 /* dx plane = 0, then dx[idx] += dy (shared by max and adaptive max pooling). */
 #define DEF_INDEX_BWD(NAME, T)                                                                 \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
-      const int64_t *ix = j->idx + p * g->OH * g->OW;                                          \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
-      for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                          \
-    }                                                                                          \
-  }
+  static inline void NAME##_plane(const pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+    memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
+    for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                            \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, false)
 DEF_INDEX_BWD(index_bwd_f32, float)
 DEF_INDEX_BWD(index_bwd_f64, double)
 
-/* ------------------------------------------------------------ avg pool */
+/* ------------------------------------------------------------ avg pools */
 
-/* Window of output (oh, ow): clipped bounds and divisor, as PyTorch computes them. */
-static inline void avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0,
-                              int64_t *h1, int64_t *w0, int64_t *w1, int64_t *div) {
-  int64_t hs = oh * g->sh - g->ph, ws = ow * g->sw - g->pw;
-  int64_t he = hs + g->kh, we = ws + g->kw;
-  if (he > g->H + g->ph) he = g->H + g->ph;
-  if (we > g->W + g->pw) we = g->W + g->pw;
-  int64_t pool = (he - hs) * (we - ws);
-  if (hs < 0) hs = 0;
-  if (ws < 0) ws = 0;
-  if (he > g->H) he = g->H;
-  if (we > g->W) we = g->W;
-  *h0 = hs;
-  *h1 = he;
-  *w0 = ws;
-  *w1 = we;
-  if (g->divisor)
-    *div = g->divisor;
-  else
-    *div = g->count_include_pad ? pool : (he - hs) * (we - ws);
-}
-
-#define DEF_AVGPOOL_FWD(NAME, T)                                                               \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                                   \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t h0, h1, w0, w1, div;                                                         \
-          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                     \
-          if (h0 >= h1 || w0 >= w1) {                                                          \
-            out[oh * g->OW + ow] = 0;                                                          \
-            continue;                                                                          \
-          }                                                                                    \
-          T s = 0;                                                                             \
-          for (int64_t ih = h0; ih < h1; ih++)                                                 \
-            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                      \
-          out[oh * g->OW + ow] = s / (T)div;                                                   \
-        }                                                                                      \
-    }                                                                                          \
-  }
-DEF_AVGPOOL_FWD(avgpool_fwd_f32, float)
-DEF_AVGPOOL_FWD(avgpool_fwd_f64, double)
-
-#define DEF_AVGPOOL_BWD(NAME, T)                                                               \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                                   \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t h0, h1, w0, w1, div;                                                         \
-          avg_window(g, oh, ow, &h0, &h1, &w0, &w1, &div);                                     \
-          T v = dy[oh * g->OW + ow] / (T)div;                                                  \
-          for (int64_t ih = h0; ih < h1; ih++)                                                 \
-            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                      \
-        }                                                                                      \
-    }                                                                                          \
-  }
-DEF_AVGPOOL_BWD(avgpool_bwd_f32, float)
-DEF_AVGPOOL_BWD(avgpool_bwd_f64, double)
-
-/* ------------------------------------------------------------ adaptive pools */
-
-static inline int64_t ad_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
-static inline int64_t ad_end(int64_t o, int64_t in, int64_t out) {
-  return ((o + 1) * in + out - 1) / out;
-}
-
-#define DEF_ADAVG_FWD(NAME, T)                                                                 \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
-          T s = 0;                                                                             \
-          for (int64_t ih = h0; ih < h1; ih++)                                                 \
-            for (int64_t iw = w0; iw < w1; iw++) s += in[ih * g->W + iw];                      \
-          out[oh * g->OW + ow] = s / (T)((h1 - h0) * (w1 - w0));                               \
-        }                                                                                      \
+/* Avg pool (AD false) or adaptive avg pool (AD true), forward and backward. */
+#define DEF_AVG_FWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    (void)ix;                                                                                  \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        /* a window all padding would be 0 / 0 without count_include_pad */                    \
+        if (r.lo >= r.hi || c.lo >= c.hi)                                                      \
+          out[oh * g->OW + ow] = 0;                                                            \
+        else                                                                                   \
+          out[oh * g->OW + ow] =                                                               \
+              window_sum_##SUF(in, g->W, r, c) / (T)pool_divisor(g, AD, r, c);                 \
       }                                                                                        \
     }                                                                                          \
-  }
-DEF_ADAVG_FWD(adavg_fwd_f32, float)
-DEF_ADAVG_FWD(adavg_fwd_f64, double)
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
+DEF_AVG_FWD(avgpool_fwd_f32, f32, float, false)
+DEF_AVG_FWD(avgpool_fwd_f64, f64, double, false)
+DEF_AVG_FWD(adavg_fwd_f32, f32, float, true)
+DEF_AVG_FWD(adavg_fwd_f64, f64, double, true)
 
-#define DEF_ADAVG_BWD(NAME, T)                                                                 \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *dy = (const T *)j->src + p * g->OH * g->OW;                                     \
-      T *dx = (T *)j->dst + p * g->H * g->W;                                                   \
-      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                        \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
-          T v = dy[oh * g->OW + ow] / (T)((h1 - h0) * (w1 - w0));                              \
-          for (int64_t ih = h0; ih < h1; ih++)                                                 \
-            for (int64_t iw = w0; iw < w1; iw++) dx[ih * g->W + iw] += v;                      \
-        }                                                                                      \
+#define DEF_AVG_BWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+    (void)ix;                                                                                  \
+    memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        window_add_##SUF(dx, g->W, r, c, dy[oh * g->OW + ow] / (T)pool_divisor(g, AD, r, c));  \
       }                                                                                        \
     }                                                                                          \
-  }
-DEF_ADAVG_BWD(adavg_bwd_f32, float)
-DEF_ADAVG_BWD(adavg_bwd_f64, double)
-
-#define DEF_ADMAX_FWD(NAME, T)                                                                 \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const pool_job *j = ud;                                                                    \
-    const pool_geom *g = j->g;                                                                 \
-    for (int64_t p = b; p < e; p++) {                                                          \
-      const T *in = (const T *)j->src + p * g->H * g->W;                                       \
-      T *out = (T *)j->dst + p * g->OH * g->OW;                                                \
-      int64_t *ix = j->idx ? j->idx + p * g->OH * g->OW : NULL;                                \
-      for (int64_t oh = 0; oh < g->OH; oh++) {                                                 \
-        int64_t h0 = ad_start(oh, g->H, g->OH), h1 = ad_end(oh, g->H, g->OH);                  \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
-          int64_t w0 = ad_start(ow, g->W, g->OW), w1 = ad_end(ow, g->W, g->OW);                \
-          T m = -(T)INFINITY;                                                                  \
-          int64_t best = h0 * g->W + w0;                                                       \
-          for (int64_t ih = h0; ih < h1; ih++)                                                 \
-            for (int64_t iw = w0; iw < w1; iw++) {                                             \
-              T v = in[ih * g->W + iw];                                                        \
-              if (v > m || isnan(v)) {                                                         \
-                m = v;                                                                         \
-                best = ih * g->W + iw;                                                         \
-              }                                                                                \
-            }                                                                                  \
-          out[oh * g->OW + ow] = m;                                                            \
-          if (ix) ix[oh * g->OW + ow] = best;                                                  \
-        }                                                                                      \
-      }                                                                                        \
-    }                                                                                          \
-  }
-DEF_ADMAX_FWD(admax_fwd_f32, float)
-DEF_ADMAX_FWD(admax_fwd_f64, double)
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, false)
+DEF_AVG_BWD(avgpool_bwd_f32, f32, float, false)
+DEF_AVG_BWD(avgpool_bwd_f64, f64, double, false)
+DEF_AVG_BWD(adavg_bwd_f32, f32, float, true)
+DEF_AVG_BWD(adavg_bwd_f64, f64, double, true)
 
 /* ------------------------------------------------------------ autograd */
 
