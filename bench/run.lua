@@ -35,8 +35,6 @@ local function report(name, value, hb)
   io.stderr:write(string.format("  lantern %-22s %12.4g\n", name, value))
 end
 
-local extra = {}
-local function add_bench(fn) extra[#extra + 1] = fn end
 
 ----------------------------------------------------------------------- core
 
@@ -114,7 +112,6 @@ if want("mlp_784") then
   end, 1.0) * 1e3, false)
 end
 
-for _, fn in ipairs(extra) do fn(want, report, timeit) end
 
 -- benchmarks of later layers register themselves in bench/more/*.lua
 for _, name in ipairs { "lenet", "serial" } do

@@ -155,9 +155,13 @@ describe("in-place checks", function()
     local ok, err = pcall(function() y:narrow(1, 2, 2):copy_(w) end)
     assert.is_false(ok)
     assert.matches("would lose its gradient", err)
-    assert.are.same({ 0, 0, 0, 0 }, y:tolist())   -- refused before anything is recorded? values
+    assert.are.same({ 0, 0, 0, 0 }, y:tolist())   -- refused before writing
     lt.no_grad(function() y:narrow(1, 2, 2):copy_(w) end)
     assert.are.same({ 0, 1, 1, 0 }, y:tolist())
+    ok, err = pcall(function() y:narrow(1, 1, 2):index_add_(1, lt.tensor { 1 }, w:narrow(1, 1, 1)) end)
+    assert.is_false(ok)
+    assert.matches("would lose its gradient", err)
+    assert.are.same({ 0, 1, 1, 0 }, y:tolist())   -- refused before writing
     local z = lt.zeros(4)
     z:copy_(lt.ones(4) * w:sum())               -- not a view: recorded normally
     assert.is_true(z.requires_grad)

@@ -194,10 +194,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
   ** is already a view here is being written in place) */
   for (int i = 0; i < n_out; i++)
     if (outputs[i]->is_view && !outputs[i]->requires_grad)
-      return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
-                     "grad, of a value that does, would lose its gradient (Lantern does not "
-                     "track views for autograd); clone() the base first or use lt.cat/lt.stack",
-                     type->name);
+      return lt_fail_view_write(ctx, type->name);
   lt_node *n = node_new(ctx, type, n_in, n_out, extra_size, n_saved);
   if (!n) return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
   for (int i = 0; i < n_in; i++) {
@@ -557,8 +554,8 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
   }
   for (int i = 0; i < n_roots; i++) {
     lt_node *n = root_edges[i].node;
-    if (n->eng_deps == 0 && n->eng_deps != -1) {
-      n->eng_deps = -1;   /* queued */
+    if (n->eng_deps == 0) {   /* roots with no incoming edge; several roots may share one */
+      n->eng_deps = -1;       /* queued */
       if (heap_push(&ready, n)) goto done;
     }
   }

@@ -23,6 +23,9 @@ struct lt_ctx {
   void *host;          /* the binding's current lua_State while it runs backward */
 };
 
+/* Initialises a context in memory the caller owns (lt_ctx_new allocates one); -1 on OOM. */
+int lt_ctx_init(lt_ctx *ctx);
+
 /* Formats the error message into ctx and returns -1, so callers write `return lt_fail(...)`. */
 int lt_fail(lt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -95,6 +98,8 @@ int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
 /* The same for writing `src` into t: also refuses a src that requires grad when t is a view of
 ** a tensor that does not (the gradient could not reach the base). */
 int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
+/* The error of such a write; lt_record raises it for in-place paths that check no source. */
+int lt_fail_view_write(lt_ctx *ctx, const char *op);
 static inline void lt_bump_version(lt_tensor *t) { t->storage->version++; }
 
 /* Normalises a possibly negative 0-based dim for a tensor of rank ndim (ndim 0 allows -1,0). */

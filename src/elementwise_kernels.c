@@ -347,6 +347,22 @@ typedef struct {
 
 #define BLK 256
 
+/* Points *p and *s at m elements of an input row in the compute dtype: the row itself when its
+** dtype already is that, else the block (converted here; a broadcast scalar, stride 0, was
+** converted once before the loop). */
+static inline void stage_operand(char **p, int64_t *s, char *src, int64_t st, bool same,
+                                 lt_dtype dt, double *block, int64_t ec, lt_dtype dtc,
+                                 int64_t m) {
+  if (same) {
+    *p = src;
+    *s = st;
+    return;
+  }
+  if (st != 0) convert(src, st, dt, (char *)block, ec, dtc, m);
+  *p = (char *)block;
+  *s = st != 0 ? ec : 0;
+}
+
 /* Runs one row, converting operands through stack blocks when their dtypes differ. */
 static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
   const bin_job *j = ud;
@@ -364,28 +380,8 @@ static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
     int64_t m = n - i0 < BLK ? n - i0 : BLK;
     char *p[3];
     int64_t s[3];
-    if (ca) {
-      p[1] = d[1] + i0 * st[1];
-      s[1] = st[1];
-    } else if (st[1] == 0) {
-      p[1] = (char *)ba;
-      s[1] = 0;
-    } else {
-      convert(d[1] + i0 * st[1], st[1], j->dta, (char *)ba, ec, j->dtc, m);
-      p[1] = (char *)ba;
-      s[1] = ec;
-    }
-    if (cb) {
-      p[2] = d[2] + i0 * st[2];
-      s[2] = st[2];
-    } else if (st[2] == 0) {
-      p[2] = (char *)bb;
-      s[2] = 0;
-    } else {
-      convert(d[2] + i0 * st[2], st[2], j->dtb, (char *)bb, ec, j->dtc, m);
-      p[2] = (char *)bb;
-      s[2] = ec;
-    }
+    stage_operand(&p[1], &s[1], d[1] + i0 * st[1], st[1], ca, j->dta, ba, ec, j->dtc, m);
+    stage_operand(&p[2], &s[2], d[2] + i0 * st[2], st[2], cb, j->dtb, bb, ec, j->dtc, m);
     if (co) {
       p[0] = d[0] + i0 * st[0];
       s[0] = st[0];

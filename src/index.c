@@ -420,7 +420,7 @@ int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tenso
                   int64_t base) {
   int d;
   if (index_add_check(ctx, "index_add_", t, dim, index, src, base, &d) ||
-      lt_check_inplace(ctx, "index_add_", t))
+      lt_check_inplace_from(ctx, "index_add_", t, src))
     return -1;
   lt_tensor gsrc = geom(src);
   run_scatter(ctx, t, d, index, true, src, false, gsrc.ndim, gsrc.size, SCAT_ADD, base);
@@ -580,7 +580,7 @@ static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor 
                    lt_dtype_name(t->dtype), lt_dtype_name(src->dtype));
   lt_tensor gt = geom(t);
   if (check_index(ctx, op, index, base, d, gt.size[d])) return -1;
-  if (!out && lt_check_inplace(ctx, op, t)) return -1;
+  if (!out && lt_check_inplace_from(ctx, op, t, src)) return -1;
   if (!src && check_value(ctx, op, t->dtype, value)) return -1;
   lt_tensor *val = NULL;
   if (!src) {

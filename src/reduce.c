@@ -256,33 +256,24 @@ static acc_t acc_combine(int op, bool fl, acc_t a, acc_t b) {
   return a;
 }
 
-static double sum_f32(const float *x, int64_t s, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  if (s == 1)
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; k++) a[k] += x[i + k];
-  else
-    for (; i + 4 <= n; i += 4)
-      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
-  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  for (; i < n; i++) t += x[i * s];
-  return t;
-}
-
-static double sum_f64(const double *x, int64_t s, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  if (s == 1)
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; k++) a[k] += x[i + k];
-  else
-    for (; i + 4 <= n; i += 4)
-      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
-  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  for (; i < n; i++) t += x[i * s];
-  return t;
-}
+/* Sum of n strided elements, accumulated in double over 8 (contiguous) or 4 lanes so the
+** compiler vectorises it and long float32 sums stay accurate; one body for both dtypes. */
+#define DEF_SUM(NAME, T)                                                              \
+  static double NAME(const T *x, int64_t s, int64_t n) {                              \
+    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                           \
+    int64_t i = 0;                                                                    \
+    if (s == 1)                                                                       \
+      for (; i + 8 <= n; i += 8)                                                      \
+        for (int k = 0; k < 8; k++) a[k] += x[i + k];                                 \
+    else                                                                              \
+      for (; i + 4 <= n; i += 4)                                                      \
+        for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];                           \
+    double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));    \
+    for (; i < n; i++) t += x[i * s];                                                 \
+    return t;                                                                         \
+  }
+DEF_SUM(sum_f32, float)
+DEF_SUM(sum_f64, double)
 
 /* acc = fold(acc, x[0], x[s], ..., x[(n-1)s]) for an input of dtype dt (s in elements). */
 #define FOLD_FLOAT(T, SUMF)                                                          \

@@ -11,14 +11,18 @@
 
 /* ------------------------------------------------------------ context */
 
-lt_ctx *lt_ctx_new(void) {
-  lt_ctx *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) return NULL;
+int lt_ctx_init(lt_ctx *ctx) {
+  memset(ctx, 0, sizeof *ctx);
   ctx->grad_enabled = true;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   ctx->num_threads = n > 0 ? (int)n : 1;
   ctx->gen = lt_generator_new(0);
-  if (!ctx->gen) {
+  return ctx->gen ? 0 : -1;
+}
+
+lt_ctx *lt_ctx_new(void) {
+  lt_ctx *ctx = malloc(sizeof *ctx);
+  if (ctx && lt_ctx_init(ctx)) {
     free(ctx);
     return NULL;
   }
@@ -228,7 +232,6 @@ lt_tensor *lt_retain(lt_tensor *t) {
 
 void lt_release(lt_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  if (t->grad_acc) t->grad_acc = NULL;   /* the node holds t strongly, so it is gone already */
   lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot that points at us */
   lt_release(t->grad);
   lt_hooks_free(t->hooks);
@@ -369,8 +372,12 @@ int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
 int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
   if (lt_check_inplace(ctx, op, t)) return -1;
   if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad)
-    return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
+    return lt_fail_view_write(ctx, op);
+  return 0;
+}
+
+int lt_fail_view_write(lt_ctx *ctx, const char *op) {
+  return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
                    "grad, of a value that does, would lose its gradient (Lantern does not track "
                    "views for autograd); clone() the base first or use lt.cat/lt.stack", op);
-  return 0;
 }

@@ -242,7 +242,6 @@ static int l_function_record(lua_State *L) {
   return 1;
 }
 
-/* core._needs_input_grad(t): whether the tensor takes part in the graph */
 static const ltL_Reg autograd_regs[] = {
     {"backward", l_backward, LTL_METHOD},
     {"register_hook", l_register_hook, LTL_METHOD},

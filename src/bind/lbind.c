@@ -260,15 +260,8 @@ int luaopen_lantern_core(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TNIL) {
     lua_pop(L, 1);
     lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(bind_state), 0);
-    memset(ctx, 0, sizeof(lt_ctx) + sizeof(bind_state));
-    ctx->grad_enabled = true;
-    ctx->num_threads = 2;
-    lt_ctx *tmp = lt_ctx_new();
-    if (!tmp) return luaL_error(L, "lantern: out of memory");
-    ctx->num_threads = tmp->num_threads;
-    ctx->gen = tmp->gen;
-    tmp->gen = NULL;
-    lt_ctx_free(tmp);
+    memset(ctx + 1, 0, sizeof(bind_state));
+    if (lt_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");

@@ -241,7 +241,6 @@ local function adam_update(decoupled)
       if g.amsgrad then st.max_exp_avg_sq = zeros_like(p) end
     end
     st.step = st.step + 1
-    local _ = self
     core._adam_step(p, grad:contiguous(), st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, {
       lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
       weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize,
