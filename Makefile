@@ -2,7 +2,8 @@
 # busted suite; `make check` runs it under AddressSanitizer + UBSan; `make bench` benchmarks.
 LUA_INC ?= /usr/include/lua5.4
 CC ?= cc
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Iinclude -I$(LUA_INC)
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -fno-semantic-interposition \
+              -Iinclude -I$(LUA_INC)
 OPT ?= -O3 -march=x86-64-v2 -fno-math-errno
 LDLIBS = -lopenblas -lz -lm -lpthread
 

@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define LT_API extern
+#define LT_API extern __attribute__((visibility("default")))
 #define LT_VERSION "0.1.0"
 #define LT_MAX_DIMS 16
 

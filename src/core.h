@@ -39,6 +39,7 @@ struct lt_storage {
   uint32_t version;     /* bumped by every in-place write to any view of it */
   void (*deleter)(void *data, void *ud);   /* NULL: block belongs to the buffer cache */
   void *deleter_ud;
+  bool inline_data;     /* data lives in this storage's own block (small storages) */
 };
 
 lt_storage *lt_storage_new(size_t nbytes);           /* NULL on out-of-memory */

@@ -394,7 +394,19 @@ static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-static bool is_scalar_operand(const lt_tensor *t) { return lt_numel(t) == 1; }
+/* How an operand of a small op can be read as one row beside out: 1 when it walks with out
+** (same sizes and strides over out's dense layout), 0 when it is one broadcast element, -1 when
+** it needs the iterator. */
+static int row_stride(const lt_tensor *t, const lt_tensor *out) {
+  if (t->ndim == out->ndim) {
+    int i = 0;
+    while (i < t->ndim && t->size[i] == out->size[i] &&
+           (t->size[i] == 1 || t->stride[i] == out->stride[i]))
+      i++;
+    if (i == t->ndim) return 1;
+  }
+  return lt_shape_numel(t->ndim, t->size) == 1 ? 0 : -1;
+}
 
 void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
                      const lt_tensor *b, lt_dtype compute, double p0, double p1) {
@@ -409,18 +421,15 @@ void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
   j.p1 = p1;
   j.k = bin_kernel_for(j.dtc);
   j.direct = j.dta == j.dtc && j.dtb == j.dtc && j.dto == j.dtr;
-  int64_t n = lt_numel(out);
+  int64_t n = lt_shape_numel(out->ndim, out->size);
   if (n == 0) return;
   /* small and simple: one row without building an iterator */
   if (n < LT_PAR_MIN && lt_is_contiguous(out)) {
-    bool ra = lt_numel(a) == n && lt_is_contiguous(a) && lt_same_shape(a, out);
-    bool rb = lt_numel(b) == n && lt_is_contiguous(b) && lt_same_shape(b, out);
-    bool sa = !ra && is_scalar_operand(a), sb = !rb && is_scalar_operand(b);
-    if ((ra || sa) && (rb || sb)) {
-      char *d[3] = {lt_data(out), lt_data(a), lt_data(b)};
-      int64_t st[3] = {(int64_t)lt_dtype_size(out->dtype),
-                       ra ? (int64_t)lt_dtype_size(a->dtype) : 0,
-                       rb ? (int64_t)lt_dtype_size(b->dtype) : 0};
+    int ra = row_stride(a, out), rb = row_stride(b, out);
+    if (ra >= 0 && rb >= 0) {
+      char *d[3] = {lt_ptr(out), lt_ptr(a), lt_ptr(b)};
+      int64_t st[3] = {(int64_t)lt_esize(out->dtype), ra * (int64_t)lt_esize(a->dtype),
+                       rb * (int64_t)lt_esize(b->dtype)};
       bin_row(d, st, n, &j);
       return;
     }

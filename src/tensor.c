@@ -100,8 +100,8 @@ int lt_dtype_parse(const char *name) {
 typedef struct recycled { struct recycled *next; } recycled;
 /* initial-exec: a plain TLS load instead of a __tls_get_addr call per access */
 #define LT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
-static LT_TLS recycled *free_tensors, *free_storages;
-static LT_TLS int n_free_tensors, n_free_storages;
+static LT_TLS recycled *free_tensors, *free_storages, *free_smalls;
+static LT_TLS int n_free_tensors, n_free_storages, n_free_smalls;
 
 /* A thread's lists are freed when it exits, so threads that come and go leak nothing. */
 static pthread_key_t recycle_key;
@@ -121,6 +121,7 @@ static void recycle_thread_exit(void *unused) {
   (void)unused;
   drain(&free_tensors, &n_free_tensors);
   drain(&free_storages, &n_free_storages);
+  drain(&free_smalls, &n_free_smalls);
 }
 
 static void recycle_key_init(void) { pthread_key_create(&recycle_key, recycle_thread_exit); }
@@ -151,7 +152,38 @@ static void give(recycled **list, int *n, void *p) {
 
 /* ------------------------------------------------------------ storage */
 
+/* A storage of at most SMALL_BYTES carries its data in its own block, recycled per thread like
+** the structs: a small op then never takes the shared buffer cache's lock, and a tiny tensor's
+** header and data share cache lines. These blocks are outside lt_memory_stats. */
+#define SMALL_BYTES 128
+typedef struct {
+  lt_storage s;
+  _Alignas(64) unsigned char data[SMALL_BYTES];   /* the cache's alignment */
+} small_storage;
+
+static lt_storage *small_storage_new(size_t nbytes) {
+  small_storage *b = (small_storage *)free_smalls;
+  if (b) {
+    free_smalls = free_smalls->next;
+    n_free_smalls--;
+  } else {
+    b = aligned_alloc(_Alignof(small_storage), sizeof *b);
+    if (!b) return NULL;
+  }
+  lt_storage *s = &b->s;
+  s->data = b->data;
+  s->inline_data = true;
+  s->refcount = 1;
+  s->nbytes = nbytes;
+  s->device = LT_CPU;
+  s->version = 0;
+  s->deleter = NULL;
+  s->deleter_ud = NULL;
+  return s;
+}
+
 lt_storage *lt_storage_new(size_t nbytes) {
+  if (nbytes <= SMALL_BYTES) return small_storage_new(nbytes);
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return NULL;
   size_t got = 0;
@@ -160,6 +192,7 @@ lt_storage *lt_storage_new(size_t nbytes) {
     give(&free_storages, &n_free_storages, s);
     return NULL;
   }
+  s->inline_data = false;
   s->refcount = 1;
   s->nbytes = nbytes;
   s->device = LT_CPU;
@@ -171,6 +204,10 @@ lt_storage *lt_storage_new(size_t nbytes) {
 
 void lt_storage_release(lt_storage *s) {
   if (!s || --s->refcount > 0) return;
+  if (s->inline_data) {   /* the storage is the first member of its small_storage block */
+    give(&free_smalls, &n_free_smalls, s);
+    return;
+  }
   if (s->deleter)
     s->deleter(s->data, s->deleter_ud);
   else
@@ -292,6 +329,7 @@ int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim
     for (int i = 0; i < ndim; i++) extent += (size[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
   }
   s->refcount = 1;
+  s->inline_data = false;
   s->data = data;
   s->nbytes = (size_t)extent * lt_dtype_size(dt);
   s->device = LT_CPU;

@@ -62,7 +62,7 @@ void lt_load_opts_init(lt_load_opts *o) {
 }
 
 static lt_dtype target_dtype(const lt_load_opts *o, lt_fdtype f) {
-  return o && o->map[f] >= 0 ? (lt_dtype)o->map[f] : lt_fdtype_default(f);
+  return o && (unsigned)f < LT_F_N && o->map[f] >= 0 ? (lt_dtype)o->map[f] : lt_fdtype_default(f);
 }
 
 /* ============================================================ element conversion */
