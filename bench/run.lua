@@ -1,10 +1,17 @@
 -- `make bench`: Lantern beside PyTorch (Debian's python3-torch via /usr/bin/python3) on the same
 -- work and thread count, printed as ratios. Usage: bin/lantern bench/run.lua [threads] [names...]
+--
+-- This machine's speed drifts by up to 2x over seconds (shared cores), so a figure taken now
+-- and its counterpart taken a minute later can disagree by more than the effect measured. Each
+-- benchmark therefore runs in rounds that alternate Lantern and PyTorch (a PyTorch process
+-- serving requests on a pipe), and each side keeps its best round; within a round, timeit keeps
+-- the fastest call. The bare OpenBLAS ceiling runs in this process, beside Lantern's matmul.
 local lt = require "lantern"
 
 local threads = tonumber(arg[1]) or 1
 local only = {}
 for i = 2, #arg do only[#only + 1] = arg[i] end
+local ROUNDS = tonumber(os.getenv("LANTERN_BENCH_ROUNDS")) or 3
 lt.set_num_threads(threads)
 
 local function want(name)
@@ -15,52 +22,57 @@ end
 
 local wall = lt.clock
 
+-- Seconds of the fastest of fn's calls made within min_time (at least 3, after warm-up calls).
 local function timeit(fn, min_time, warm)
   min_time, warm = min_time or 0.3, warm or 3
   for _ = 1, warm do fn() end
-  local n, t0 = 0, wall()
-  while true do
+  local best, n, start = math.huge, 0, wall()
+  repeat
+    local t0 = wall()
     fn()
-    n = n + 1
     local t = wall() - t0
-    if t > min_time and n >= 3 then return t / n end
-  end
+    if t < best then best = t end
+    n = n + 1
+  until n >= 3 and wall() - start > min_time
+  return best
 end
 
-local results, order, higher_better = {}, {}, {}
-local function report(name, value, hb)
-  results[name] = value
-  order[#order + 1] = name
-  higher_better[name] = hb
-  io.stderr:write(string.format("  lantern %-22s %12.4g\n", name, value))
+-- group(name, fn): fn(report) measures Lantern's side of one benchmark group; report(metric,
+-- value, higher_is_better). PyTorch's bench/torch_bench.py has a group of the same name.
+local groups = {}
+local function group(name, fn)
+  if want(name) then groups[#groups + 1] = { name = name, fn = fn } end
 end
 
+local bare_ok, bare = pcall(require, "bench.bare")   -- build/bench/bare.so, built by `make bench`
 
 ----------------------------------------------------------------------- core
 
-if want("small_add") then
+group("small_add", function(report)
   local a, b = lt.randn(16), lt.randn(16)
   local n = 20000
   report("small_add_ns", timeit(function()
     for _ = 1, n do local _ = a + b end
   end) / n * 1e9, false)
-end
+end)
 
-if want("add_16m") then
+group("add_16m", function(report)
   local a, b = lt.randn(16 * 1048576), lt.randn(16 * 1048576)
   report("add_16m_gbs", 3 * 4 * 16 * 1048576 / timeit(function() local _ = a + b end) / 1e9, true)
-end
+end)
 
-if want("gemm") then
+group("gemm", function(report)
   for _, n in ipairs { 256, 512, 1024 } do
     local a, b = lt.randn(n, n), lt.randn(n, n)
-    report("gemm_" .. n .. "_gflops", 2 * n ^ 3 / timeit(function() local _ = a:mm(b) end) / 1e9, true)
+    local name = "gemm_" .. n .. "_gflops"
+    report(name, 2 * n ^ 3 / timeit(function() local _ = a:mm(b) end) / 1e9, true)
+    if bare_ok then report(name .. "_bare", 2 * n ^ 3 / bare.sgemm(n, 0.3) / 1e9, true) end
   end
-end
+end)
 
 ----------------------------------------------------------------------- autograd
 
-if want("mlp_small") then
+group("mlp_small", function(report)
   lt.manual_seed(0)
   local w1 = lt.randn(16, 32, { requires_grad = true })
   local b1 = lt.zeros(32, { requires_grad = true })
@@ -73,9 +85,9 @@ if want("mlp_small") then
     loss:backward()
     w1.grad, b1.grad, w2.grad, b2.grad = nil, nil, nil, nil
   end, 0.5) * 1e6, false)
-end
+end)
 
-if want("mlp_784") then
+group("mlp_784", function(report)
   lt.manual_seed(0)
   local sizes = { 784, 512, 512, 10 }
   local ws, bs, params = {}, {}, {}
@@ -110,8 +122,7 @@ if want("mlp_784") then
     _ = a2:t():mm(g2); _ = g2:mm(ws[2]:detach():t())
     _ = a1:t():mm(g2)
   end, 1.0) * 1e3, false)
-end
-
+end)
 
 -- benchmarks of later layers register themselves in bench/more/*.lua
 for _, name in ipairs { "lenet", "serial" } do
@@ -119,39 +130,77 @@ for _, name in ipairs { "lenet", "serial" } do
   local f = io.open(path)
   if f then
     f:close()
-    dofile(path)(want, report, timeit)
+    dofile(path)(group, timeit)
   end
 end
 
 ----------------------------------------------------------------------- PyTorch side
 
-local function read_lines(cmd)
-  local p = io.popen(cmd)
-  local out = {}
-  for line in p:lines() do
-    local k, v = line:match("^(%S+) (%S+)$")
-    if k then out[k] = tonumber(v) end
-  end
-  p:close()
-  return out
-end
-
-local torch = {}
-local has_torch = os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1")
-local names = table.concat(only, " ")
-if has_torch then
-  io.stderr:write("running PyTorch ...\n")
+-- A PyTorch process that runs the group named on each line it reads and answers with
+-- `metric value` lines and then `end`. Lua's popen is one-way, so requests go through a FIFO.
+local function start_torch()
+  if not os.execute("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") then return nil end
+  local fifo = os.tmpname()
+  os.remove(fifo)
+  if not os.execute("mkfifo " .. fifo) then return nil end
   -- OpenBLAS inside PyTorch ignores torch.set_num_threads; give it the same thread count too
-  torch = read_lines(string.format("OPENBLAS_NUM_THREADS=%d /usr/bin/python3 bench/torch_bench.py %d %s 2>/dev/null",
-    threads, threads, names))
-end
-local bare = {}
-if os.execute("test -x build/gemm_bare") then
-  bare = read_lines("build/gemm_bare " .. threads)
+  local from = io.popen(string.format(
+    "OPENBLAS_NUM_THREADS=%d /usr/bin/python3 bench/torch_bench.py --serve %d < %s 2>/dev/null",
+    threads, threads, fifo))
+  local to = io.open(fifo, "w")   -- blocks until the shell above opens the other end
+  os.remove(fifo)
+  to:setvbuf("line")
+  return {
+    run = function(name)
+      to:write(name, "\n")
+      local out = {}
+      for line in from:lines() do
+        if line == "end" then return out end
+        local k, v = line:match("^(%S+) (%S+)$")
+        if k then out[k] = tonumber(v) end
+      end
+      return out
+    end,
+    close = function()
+      to:close()
+      from:close()
+    end,
+  }
 end
 
-print(string.format("\nLantern vs PyTorch, %d thread(s)%s", threads,
-  has_torch and "" or " (PyTorch not installed: its column is empty)"))
+local torch_proc = start_torch()
+io.stderr:write(torch_proc and "" or "PyTorch not found: its column stays empty\n")
+
+local results, torch, order, higher_better = {}, {}, {}, {}
+local function keep(tbl, name, v)
+  local old = tbl[name]
+  if old == nil or (higher_better[name] and v > old) or (not higher_better[name] and v < old) then
+    tbl[name] = v
+  end
+end
+
+for _, g in ipairs(groups) do
+  for round = 1, ROUNDS do
+    g.fn(function(name, value, hb)
+      if higher_better[name] == nil then
+        higher_better[name] = hb
+        if not name:match("_bare$") then order[#order + 1] = name end
+      end
+      keep(results, name, value)
+      io.stderr:write(string.format("  round %d lantern %-22s %12.4g\n", round, name, value))
+    end)
+    if torch_proc then
+      for name, value in pairs(torch_proc.run(g.name)) do
+        keep(torch, name, value)
+        io.stderr:write(string.format("  round %d pytorch %-22s %12.4g\n", round, name, value))
+      end
+    end
+  end
+end
+if torch_proc then torch_proc.close() end
+
+print(string.format("\nLantern vs PyTorch, %d thread(s), best of %d alternating rounds%s", threads,
+  ROUNDS, torch_proc and "" or " (PyTorch not installed: its column is empty)"))
 print(string.format("%-22s %12s %12s %10s  %s", "benchmark", "lantern", "pytorch", "ratio", "note"))
 for _, name in ipairs(order) do
   local v, t = results[name], torch[name]
@@ -160,8 +209,8 @@ for _, name in ipairs(order) do
     -- ratio > 1 means Lantern is better
     ratio = string.format("%.2fx", higher_better[name] and v / t or t / v)
   end
-  local note = ""
-  if bare[name] then note = string.format("bare OpenBLAS %.4g (%.1f%%)", bare[name], 100 * v / bare[name]) end
+  local note, b = "", results[name .. "_bare"]
+  if b then note = string.format("bare OpenBLAS %.4g (%.1f%%)", b, 100 * v / b) end
   print(string.format("%-22s %12.4g %12s %10s  %s", name, v, t and string.format("%.4g", t) or "-", ratio, note))
 end
 print("ratio > 1: Lantern is faster (times: pytorch/lantern; rates: lantern/pytorch)")

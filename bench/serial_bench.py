@@ -17,15 +17,16 @@ MB = N_TENSORS * ROWS * COLS * 4 / 1e6
 
 
 def timeit(fn, min_time=1.0, warm=1):
+    """Seconds of the fastest call, as in bench/run.lua."""
     for _ in range(warm):
         fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
+    best, n, start = float("inf"), 0, time.perf_counter()
+    while n < 3 or time.perf_counter() - start <= min_time:
+        t0 = time.perf_counter()
         fn()
+        best = min(best, time.perf_counter() - t0)
         n += 1
-        t = time.perf_counter() - t0
-        if t > min_time and n >= 3:
-            return t / n
+    return best
 
 
 def run(report, d=None):

@@ -1,35 +1,48 @@
-"""PyTorch side of `make bench`: the same work as bench/run.lua, printed as `name value` lines.
-Run with Debian's python3-torch (/usr/bin/python3). Units match run.lua's."""
+"""PyTorch side of `make bench`: the same work as bench/run.lua, in groups of the same names.
+Run with Debian's python3-torch (/usr/bin/python3):
+  torch_bench.py THREADS [GROUP...]   runs the groups (all by default) and prints `name value`
+  torch_bench.py --serve THREADS      runs the group named on each stdin line, then prints `end`
+                                      (bench/run.lua alternates its rounds with this process)
+Units match run.lua's."""
 import sys
 import time
 
 import torch
 
-torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
-only = set(sys.argv[2:])
+serve = len(sys.argv) > 1 and sys.argv[1] == "--serve"
+args = sys.argv[2:] if serve else sys.argv[1:]
+torch.set_num_threads(int(args[0]) if args else 1)
 
 
 def timeit(fn, min_time=0.3, warm=3):
+    """Seconds of the fastest call made within min_time (at least 3, after warm-up calls)."""
     for _ in range(warm):
         fn()
-    n, t0 = 0, time.perf_counter()
-    while True:
+    best, n, start = float("inf"), 0, time.perf_counter()
+    while n < 3 or time.perf_counter() - start <= min_time:
+        t0 = time.perf_counter()
         fn()
+        best = min(best, time.perf_counter() - t0)
         n += 1
-        t = time.perf_counter() - t0
-        if t > min_time and n >= 3:
-            return t / n
-
-
-def want(name):
-    return not only or any(name.startswith(o) for o in only)
+    return best
 
 
 def report(name, value):
     print(f"{name} {value:.6g}", flush=True)
 
 
-if want("small_add"):
+GROUPS = {}
+
+
+def group(name):
+    def register(fn):
+        GROUPS[name] = fn
+        return fn
+    return register
+
+
+@group("small_add")
+def bench_small_add():
     a, b = torch.randn(16), torch.randn(16)
     n = 20000
     def loop():
@@ -37,19 +50,22 @@ if want("small_add"):
             a + b
     report("small_add_ns", timeit(loop) / n * 1e9)
 
-if want("add_16m"):
+@group("add_16m")
+def bench_add_16m():
     a, b = torch.randn(16 << 20), torch.randn(16 << 20)
     out = torch.empty(16 << 20)
     t = timeit(lambda: torch.add(a, b, out=out))
     report("add_16m_gbs", 3 * 4 * (16 << 20) / t / 1e9)
 
-if want("gemm"):
+@group("gemm")
+def bench_gemm():
     for n in (256, 512, 1024):
         a, b = torch.randn(n, n), torch.randn(n, n)
         t = timeit(lambda: a @ b)
         report(f"gemm_{n}_gflops", 2 * n ** 3 / t / 1e9)
 
-if want("mlp_small"):
+@group("mlp_small")
+def bench_mlp_small():
     torch.manual_seed(0)
     w1 = torch.randn(16, 32, requires_grad=True)
     b1 = torch.zeros(32, requires_grad=True)
@@ -64,7 +80,8 @@ if want("mlp_small"):
             p.grad = None
     report("mlp_small_us", timeit(step, 0.5) * 1e6)
 
-if want("mlp_784"):
+@group("mlp_784")
+def bench_mlp_784():
     torch.manual_seed(0)
     sizes = [784, 512, 512, 10]
     ws = [(torch.randn(sizes[i], sizes[i + 1]) * 0.05).requires_grad_() for i in range(3)]
@@ -85,7 +102,8 @@ if want("mlp_784"):
         opt.step()
     report("mlp_784_ms", timeit(step, 1.0) * 1e3)
 
-if want("lenet"):
+@group("lenet")
+def bench_lenet():
     torch.manual_seed(0)
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -102,7 +120,8 @@ if want("lenet"):
         opt.step()
     report("lenet_ms", timeit(step, 1.0) * 1e3)
 
-if want("demo"):
+@group("demo")
+def bench_demo():
     torch.manual_seed(0)
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -119,7 +138,25 @@ if want("demo"):
         opt.step()
     report("demo_img_per_s", 64 / timeit(step, 1.0))
 
-if want("serial"):
+@group("serial")
+def bench_serial():
     sys.path.insert(0, "bench")
     import serial_bench
     serial_bench.run(report)
+
+
+def main():
+    if serve:
+        for line in sys.stdin:
+            fn = GROUPS.get(line.strip())
+            if fn:
+                fn()
+            print("end", flush=True)
+    else:
+        wanted = args[1:]
+        for name, fn in GROUPS.items():
+            if not wanted or any(name.startswith(w) for w in wanted):
+                fn()
+
+
+main()

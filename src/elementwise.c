@@ -472,16 +472,18 @@ static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int sc
 static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b,
                        int scal, double s) {
   const char *name = binop_names[op];
-  int nd;
-  int64_t size[LT_MAX_DIMS];
-  if (lt_same_shape(a, b)) {
-    nd = a->ndim;
-    memcpy(size, a->size, (size_t)nd * sizeof *size);
-  } else if (lt_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, size)) {
-    return -1;
+  int nd = a->ndim;
+  const int64_t *size = a->size;
+  int64_t bsize[LT_MAX_DIMS];
+  if (!lt_same_shape(a, b)) {
+    if (lt_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, bsize))
+      return -1;
+    size = bsize;
   }
-  lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
-  if (binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
+  lt_dtype compute = a->dtype, odt = a->dtype;
+  /* arithmetic on two floats of one dtype stays in it: the common case needs no promotion */
+  bool plain = a->dtype == b->dtype && lt_dtype_is_float(a->dtype) && op <= LT_DIV;
+  if (!plain && binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
   if ((op == LT_FMOD || op == LT_REMAINDER) && compute == LT_INT64 && has_zero(ctx, b))
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;

@@ -2,8 +2,8 @@
 local lt = require "lantern"
 local nn, F = lt.nn, lt.nn.functional
 
-return function(want, report, timeit)
-  if want("lenet") then
+return function(group, timeit)
+  group("lenet", function(report)
     lt.manual_seed(0)
     local model = nn.Sequential(nn.Conv2d(1, 6, 5, { padding = 2 }), nn.ReLU(), nn.MaxPool2d(2),
       nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
@@ -17,8 +17,8 @@ return function(want, report, timeit)
       loss:backward()
       opt:step()
     end, 1.0) * 1e3, false)
-  end
-  if want("demo") then
+  end)
+  group("demo", function(report)
     lt.manual_seed(0)
     local model = nn.Sequential(
       nn.Conv2d(1, 16, 3, { padding = 1 }), nn.ReLU(), nn.MaxPool2d(2),
@@ -34,5 +34,5 @@ return function(want, report, timeit)
       opt:step()
     end, 1.0)
     report("demo_img_per_s", 64 / t, true)
-  end
+  end)
 end

@@ -30,9 +30,7 @@ static bind_state *state_of(lua_State *L) {
   return ctx ? (bind_state *)(ctx + 1) : NULL;
 }
 
-void ltL_gc_account(lua_State *L, size_t nbytes) {
-  bind_state *acct = state_of(L);
-  if (!acct) return;
+static void gc_account(lua_State *L, bind_state *acct, size_t nbytes) {
   acct->pending += nbytes;
   if (acct->pending >= 256 * 1024) {
     int kb = (int)(acct->pending / 1024);
@@ -41,26 +39,26 @@ void ltL_gc_account(lua_State *L, size_t nbytes) {
   }
 }
 
+void ltL_gc_account(lua_State *L, size_t nbytes) {
+  bind_state *acct = state_of(L);
+  if (acct) gc_account(L, acct, nbytes);
+}
+
 /* No user values: a slot costs ~50 ns per tensor in allocation and collection. */
-static ltL_box *new_box(lua_State *L, lt_tensor *t) {
+void ltL_push(lua_State *L, lt_tensor *t) {
+  bind_state *st = state_of(L);
   ltL_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->tag = &ltL_tensor_tag;
   box->t = t;
-  bind_state *st = state_of(L);
   if (st)
     lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
   else
     luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_setmetatable(L, -2);
-  return box;
-}
-
-void ltL_push(lua_State *L, lt_tensor *t) {
-  new_box(L, t);
   /* fresh memory only (views add none); the structs count too: with tiny tensors they are
   ** most of the memory, and an under-paced collector lets garbage pile up (4x slower ops) */
-  if (t->storage->refcount == 1 && !t->storage->deleter)
-    ltL_gc_account(L, t->storage->nbytes + sizeof(lt_tensor) + sizeof(lt_storage));
+  if (st && t->storage->refcount == 1 && !t->storage->deleter)
+    gc_account(L, st, t->storage->nbytes + sizeof(lt_tensor) + sizeof(lt_storage));
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
