@@ -269,9 +269,9 @@ lt_tensor *lt_retain(lt_tensor *t) {
 
 void lt_release(lt_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot that points at us */
-  lt_release(t->grad);
-  lt_hooks_free(t->hooks);
+  if (t->grad_fn) lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot to us */
+  if (t->grad) lt_release(t->grad);
+  if (t->hooks) lt_hooks_free(t->hooks);
   lt_storage_release(t->storage);
   give(&free_tensors, &n_free_tensors, t);
 }
@@ -293,8 +293,11 @@ int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t 
   if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
                          (long long)(n * (int64_t)lt_dtype_size(dt)));
   lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
-  lt_storage_release(s);
-  if (!t) return lt_fail(ctx, "empty: out of memory");
+  if (!t) {
+    lt_storage_release(s);
+    return lt_fail(ctx, "empty: out of memory");
+  }
+  s->refcount--;   /* the tensor now holds the only reference */
   *out = t;
   return 0;
 }
