@@ -213,4 +213,13 @@ for _, name in ipairs(order) do
   if b then note = string.format("bare OpenBLAS %.4g (%.1f%%)", b, 100 * v / b) end
   print(string.format("%-22s %12.4g %12s %10s  %s", name, v, t and string.format("%.4g", t) or "-", ratio, note))
 end
+-- PyTorch-only figures (a variant Lantern has no counterpart for)
+local seen = {}
+for _, name in ipairs(order) do seen[name] = true end
+local extra = {}
+for name in pairs(torch) do if not seen[name] then extra[#extra + 1] = name end end
+table.sort(extra)
+for _, name in ipairs(extra) do
+  print(string.format("%-22s %12s %12.4g %10s", name, "-", torch[name], ""))
+end
 print("ratio > 1: Lantern is faster (times: pytorch/lantern; rates: lantern/pytorch)")
