@@ -101,6 +101,38 @@ describe("optimiser behaviour", function()
     assert.is_true(lt.equal(b1, b2))
   end)
 
+  it("a gradient that is the parameter itself updates from its old value", function()
+    for _, make in ipairs {
+      function(ps) return optim.SGD(ps, { lr = 0.1, momentum = 0.9 }) end,
+      function(ps) return optim.Adam(ps, { lr = 0.1 }) end,
+      function(ps) return optim.RMSprop(ps, { lr = 0.1 }) end,
+      function(ps) return optim.Adagrad(ps, { lr = 0.1 }) end,
+    } do
+      local p = lt.tensor({ 1.0, -2.0, 3.0 }, { requires_grad = true })
+      local q = lt.tensor({ 1.0, -2.0, 3.0 }, { requires_grad = true })
+      p.grad = p:detach()                     -- shares memory with the parameter
+      q.grad = lt.tensor({ 1.0, -2.0, 3.0 })  -- the same values in a buffer of its own
+      make({ p }):step()
+      make({ q }):step()
+      assert.is_true(lt.allclose(p:detach(), q:detach(), 0, 0))
+      assert.is_false(lt.allclose(q:detach(), lt.tensor({ 1.0, -2.0, 3.0 })))
+    end
+  end)
+
+  it("refuses optimiser state that shares memory with the parameter", function()
+    local core = require "lantern.core"
+    local p = lt.ones(4)
+    local before = p:clone()
+    assert.has_error(function()
+      core._sgd_step(p, lt.ones(4), p, { lr = 0.1, momentum = 0.9 })
+    end, "SGD: momentum_buffer shares memory with the parameter; each needs its own buffer")
+    assert.is_true(lt.equal(p, before))
+    local m = lt.zeros(4)
+    assert.has_error(function()
+      core._adam_step(p, lt.ones(4), m, m, nil, { lr = 0.1, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 1 })
+    end, "Adam: exp_avg_sq shares memory with exp_avg; each needs its own buffer")
+  end)
+
   it("rejects bad options with clear errors", function()
     local p = lt.ones(1, { requires_grad = true })
     assert.has_error(function() optim.SGD({ p }, { lr = -1 }) end, "SGD: Invalid learning rate: -1")

@@ -30,6 +30,37 @@ static int check_param(lt_ctx *ctx, const char *op, const lt_tensor *p) {
   return 0;
 }
 
+/* Whether two contiguous tensors share any byte. */
+static bool overlap(const lt_tensor *a, const lt_tensor *b) {
+  if (!a || !b || a->storage != b->storage) return false;
+  const char *pa = lt_ptr(a), *pb = lt_ptr(b);
+  size_t na = (size_t)lt_numel(a) * lt_esize(a->dtype), nb = (size_t)lt_numel(b) * lt_esize(b->dtype);
+  return na && nb && pa < pb + nb && pb < pa + na;
+}
+
+/* The update loops read and write through restrict pointers, so their buffers must not share
+** memory. State that shares memory (with the parameter or other state) is an error; a gradient
+** that does (`p.grad = p`) is read from a copy, stored in *copy for the caller to release. */
+static int separate(lt_ctx *ctx, const char *op, const lt_tensor **g, lt_tensor **copy,
+                    lt_tensor *const *bufs, const char *const *names, int n) {
+  *copy = NULL;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (overlap(bufs[i], bufs[j]))
+        return lt_fail(ctx, "%s: %s shares memory with %s; each needs its own buffer", op,
+                       names[j], names[i]);
+  for (int i = 0; i < n; i++)
+    if (overlap(*g, bufs[i])) {
+      bool was = lt_set_grad_enabled(ctx, false);
+      int rc = lt_clone(ctx, copy, (lt_tensor *)*g);
+      lt_set_grad_enabled(ctx, was);
+      if (rc) return -1;
+      *g = *copy;
+      break;
+    }
+  return 0;
+}
+
 /* Each update is written once as a macro body over element type T, instantiated for float and
 ** double; the body reads like PyTorch's Python source line by line. */
 
@@ -73,9 +104,13 @@ int lt_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
       check_same(ctx, "SGD", p, buf, "momentum_buffer"))
     return -1;
   if (o->momentum != 0 && !buf) return lt_fail(ctx, "SGD: momentum needs a momentum buffer");
+  lt_tensor *gcopy, *bufs[] = {p, buf};
+  const char *names[] = {"the parameter", "momentum_buffer"};
+  if (separate(ctx, "SGD", &g, &gcopy, bufs, names, 2)) return -1;
   int64_t n = lt_numel(p);
   if (p->dtype == LT_FLOAT32) SGD_BODY(float);
   else SGD_BODY(double);
+  lt_release(gcopy);
   lt_bump_version(p);
   if (buf) lt_bump_version(buf);
   return 0;
@@ -120,11 +155,15 @@ int lt_adam_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt
     return -1;
   if (!m || !v || (o->amsgrad && !vmax)) return lt_fail(ctx, "%s: missing state tensors", op);
   if (o->step < 1) return lt_fail(ctx, "%s: step must be >= 1", op);
+  lt_tensor *gcopy, *bufs[] = {p, m, v, vmax};
+  const char *names[] = {"the parameter", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  if (separate(ctx, op, &g, &gcopy, bufs, names, 4)) return -1;
   int64_t n = lt_numel(p);
   double bc1 = 1 - pow(o->beta1, o->step), bc2 = 1 - pow(o->beta2, o->step);
   double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
   if (p->dtype == LT_FLOAT32) ADAM_BODY(float, sqrtf);
   else ADAM_BODY(double, sqrt);
+  lt_release(gcopy);
   lt_bump_version(p);
   return 0;
 }
@@ -165,9 +204,13 @@ int lt_rmsprop_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq
     return -1;
   if (!sq || (o->centered && !gavg) || (o->momentum > 0 && !buf))
     return lt_fail(ctx, "RMSprop: missing state tensors");
+  lt_tensor *gcopy, *bufs[] = {p, sq, gavg, buf};
+  const char *names[] = {"the parameter", "square_avg", "grad_avg", "momentum_buffer"};
+  if (separate(ctx, "RMSprop", &g, &gcopy, bufs, names, 4)) return -1;
   int64_t n = lt_numel(p);
   if (p->dtype == LT_FLOAT32) RMSPROP_BODY(float, sqrtf);
   else RMSPROP_BODY(double, sqrt);
+  lt_release(gcopy);
   lt_bump_version(p);
   return 0;
 }
@@ -192,10 +235,14 @@ int lt_adagrad_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *su
       check_same(ctx, "Adagrad", p, sum, "sum"))
     return -1;
   if (!sum) return lt_fail(ctx, "Adagrad: missing state tensor");
+  lt_tensor *gcopy, *bufs[] = {p, sum};
+  const char *names[] = {"the parameter", "sum"};
+  if (separate(ctx, "Adagrad", &g, &gcopy, bufs, names, 2)) return -1;
   int64_t n = lt_numel(p);
   double clr = o->lr / (1 + (o->step - 1) * o->lr_decay);
   if (p->dtype == LT_FLOAT32) ADAGRAD_BODY(float, sqrtf);
   else ADAGRAD_BODY(double, sqrt);
+  lt_release(gcopy);
   lt_bump_version(p);
   return 0;
 }
