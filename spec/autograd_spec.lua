@@ -271,6 +271,18 @@ describe("hooks and retain_grad", function()
     assert.is_false(ok)
     assert.matches("hook failed", err)
   end)
+
+  it("an error object that is not a string still surfaces, and the graph stays usable", function()
+    local x = lt.ones(2, { requires_grad = true })
+    local fail = true
+    x:register_hook(function(g) if fail then error({ code = 1 }) end return g end)
+    local ok, err = pcall(function() (x * 3):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("hook: error object is not a string", err)
+    fail = false
+    ;(x * 3):sum():backward()
+    assert.is_true(lt.equal(x.grad, lt.full({ 2 }, 3.0)))
+  end)
 end)
 
 describe("autograd.grad", function()
@@ -323,6 +335,17 @@ describe("autograd.Function", function()
   it("passes gradcheck mixed with C ops", function()
     local x = lt.randn(3, { dtype = "float64", requires_grad = true })
     assert.is_true(lt.autograd.gradcheck(function(a) return Cube.apply(a:sin()) * 2 end, { x }))
+  end)
+
+  it("an error in a Function's backward names the Function", function()
+    local Boom = lt.autograd.Function:extend("Boom")
+    function Boom.forward(_, x) return x * 2 end
+    function Boom.backward(_, _) error("no gradient today") end
+    local x = lt.ones(3, { requires_grad = true })
+    local ok, err = pcall(function() Boom.apply(x):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("BoomBackward: .*no gradient today", err)
+    assert.is_nil(x.grad)
   end)
 
   it("gradcheck reports a wrong backward", function()

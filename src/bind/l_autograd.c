@@ -113,28 +113,65 @@ static void unref(void *ud) {
   free(r);
 }
 
+/* The registry reference is taken first: if it raises (out of memory), nothing is leaked. */
 static lua_ref *make_ref(lua_State *L, int idx) {
-  lua_ref *r = malloc(sizeof *r);
-  if (!r) luaL_error(L, "out of memory");
   lua_pushvalue(L, idx);
-  r->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_ref *r = malloc(sizeof *r);
+  if (!r) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    luaL_error(L, "out of memory");
+  }
+  r->ref = ref;
   lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
   r->main = lua_tothread(L, -1);
   lua_pop(L, 1);
   return r;
 }
 
+/* Callbacks run inside the C engine, which a Lua error must never unwind through: the tensors
+** are pushed (which allocates, so may raise) inside the protected call, by this trampoline. */
+typedef struct {
+  int ref;                    /* registry slot of the Lua function */
+  int n;
+  lt_tensor *const *args;     /* NULL entries are passed as nil */
+} lua_callback;
+
+static int callback_body(lua_State *L) {
+  const lua_callback *c = lua_touserdata(L, 1);
+  luaL_checkstack(L, c->n + 1, "too many gradients");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);
+  for (int i = 0; i < c->n; i++) {
+    if (c->args[i])
+      lantern_push_tensor(L, c->args[i]);
+    else
+      lua_pushnil(L);
+  }
+  lua_call(L, c->n, 1);
+  return 1;
+}
+
+/* Calls the function with the tensors; leaves its one result on the stack, or fails ctx with
+** "<who>: <message>" and leaves the stack as it was. */
+static int run_callback(lt_ctx *ctx, lua_State *L, const lua_callback *c, const char *who) {
+  if (!lua_checkstack(L, 3)) return lt_fail(ctx, "%s: Lua stack overflow", who);
+  lua_pushcfunction(L, callback_body);
+  lua_pushlightuserdata(L, (void *)c);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    lt_fail(ctx, "%s: %s", who, msg ? msg : "error object is not a string");
+    lua_pop(L, 1);
+    return -1;
+  }
+  return 0;
+}
+
 static int hook_call(lt_ctx *ctx, void *ud, lt_tensor *grad, lt_tensor **replace) {
   lua_State *L = ctx->host;
   lua_ref *r = ud;
   if (!L) return lt_fail(ctx, "register_hook: hook ran outside a Lua backward call");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, r->ref);
-  lantern_push_tensor(L, grad);
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-    lt_fail(ctx, "hook: %s", lua_tostring(L, -1));
-    lua_pop(L, 1);
-    return -1;
-  }
+  lua_callback c = {r->ref, 1, &grad};
+  if (run_callback(ctx, L, &c, "hook")) return -1;
   lt_tensor *rep = ltL_test(L, -1);
   if (rep) {
     if (!lt_same_shape(rep, grad)) {
@@ -180,19 +217,8 @@ static int fn_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tens
   if (self->released)
     return lt_fail(ctx, "%s: Trying to backward through the graph a second time; specify "
                    "retain_graph=true", e->name);
-  if (!lua_checkstack(L, self->n_out + 4)) return lt_fail(ctx, "%s: Lua stack overflow", e->name);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->fn->ref);
-  for (int o = 0; o < self->n_out; o++) {
-    if (go[o])
-      lantern_push_tensor(L, go[o]);
-    else
-      lua_pushnil(L);
-  }
-  if (lua_pcall(L, self->n_out, 1, 0) != LUA_OK) {
-    lt_fail(ctx, "%s: %s", e->name, lua_tostring(L, -1));
-    lua_pop(L, 1);
-    return -1;
-  }
+  lua_callback c = {e->fn->ref, self->n_out, go};
+  if (run_callback(ctx, L, &c, e->name)) return -1;
   /* the wrapper returns a table of n_in gradients (false/nil for none) */
   if (!lua_istable(L, -1)) {
     lua_pop(L, 1);
@@ -225,9 +251,14 @@ static int l_function_record(lua_State *L) {
   lt_tensor **outs = check_list(L, 4, &no, false);
   if (no == 0) return luaL_error(L, "%s: forward must return at least one Tensor", name);
   static const lt_node_type tmpl = {"FunctionBackward", fn_backward, fn_release};
+  lua_ref *fn = make_ref(L, 2);   /* before the node exists: a node never lacks its function */
   lt_node *n;
-  if (lt_record(ctx, &tmpl, ni, ins, no, outs, sizeof(fn_extra), 0, &n)) return ltL_raise(L, ctx);
+  if (lt_record(ctx, &tmpl, ni, ins, no, outs, sizeof(fn_extra), 0, &n)) {
+    unref(fn);
+    return ltL_raise(L, ctx);
+  }
   if (!n) {
+    unref(fn);
     lua_pushboolean(L, 0);
     return 1;
   }
@@ -236,7 +267,7 @@ static int l_function_record(lua_State *L) {
   snprintf(e->name, sizeof e->name, "%sBackward", name);
   e->type.name = e->name;
   e->n_in = ni;
-  e->fn = make_ref(L, 2);
+  e->fn = fn;
   n->type = &e->type;
   lua_pushboolean(L, 1);
   return 1;
