@@ -161,18 +161,10 @@ typedef struct {
   _Alignas(64) unsigned char data[SMALL_BYTES];   /* the cache's alignment */
 } small_storage;
 
-static lt_storage *small_storage_new(size_t nbytes) {
-  small_storage *b = (small_storage *)free_smalls;
-  if (b) {
-    free_smalls = free_smalls->next;
-    n_free_smalls--;
-  } else {
-    b = aligned_alloc(_Alignof(small_storage), sizeof *b);
-    if (!b) return NULL;
-  }
-  lt_storage *s = &b->s;
-  s->data = b->data;
-  s->inline_data = true;
+/* Fills a new storage record for `data` (cache-owned unless inline; no deleter). */
+static lt_storage *storage_init(lt_storage *s, void *data, size_t nbytes, bool inline_data) {
+  s->data = data;
+  s->inline_data = inline_data;
   s->refcount = 1;
   s->nbytes = nbytes;
   s->device = LT_CPU;
@@ -182,24 +174,29 @@ static lt_storage *small_storage_new(size_t nbytes) {
   return s;
 }
 
+static lt_storage *small_storage_new(size_t nbytes) {
+  small_storage *b = (small_storage *)free_smalls;
+  if (b) {
+    free_smalls = free_smalls->next;
+    n_free_smalls--;
+  } else {
+    b = aligned_alloc(_Alignof(small_storage), sizeof *b);
+    if (!b) return NULL;
+  }
+  return storage_init(&b->s, b->data, nbytes, true);
+}
+
 lt_storage *lt_storage_new(size_t nbytes) {
   if (nbytes <= SMALL_BYTES) return small_storage_new(nbytes);
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return NULL;
   size_t got = 0;
-  s->data = lt_cache_alloc(nbytes ? nbytes : 1, &got);
-  if (!s->data) {
+  void *data = lt_cache_alloc(nbytes ? nbytes : 1, &got);
+  if (!data) {
     give(&free_storages, &n_free_storages, s);
     return NULL;
   }
-  s->inline_data = false;
-  s->refcount = 1;
-  s->nbytes = nbytes;
-  s->device = LT_CPU;
-  s->version = 0;
-  s->deleter = NULL;
-  s->deleter_ud = NULL;
-  return s;
+  return storage_init(s, data, nbytes, false);
 }
 
 void lt_storage_release(lt_storage *s) {
@@ -331,12 +328,7 @@ int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim
     extent = 1;
     for (int i = 0; i < ndim; i++) extent += (size[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
   }
-  s->refcount = 1;
-  s->inline_data = false;
-  s->data = data;
-  s->nbytes = (size_t)extent * lt_dtype_size(dt);
-  s->device = LT_CPU;
-  s->version = 0;
+  storage_init(s, data, (size_t)extent * lt_dtype_size(dt), false);
   s->deleter = deleter ? deleter : keep_blob;
   s->deleter_ud = ud;
   lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, stride, 0);
