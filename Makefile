@@ -31,9 +31,10 @@ $(BUILD)/luasrc.o: $(BUILD)/luasrc.c
 	$(CC) $(CFLAGS_BASE) -O1 -w -c $< -o $@
 
 # -z nodelete: the worker pool's threads outlive lua_close, so the module must never be unloaded.
+# -Bsymbolic-functions: calls between Lantern's own exported functions skip the PLT.
 $(CORE_SO): $(OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-z,nodelete $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+	$(CC) -shared -Wl,-z,nodelete -Wl,-Bsymbolic-functions $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
 $(LIB_A): $(OBJ)
 	ar rcs $@ $(OBJ)

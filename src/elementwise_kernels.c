@@ -363,13 +363,10 @@ static inline void stage_operand(char **p, int64_t *s, char *src, int64_t st, bo
   *s = st != 0 ? ec : 0;
 }
 
-/* Runs one row, converting operands through stack blocks when their dtypes differ. */
-static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
-  const bin_job *j = ud;
-  if (j->direct) {
-    j->k(j->op, d, st[0], st[1], st[2], n, j->p0, j->p1);
-    return;
-  }
+/* Runs one row whose operands need converting, through stack blocks. Kept out of line: its
+** 6 KB of blocks would otherwise enlarge (and probe) the frame of every small op. */
+static __attribute__((noinline)) void bin_row_convert(char **d, const int64_t *st, int64_t n,
+                                                      const bin_job *j) {
   double ba[BLK], bb[BLK], bo[BLK];
   int64_t ec = (int64_t)lt_dtype_size(j->dtc);
   int64_t er = (int64_t)lt_dtype_size(j->dtr);
@@ -392,6 +389,15 @@ static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
     j->k(j->op, p, s[0], s[1], s[2], m, j->p0, j->p1);
     if (!co) convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
   }
+}
+
+/* Runs one row. */
+static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
+  const bin_job *j = ud;
+  if (j->direct)
+    j->k(j->op, d, st[0], st[1], st[2], n, j->p0, j->p1);
+  else
+    bin_row_convert(d, st, n, j);
 }
 
 /* How an operand of a small op can be read as one row beside out: 1 when it walks with out
