@@ -757,3 +757,78 @@ describe("deepcopy", function()
     assert.are.equal("int64", c[2].num_batches_tracked.dtype)
   end)
 end)
+
+describe("forward hooks", function()
+  local function Scale(k)
+    local S = nn.Module:extend("Scale")
+    function S:forward(x, y) return x * k + (y or 0) end
+    return S()
+  end
+
+  it("pre-hooks see the arguments and may replace them; hooks see input and output", function()
+    local m = Scale(2)
+    local log = {}
+    m:register_forward_pre_hook(function(mod, input)
+      assert.are.equal(m, mod)
+      log[#log + 1] = "pre1:" .. input.n
+      return { input[1] + 1, input[2], n = 2 }      -- replaces both arguments
+    end)
+    m:register_forward_pre_hook(function(_, input)
+      log[#log + 1] = "pre2:" .. input[1]:item()
+      return nil                                     -- keeps them
+    end)
+    m:register_forward_hook(function(_, input, output)
+      log[#log + 1] = "post:" .. input[1]:item() .. ":" .. output:item()
+      return output * 10                             -- replaces the output
+    end)
+    local out = m(lt.tensor(1.0), lt.tensor(0.5))
+    -- (1 + 1) * 2 + 0.5 = 4.5, then times 10
+    assert.are.equal(45, out:item())
+    assert.are.same({ "pre1:2", "pre2:2.0", "post:2.0:4.5" }, log)
+  end)
+
+  it("a pre-hook returning one value passes it as the only argument", function()
+    local m = Scale(3)
+    m:register_forward_pre_hook(function() return lt.tensor(2.0) end)
+    assert.are.equal(6, m(lt.tensor(100.0), lt.tensor(100.0)):item())
+  end)
+
+  it("remove() unregisters a hook; hooks on children run inside containers", function()
+    local inner = Scale(2)
+    local seq = nn.Sequential(inner, Scale(3))
+    local calls = 0
+    local h = inner:register_forward_hook(function() calls = calls + 1 end)
+    assert.are.equal(6, seq(lt.tensor(1.0)):item())
+    assert.are.equal(1, calls)
+    h:remove()
+    h:remove()                                       -- a second remove is harmless
+    seq(lt.tensor(1.0))
+    assert.are.equal(1, calls)
+  end)
+
+  it("gradients flow through an output a hook replaced", function()
+    local lin = nn.Linear(2, 1)
+    lin:register_forward_hook(function(_, _, out) return out * 3 end)
+    local x = lt.ones(1, 2)
+    lin(x):sum():backward()
+    assert.is_true(lt.allclose(lin.weight.grad, lt.full({ 1, 2 }, 3.0)))
+  end)
+
+  it("rejects a hook that cannot be called", function()
+    expect_error(function() Scale(1):register_forward_hook(42) end,
+      "register_forward_hook: hook must be callable, got int")
+  end)
+end)
+
+describe("forward hooks and deepcopy", function()
+  it("a deep copy keeps the hooks; removing the original's leaves the copy's", function()
+    local lin = nn.Linear(2, 2)
+    local calls = 0
+    local h = lin:register_forward_hook(function() calls = calls + 1 end)
+    local copy = lin:deepcopy()
+    h:remove()
+    lin(lt.ones(1, 2))
+    copy(lt.ones(1, 2))
+    assert.are.equal(1, calls)
+  end)
+end)

@@ -306,7 +306,76 @@ function Module:delattr(name)
   st.attrs[name] = nil
 end
 
-local inst_call = function(self, ...) return self:forward(...) end
+-------------------------------------------------------------------------------- forward hooks
+-- m:register_forward_pre_hook(fn): fn(module, input) runs before forward; `input` is the table
+-- of forward's arguments (with its count in `n`), and a non-nil return replaces them (a table
+-- is unpacked, any other value becomes the one argument).
+-- m:register_forward_hook(fn): fn(module, input, output) runs after forward; a non-nil return
+-- replaces the output. Both return a handle whose remove() unregisters the hook; hooks run in
+-- registration order, as in PyTorch.
+local hook_ids = 0
+
+local function add_hook(self, field, fn, what)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn)
+      and getmetatable(fn).__call) then
+    error(what .. ": hook must be callable, got " .. typename(fn), 3)
+  end
+  local st = state(self)
+  local list = st[field]
+  if not list then
+    list = omap()
+    st[field] = list
+  end
+  hook_ids = hook_ids + 1
+  local id = hook_ids
+  list:set(id, fn)
+  return {
+    id = id,
+    remove = function()
+      list:remove(id)
+      if list:len() == 0 and st[field] == list then st[field] = nil end
+    end,
+  }
+end
+
+function Module:register_forward_pre_hook(fn)
+  return add_hook(self, "pre_hooks", fn, "register_forward_pre_hook")
+end
+
+function Module:register_forward_hook(fn)
+  return add_hook(self, "fwd_hooks", fn, "register_forward_hook")
+end
+
+local function call_with_hooks(self, st, ...)
+  local input = table.pack(...)
+  if st.pre_hooks then
+    for _, hook in st.pre_hooks:items() do
+      local r = hook(self, input)
+      if r ~= nil then
+        if type(r) == "table" and not is_tensor(r) and getmetatable(r) == nil then
+          input = r
+          input.n = input.n or #r
+        else
+          input = table.pack(r)
+        end
+      end
+    end
+  end
+  local output = self:forward(table.unpack(input, 1, input.n))
+  if st.fwd_hooks then
+    for _, hook in st.fwd_hooks:items() do
+      local r = hook(self, input, output)
+      if r ~= nil then output = r end
+    end
+  end
+  return output
+end
+
+local inst_call = function(self, ...)
+  local st = rawget(self, ST)
+  if st.pre_hooks or st.fwd_hooks then return call_with_hooks(self, st, ...) end
+  return self:forward(...)
+end
 
 local repr -- defined below
 
@@ -854,6 +923,12 @@ function Module:deepcopy(memo)
   local nst = { cls = st.cls, attrs = {} }
   local new = setmetatable({ [ST] = nst }, st.cls.__imt)
   memo[self] = new
+  for _, field in ipairs { "pre_hooks", "fwd_hooks" } do   -- the copy keeps the hooks
+    if st[field] then
+      nst[field] = omap()
+      for id, fn in st[field]:items() do nst[field]:set(id, fn) end
+    end
+  end
   local function copy_tensor(t)
     if t == NONE then return NONE end
     local c = memo[t]
