@@ -146,6 +146,23 @@ describe("arithmetic by hand", function()
     close(a ^ b, { 1, 32, 729 })
   end)
 
+  it("takes the dense small-op path only for one shape: equal counts can still broadcast", function()
+    -- (2,1) and (1,2) hold two elements each but broadcast to (2,2)
+    local a = lt.tensor({ { 1.0 }, { 2.0 } })
+    local b = lt.tensor({ { 10.0, 20.0 } })
+    assert.are.same({ { 11, 21 }, { 12, 22 } }, (a + b):tolist())
+    assert.are.same({ { 10, 20 }, { 20, 40 } }, (a * b):tolist())
+    -- a transposed operand of the same shape is not dense
+    local m = lt.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 } })
+    assert.are.same({ { 2, 5 }, { 5, 8 } }, (m + m:t()):tolist())
+    -- a narrowed (offset) operand is dense and read from its offset
+    local v = lt.tensor({ 1.0, 2.0, 3.0, 4.0 }):narrow(1, 3, 2)
+    assert.are.same({ 4, 6 }, (v + lt.tensor({ 1.0, 2.0 })):tolist())
+    -- float64, zero-dim and empty operands
+    assert.are.equal(0.5, (lt.tensor(1.0, { dtype = "float64" }) / lt.tensor(2.0, { dtype = "float64" })):item())
+    assert.are.same({ 0 }, (lt.zeros(0) - lt.zeros(0)):size())
+  end)
+
   it("takes numbers on either side of every operator", function()
     local x = f64({ 1, 2, 4 })
     close(x + 1, { 2, 3, 5 })

@@ -79,6 +79,20 @@ static inline size_t lt_esize(lt_dtype dt) { return dt == LT_BOOL ? 1 : dt == LT
 static inline void *lt_ptr(const lt_tensor *t) {
   return (char *)t->storage->data + t->offset * (int64_t)lt_esize(t->dtype);
 }
+/* Row-major with no gaps; sets *n to the element count. lt_is_contiguous is the API form. */
+static inline bool lt_dense(const lt_tensor *t, int64_t *n) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->size[i] != 1 && t->stride[i] != s) {
+      for (int j = i; j >= 0; j--) s *= t->size[j];   /* a zero size makes it dense after all */
+      *n = s;
+      return s == 0;
+    }
+    s *= t->size[i];
+  }
+  *n = s;
+  return true;
+}
 
 /* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
 lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
@@ -151,6 +165,10 @@ typedef struct lt_backend {
   ** dtype except comparisons, which compute in `cmp` dtype and write bool */
   void (*binary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                  lt_dtype compute);
+  /* out = op(a, b) over n < LT_PAR_MIN elements of three dense buffers of dtype dt, an
+  ** arithmetic op (add, sub, mul, div) on floats: the small op's path, with nothing to
+  ** broadcast or convert */
+  void (*binary_dense)(int op, lt_dtype dt, int64_t n, void *out, const void *a, const void *b);
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
   /* C = alpha * op(A) @ op(B) + beta * C for 2-D float matrices (row-major views allowed) */
   void (*gemm)(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
@@ -164,6 +182,8 @@ void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                    lt_dtype compute);
+void lt_cpu_binary_dense(int op, lt_dtype dt, int64_t n, void *out, const void *a,
+                         const void *b);
 void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
 void lt_cpu_gemm(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                  const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);

@@ -475,7 +475,8 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
   int nd = a->ndim;
   const int64_t *size = a->size;
   int64_t bsize[LT_MAX_DIMS];
-  if (!lt_same_shape(a, b)) {
+  bool same = lt_same_shape(a, b);
+  if (!same) {
     if (lt_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, bsize))
       return -1;
     size = bsize;
@@ -488,7 +489,11 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
   if (lt_empty(ctx, &o, odt, nd, size)) return -1;
-  lt_kernels(a)->binary(ctx, op, o, a, b, compute);
+  int64_t n, nb;
+  if (plain && same && lt_dense(a, &n) && lt_dense(b, &nb) && n < LT_PAR_MIN)
+    lt_kernels(a)->binary_dense(op, odt, n, lt_ptr(o), lt_ptr(a), lt_ptr(b));
+  else
+    lt_kernels(a)->binary(ctx, op, o, a, b, compute);
   if (binop_diff(op) && ctx->grad_enabled && (a->requires_grad || b->requires_grad) &&
       record_binary(ctx, op, a, b, scal, s, o, NULL, NULL)) {
     lt_release(o);

@@ -348,13 +348,8 @@ lt_dtype lt_type(const lt_tensor *t) { return t->dtype; }
 lt_devtype lt_device(const lt_tensor *t) { return t->storage->device; }
 
 bool lt_is_contiguous(const lt_tensor *t) {
-  int64_t s = 1;
-  for (int i = t->ndim - 1; i >= 0; i--) {
-    if (t->size[i] == 0) return true;
-    if (t->size[i] != 1 && t->stride[i] != s) return false;
-    s *= t->size[i];
-  }
-  return true;
+  int64_t n;
+  return lt_dense(t, &n);
 }
 
 void *lt_data(const lt_tensor *t) { return lt_ptr(t); }
