@@ -21,6 +21,7 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
 typedef struct {
   size_t pending;            /* bytes not yet reported to the collector */
   int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
+  ltL_pool *pool;            /* the allocator front (lalloc.c), or NULL */
 } bind_state;
 
 const char ltL_tensor_tag = 'T';
@@ -238,6 +239,9 @@ static int ctx_gc(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, 1);
   lt_generator_free(ctx->gen);
   ctx->gen = NULL;
+  bind_state *st = (bind_state *)(ctx + 1);
+  ltL_pool_remove(L, st->pool);
+  st->pool = NULL;
   return 0;
 }
 
@@ -266,6 +270,7 @@ int luaopen_lantern_core(lua_State *L) {
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+    ((bind_state *)(ctx + 1))->pool = ltL_pool_install(L);
   }
   lua_pop(L, 1);
   lua_newtable(L);                                 /* module */

@@ -33,6 +33,13 @@ int ltL_raise(lua_State *L, lt_ctx *ctx);
 
 /* Pushes a userdata that takes over the reference `t` (caller's reference is consumed). */
 void ltL_push(lua_State *L, lt_tensor *t);
+
+/* lalloc.c: a free-list front for the state's allocator, installed when Lantern loads and
+** removed (its blocks returned) when Lantern's context is collected. Install returns NULL, and
+** changes nothing, when it cannot allocate or under AddressSanitizer. */
+typedef struct ltL_pool ltL_pool;
+ltL_pool *ltL_pool_install(lua_State *L);
+void ltL_pool_remove(lua_State *L, ltL_pool *p);
 /* Tensor at idx or a Lua error naming the op and argument. */
 lt_tensor *ltL_check(lua_State *L, int idx);
 /* Tensor at idx or NULL when it is not a tensor. */
