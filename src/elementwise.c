@@ -28,6 +28,17 @@ static const char *const unop_names[LT_NUNOP] = {
     "square", "floor", "ceil", "round", "trunc", "expm1", "log2", "erf", "leaky_relu", "elu",
     "gelu", "softplus", "tan", "asin", "acos", "atan"};
 
+/* "add" -> "add_" in buf (of 40 bytes): the in-place op's name for its messages. Built with
+** memcpy, not snprintf, which would cost more than a small in-place op itself. */
+static const char *inplace_name(char *buf, const char *base) {
+  size_t k = strlen(base);
+  if (k > 38) k = 38;
+  memcpy(buf, base, k);
+  buf[k] = '_';
+  buf[k + 1] = '\0';
+  return buf;
+}
+
 /* bool 0, integer 1, float 2 */
 static int category(lt_dtype dt) {
   return dt == LT_BOOL ? 0 : dt == LT_INT64 ? 1 : 2;
@@ -537,7 +548,7 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double 
 
 static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int scal, double s) {
   char name[40], bufa[256], bufb[256];
-  snprintf(name, sizeof name, "%s_", binop_names[op]);
+  inplace_name(name, binop_names[op]);
   if (!lt_same_shape(a, b)) {
     int nd;
     int64_t size[LT_MAX_DIMS];
@@ -597,7 +608,7 @@ int lt_binary_scalar_(lt_ctx *ctx, int op, lt_tensor *a, double s) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary_: unknown op %d", op);
   if (!a) return lt_fail(ctx, "%s_: missing operand", binop_names[op]);
   char name[40];
-  snprintf(name, sizeof name, "%s_", binop_names[op]);
+  inplace_name(name, binop_names[op]);
   scalar_box box;
   bool s_is_int = s == floor(s) && fabs(s) < 9.2e18;
   if (scalar_operand(ctx, name, op, a, s, s_is_int, false, &box)) return -1;
@@ -707,7 +718,7 @@ int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1) {
   if (op < 0 || op >= LT_NUNOP) return lt_fail(ctx, "unary_: unknown op %d", op);
   if (!a) return lt_fail(ctx, "%s_: missing operand", unop_names[op]);
   char name[40];
-  snprintf(name, sizeof name, "%s_", unop_names[op]);
+  inplace_name(name, unop_names[op]);
   lt_dtype odt;
   if (unary_out_dtype(ctx, name, op, a->dtype, &odt)) return -1;
   if (!can_cast(odt, a->dtype))

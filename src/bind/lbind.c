@@ -56,10 +56,15 @@ void ltL_push(lua_State *L, lt_tensor *t) {
   else
     luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_setmetatable(L, -2);
-  /* fresh memory only (views add none); the structs count too: with tiny tensors they are
-  ** most of the memory, and an under-paced collector lets garbage pile up (4x slower ops) */
-  if (st && t->storage->refcount == 1 && !t->storage->deleter)
-    gc_account(L, st, t->storage->nbytes + sizeof(lt_tensor) + sizeof(lt_storage));
+  /* every tensor struct counts (a view's too: with tiny tensors the structs are most of the
+  ** memory, and an under-paced collector lets garbage outgrow the recycling lists, which makes
+  ** ops several times slower); a storage counts when it is fresh */
+  if (st) {
+    size_t n = sizeof(lt_tensor);
+    if (t->storage->refcount == 1 && !t->storage->deleter)
+      n += t->storage->nbytes + sizeof(lt_storage);
+    gc_account(L, st, n);
+  }
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
