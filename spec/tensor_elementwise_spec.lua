@@ -146,7 +146,7 @@ describe("arithmetic by hand", function()
     close(a ^ b, { 1, 32, 729 })
   end)
 
-  it("takes the dense small-op path only for one shape: equal counts can still broadcast", function()
+  it("takes the flat small-op path only for one shape or one element: equal counts can still broadcast", function()
     -- (2,1) and (1,2) hold two elements each but broadcast to (2,2)
     local a = lt.tensor({ { 1.0 }, { 2.0 } })
     local b = lt.tensor({ { 10.0, 20.0 } })
@@ -161,6 +161,12 @@ describe("arithmetic by hand", function()
     -- float64, zero-dim and empty operands
     assert.are.equal(0.5, (lt.tensor(1.0, { dtype = "float64" }) / lt.tensor(2.0, { dtype = "float64" })):item())
     assert.are.same({ 0 }, (lt.zeros(0) - lt.zeros(0)):size())
+    -- a single element on either side, as a number or a tensor of any rank
+    assert.are.same({ 3, 6 }, (lt.tensor({ 1.0, 2.0 }) * 3):tolist())
+    assert.are.same({ 2, 1 }, (3 - lt.tensor({ 1.0, 2.0 })):tolist())
+    assert.are.same({ 4, 3 }, (lt.tensor({ 5.0 }) - lt.tensor({ 1.0, 2.0 })):tolist())
+    assert.are.same({ { { 0.5, 1 } } }, (lt.tensor({ { 1.0, 2.0 } }) / lt.tensor({ { { 2.0 } } })):tolist())
+    assert.are.same({ 0 }, (lt.tensor(2.0) * lt.zeros(0)):size())
   end)
 
   it("takes numbers on either side of every operator", function()

@@ -98,7 +98,7 @@ void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v) {
 }
 
 const lt_backend lt_cpu_backend = {
-    "cpu", lt_cpu_copy, lt_cpu_fill, lt_cpu_binary, lt_cpu_binary_dense, lt_cpu_unary,
+    "cpu", lt_cpu_copy, lt_cpu_fill, lt_cpu_binary, lt_cpu_binary_flat, lt_cpu_unary,
     lt_cpu_gemm,
 };
 

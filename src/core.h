@@ -165,10 +165,11 @@ typedef struct lt_backend {
   ** dtype except comparisons, which compute in `cmp` dtype and write bool */
   void (*binary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                  lt_dtype compute);
-  /* out = op(a, b) over n < LT_PAR_MIN elements of three dense buffers of dtype dt, an
-  ** arithmetic op (add, sub, mul, div) on floats: the small op's path, with nothing to
-  ** broadcast or convert */
-  void (*binary_dense)(int op, lt_dtype dt, int64_t n, void *out, const void *a, const void *b);
+  /* out[i] = op(a[i * sa], b[i * sb]) for i < n < LT_PAR_MIN over flat buffers of dtype dt,
+  ** with sa, sb 1 (a dense operand) or 0 (a single element), for add, sub, mul and div on
+  ** floats: the small op's path, with nothing to broadcast or convert */
+  void (*binary_flat)(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
+                      const void *b, int sb);
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
   /* C = alpha * op(A) @ op(B) + beta * C for 2-D float matrices (row-major views allowed) */
   void (*gemm)(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
@@ -182,8 +183,8 @@ void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                    lt_dtype compute);
-void lt_cpu_binary_dense(int op, lt_dtype dt, int64_t n, void *out, const void *a,
-                         const void *b);
+void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
+                        const void *b, int sb);
 void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
 void lt_cpu_gemm(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                  const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);

@@ -500,9 +500,13 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
   if (lt_empty(ctx, &o, odt, nd, size)) return -1;
-  int64_t n, nb;
-  if (plain && same && lt_dense(a, &n) && lt_dense(b, &nb) && n < LT_PAR_MIN)
-    lt_kernels(a)->binary_dense(op, odt, n, lt_ptr(o), lt_ptr(a), lt_ptr(b));
+  /* small, dense and of one dtype: a flat loop, each operand either walking with the output
+  ** (the same shape) or a single element (a number, or a one-element tensor) */
+  int64_t n = lt_shape_numel(nd, size), na, nb;
+  if (plain && n < LT_PAR_MIN && lt_dense(a, &na) && lt_dense(b, &nb) &&
+      (same || na == 1 || nb == 1))
+    lt_kernels(a)->binary_flat(op, odt, n, lt_ptr(o), lt_ptr(a), na == n && (same || nb == 1),
+                               lt_ptr(b), nb == n && (same || na == 1));
   else
     lt_kernels(a)->binary(ctx, op, o, a, b, compute);
   if (binop_diff(op) && ctx->grad_enabled && (a->requires_grad || b->requires_grad) &&

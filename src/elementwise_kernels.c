@@ -446,11 +446,11 @@ void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
   lt_iter_run(ctx, &it, bin_row, &j);
 }
 
-void lt_cpu_binary_dense(int op, lt_dtype dt, int64_t n, void *out, const void *a,
-                         const void *b) {
+void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
+                        const void *b, int sb) {
   char *d[3] = {out, (char *)a, (char *)b};
   int64_t es = (int64_t)lt_esize(dt);
-  bin_kernel_for(dt)(op, d, es, es, es, n, 0, 0);
+  bin_kernel_for(dt)(op, d, es, sa * es, sb * es, n, 0, 0);
 }
 
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
