@@ -57,8 +57,13 @@ function ConvNd:__init(name, nsp, transposed, in_channels, out_channels, kernel_
   self.transposed = transposed
   self.groups = groups
   self.padding_mode = o.padding_mode or "zeros"
-  if self.padding_mode ~= "zeros" then
-    error(name .. ": padding_mode '" .. tostring(self.padding_mode) .. "' is not supported (only 'zeros')", 4)
+  local modes = { zeros = true, reflect = true, replicate = true, circular = true }
+  if not modes[self.padding_mode] then
+    error(name .. ": padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', got '" ..
+      tostring(self.padding_mode) .. "'", 4)
+  end
+  if transposed and self.padding_mode ~= "zeros" then
+    error(name .. ": Only \"zeros\" padding mode is supported for " .. name, 4)
   end
   local f = { dtype = o.dtype or "float32" }
   local wshape
@@ -108,8 +113,32 @@ function ConvNd:extra_repr()
   return s
 end
 
+-- The input padded for a padding_mode other than zeros (the convolution then pads nothing), as
+-- PyTorch's _reversed_padding_repeated_twice: last dim first, "same" split with the extra
+-- element after.
+function ConvNd:_pad_input(x)
+  if self.padding_mode == "zeros" then return x end
+  local amounts = {}
+  for i = #self.kernel_size, 1, -1 do
+    local before, after
+    if self.padding == "valid" then
+      before, after = 0, 0
+    elseif self.padding == "same" then
+      local total = self.dilation[i] * (self.kernel_size[i] - 1)
+      before = total // 2
+      after = total - before
+    else
+      before, after = self.padding[i], self.padding[i]
+    end
+    amounts[#amounts + 1] = before
+    amounts[#amounts + 1] = after
+  end
+  return F.pad(x, amounts, self.padding_mode)
+end
+
 function ConvNd:_conv_opts()
-  return { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups }
+  return { stride = self.stride, padding = self.padding_mode == "zeros" and self.padding or 0,
+    dilation = self.dilation, groups = self.groups }
 end
 
 -- Conv1d(in, out, kernel_size, {stride, padding (n, {n}, "same", "valid"), dilation, groups, bias})
@@ -121,7 +150,7 @@ function Conv1d:__init(in_channels, out_channels, kernel_size, ...)
 end
 function Conv1d:forward(x)
   if not util.is_tensor(x) then error("Conv1d: expected a Tensor input, got " .. util.typename(x), 2) end
-  return F.conv1d(x, self.weight, self.bias, self:_conv_opts())
+  return F.conv1d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
 -- Conv2d(in, out, kernel_size, {stride, padding (n, {h, w}, "same", "valid"), dilation, groups, bias})
@@ -133,7 +162,7 @@ function Conv2d:__init(in_channels, out_channels, kernel_size, ...)
 end
 function Conv2d:forward(x)
   if not util.is_tensor(x) then error("Conv2d: expected a Tensor input, got " .. util.typename(x), 2) end
-  return F.conv2d(x, self.weight, self.bias, self:_conv_opts())
+  return F.conv2d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
 -- ConvTranspose2d(in, out, kernel_size, {stride, padding, output_padding, groups, bias, dilation})

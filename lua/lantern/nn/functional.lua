@@ -125,11 +125,44 @@ function F.unflatten(input, dim, sizes_)
   return input:reshape(new)
 end
 
--- pad(x, {left, right[, top, bottom[, front, back]]}, mode, value): constant padding of the
--- last dims (PyTorch's order: last dim first); negative amounts crop.
+-- Source positions (1-based) of a dim of size n padded by l before and r after, for the modes
+-- that copy from the input: reflect mirrors about the edge elements, replicate repeats them,
+-- circular wraps around.
+local PAD_SOURCE = {
+  reflect = function(p, n) if p < 0 then p = -p elseif p >= n then p = 2 * (n - 1) - p end return p end,
+  replicate = function(p, n) return p < 0 and 0 or (p >= n and n - 1 or p) end,
+  circular = function(p, n) return p % n end,
+}
+
+local function pad_copy(out, d, l, r, mode)
+  local n = out:size(d)
+  if mode == "reflect" and (l >= n or r >= n) then
+    error("pad: padding size should be less than the corresponding input dimension, but got: " ..
+      "padding (" .. l .. ", " .. r .. ") at dimension " .. d .. " of input " .. shape_str(out), 3)
+  elseif mode == "circular" and (l > n or r > n) then
+    error("pad: padding value causes wrapping around more than once (padding (" .. l .. ", " ..
+      r .. ") at dimension " .. d .. " of input " .. shape_str(out) .. ")", 3)
+  elseif n == 0 then
+    error("pad: cannot pad an empty dimension " .. d .. " of input " .. shape_str(out) ..
+      " in mode '" .. mode .. "'", 3)
+  end
+  local src, idx = PAD_SOURCE[mode], {}
+  for p = -l, n + r - 1 do idx[#idx + 1] = src(p, n) + 1 end
+  return out:index_select(d, lt.tensor(idx, { dtype = "int64" }))
+end
+
+-- pad(x, {left, right[, top, bottom[, front, back]]}, mode, value): pads the last dims
+-- (PyTorch's order: last dim first). mode "constant" (default) fills with value and crops where
+-- an amount is negative; "reflect", "replicate" and "circular" copy from the input.
 function F.pad(input, pad, mode, value)
   mode = mode or "constant"
-  if mode ~= "constant" then error("pad: only mode 'constant' is supported, got '" .. mode .. "'", 2) end
+  if mode ~= "constant" and not PAD_SOURCE[mode] then
+    error("pad: mode must be one of 'constant', 'reflect', 'replicate', 'circular', got '" ..
+      tostring(mode) .. "'", 2)
+  end
+  if mode ~= "constant" and value ~= nil and value ~= 0 then
+    error("pad: padding mode '" .. mode .. "' doesn't take in value argument", 2)
+  end
   if type(pad) ~= "table" or #pad % 2 ~= 0 then
     error("pad: padding must be a table with an even number of entries", 2)
   end
@@ -140,22 +173,27 @@ function F.pad(input, pad, mode, value)
   for i = 1, #pad // 2 do
     local d = nd - i + 1
     local l, r = pad[2 * i - 1], pad[2 * i]
-    if l < 0 then out = out:narrow(d, 1 - l, out:size(d) + l); l = 0 end
-    if r < 0 then out = out:narrow(d, 1, out:size(d) + r); r = 0 end
-    if l > 0 or r > 0 then
-      local parts = {}
-      local s = sizes(out)
-      if l > 0 then
-        s[d] = l
-        parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
+    if mode ~= "constant" then
+      if l < 0 or r < 0 then error("pad: negative padding is only supported in mode 'constant'", 2) end
+      if l > 0 or r > 0 then out = pad_copy(out, d, l, r, mode) end
+    else
+      if l < 0 then out = out:narrow(d, 1 - l, out:size(d) + l); l = 0 end
+      if r < 0 then out = out:narrow(d, 1, out:size(d) + r); r = 0 end
+      if l > 0 or r > 0 then
+        local parts = {}
+        local s = sizes(out)
+        if l > 0 then
+          s[d] = l
+          parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
+        end
+        parts[#parts + 1] = out
+        if r > 0 then
+          s = sizes(out)
+          s[d] = r
+          parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
+        end
+        out = lt.cat(parts, d)
       end
-      parts[#parts + 1] = out
-      if r > 0 then
-        s = sizes(out)
-        s[d] = r
-        parts[#parts + 1] = lt.full(s, value, { dtype = out.dtype })
-      end
-      out = lt.cat(parts, d)
     end
   end
   return out
