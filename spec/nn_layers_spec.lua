@@ -443,6 +443,24 @@ describe("Dropout", function()
     for _, v in ipairs(per) do assert.is_true(v == 0 or math.abs(v - 18) < 1e-5) end
   end)
 
+  it("F.dropout2d is the module's function, and unbatched input drops per channel", function()
+    lt.manual_seed(3)
+    local a = nn.Dropout2d(0.25)(lt.ones(4, 6, 2, 2))
+    lt.manual_seed(3)
+    assert.is_true(lt.equal(a, F.dropout2d(lt.ones(4, 6, 2, 2), 0.25)))
+    local y = F.dropout2d(lt.ones(32, 2, 2), 0.5)   -- (C, H, W): one draw per channel
+    local kept = 0
+    for c = 1, 32 do
+      local s = y[c]:sum():item()
+      assert.is_true(s == 0 or s == 8)
+      if s == 8 then kept = kept + 1 end
+    end
+    assert.is_true(kept > 4 and kept < 28)
+    assert.are.equal(F.dropout2d(lt.ones(2, 3, 4), 0.5, false):sum():item(), 24)
+    assert.has_error(function() F.dropout2d(lt.ones(3, 4), 0.5) end,
+      "dropout2d: expected 3D or 4D input, got input of size [3, 4]")
+  end)
+
   it("is reproducible from a generator", function()
     local d = nn.Dropout(0.5)
     local g = lt.Generator()

@@ -1,5 +1,4 @@
 -- Dropout layers: active in training mode only (m:train() / m:eval()).
-local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
@@ -49,16 +48,8 @@ function Dropout2d:forward(x)
   if nd ~= 3 and nd ~= 4 then
     error("Dropout2d: expected 3D or 4D input, got input of size " .. util.shape_str(x), 2)
   end
-  if not self.training or self.p == 0 then return x end
-  if self.p == 1 then return x * 0 end
-  local s = util.sizes(x)
-  local ms = { s[1] }
-  if nd == 4 then ms[2] = s[2] end
-  for _ = #ms + 1, nd do ms[#ms + 1] = 1 end
-  local o = { dtype = x.dtype }
-  if self.generator then o.generator = self.generator end
-  local keep = lt.rand(ms, o):ge(self.p):to(x.dtype) * (1 / (1 - self.p))
-  return x * keep
+  local g = self.generator
+  return F.dropout2d(x, self.p, self.training, g and { generator = g } or nil)
 end
 Dropout2d.extra_repr = repr
 

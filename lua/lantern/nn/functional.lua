@@ -510,6 +510,29 @@ function F.dropout(input, p, training, opts)
   return input * mask
 end
 
+-- dropout2d(x, p = 0.5, training = true, {generator = g}): zeroes whole channels of (N, C, H, W)
+-- or (C, H, W) input with probability p and scales the rest by 1/(1-p).
+function F.dropout2d(input, p, training, opts)
+  check_tensor(input, "dropout2d", "input")
+  p = p or 0.5
+  if training == nil then training = true end
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("dropout probability has to be between 0 and 1, but got " .. tostring(p), 2)
+  end
+  local nd = input:dim()
+  if nd ~= 3 and nd ~= 4 then
+    error("dropout2d: expected 3D or 4D input, got input of size " .. shape_str(input), 2)
+  end
+  if not training or p == 0 then return input end
+  if p == 1 then return input * 0 end
+  local s = sizes(input)
+  local ms = { s[1] }                      -- one draw per channel (and per sample when batched)
+  if nd == 4 then ms[2] = s[2] end
+  for _ = #ms + 1, nd do ms[#ms + 1] = 1 end
+  local keep = lt.rand(ms, { dtype = input.dtype, generator = opts and opts.generator })
+  return input * (keep:ge(p):to(input.dtype) * (1 / (1 - p)))
+end
+
 function F.embedding(input, weight, padding_idx, opts)
   check_tensor(input, "embedding", "input")
   check_tensor(weight, "embedding", "weight")
