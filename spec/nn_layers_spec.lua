@@ -276,6 +276,30 @@ describe("default initialisation draws from PyTorch's distributions", function()
       "bias_hh_l1_reverse:64" }, names)
   end)
 
+  it("LSTM proj_size: PyTorch's names, shapes, order and checks", function()
+    local l = nn.LSTM(3, 16, { num_layers = 2, proj_size = 4 })
+    local names = {}
+    for n, p in l:named_parameters() do
+      names[#names + 1] = n .. ":" .. table.concat(p:size(), "x")
+      local lo, hi = bounds(p)
+      assert.is_true(lo >= -0.25 and hi <= 0.25)
+    end
+    assert.are.same({ "weight_ih_l0:64x3", "weight_hh_l0:64x4", "bias_ih_l0:64", "bias_hh_l0:64",
+      "weight_hr_l0:4x16", "weight_ih_l1:64x4", "weight_hh_l1:64x4", "bias_ih_l1:64", "bias_hh_l1:64",
+      "weight_hr_l1:4x16" }, names)
+    local out, hc = l(lt.randn(5, 2, 3))
+    assert.are.same({ 5, 2, 4 }, out:size())
+    assert.are.same({ 2, 2, 4 }, hc[1]:size())
+    assert.are.same({ 2, 2, 16 }, hc[2]:size())
+    assert.are.equal("LSTM(3, 16, num_layers=2, proj_size=4)", tostring(l))
+    assert.has_error(function() nn.GRU(3, 4, { proj_size = 2 }) end,
+      "GRU: proj_size argument is only supported for LSTM, not RNN or GRU")
+    assert.has_error(function() nn.LSTM(3, 4, { proj_size = 4 }) end,
+      "LSTM: proj_size has to be smaller than hidden_size")
+    assert.has_error(function() l(lt.randn(5, 2, 3), { lt.zeros(2, 2, 16), lt.zeros(2, 2, 16) }) end,
+      "LSTM: Expected hidden size (2, 2, 4), got [2, 2, 16]")
+  end)
+
   it("MultiheadAttention and TransformerEncoderLayer use PyTorch's names", function()
     local t = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16 })
     assert.are.same({ "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",

@@ -35,22 +35,27 @@ function RNNBase:__init(mode, input_size, hidden_size, opts)
     error(name .. ": dropout should be a number in range [0, 1] representing the probability of an element being zeroed", 3)
   end
   self.bidirectional = opts.bidirectional or false
-  if opts.proj_size and opts.proj_size ~= 0 then error(name .. ": proj_size is not supported", 3) end
+  -- LSTM with projections: h is projected to proj_size by weight_hr after each step
+  self.proj_size = util.check_int(opts.proj_size or 0, name, "proj_size", 0)
+  if self.proj_size ~= 0 then
+    if mode ~= "LSTM" then error(name .. ": proj_size argument is only supported for LSTM, not RNN or GRU", 3) end
+    if self.proj_size >= hidden_size then error(name .. ": proj_size has to be smaller than hidden_size", 3) end
+  end
+  local real_h = self.proj_size > 0 and self.proj_size or hidden_size
   local dirs = self.bidirectional and 2 or 1
   local gate = GATES[mode] * hidden_size
   local f = { dtype = opts.dtype or "float32" }
-  local names = {}
   for layer = 0, self.num_layers - 1 do
     for dir = 0, dirs - 1 do
-      local in_size = layer == 0 and input_size or hidden_size * dirs
+      local in_size = layer == 0 and input_size or real_h * dirs
       local sfx = "_l" .. layer .. (dir == 1 and "_reverse" or "")
       self["weight_ih" .. sfx] = lt.empty(gate, in_size, f)
-      self["weight_hh" .. sfx] = lt.empty(gate, hidden_size, f)
-      names[#names + 1] = { "weight_ih" .. sfx, "weight_hh" .. sfx }
+      self["weight_hh" .. sfx] = lt.empty(gate, real_h, f)
       if self.bias then
         self["bias_ih" .. sfx] = lt.empty(gate, f)
         self["bias_hh" .. sfx] = lt.empty(gate, f)
       end
+      if self.proj_size > 0 then self["weight_hr" .. sfx] = lt.empty(self.proj_size, hidden_size, f) end
     end
   end
   self:_init_parameters()
@@ -68,6 +73,7 @@ function RNNBase:extra_repr()
   if self.batch_first then s = s .. ", batch_first=True" end
   if self.dropout ~= 0 then s = s .. ", dropout=" .. util.num_str(self.dropout) end
   if self.bidirectional then s = s .. ", bidirectional=True" end
+  if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
   if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
   return s
 end
@@ -77,6 +83,7 @@ end
 local function run_direction(self, x, sfx, h, c, reverse)
   local H = self.hidden_size
   local w_ih, w_hh = self["weight_ih" .. sfx], self["weight_hh" .. sfx]
+  local w_hr_t = self.proj_size > 0 and self["weight_hr" .. sfx]:t() or nil
   local b_ih, b_hh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
   local L = x:size(1)
   local xw = x:matmul(w_ih:t())                 -- (L, N, G*H)
@@ -97,6 +104,7 @@ local function run_direction(self, x, sfx, h, c, reverse)
       local o = gates:narrow(2, 3 * H + 1, H):sigmoid()
       c = f * c + i * g
       h = o * c:tanh()
+      if w_hr_t then h = h:matmul(w_hr_t) end
     elseif mode == "GRU" then
       local gh = h:matmul(w_hh_t)
       if b_hh ~= nil then gh = gh + b_hh end
@@ -135,6 +143,7 @@ function RNNBase:forward(input, hx)
   local dirs = self.bidirectional and 2 or 1
   local nstate = self.num_layers * dirs
   local H = self.hidden_size
+  local real_h = self.proj_size > 0 and self.proj_size or H   -- the size of h (c keeps H)
   local h0, c0
   local is_lstm = self.mode == "LSTM"
   if hx ~= nil then
@@ -144,11 +153,12 @@ function RNNBase:forward(input, hx)
     else
       h0 = hx
     end
-    for _, s in ipairs({ h0, c0 or h0 }) do
+    for i, s in ipairs({ h0, c0 }) do
+      local want = i == 1 and real_h or H
       if unbatched then s = s:unsqueeze(2) end
-      if s:dim() ~= 3 or s:size(1) ~= nstate or s:size(2) ~= N or s:size(3) ~= H then
-        error(name .. ": Expected hidden size (" .. nstate .. ", " .. N .. ", " .. H .. "), got " ..
-          util.shape_str(s), 2)
+      if s:dim() ~= 3 or s:size(1) ~= nstate or s:size(2) ~= N or s:size(3) ~= want then
+        error(name .. ": Expected " .. (i == 1 and "hidden" or "cell") .. " size (" .. nstate ..
+          ", " .. N .. ", " .. want .. "), got " .. util.shape_str(s), 2)
       end
     end
     if unbatched then
@@ -156,8 +166,8 @@ function RNNBase:forward(input, hx)
       if c0 then c0 = c0:unsqueeze(2) end
     end
   else
-    h0 = lt.zeros(nstate, N, H, { dtype = x.dtype })
-    if is_lstm then c0 = h0 end
+    h0 = lt.zeros(nstate, N, real_h, { dtype = x.dtype })
+    if is_lstm then c0 = lt.zeros(nstate, N, H, { dtype = x.dtype }) end
   end
   local hn, cn = {}, {}
   local layer_in = x
@@ -201,7 +211,8 @@ function RNN:__init(input_size, hidden_size, opts)
   self.nonlinearity = nl
 end
 
--- LSTM(input_size, hidden_size, {num_layers, bias, batch_first, dropout, bidirectional})
+-- LSTM(input_size, hidden_size, {num_layers, bias, batch_first, dropout, bidirectional,
+-- proj_size}); with proj_size, h (and the output) have proj_size features, c keeps hidden_size
 local LSTM = RNNBase:extend("LSTM")
 R.LSTM = LSTM
 function LSTM:__init(input_size, hidden_size, opts)
