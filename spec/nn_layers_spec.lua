@@ -311,6 +311,20 @@ describe("default initialisation draws from PyTorch's distributions", function()
     local lo, hi = bounds(t.self_attn.in_proj_weight)
     assert.is_true(lo >= -b and hi <= b)
   end)
+
+  it("MultiheadAttention add_bias_kv registers bias_k and bias_v where PyTorch does", function()
+    lt.manual_seed(5)
+    local m = nn.MultiheadAttention(64, 4, { add_bias_kv = true, add_zero_attn = true })
+    assert.are.same({ "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+      "out_proj.bias" }, nn.keys(m:state_dict()))
+    assert.are.same({ 1, 1, 64 }, m.bias_k:size())
+    -- xavier_normal_ on (1, 1, 64): fan_in = fan_out = 64, std = 1/8
+    local std = lt.cat({ m.bias_k:reshape(-1), m.bias_v:reshape(-1) }):std():item()
+    assert.is_true(std > 0.09 and std < 0.16, std)
+    local x = lt.randn(3, 2, 64)
+    local _, w = m(x, x, x)
+    assert.are.same({ 2, 3, 5 }, w:size())   -- three keys, bias_k and the zero key
+  end)
 end)
 
 describe("nn.init", function()

@@ -18,8 +18,9 @@ local NDQLinear = linear.Linear:extend("NonDynamicallyQuantizableLinear")
 A.NonDynamicallyQuantizableLinear = NDQLinear
 
 -------------------------------------------------------------------------------- MultiheadAttention
--- MultiheadAttention(embed_dim, num_heads, {dropout = 0, bias = true, kdim, vdim,
--- batch_first = false})
+-- MultiheadAttention(embed_dim, num_heads, {dropout = 0, bias = true, add_bias_kv = false,
+-- add_zero_attn = false, kdim, vdim, batch_first = false}). add_bias_kv appends a learned key
+-- and value (bias_k, bias_v) to every sequence; add_zero_attn appends a zero key and value.
 local MHA = Module:extend("MultiheadAttention")
 A.MultiheadAttention = MHA
 
@@ -40,9 +41,6 @@ function MHA:__init(embed_dim, num_heads, opts)
   if self.head_dim * num_heads ~= embed_dim then
     error("MultiheadAttention: embed_dim must be divisible by num_heads", 2)
   end
-  if opts.add_bias_kv or opts.add_zero_attn then
-    error("MultiheadAttention: add_bias_kv and add_zero_attn are not supported", 2)
-  end
   local f = { dtype = opts.dtype or "float32" }
   if not self._qkv_same_embed_dim then
     self.q_proj_weight = lt.empty(embed_dim, embed_dim, f)
@@ -61,9 +59,12 @@ function MHA:__init(embed_dim, num_heads, opts)
   else
     self:register_parameter("in_proj_bias", nil)
   end
+  if opts.add_bias_kv then
+    self.bias_k = lt.empty(1, 1, embed_dim, f)
+    self.bias_v = lt.empty(1, 1, embed_dim, f)
+  end
   self.out_proj = NDQLinear(embed_dim, embed_dim, { bias = bias, dtype = f.dtype })
-  self.bias_k, self.bias_v = nil, nil
-  self.add_zero_attn = false
+  self.add_zero_attn = opts.add_zero_attn or false
   self:_init_parameters()
 end
 
@@ -78,6 +79,10 @@ function MHA:reset_parameters()
   if self.in_proj_bias ~= nil then
     init.constant_(self.in_proj_bias, 0)
     init.constant_(self.out_proj.bias, 0)
+  end
+  if self.bias_k ~= nil then
+    init.xavier_normal_(self.bias_k)
+    init.xavier_normal_(self.bias_v)
   end
 end
 
@@ -141,10 +146,22 @@ function MHA:forward(query, key, value, opts)
   q = F.linear(q, wq, bq)
   k = F.linear(k, wk, bk)
   v = F.linear(v, wv, bv)
+  local extra = 0          -- key positions appended by add_bias_kv and add_zero_attn
+  if self.bias_k ~= nil then
+    k = lt.cat({ k, self.bias_k:expand(1, N, E) }, 1)
+    v = lt.cat({ v, self.bias_v:expand(1, N, E) }, 1)
+    extra = extra + 1
+  end
   -- heads: (L, N, E) -> (N*H, L, hd)
   q = q:reshape(L, N * H, hd):transpose(1, 2)
-  k = k:reshape(S, N * H, hd):transpose(1, 2)
-  v = v:reshape(S, N * H, hd):transpose(1, 2)
+  k = k:reshape(S + extra, N * H, hd):transpose(1, 2)
+  v = v:reshape(S + extra, N * H, hd):transpose(1, 2)
+  if self.add_zero_attn then
+    local zeros = lt.zeros(N * H, 1, hd, { dtype = k.dtype })
+    k = lt.cat({ k, zeros }, 2)
+    v = lt.cat({ v, zeros }, 2)
+    extra = extra + 1
+  end
   local mask
   local am = opts.attn_mask
   if opts.is_causal and am == nil then
@@ -175,6 +192,9 @@ function MHA:forward(query, key, value, opts)
     local km = float_mask(kpm, q.dtype):view(N, 1, 1, S):expand(N, H, 1, S):reshape(N * H, 1, S)
     mask = mask and (mask + km) or km
   end
+  -- the appended keys are attended everywhere: the masks grow by columns of zeros
+  if mask ~= nil and extra > 0 then mask = F.pad(mask, { 0, extra }) end
+  S = S + extra
   local scores = (q * (1 / math.sqrt(hd))):matmul(k:transpose(2, 3))   -- (N*H, L, S)
   if mask ~= nil then scores = scores + mask end
   local w = scores:softmax(-1)
