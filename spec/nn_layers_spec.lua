@@ -261,14 +261,19 @@ describe("default initialisation draws from PyTorch's distributions", function()
     assert.are.same({ 1, 1 }, nn.LayerNorm(2).weight:tolist())
   end)
 
-  it("LSTM/GRU U(+-1/sqrt(hidden)) with PyTorch's names and shapes", function()
-    local l = nn.LSTM(3, 16, { num_layers = 2, bidirectional = true })
+  -- "name:AxB" for each parameter, each checked to lie within +-bound
+  local function shapes_within(m, bound)
     local names = {}
-    for n, p in l:named_parameters() do
+    for n, p in m:named_parameters() do
       names[#names + 1] = n .. ":" .. table.concat(p:size(), "x")
       local lo, hi = bounds(p)
-      assert.is_true(lo >= -0.25 and hi <= 0.25)
+      assert.is_true(lo >= -bound and hi <= bound)
     end
+    return names
+  end
+
+  it("LSTM/GRU U(+-1/sqrt(hidden)) with PyTorch's names and shapes", function()
+    local names = shapes_within(nn.LSTM(3, 16, { num_layers = 2, bidirectional = true }), 0.25)
     assert.are.same({ "weight_ih_l0:64x3", "weight_hh_l0:64x16", "bias_ih_l0:64", "bias_hh_l0:64",
       "weight_ih_l0_reverse:64x3", "weight_hh_l0_reverse:64x16", "bias_ih_l0_reverse:64", "bias_hh_l0_reverse:64",
       "weight_ih_l1:64x32", "weight_hh_l1:64x16", "bias_ih_l1:64", "bias_hh_l1:64",
@@ -278,12 +283,7 @@ describe("default initialisation draws from PyTorch's distributions", function()
 
   it("LSTM proj_size: PyTorch's names, shapes, order and checks", function()
     local l = nn.LSTM(3, 16, { num_layers = 2, proj_size = 4 })
-    local names = {}
-    for n, p in l:named_parameters() do
-      names[#names + 1] = n .. ":" .. table.concat(p:size(), "x")
-      local lo, hi = bounds(p)
-      assert.is_true(lo >= -0.25 and hi <= 0.25)
-    end
+    local names = shapes_within(l, 0.25)
     assert.are.same({ "weight_ih_l0:64x3", "weight_hh_l0:64x4", "bias_ih_l0:64", "bias_hh_l0:64",
       "weight_hr_l0:4x16", "weight_ih_l1:64x4", "weight_hh_l1:64x4", "bias_ih_l1:64", "bias_hh_l1:64",
       "weight_hr_l1:4x16" }, names)
