@@ -666,11 +666,12 @@ void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, doubl
   j.p1 = p1;
   j.k = un_kernel_for(j.dtc);
   j.direct = j.dta == j.dtc && j.dto == j.dtr;
-  int64_t n = lt_numel(out);
+  int64_t n, na;
+  bool dense = lt_dense(out, &n);
   if (n == 0) return;
-  if (n < LT_PAR_MIN && lt_is_contiguous(out) && lt_is_contiguous(a) && lt_same_shape(a, out)) {
-    char *d[2] = {lt_data(out), lt_data(a)};
-    int64_t st[2] = {(int64_t)lt_dtype_size(out->dtype), (int64_t)lt_dtype_size(a->dtype)};
+  if (n < LT_PAR_MIN && dense && lt_dense(a, &na) && lt_same_shape(a, out)) {
+    char *d[2] = {lt_ptr(out), lt_ptr(a)};
+    int64_t st[2] = {(int64_t)lt_esize(out->dtype), (int64_t)lt_esize(a->dtype)};
     un_row(d, st, n, &j);
     return;
   }

@@ -329,18 +329,19 @@ static int push_property(lua_State *L, lt_tensor *t, const char *k) {
   return 0;
 }
 
+/* Methods are looked up first, before the tensor argument is checked: this metamethod is only
+** ever installed on the Tensor metatable, and every method call comes through here. */
 static int t_index(lua_State *L) {
-  lt_tensor *t = ltL_check(L, 1);
   if (lua_type(L, 2) == LUA_TSTRING) {
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;   /* a method */
     lua_pop(L, 1);
-    if (push_property(L, t, lua_tostring(L, 2))) return 1;
+    if (push_property(L, ltL_check(L, 1), lua_tostring(L, 2))) return 1;
     lua_pushnil(L);
     return 1;
   }
   if (lua_isinteger(L, 2)) {
-    ltL_push(L, select_index(L, t, lua_tointeger(L, 2)));
+    ltL_push(L, select_index(L, ltL_check(L, 1), lua_tointeger(L, 2)));
     return 1;
   }
   return luaL_error(L, "index: expected an integer position or a field name, got %s",
