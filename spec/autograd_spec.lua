@@ -174,6 +174,26 @@ describe("in-place checks", function()
     y:sum():backward()
     close(x.grad, { 3, 3 })
   end)
+
+  it("an overwrite (fill_, zero_, random fills) cuts the history with a zero gradient", function()
+    local cases = {
+      { "FillBackward2", function(h) h:fill_(7) end },
+      { "ZeroBackward0", function(h) h:zero_() end },
+      { "NormalBackward0", function(h) h:normal_() end },
+      { "UniformBackward0", function(h) h:uniform_() end },
+      { "BernoulliBackward2", function(h) h:bernoulli_(0.5) end },
+    }
+    for _, c in ipairs(cases) do
+      local x = lt.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+      local h = x * 2
+      c[2](h)
+      assert.are.equal(c[1], h.grad_fn)
+      assert.is_true(h.requires_grad)
+      ;(h * x):sum():backward()
+      -- only the path through the factor x remains: d(h*x)/dx = h (the new values)
+      assert.is_true(lt.allclose(x.grad, h:detach()), c[1])
+    end
+  end)
 end)
 
 describe("hooks and retain_grad", function()

@@ -241,6 +241,17 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
   return 0;
 }
 
+int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
+  if (!go[0] || !lt_needs_input_grad(self, 0)) return 0;
+  return lt_full(ctx, &gi[0], go[0]->dtype, go[0]->ndim, go[0]->size, 0.0);
+}
+
+int lt_record_overwrite(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t) {
+  if (!ctx->grad_enabled || !t->requires_grad) return 0;
+  lt_node *n;
+  return lt_record(ctx, type, 1, &t, 1, &t, 0, 0, &n);
+}
+
 int lt_save(lt_node *node, int i, const lt_tensor *t, bool is_output) {
   lt_saved *s = &node->saved[i];
   lt_release(s->t);

@@ -112,17 +112,19 @@ int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *
   return 0;
 }
 
-int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v) {
-  if (lt_check_inplace(ctx, "fill_", t)) return -1;
+static const lt_node_type fill_type = {"FillBackward2", lt_zero_backward, NULL};
+static const lt_node_type zero_type = {"ZeroBackward0", lt_zero_backward, NULL};
+
+static int fill_as(lt_ctx *ctx, const char *op, const lt_node_type *type, lt_tensor *t,
+                   double v) {
+  if (lt_check_inplace(ctx, op, t)) return -1;
   lt_kernels(t)->fill(ctx, t, v);
   lt_bump_version(t);
-  /* a filled tensor no longer depends on its history */
-  if (t->grad_fn && ctx->grad_enabled) {
-    lt_drop_grad_fn(t);
-    t->requires_grad = false;
-  }
-  return 0;
+  return lt_record_overwrite(ctx, type, t);
 }
+
+int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v) { return fill_as(ctx, "fill_", &fill_type, t, v); }
+int lt_zero_(lt_ctx *ctx, lt_tensor *t) { return fill_as(ctx, "zero_", &zero_type, t, 0.0); }
 
 /* CopyBackwards: the gradient flows to the source (summed over broadcast dims). */
 typedef struct { int ndim; int64_t size[LT_MAX_DIMS]; lt_dtype dt; } copy_extra;

@@ -302,6 +302,13 @@ int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
 /* creation and filling (creation.c, random.c) */
 int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v);
 int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v);
+int lt_zero_(lt_ctx *ctx, lt_tensor *t);
+/* After an in-place overwrite (fill_, zero_, the random fills) of t: its values no longer
+** depend on its history, so when t requires grad it gets a node of `type` whose gradient to
+** that history is zero, as in PyTorch. -1 only on out-of-memory. */
+int lt_record_overwrite(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t);
+/* The backward of such nodes: a zero gradient for input 0. */
+int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
 int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt);
 /* int64 arange with exact integer arithmetic (any int64 range) */
 int lt_arange_int(lt_ctx *ctx, lt_tensor **out, int64_t start, int64_t end, int64_t step);

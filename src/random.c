@@ -89,8 +89,15 @@ static void scatter_logical(lt_tensor *t, const double *src) {
   }
 }
 
-/* Draws n values with draw() into a scratch buffer, then writes them into t. */
-static int fill_with(lt_ctx *ctx, const char *op, lt_tensor *t, lt_generator *g,
+static const lt_node_type uniform_type = {"UniformBackward0", lt_zero_backward, NULL};
+static const lt_node_type normal_type = {"NormalBackward0", lt_zero_backward, NULL};
+static const lt_node_type random_type = {"RandomBackward0", lt_zero_backward, NULL};
+static const lt_node_type bernoulli_type = {"BernoulliBackward2", lt_zero_backward, NULL};
+
+/* Draws n values with draw() into a scratch buffer, then writes them into t; a t that requires
+** grad is recorded with `type` (its gradient to the old values is zero). */
+static int fill_with(lt_ctx *ctx, const char *op, const lt_node_type *type, lt_tensor *t,
+                     lt_generator *g,
                      void (*draw)(lt_generator *, double *, int64_t, const double *),
                      const double *params) {
   if (lt_check_inplace(ctx, op, t)) return -1;
@@ -103,7 +110,7 @@ static int fill_with(lt_ctx *ctx, const char *op, lt_tensor *t, lt_generator *g,
   scatter_logical(t, buf);
   lt_cache_free(buf, (size_t)n * sizeof(double));
   lt_bump_version(t);
-  return 0;
+  return lt_record_overwrite(ctx, type, t);
 }
 
 static void draw_uniform(lt_generator *g, double *out, int64_t n, const double *p) {
@@ -127,13 +134,13 @@ static void draw_bernoulli(lt_generator *g, double *out, int64_t n, const double
 int lt_uniform_(lt_ctx *ctx, lt_tensor *t, double lo, double hi, lt_generator *gen) {
   if (!(lo <= hi)) return lt_fail(ctx, "uniform_: expects from <= to, got from=%g to=%g", lo, hi);
   double p[2] = {lo, hi};
-  return fill_with(ctx, "uniform_", t, gen, draw_uniform, p);
+  return fill_with(ctx, "uniform_", &uniform_type, t, gen, draw_uniform, p);
 }
 
 int lt_normal_(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *gen) {
   if (!(std >= 0)) return lt_fail(ctx, "normal_: expects std >= 0.0, got std=%g", std);
   double p[2] = {mean, std};
-  return fill_with(ctx, "normal_", t, gen, draw_normal, p);
+  return fill_with(ctx, "normal_", &normal_type, t, gen, draw_normal, p);
 }
 
 int lt_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator *gen) {
@@ -141,14 +148,14 @@ int lt_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator 
     return lt_fail(ctx, "randint: expects low < high, got low=%lld high=%lld", (long long)lo,
                    (long long)hi);
   double p[2] = {(double)lo, (double)hi};
-  return fill_with(ctx, "randint", t, gen, draw_randint, p);
+  return fill_with(ctx, "randint", &random_type, t, gen, draw_randint, p);
 }
 
 int lt_bernoulli_(lt_ctx *ctx, lt_tensor *t, double prob, lt_generator *gen) {
   if (!(prob >= 0 && prob <= 1))
     return lt_fail(ctx, "bernoulli_: expects 0 <= p <= 1, got p=%g", prob);
   double p[1] = {prob};
-  return fill_with(ctx, "bernoulli_", t, gen, draw_bernoulli, p);
+  return fill_with(ctx, "bernoulli_", &bernoulli_type, t, gen, draw_bernoulli, p);
 }
 
 int lt_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen) {

@@ -177,7 +177,7 @@ static int t_fill_(lua_State *L) {
 
 static int t_zero_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
-  LTL_TRY(L, ctx, lt_fill_(ctx, ltL_check(L, 1), 0.0));
+  LTL_TRY(L, ctx, lt_zero_(ctx, ltL_check(L, 1)));
   lua_settop(L, 1);
   return 1;
 }
