@@ -175,13 +175,14 @@ describe("in-place checks", function()
     close(x.grad, { 3, 3 })
   end)
 
-  it("an overwrite (fill_, zero_, random fills) cuts the history with a zero gradient", function()
+  it("an overwrite (fill_, zero_, random fills, copy_ of a constant) cuts the history with a zero gradient", function()
     local cases = {
       { "FillBackward2", function(h) h:fill_(7) end },
       { "ZeroBackward0", function(h) h:zero_() end },
       { "NormalBackward0", function(h) h:normal_() end },
       { "UniformBackward0", function(h) h:uniform_() end },
       { "BernoulliBackward2", function(h) h:bernoulli_(0.5) end },
+      { "CopyBackwards", function(h) h:copy_(lt.tensor({ 4.0, 5.0, 6.0 })) end },
     }
     for _, c in ipairs(cases) do
       local x = lt.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })

@@ -131,6 +131,7 @@ typedef struct { int ndim; int64_t size[LT_MAX_DIMS]; lt_dtype dt; } copy_extra;
 
 static int copy_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   copy_extra *e = self->extra;
+  if (lt_zero_backward(ctx, self, go, gi)) return -1;   /* the overwritten values: none */
   if (!lt_needs_input_grad(self, 1)) return 0;
   lt_tensor *s;
   if (lt_sum_to(ctx, &s, go[0], e->ndim, e->size)) return -1;
@@ -157,20 +158,15 @@ int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
   if (lt_check_inplace_from(ctx, "copy_", dst, src)) return -1;
   lt_kernels(dst)->copy(ctx, dst, src);
   lt_bump_version(dst);
-  if (lt_needs_grad(ctx, 1, &src) || (dst->grad_fn && ctx->grad_enabled)) {
-    lt_tensor *ins[2] = {NULL, src};
-    lt_node *n;
-    if (lt_record(ctx, &copy_type, 2, ins, 1, &dst, sizeof(copy_extra), 0, &n)) return -1;
-    if (n) {
-      copy_extra *e = n->extra;
-      e->ndim = src->ndim;
-      memcpy(e->size, src->size, sizeof e->size);
-      e->dt = src->dtype;
-    } else if (dst->grad_fn) {
-      /* overwritten by a value that needs no gradient */
-      lt_drop_grad_fn(dst);
-      dst->requires_grad = false;
-    }
+  /* as in PyTorch, dst keeps requiring grad: its old values get a zero gradient */
+  lt_tensor *ins[2] = {dst, src};
+  lt_node *n;
+  if (lt_record(ctx, &copy_type, 2, ins, 1, &dst, sizeof(copy_extra), 0, &n)) return -1;
+  if (n) {
+    copy_extra *e = n->extra;
+    e->ndim = src->ndim;
+    memcpy(e->size, src->size, sizeof e->size);
+    e->dt = src->dtype;
   }
   return 0;
 }
