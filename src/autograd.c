@@ -183,18 +183,228 @@ void lt_drop_grad_fn(lt_tensor *t) {
   t->grad_fn = NULL;
 }
 
+/* ------------------------------------------------------------ views written in place
+**
+** A write through a view v of a base b (PyTorch's CopySlices): the op's own node fn is kept by a
+** CopySlices node that becomes b's grad_fn. Its backward takes b's gradient, runs fn on the
+** part v covers, puts the gradient of v's old values back in that part and passes the whole to
+** b's old history; fn's other inputs get their gradients as usual. v's grad_fn becomes a view
+** of b's new history (AsStridedBackward0), and so does, when next used, every other view of b
+** (their base_epoch no longer matches). A base is contiguous, so a view's place in it is its
+** sizes, strides and offset. */
+
+typedef struct {
+  int ndim, base_ndim;
+  int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS], offset;
+  int64_t base_size[LT_MAX_DIMS];
+} view_geom;
+
+static void geom_of(view_geom *g, const lt_tensor *v, const lt_tensor *base) {
+  g->ndim = v->ndim;
+  memcpy(g->size, v->size, sizeof g->size);
+  memcpy(g->stride, v->stride, sizeof g->stride);
+  g->offset = v->offset - base->offset;
+  g->base_ndim = base->ndim;
+  memcpy(g->base_size, base->size, sizeof g->base_size);
+}
+
+/* The part of contiguous t (of the base's shape) that the view covers. */
+static lt_tensor *geom_alias(const view_geom *g, const lt_tensor *t) {
+  return lt_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
+}
+
+/* AsStridedBackward0: the view's gradient placed in zeros of the base's shape. Expanded dims
+** (stride 0) are summed first, so no element of the base is written twice. */
+static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
+                               lt_tensor **gi) {
+  const view_geom *g = self->extra;
+  if (!go[0] || !lt_needs_input_grad(self, 0)) return 0;
+  view_geom once = *g;
+  for (int d = 0; d < once.ndim; d++)
+    if (once.stride[d] == 0) once.size[d] = 1;
+  lt_tensor *src, *z, *slot = NULL;
+  if (lt_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
+  int rc = lt_full(ctx, &z, go[0]->dtype, g->base_ndim, g->base_size, 0.0);
+  if (!rc && !(slot = geom_alias(&once, z))) rc = lt_fail(ctx, "AsStridedBackward0: out of memory");
+  if (!rc) lt_kernels(z)->copy(ctx, slot, src);
+  lt_release(slot);
+  lt_release(src);
+  if (rc) return -1;
+  gi[0] = z;
+  return 0;
+}
+
+static const lt_node_type as_strided_type = {"AsStridedBackward0", as_strided_backward, NULL};
+
+typedef struct {
+  view_geom g;
+  lt_node *fn;   /* the in-place op's node (owned) */
+} slices_extra;
+
+static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
+                                lt_tensor **gi) {
+  slices_extra *e = self->extra;
+  lt_node *fn = e->fn;
+  if (self->released)
+    return lt_fail(ctx, "CopySlices: Trying to backward through the graph a second time; "
+                   "specify retain_graph=true");
+  if (!go[0]) return 0;
+  lt_tensor *res = NULL, *slot = NULL, *part = NULL;
+  lt_tensor **fgi = calloc((size_t)fn->n_in, sizeof *fgi);
+  int rc = fgi ? 0 : lt_fail(ctx, "CopySlices: out of memory");
+  /* res: the base's gradient; part: a copy of the slice the view covers, for fn */
+  if (!rc) rc = lt_empty(ctx, &res, go[0]->dtype, e->g.base_ndim, e->g.base_size);
+  if (!rc) {
+    lt_kernels(res)->copy(ctx, res, go[0]);
+    if (!(slot = geom_alias(&e->g, res))) rc = lt_fail(ctx, "CopySlices: out of memory");
+  }
+  if (!rc) rc = lt_empty(ctx, &part, res->dtype, slot->ndim, slot->size);
+  if (!rc) {
+    lt_kernels(part)->copy(ctx, part, slot);
+    rc = fn->type->backward(ctx, fn, &part, fgi);
+  }
+  if (!rc) {
+    /* the view's old values: their gradient replaces the slice (none: zero) */
+    if (fgi[0])
+      lt_kernels(slot)->copy(ctx, slot, fgi[0]);
+    else
+      lt_kernels(slot)->fill(ctx, slot, 0.0);
+    if (lt_needs_input_grad(self, 0)) {
+      gi[0] = res;
+      res = NULL;
+    }
+    for (int i = 1; i < fn->n_in; i++) {
+      gi[i] = fgi[i];
+      fgi[i] = NULL;
+    }
+  }
+  if (fgi) {
+    for (int i = 0; i < fn->n_in; i++) lt_release(fgi[i]);
+    free(fgi);
+  }
+  lt_release(part);
+  lt_release(slot);
+  lt_release(res);
+  return rc;
+}
+
+static void copy_slices_release(lt_node *self) {
+  slices_extra *e = self->extra;
+  lt_node_release(e->fn);
+  e->fn = NULL;
+}
+
+static const lt_node_type copy_slices_type = {"CopySlices", copy_slices_backward,
+                                              copy_slices_release};
+
+void lt_set_view_base(lt_tensor *view, lt_tensor *in) {
+  lt_tensor *b = in->base ? in->base : in;
+  lt_release(view->base);
+  view->base = lt_retain(b);
+  view->base_epoch = b->view_epoch;
+}
+
+/* Edge to t's history: its grad_fn, or its AccumulateGrad for a leaf; no node when t needs no
+** grad. -1 on out-of-memory. */
+static int edge_of(lt_ctx *ctx, lt_tensor *t, lt_edge *e) {
+  e->node = NULL;
+  e->input_nr = 0;
+  if (!t || !t->requires_grad) return 0;
+  if (t->grad_fn) {
+    e->node = t->grad_fn;
+    e->input_nr = t->output_nr;
+    lt_node_retain(t->grad_fn);
+    return 0;
+  }
+  e->node = grad_accumulator(ctx, t);
+  return e->node ? 0 : -1;
+}
+
+/* Makes t's grad_fn an AsStridedBackward0 of its base's current history. */
+static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
+  lt_tensor *b = t->base;
+  lt_node *n = node_new(ctx, &as_strided_type, 1, 1, sizeof(view_geom), 0);
+  if (!n) return -1;
+  geom_of(n->extra, t, b);
+  n->out_dtype = t->dtype;
+  if (edge_of(ctx, b, &n->next[0])) {
+    n->refcount = 1;
+    lt_node_release(n);
+    return -1;
+  }
+  lt_node_retain(n);
+  lt_drop_grad_fn(t);
+  t->grad_fn = n;
+  t->output_nr = 0;
+  t->requires_grad = true;
+  t->base_epoch = b->view_epoch;
+  return 0;
+}
+
+int lt_refresh_view(lt_ctx *ctx, lt_tensor *t) {
+  lt_tensor *b = t->base;
+  if (!b || t->base_epoch == b->view_epoch || !ctx->grad_enabled) return 0;
+  if (!(t->requires_grad || b->requires_grad) || !lt_is_contiguous(b)) return 0;
+  return view_of_base(ctx, t) ? lt_fail(ctx, "autograd: out of memory") : 0;
+}
+
+/* The write of node fn into view v becomes part of v's base's history (see above). */
+static int rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
+  lt_tensor *b = v->base;
+  lt_node *cs = node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
+  if (!cs) {
+    fn->refcount = 1;
+    lt_node_release(fn);
+    return -1;
+  }
+  slices_extra *e = cs->extra;
+  geom_of(&e->g, v, b);
+  e->fn = fn;
+  fn->refcount = 1;   /* owned by cs from here on */
+  cs->out_dtype = b->dtype;
+  cs->refcount = 1;   /* until b holds it */
+  if (edge_of(ctx, b, &cs->next[0])) {
+    lt_node_release(cs);
+    return -1;
+  }
+  for (int i = 1; i < fn->n_in; i++) {
+    cs->next[i] = fn->next[i];
+    if (cs->next[i].node) lt_node_retain(cs->next[i].node);
+  }
+  if (b->retains_grad && b->grad_fn) {   /* b keeps its retain_grad slot on the new node */
+    cs->retain = calloc(1, sizeof *cs->retain);
+    if (!cs->retain) {
+      lt_node_release(cs);
+      return -1;
+    }
+    cs->retain[0] = b;
+  }
+  lt_drop_grad_fn(b);
+  b->grad_fn = cs;   /* takes the creation reference */
+  b->output_nr = 0;
+  b->requires_grad = true;
+  b->view_epoch++;
+  return view_of_base(ctx, v);
+}
+
 int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
               int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
               lt_node **node) {
   *node = NULL;
+  if (!ctx->grad_enabled) return 0;
+  for (int i = 0; i < n_in; i++)   /* a view whose base's history changed since it was made */
+    if (inputs[i] && lt_refresh_view(ctx, inputs[i])) return -1;
   if (!lt_needs_grad(ctx, n_in, inputs)) return 0;
-  /* an in-place write of a value that requires grad into a view of a tensor that does not:
-  ** the gradient could never reach the base (views are not tracked), so refuse it
-  ** (a view op's own output is marked as a view only after it is recorded, so an output that
-  ** is already a view here is being written in place) */
-  for (int i = 0; i < n_out; i++)
-    if (outputs[i]->is_view && !outputs[i]->requires_grad)
+  /* a view op's own output is marked as a view only after it is recorded, so an output that
+  ** is already a view here is being written in place: the write goes into its base's history */
+  lt_tensor *written_view = NULL;
+  for (int i = 0; i < n_out; i++) {
+    if (!outputs[i]->is_view) continue;
+    if (n_out == 1 && outputs[i]->base && lt_is_contiguous(outputs[i]->base))
+      written_view = outputs[i];
+    else if (!outputs[i]->requires_grad)
       return lt_fail_view_write(ctx, type->name);
+  }
   lt_node *n = node_new(ctx, type, n_in, n_out, extra_size, n_saved);
   if (!n) return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
   for (int i = 0; i < n_in; i++) {
@@ -214,6 +424,12 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
     }
   }
   n->out_dtype = outputs[0]->dtype;
+  if (written_view) {
+    if (rebase_write(ctx, n, written_view))
+      return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
+    *node = n;   /* the caller fills in fn's data; CopySlices owns it */
+    return 0;
+  }
   /* an in-place op on a tensor with retain_grad: the new node keeps its slot */
   for (int i = 0; i < n_out && !n->retain; i++) {
     if (outputs[i]->retains_grad && outputs[i]->grad_fn) {
@@ -235,6 +451,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
     o->grad_fn = n;
     o->output_nr = i;
     o->requires_grad = true;
+    o->view_epoch++;   /* views of o made before now must look at its new history */
   }
   /* the outputs own the node now; the creation reference above is not kept */
   *node = n;
@@ -478,6 +695,7 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
   /* 1. validate roots and make their seed gradients */
   for (int i = 0; i < n_roots; i++) {
     lt_tensor *r = roots[i];
+    if (lt_refresh_view(ctx, r)) goto done;
     if (!r->requires_grad) {
       lt_fail(ctx, "backward: element %d of tensors does not require grad and does not have a "
               "grad_fn", i);

@@ -72,6 +72,10 @@ struct lt_tensor {
   lt_node *grad_fn;     /* strong; NULL for a leaf */
   lt_node *grad_acc;    /* weak: the AccumulateGrad node of a leaf, cleared when it dies */
   lt_hook *hooks;       /* gradient hooks of a leaf (a non-leaf's live on its grad_fn) */
+  /* views and in-place autograd (PyTorch's CopySlices) */
+  lt_tensor *base;      /* a view's root base (strong); NULL for a tensor that is no view */
+  uint32_t base_epoch;  /* the base's view_epoch when this view's grad_fn was made */
+  uint32_t view_epoch;  /* a base: bumped each time a write through a view rewrites its graph */
 };
 
 /* Element size and data pointer, inline for hot paths (lt_dtype_size/lt_data are the API). */
@@ -307,6 +311,11 @@ int lt_zero_(lt_ctx *ctx, lt_tensor *t);
 ** depend on its history, so when t requires grad it gets a node of `type` whose gradient to
 ** that history is zero, as in PyTorch. -1 only on out-of-memory. */
 int lt_record_overwrite(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t);
+/* A view made by a view op: records its root base for in-place autograd. */
+void lt_set_view_base(lt_tensor *view, lt_tensor *in);
+/* A view whose base's graph was rewritten through another view gets its grad_fn remade from
+** the base (AsStridedBackward0), as PyTorch does; 0 or -1 on out-of-memory. */
+int lt_refresh_view(lt_ctx *ctx, lt_tensor *t);
 /* The backward of such nodes: a zero gradient for input 0. */
 int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
 int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt);

@@ -28,6 +28,7 @@ static int record1(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt_tens
   if ((*out)->storage == in->storage) {
     (*out)->is_view = true;
     (*out)->grad_view = in->requires_grad || in->grad_view;
+    lt_set_view_base(*out, in);
   }
   return 0;
 }

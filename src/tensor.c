@@ -238,6 +238,8 @@ lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *s
   t->grad = NULL;
   t->grad_fn = t->grad_acc = NULL;
   t->hooks = NULL;
+  t->base = NULL;
+  t->base_epoch = t->view_epoch = 0;
   t->refcount = 1;
   t->storage = s;
   s->refcount++;
@@ -269,6 +271,7 @@ void lt_release(lt_tensor *t) {
   if (t->grad_fn) lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot to us */
   if (t->grad) lt_release(t->grad);
   if (t->hooks) lt_hooks_free(t->hooks);
+  if (t->base) lt_release(t->base);
   lt_storage_release(t->storage);
   give(&free_tensors, &n_free_tensors, t);
 }
@@ -383,29 +386,43 @@ int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out) {
   return 0;
 }
 
-/* The engine keeps no view/base links (PyTorch's CopySlices), so a write through a view of a
-** tensor that requires grad could not reach the base's gradient: it is refused instead. */
+/* A write through a view of a tensor that requires grad is recorded on the view's base
+** (CopySlices, in autograd.c) when the base is a dense non-leaf; the cases PyTorch forbids, and
+** views of bases Lantern cannot rewrite (non-contiguous ones), are refused. */
+static bool rewritable_base(const lt_tensor *t) {
+  return t->base && lt_is_contiguous(t->base);
+}
+
 int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
   if (!ctx->grad_enabled) return 0;
   if (t->requires_grad && !t->grad_fn)
     return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an in-place "
                    "operation.", op);
-  if (t->grad_view)
-    return lt_fail(ctx, "%s: a view of a tensor that requires grad is being used in an in-place "
-                   "operation; Lantern does not track views for in-place autograd, use clone() "
-                   "first or run it under lt.no_grad", op);
+  if (t->grad_view) {
+    if (!t->requires_grad)
+      return lt_fail(ctx, "%s: A view was created in no_grad mode and is being modified "
+                     "inplace with grad mode enabled. Move both the view and the in-place op "
+                     "inside the no_grad block, or both outside it.", op);
+    if (t->base && t->base->requires_grad && !t->base->grad_fn)
+      return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
+                     "an in-place operation.", op);
+    if (!rewritable_base(t))
+      return lt_fail(ctx, "%s: an in-place write through a view of a non-contiguous tensor "
+                     "that requires grad is not supported; clone() the tensor first", op);
+  }
   return 0;
 }
 
 int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
   if (lt_check_inplace(ctx, op, t)) return -1;
-  if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad)
+  if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad &&
+      !rewritable_base(t))
     return lt_fail_view_write(ctx, op);
   return 0;
 }
 
 int lt_fail_view_write(lt_ctx *ctx, const char *op) {
-  return lt_fail(ctx, "%s: an in-place write into a view of a tensor that does not require "
-                   "grad, of a value that does, would lose its gradient (Lantern does not track "
-                   "views for autograd); clone() the base first or use lt.cat/lt.stack", op);
+  return lt_fail(ctx, "%s: an in-place write of a value that requires grad into a view of a "
+                   "non-contiguous tensor is not supported (its gradient could not reach the "
+                   "base); clone() the base first or use lt.cat/lt.stack", op);
 }

@@ -265,6 +265,12 @@ static lt_tensor *select_index(lua_State *L, lt_tensor *t, lua_Integer i) {
   return r;
 }
 
+/* A view whose base was written in place since shows its remade history (as PyTorch). */
+static void refresh_view(lua_State *L, lt_tensor *t) {
+  lt_ctx *ctx = LTL_CTX(L);
+  LTL_TRY(L, ctx, lt_refresh_view(ctx, t));
+}
+
 static int push_property(lua_State *L, lt_tensor *t, const char *k) {
   switch (k[0]) {
     case 'g':
@@ -276,6 +282,7 @@ static int push_property(lua_State *L, lt_tensor *t, const char *k) {
         return 1;
       }
       if (strcmp(k, "grad_fn") == 0) {
+        refresh_view(L, t);
         const char *n = lt_grad_fn_name(t);
         if (n)
           lua_pushstring(L, n);
@@ -286,12 +293,14 @@ static int push_property(lua_State *L, lt_tensor *t, const char *k) {
       break;
     case 'r':
       if (strcmp(k, "requires_grad") == 0) {
+        refresh_view(L, t);
         lua_pushboolean(L, t->requires_grad);
         return 1;
       }
       break;
     case 'i':
       if (strcmp(k, "is_leaf") == 0) {
+        refresh_view(L, t);
         lua_pushboolean(L, t->grad_fn == NULL);
         return 1;
       }
@@ -355,12 +364,7 @@ static int t_newindex(lua_State *L) {
     lt_tensor *dst = select_index(L, t, lua_tointeger(L, 2)), *owned;
     ltL_push(L, dst);   /* anchor for errors */
     lt_tensor *src = ltL_checkoperand(L, 3, t, &owned);
-    /* dst is a view of t: a gradient recorded on it could never reach t (no CopySlices) */
-    if (lt_needs_grad(ctx, 1, &src) && !t->requires_grad)
-      return luaL_error(L, "index: x[i] = v with a v that requires grad would lose its "
-                        "gradient (Lantern does not track views for autograd); use lt.cat/"
-                        "lt.stack, or assign under lt.no_grad");
-    int rc = lt_copy_(ctx, dst, src);
+    int rc = lt_copy_(ctx, dst, src);   /* dst is a view of t: recorded on t (CopySlices) */
     lt_release(owned);
     if (rc) return ltL_raise(L, ctx);
     return 0;
