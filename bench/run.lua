@@ -151,6 +151,12 @@ local function start_torch()
   local to = io.open(fifo, "w")   -- blocks until the shell above opens the other end
   os.remove(fifo)
   to:setvbuf("line")
+  -- importing torch takes seconds of CPU: no round starts before it is done
+  if from:read("l") ~= "ready" then
+    to:close()
+    from:close()
+    return nil
+  end
   return {
     run = function(name)
       to:write(name, "\n")
@@ -172,7 +178,10 @@ end
 local torch_proc = start_torch()
 io.stderr:write(torch_proc and "" or "PyTorch not found: its column stays empty\n")
 
-local results, torch, order, higher_better = {}, {}, {}, {}
+-- Values: each side's best over the rounds. Ratios: the median over rounds of the ratio within
+-- a round, whose two halves ran seconds apart; the ratio of the two bests could pair a fast
+-- moment of one side with a slow moment of the other.
+local results, torch, order, higher_better, ratios, bare_ratios = {}, {}, {}, {}, {}, {}
 local function keep(tbl, name, v)
   local old = tbl[name]
   if old == nil or (higher_better[name] and v > old) or (not higher_better[name] and v < old) then
@@ -182,36 +191,51 @@ end
 
 for _, g in ipairs(groups) do
   for round = 1, g.rounds or ROUNDS do
+    local mine = {}
     g.fn(function(name, value, hb)
       if higher_better[name] == nil then
         higher_better[name] = hb
         if not name:match("_bare$") then order[#order + 1] = name end
       end
       keep(results, name, value)
+      mine[name] = value
+      local of = name:match("^(.*)_bare$")   -- the bare call runs right after Lantern's
+      if of and mine[of] then
+        bare_ratios[of] = bare_ratios[of] or {}
+        table.insert(bare_ratios[of], mine[of] / value)
+      end
       io.stderr:write(string.format("  round %d lantern %-22s %12.4g\n", round, name, value))
     end)
     if torch_proc then
       for name, value in pairs(torch_proc.run(g.name)) do
         keep(torch, name, value)
+        if mine[name] then
+          ratios[name] = ratios[name] or {}
+          table.insert(ratios[name], higher_better[name] and mine[name] / value or value / mine[name])
+        end
         io.stderr:write(string.format("  round %d pytorch %-22s %12.4g\n", round, name, value))
       end
     end
   end
 end
+
+local function median(xs)
+  table.sort(xs)
+  local n = #xs
+  return n % 2 == 1 and xs[(n + 1) // 2] or (xs[n // 2] + xs[n // 2 + 1]) / 2
+end
 if torch_proc then torch_proc.close() end
 
-print(string.format("\nLantern vs PyTorch, %d thread(s), best of %d alternating rounds (small_add: %d)%s",
-  threads, ROUNDS, 2 * ROUNDS, torch_proc and "" or " (PyTorch not installed: its column is empty)"))
+print(string.format("\nLantern vs PyTorch, %d thread(s), %d alternating rounds (small_add: %d): best " ..
+  "value of each side, median of the per-round ratios%s", threads, ROUNDS, 2 * ROUNDS,
+  torch_proc and "" or " (PyTorch not installed: its column is empty)"))
 print(string.format("%-22s %12s %12s %10s  %s", "benchmark", "lantern", "pytorch", "ratio", "note"))
 for _, name in ipairs(order) do
   local v, t = results[name], torch[name]
   local ratio = ""
-  if t then
-    -- ratio > 1 means Lantern is better
-    ratio = string.format("%.2fx", higher_better[name] and v / t or t / v)
-  end
+  if ratios[name] then ratio = string.format("%.2fx", median(ratios[name])) end   -- > 1: Lantern better
   local note, b = "", results[name .. "_bare"]
-  if b then note = string.format("bare OpenBLAS %.4g (%.1f%%)", b, 100 * v / b) end
+  if b then note = string.format("bare OpenBLAS %.4g (%.1f%%)", b, 100 * median(bare_ratios[name])) end
   print(string.format("%-22s %12.4g %12s %10s  %s", name, v, t and string.format("%.4g", t) or "-", ratio, note))
 end
 -- PyTorch-only figures (a variant Lantern has no counterpart for)

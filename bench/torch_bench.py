@@ -150,6 +150,7 @@ def bench_serial():
 
 def main():
     if serve:
+        print("ready", flush=True)   # torch is imported: the caller starts its rounds now
         for line in sys.stdin:
             fn = GROUPS.get(line.strip())
             if fn:
