@@ -12,10 +12,26 @@
 
 #include "lbind.h"
 
+typedef struct pool_block { struct pool_block *next; } pool_block;
+
+/* Under AddressSanitizer a block on a list is poisoned past its link, so a use of a freed
+** userdata is still reported while the leak checker can follow the list; the block is
+** unpoisoned when it is handed out or returned. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((char *)(p) + sizeof(pool_block), \
+                                              (n) - sizeof(pool_block))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define KEEP_FOREVER(p) __lsan_ignore_object(p)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#define KEEP_FOREVER(p) ((void)(p))
+#endif
+
 #define POOL_SIZE 64                 /* largest pooled block */
 #define POOL_BYTES (1 << 20)         /* most bytes kept on the lists */
-
-typedef struct pool_block { struct pool_block *next; } pool_block;
 
 struct ltL_pool {
   lua_Alloc f0;                      /* the allocator the state had */
@@ -28,6 +44,7 @@ static void flush(ltL_pool *p) {
   for (size_t n = sizeof(pool_block); n <= POOL_SIZE; n++) {
     while (p->free[n]) {
       pool_block *b = p->free[n];
+      UNPOISON(b, n);
       p->free[n] = b->next;
       p->f0(p->ud0, b, n, 0);
     }
@@ -43,6 +60,7 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (ptr && osize >= sizeof(pool_block) && osize <= POOL_SIZE && p->bytes + osize <= POOL_BYTES) {
       pool_block *b = ptr;
       b->next = p->free[osize];
+      POISON(b, osize);
       p->free[osize] = b;
       p->bytes += osize;
       return NULL;
@@ -51,6 +69,7 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   }
   if (!ptr && nsize >= sizeof(pool_block) && nsize <= POOL_SIZE && p->free[nsize]) {
     pool_block *b = p->free[nsize];
+    UNPOISON(b, nsize);
     p->free[nsize] = b->next;
     p->bytes -= nsize;
     return b;
@@ -64,17 +83,11 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 }
 
 ltL_pool *ltL_pool_install(lua_State *L) {
-#if defined(__SANITIZE_ADDRESS__)
-  /* reused blocks would hide a use of a freed userdata from AddressSanitizer */
-  (void)L;
-  return NULL;
-#else
   ltL_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;   /* the state simply keeps its allocator */
   p->f0 = lua_getallocf(L, &p->ud0);
   lua_setallocf(L, pool_alloc, p);
   return p;
-#endif
 }
 
 void ltL_pool_remove(lua_State *L, ltL_pool *p) {
@@ -85,6 +98,7 @@ void ltL_pool_remove(lua_State *L, ltL_pool *p) {
     ** but stay in place (the record is leaked, once per state) */
     flush(p);
     p->bytes = POOL_BYTES;   /* full: every later free goes straight through */
+    KEEP_FOREVER(p);
     return;
   }
   lua_setallocf(L, p->f0, p->ud0);

@@ -36,7 +36,7 @@ void ltL_push(lua_State *L, lt_tensor *t);
 
 /* lalloc.c: a free-list front for the state's allocator, installed when Lantern loads and
 ** removed (its blocks returned) when Lantern's context is collected. Install returns NULL, and
-** changes nothing, when it cannot allocate or under AddressSanitizer. */
+** changes nothing, when it cannot allocate. */
 typedef struct ltL_pool ltL_pool;
 ltL_pool *ltL_pool_install(lua_State *L);
 void ltL_pool_remove(lua_State *L, ltL_pool *p);
