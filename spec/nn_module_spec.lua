@@ -832,3 +832,63 @@ describe("forward hooks and deepcopy", function()
     assert.are.equal(1, calls)
   end)
 end)
+
+describe("full backward hooks", function()
+  it("see the output and argument gradients, and may replace the latter", function()
+    lt.manual_seed(1)
+    local lin = nn.Linear(3, 2)
+    local seen
+    lin:register_full_backward_hook(function(m, gi, go)
+      assert.are.equal(lin, m)
+      seen = { gi = gi, go = go }
+      return { gi[1] * 10 }
+    end)
+    local x = lt.randn(4, 3, { requires_grad = true })
+    local y = lin(x)
+    assert.are.equal("BackwardHookFunctionBackward", y.grad_fn)
+    local g = lt.randn(4, 2)
+    y:backward(g)
+    assert.are.equal(1, seen.go.n)
+    assert.is_true(lt.allclose(seen.go[1], g))
+    local expect = g:mm(lin.weight:detach())              -- d(x W^T + b)/dx
+    assert.is_true(lt.allclose(seen.gi[1], expect, 1e-5, 1e-6))
+    assert.is_true(lt.allclose(x.grad, expect * 10, 1e-5, 1e-5))
+    assert.is_true(lt.allclose(lin.weight.grad, g:t():mm(x:detach()), 1e-5, 1e-6))   -- untouched
+  end)
+
+  it("give nil for arguments that need no gradient, one entry per tensor argument", function()
+    local bil = nn.Bilinear(2, 3, 1)
+    local seen
+    bil:register_full_backward_hook(function(_, gi, go) seen = { gi = gi, go = go } end)
+    local a = lt.randn(5, 2, { requires_grad = true })
+    bil(a, lt.randn(5, 3)):sum():backward()
+    assert.are.equal(2, seen.gi.n)
+    assert.are.same({ 5, 2 }, seen.gi[1]:size())
+    assert.is_nil(seen.gi[2])
+    seen = nil
+    local lin = nn.Linear(2, 1)
+    lin:register_full_backward_hook(function(_, gi, go) seen = { gi = gi, go = go } end)
+    lin(lt.randn(3, 2)):sum():backward()                   -- only the weights need gradients
+    assert.are.equal(1, seen.gi.n)
+    assert.is_nil(seen.gi[1])
+    assert.are.same({ 3, 1 }, seen.go[1]:size())
+  end)
+
+  it("run in registration order, can be removed, and leave every return value in place", function()
+    local lstm = nn.LSTM(2, 3)
+    local order = {}
+    local h1 = lstm:register_full_backward_hook(function() order[#order + 1] = 1 end)
+    lstm:register_full_backward_hook(function() order[#order + 1] = 2 end)
+    local out, hc = lstm(lt.randn(4, 1, 2, { requires_grad = true }))
+    assert.are.same({ 4, 1, 3 }, out:size())
+    assert.are.same({ 1, 1, 3 }, hc[2]:size())
+    out:sum():backward()
+    assert.are.same({ 1, 2 }, order)
+    h1:remove()
+    lstm(lt.randn(4, 1, 2, { requires_grad = true })):sum():backward()
+    assert.are.same({ 1, 2, 2 }, order)
+    -- no hook runs when nothing needs a gradient
+    lt.no_grad(function() lstm(lt.randn(4, 1, 2)) end)
+    assert.are.same({ 1, 2, 2 }, order)
+  end)
+end)

@@ -346,6 +346,85 @@ function Module:register_forward_hook(fn)
   return add_hook(self, "fwd_hooks", fn, "register_forward_hook")
 end
 
+-- m:register_full_backward_hook(fn): fn(module, grad_input, grad_output) runs when the
+-- gradients with respect to the module's tensor arguments have been computed. grad_output
+-- holds the gradients of the tensor outputs, grad_input those of the tensor arguments (nil
+-- where an argument needs none; `n` gives each table's length). A table returned replaces
+-- grad_input. Handles and order as for forward hooks.
+function Module:register_full_backward_hook(fn)
+  return add_hook(self, "bw_hooks", fn, "register_full_backward_hook")
+end
+
+-- Identity functions around a module call with backward hooks: HookOut, on the outputs, sees
+-- the output gradients first; HookIn, on the arguments, runs once the module's own backward
+-- has produced the argument gradients, and calls the hooks. With no argument that requires
+-- grad, HookOut calls them itself with an empty grad_input.
+local HookIn, HookOut
+local function hook_functions()
+  if HookIn then return end
+  local Function = require("lantern.autograd").Function
+  local function run_hooks(call, grad_input)
+    for _, hook in call.st.bw_hooks:items() do
+      local r = hook(call.module, grad_input, call.grad_output)
+      if r ~= nil then
+        if type(r) ~= "table" or is_tensor(r) then
+          error("full backward hook must return nil or a table of gradients, got " .. typename(r), 0)
+        end
+        grad_input = r
+        grad_input.n = grad_input.n or #r
+      end
+    end
+    return grad_input
+  end
+  HookIn = Function:extend("BackwardHookFunction")
+  function HookIn.forward(ctx, call, ...)
+    ctx.call = call
+    return ...
+  end
+  function HookIn.backward(ctx, ...)
+    -- the hooks see one entry per tensor argument; only those that require grad came through
+    local call, got = ctx.call, table.pack(...)
+    local gi = { n = call.n_in }
+    for k, slot in ipairs(call.grad_slots) do gi[slot] = got[k] end
+    gi = run_hooks(call, gi)
+    local out = {}
+    for k, slot in ipairs(call.grad_slots) do out[k] = gi[slot] end
+    return nil, table.unpack(out, 1, #call.grad_slots)
+  end
+  HookOut = Function:extend("BackwardHookFunction")
+  function HookOut.forward(ctx, call, ...)
+    ctx.call = call
+    return ...
+  end
+  function HookOut.backward(ctx, ...)
+    local call = ctx.call
+    call.grad_output = table.pack(...)
+    if not call.has_input then run_hooks(call, { n = call.n_in }) end
+    return nil, ...
+  end
+end
+
+-- Passes the tensors among vals that require grad through f (HookIn or HookOut), in place in
+-- the packed table. Returns the count of tensors and, for each one passed, its rank among them.
+local function wrap_tensors(f, call, vals)
+  local pos, ts, slots, n = {}, {}, {}, 0
+  for i = 1, vals.n do
+    if is_tensor(vals[i]) then
+      n = n + 1
+      if vals[i].requires_grad then
+        pos[#pos + 1] = i
+        ts[#ts + 1] = vals[i]
+        slots[#slots + 1] = n
+      end
+    end
+  end
+  if #ts > 0 then
+    local out = table.pack(f.apply(call, table.unpack(ts)))
+    for k, i in ipairs(pos) do vals[i] = out[k] end
+  end
+  return n, slots
+end
+
 local function call_with_hooks(self, st, ...)
   local input = table.pack(...)
   if st.pre_hooks then
@@ -361,19 +440,27 @@ local function call_with_hooks(self, st, ...)
       end
     end
   end
-  local output = self:forward(table.unpack(input, 1, input.n))
+  local call
+  if st.bw_hooks and lt.is_grad_enabled() then
+    hook_functions()
+    call = { module = self, st = st }
+    call.n_in, call.grad_slots = wrap_tensors(HookIn, call, input)
+    call.has_input = #call.grad_slots > 0
+  end
+  local output = table.pack(self:forward(table.unpack(input, 1, input.n)))
   if st.fwd_hooks then
     for _, hook in st.fwd_hooks:items() do
-      local r = hook(self, input, output)
-      if r ~= nil then output = r end
+      local r = hook(self, input, output[1])
+      if r ~= nil then output[1] = r end
     end
   end
-  return output
+  if call then wrap_tensors(HookOut, call, output) end
+  return table.unpack(output, 1, output.n)
 end
 
 local inst_call = function(self, ...)
   local st = rawget(self, ST)
-  if st.pre_hooks or st.fwd_hooks then return call_with_hooks(self, st, ...) end
+  if st.pre_hooks or st.fwd_hooks or st.bw_hooks then return call_with_hooks(self, st, ...) end
   return self:forward(...)
 end
 
@@ -923,7 +1010,7 @@ function Module:deepcopy(memo)
   local nst = { cls = st.cls, attrs = {} }
   local new = setmetatable({ [ST] = nst }, st.cls.__imt)
   memo[self] = new
-  for _, field in ipairs { "pre_hooks", "fwd_hooks" } do   -- the copy keeps the hooks
+  for _, field in ipairs { "pre_hooks", "fwd_hooks", "bw_hooks" } do   -- the copy keeps the hooks
     if st[field] then
       nst[field] = omap()
       for id, fn in st[field]:items() do nst[field]:set(id, fn) end
