@@ -344,7 +344,10 @@ static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
 int lt_refresh_view(lt_ctx *ctx, lt_tensor *t) {
   lt_tensor *b = t->base;
   if (!b || t->base_epoch == b->view_epoch || !ctx->grad_enabled) return 0;
-  if (!(t->requires_grad || b->requires_grad) || !lt_is_contiguous(b)) return 0;
+  if (!(t->requires_grad || b->requires_grad)) return 0;
+  if (!lt_is_contiguous(b))   /* its place in the base cannot be described: refuse, not guess */
+    return lt_fail(ctx, "autograd: a view of a non-contiguous tensor was used after the tensor "
+                   "was modified in place; take the view again, or clone() the tensor first");
   return view_of_base(ctx, t) ? lt_fail(ctx, "autograd: out of memory") : 0;
 }
 
