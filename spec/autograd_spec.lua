@@ -212,6 +212,77 @@ describe("in-place checks", function()
     near(w.grad:tolist(), ref.w_grad)
   end)
 
+  it("a view made before its base required grad is brought up to date before any op", function()
+    -- expected values from PyTorch 1.13
+    local function setup()
+      local b = lt.zeros(4)
+      local v1, v2 = b:narrow(1, 1, 3), b:narrow(1, 2, 3)
+      local w = lt.ones(3, { requires_grad = true })
+      v2:add_(w)                                   -- b requires grad from here on
+      return b, v1, w
+    end
+    local _, v1, w = setup()
+    ;((v1 * 2):sum() + (w * 0):sum()):backward()
+    close(w.grad, { 2, 2, 0 })
+    local b
+    b, v1, w = setup()
+    v1:mul_(5)
+    b:sum():backward()
+    close(w.grad, { 5, 5, 1 })
+    b, v1, w = setup()
+    v1:fill_(0)
+    b:sum():backward()
+    close(w.grad, { 0, 0, 1 })
+    -- and a view of a base that became a leaf requiring grad may not be written
+    b = lt.zeros(4)
+    local v = b:narrow(1, 2, 2)
+    b:requires_grad_(true)
+    local ok, err = pcall(function() v:mul_(2) end)
+    assert.is_false(ok)
+    assert.matches("a view of a leaf Variable that requires grad", err)
+  end)
+
+  it("retain_grad and hooks on a view follow it through writes", function()
+    local x = lt.ones(4, { requires_grad = true })
+    local h = x * 2
+    local v = h:narrow(1, 2, 2)
+    v:retain_grad()
+    v:mul_(3)
+    ;(v * 1):sum():backward()
+    close(v.grad, { 1, 1 })
+    x = lt.ones(4, { requires_grad = true })
+    h = x * 2
+    v = h:narrow(1, 2, 2)
+    v:retain_grad()
+    h:mul_(3)
+    ;(v * 5):sum():backward()
+    close(v.grad, { 5, 5 })
+    x = lt.ones(4, { requires_grad = true })
+    h = x * 2
+    v = h:narrow(1, 2, 2)
+    h:mul_(3)
+    local seen
+    v:register_hook(function(g) seen = g:clone() end)
+    ;(v * 5):sum():backward()
+    close(seen, { 5, 5 })
+  end)
+
+  it("a custom Function returning a view of its input is an ordinary output", function()
+    local Nar = lt.autograd.Function:extend("Nar")
+    function Nar.forward(_, x) return x:narrow(1, 3, 2) end
+    function Nar.backward(_, g)
+      local r = lt.zeros(4)
+      r:narrow(1, 3, 2):copy_(g)
+      return r
+    end
+    local x = lt.ones(4, { requires_grad = true })
+    local y = Nar.apply(x)
+    assert.are.equal("NarBackward", y.grad_fn)
+    ;(y * 3):sum():backward()
+    assert.is_true(x.is_leaf)
+    close(x.grad, { 0, 0, 3, 3 })
+  end)
+
   it("in-place writes through views pass a float64 gradcheck", function()
     local function f(x, w)
       local h = x * 1

@@ -81,21 +81,28 @@ void lt_node_release(lt_node *n) {
   if (stack != stack_small) free(stack);
 }
 
-static lt_node *node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
-                         size_t extra_size, int n_saved) {
+/* A zeroed node with its arrays; seq 0 (node_new numbers it). */
+static lt_node *node_new_raw(const lt_node_type *type, int n_in, int n_out, size_t extra_size,
+                             int n_saved) {
   size_t sz = sizeof(lt_node) + (size_t)n_in * sizeof(lt_edge) +
               (size_t)n_saved * sizeof(lt_saved);
   sz = (sz + 15) & ~(size_t)15;
   lt_node *n = calloc(1, sz + extra_size);
   if (!n) return NULL;
   n->type = type;
-  n->seq = ++ctx->seq;
   n->n_in = n_in;
   n->n_out = n_out;
   n->next = (lt_edge *)(n + 1);
   n->n_saved = n_saved;
   n->saved = (lt_saved *)(n->next + n_in);
   n->extra = extra_size ? (char *)n + sz : NULL;
+  return n;
+}
+
+static lt_node *node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
+                         size_t extra_size, int n_saved) {
+  lt_node *n = node_new_raw(type, n_in, n_out, extra_size, n_saved);
+  if (n) n->seq = ++ctx->seq;
   return n;
 }
 
@@ -229,7 +236,10 @@ static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
   if (!rc) lt_kernels(z)->copy(ctx, slot, src);
   lt_release(slot);
   lt_release(src);
-  if (rc) return -1;
+  if (rc) {
+    lt_release(z);
+    return -1;
+  }
   gi[0] = z;
   return 0;
 }
@@ -265,10 +275,15 @@ static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go
   }
   if (!rc) {
     /* the view's old values: their gradient replaces the slice (none: zero) */
-    if (fgi[0])
+    if (fgi[0] && !lt_same_shape(fgi[0], slot))
+      rc = lt_fail(ctx, "CopySlices: %s returned a gradient of another shape than the view",
+                   fn->type->name);
+    else if (fgi[0])
       lt_kernels(slot)->copy(ctx, slot, fgi[0]);
     else
       lt_kernels(slot)->fill(ctx, slot, 0.0);
+  }
+  if (!rc) {
     if (lt_needs_input_grad(self, 0)) {
       gi[0] = res;
       res = NULL;
@@ -320,24 +335,45 @@ static int edge_of(lt_ctx *ctx, lt_tensor *t, lt_edge *e) {
   return e->node ? 0 : -1;
 }
 
-/* Makes t's grad_fn an AsStridedBackward0 of its base's current history. */
-static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
-  lt_tensor *b = t->base;
-  lt_node *n = node_new(ctx, &as_strided_type, 1, 1, sizeof(view_geom), 0);
-  if (!n) return -1;
-  geom_of(n->extra, t, b);
+/* A new AsStridedBackward0 node for view t over `history` (its base's grad_fn to be), with
+** t's retain_grad slot; refcount 1. NULL on out-of-memory. */
+static lt_node *view_node(lt_tensor *t, lt_edge history) {
+  lt_node *n = node_new_raw(&as_strided_type, 1, 1, sizeof(view_geom), 0);
+  if (!n) return NULL;
+  n->refcount = 1;
+  geom_of(n->extra, t, t->base);
   n->out_dtype = t->dtype;
-  if (edge_of(ctx, b, &n->next[0])) {
-    n->refcount = 1;
-    lt_node_release(n);
-    return -1;
+  if (t->retains_grad) {
+    n->retain = calloc(1, sizeof *n->retain);
+    if (!n->retain) {
+      lt_node_release(n);
+      return NULL;
+    }
   }
-  lt_node_retain(n);
+  n->next[0] = history;
+  if (history.node) lt_node_retain(history.node);
+  return n;
+}
+
+/* Makes n (from view_node) t's grad_fn. */
+static void install_view_node(lt_tensor *t, lt_node *n) {
   lt_drop_grad_fn(t);
-  t->grad_fn = n;
+  if (n->retain) n->retain[0] = t;
+  t->grad_fn = n;   /* takes the creation reference */
   t->output_nr = 0;
   t->requires_grad = true;
-  t->base_epoch = b->view_epoch;
+  t->base_epoch = t->base->view_epoch;
+}
+
+/* Makes t's grad_fn an AsStridedBackward0 of its base's current history. */
+static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
+  lt_edge history;
+  if (edge_of(ctx, t->base, &history)) return -1;
+  lt_node *n = view_node(t, history);
+  if (history.node) lt_node_release(history.node);   /* n holds its own reference */
+  if (!n) return -1;
+  n->seq = ++ctx->seq;
+  install_view_node(t, n);
   return 0;
 }
 
@@ -351,7 +387,8 @@ int lt_refresh_view(lt_ctx *ctx, lt_tensor *t) {
   return view_of_base(ctx, t) ? lt_fail(ctx, "autograd: out of memory") : 0;
 }
 
-/* The write of node fn into view v becomes part of v's base's history (see above). */
+/* The write of node fn into view v becomes part of v's base's history (see above). Every node
+** is made before b or v changes, so running out of memory leaves both as they were. */
 static int rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
   lt_tensor *b = v->base;
   lt_node *cs = node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
@@ -366,28 +403,27 @@ static int rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
   fn->refcount = 1;   /* owned by cs from here on */
   cs->out_dtype = b->dtype;
   cs->refcount = 1;   /* until b holds it */
-  if (edge_of(ctx, b, &cs->next[0])) {
-    lt_node_release(cs);
-    return -1;
-  }
   for (int i = 1; i < fn->n_in; i++) {
     cs->next[i] = fn->next[i];
     if (cs->next[i].node) lt_node_retain(cs->next[i].node);
   }
-  if (b->retains_grad && b->grad_fn) {   /* b keeps its retain_grad slot on the new node */
-    cs->retain = calloc(1, sizeof *cs->retain);
-    if (!cs->retain) {
-      lt_node_release(cs);
-      return -1;
-    }
-    cs->retain[0] = b;
+  lt_node *vn = NULL;
+  bool keep_slot = b->retains_grad && b->grad_fn;   /* b keeps its retain_grad slot on cs */
+  if (edge_of(ctx, b, &cs->next[0]) ||
+      (keep_slot && !(cs->retain = calloc(1, sizeof *cs->retain))) ||
+      !(vn = view_node(v, (lt_edge){cs, 0}))) {
+    lt_node_release(cs);
+    return -1;
   }
+  vn->seq = ++ctx->seq;
   lt_drop_grad_fn(b);
+  if (keep_slot) cs->retain[0] = b;
   b->grad_fn = cs;   /* takes the creation reference */
   b->output_nr = 0;
   b->requires_grad = true;
   b->view_epoch++;
-  return view_of_base(ctx, v);
+  install_view_node(v, vn);
+  return 0;
 }
 
 int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
@@ -573,6 +609,7 @@ int lt_set_grad(lt_ctx *ctx, lt_tensor *t, lt_tensor *g) {
 
 int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud,
                 void (*free_ud)(void *)) {
+  if (lt_refresh_view(ctx, t)) return -1;   /* on the view's current node, not a dead one */
   if (!t->requires_grad)
     return lt_fail(ctx, "register_hook: cannot register a hook on a tensor that doesn't require "
                    "gradient");
@@ -589,6 +626,7 @@ int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud,
 }
 
 int lt_retain_grad(lt_ctx *ctx, lt_tensor *t) {
+  if (lt_refresh_view(ctx, t)) return -1;
   if (!t->requires_grad)
     return lt_fail(ctx, "retain_grad: can't retain_grad on Tensor that has requires_grad=false");
   if (!t->grad_fn) return 0;   /* leaves keep their grad anyway */

@@ -398,14 +398,15 @@ int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
   if (t->requires_grad && !t->grad_fn)
     return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an in-place "
                    "operation.", op);
+  /* (also when the base came to require grad after the view was made) */
+  if (t->base && t->base->requires_grad && !t->base->grad_fn)
+    return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
+                   "an in-place operation.", op);
   if (t->grad_view) {
     if (!t->requires_grad)
       return lt_fail(ctx, "%s: A view was created in no_grad mode and is being modified "
                      "inplace with grad mode enabled. Move both the view and the in-place op "
                      "inside the no_grad block, or both outside it.", op);
-    if (t->base && t->base->requires_grad && !t->base->grad_fn)
-      return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
-                     "an in-place operation.", op);
     if (!rewritable_base(t))
       return lt_fail(ctx, "%s: an in-place write through a view of a non-contiguous tensor "
                      "that requires grad is not supported; clone() the tensor first", op);

@@ -63,10 +63,9 @@ function autograd._apply(cls, ...)
   local list = {}
   for i = 1, outs.n do
     assert(lt.is_tensor(outs[i]), cls.__name .. ".forward must return tensors")
-    -- an output that is one of the inputs becomes a new view so it gets its own grad_fn
-    for j = 1, args.n do
-      if rawequal(outs[i], args[j]) then outs[i] = outs[i]:detach() end
-    end
+    -- every output gets its own tensor (an input returned as is, or a view of one, would
+    -- otherwise carry the input's identity or view links into the graph)
+    outs[i] = outs[i]:detach()
     list[i] = outs[i]
   end
   local nin = args.n

@@ -67,11 +67,23 @@ void ltL_push(lua_State *L, lt_tensor *t) {
   }
 }
 
+/* A view whose base's history changed since it was made is brought up to date before any op
+** sees it, so that an op's "requires grad?" test is right (the engine also refreshes views it
+** records; this covers the ops that decide not to record). A failure is left for the op. */
+static void refresh_stale(lua_State *L, lt_tensor *t) {
+  /* from the registry: a host's C function calling lantern_to_tensor has other upvalues */
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TUSERDATA)
+    (void)lt_refresh_view(lua_touserdata(L, -1), t);
+  lua_pop(L, 1);
+}
+
 lt_tensor *ltL_test(lua_State *L, int idx) {
   ltL_box *box = lua_touserdata(L, idx);
   /* the size first: a light userdata or a smaller full userdata has no tag to read */
   if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
-  return box->t;
+  lt_tensor *t = box->t;
+  if (t->base && t->base_epoch != t->base->view_epoch) refresh_stale(L, t);
+  return t;
 }
 
 lt_tensor *ltL_check(lua_State *L, int idx) {
