@@ -376,11 +376,12 @@ local function hook_functions()
     end
     return grad_input
   end
-  HookIn = Function:extend("BackwardHookFunction")
-  function HookIn.forward(ctx, call, ...)
+  local function pass_through(ctx, call, ...)
     ctx.call = call
     return ...
   end
+  HookIn = Function:extend("BackwardHookFunction")
+  HookIn.forward = pass_through
   function HookIn.backward(ctx, ...)
     -- the hooks see one entry per tensor argument; only those that require grad came through
     local call, got = ctx.call, table.pack(...)
@@ -392,10 +393,7 @@ local function hook_functions()
     return nil, table.unpack(out, 1, #call.grad_slots)
   end
   HookOut = Function:extend("BackwardHookFunction")
-  function HookOut.forward(ctx, call, ...)
-    ctx.call = call
-    return ...
-  end
+  HookOut.forward = pass_through
   function HookOut.backward(ctx, ...)
     local call = ctx.call
     call.grad_output = table.pack(...)
