@@ -291,7 +291,7 @@ describe("default initialisation draws from PyTorch's distributions", function()
     assert.are.same({ 5, 2, 4 }, out:size())
     assert.are.same({ 2, 2, 4 }, hc[1]:size())
     assert.are.same({ 2, 2, 16 }, hc[2]:size())
-    assert.are.equal("LSTM(3, 16, num_layers=2, proj_size=4)", tostring(l))
+    assert.are.equal("LSTM(3, 16, proj_size=4, num_layers=2)", tostring(l))
     assert.has_error(function() nn.GRU(3, 4, { proj_size = 2 }) end,
       "GRU: proj_size argument is only supported for LSTM, not RNN or GRU")
     assert.has_error(function() nn.LSTM(3, 4, { proj_size = 4 }) end,
@@ -486,12 +486,14 @@ describe("Dropout", function()
     local a = nn.Dropout2d(0.25)(lt.ones(4, 6, 2, 2))
     lt.manual_seed(3)
     assert.is_true(lt.equal(a, F.dropout2d(lt.ones(4, 6, 2, 2), 0.25)))
-    local y = F.dropout2d(lt.ones(32, 2, 2), 0.5)   -- (C, H, W): one draw per channel
+    local y = F.dropout2d(lt.ones(4, 8, 3), 0.5)   -- (N, C, L): one draw per sample and channel
     local kept = 0
-    for c = 1, 32 do
-      local s = y[c]:sum():item()
-      assert.is_true(s == 0 or s == 8)
-      if s == 8 then kept = kept + 1 end
+    for n = 1, 4 do
+      for c = 1, 8 do
+        local s = y[n][c]:sum():item()
+        assert.is_true(s == 0 or s == 6)
+        if s == 6 then kept = kept + 1 end
+      end
     end
     assert.is_true(kept > 4 and kept < 28)
     assert.are.equal(F.dropout2d(lt.ones(2, 3, 4), 0.5, false):sum():item(), 24)
@@ -548,7 +550,11 @@ describe("nn.functional mirrors the modules", function()
     end
     fails(function() F.pad(x, { 3, 0 }, "reflect") end, "padding size should be less than the corresponding input dimension")
     fails(function() F.pad(x, { 4, 0 }, "circular") end, "wrapping around more than once")
-    fails(function() F.pad(x, { -1, 0 }, "replicate") end, "negative padding is only supported in mode 'constant'")
+    -- a negative amount crops first, then the other side is padded from what is left
+    local y = lt.tensor({ { 1.0, 2.0, 3.0, 4.0 } })
+    assert.are.same({ { 2, 3, 4, 2, 3 } }, F.pad(y, { -1, 2 }, "circular"):tolist())
+    assert.are.same({ { 2, 3, 4, 4 } }, F.pad(y, { -1, 1 }, "replicate"):tolist())
+    assert.are.same({ { 2, 3, 4, 3 } }, F.pad(y, { -1, 1 }, "reflect"):tolist())
     fails(function() F.pad(x, { 1, 1 }, "mirror") end, "pad: mode must be one of")
     fails(function() F.pad(x, { 1, 1 }, "reflect", 5) end, "doesn't take in value argument")
     fails(function() nn.Conv2d(1, 1, 3, { padding_mode = "mirror" }) end, "padding_mode must be one of")

@@ -892,3 +892,67 @@ describe("full backward hooks", function()
     assert.are.same({ 1, 2, 2 }, order)
   end)
 end)
+
+describe("full backward hooks, PyTorch's edge cases", function()
+  local Mixed = nn.Module:extend("Mixed")
+  function Mixed:forward(a, s, b) return a:detach() * 0 + 1, a * s + b * 2 end
+
+  it("number gradients by argument and return position", function()
+    local m = Mixed()
+    local seen
+    m:register_full_backward_hook(function(_, gi, go) seen = { gi = gi, go = go } end)
+    local a = lt.ones(2, { requires_grad = true })
+    local b = lt.ones(2, { requires_grad = true })
+    local _, o2 = m(a, 3, b)
+    o2:sum():backward()
+    assert.are.equal(3, seen.gi.n)
+    assert.are.same({ 3, 3 }, seen.gi[1]:tolist())
+    assert.is_nil(seen.gi[2])
+    assert.are.same({ 2, 2 }, seen.gi[3]:tolist())
+    assert.are.equal(2, seen.go.n)
+    assert.is_nil(seen.go[1])
+    assert.are.same({ 1, 1 }, seen.go[2]:tolist())
+  end)
+
+  it("the hooks of the call run even if removed before backward; a wrong length is an error", function()
+    local lin = nn.Linear(3, 2)
+    local calls = 0
+    local h = lin:register_full_backward_hook(function() calls = calls + 1 end)
+    local y = lin(lt.randn(4, 3, { requires_grad = true }))
+    h:remove()
+    y:sum():backward()
+    assert.are.equal(1, calls)
+    lin:register_full_backward_hook(function() return {} end)
+    local ok, err = pcall(function() lin(lt.randn(4, 3, { requires_grad = true })):sum():backward() end)
+    assert.is_false(ok)
+    assert.matches("invalid number of grad_input, got 0, but expected 1", err)
+  end)
+
+  it("run once per pass through the outputs, and not for gradients that bypass them", function()
+    local l = nn.LSTM(3, 4)
+    local calls = 0
+    l:register_full_backward_hook(function(_, _, go)
+      assert.is_not_nil(go[1])
+      calls = calls + 1
+    end)
+    local out, hc = l(lt.randn(5, 2, 3, { requires_grad = true }))
+    out:sum():backward({ retain_graph = true })
+    hc[1]:sum():backward()            -- h_n is inside a table: the hook does not see it (PyTorch alike)
+    assert.are.equal(1, calls)
+  end)
+end)
+
+describe("forward hooks on a forward with several values", function()
+  it("see them packed and may replace them all", function()
+    local l = nn.LSTM(2, 3)
+    local seen
+    l:register_forward_hook(function(_, _, output)
+      seen = output
+      return { output[1] * 0, output[2] }
+    end)
+    local out, hc = l(lt.randn(4, 1, 2))
+    assert.are.equal(2, seen.n)
+    assert.are.equal(0, out:abs():sum():item())
+    assert.are.same({ 1, 1, 3 }, hc[1]:size())
+  end)
+end)

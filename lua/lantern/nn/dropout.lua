@@ -35,7 +35,7 @@ function Dropout:forward(x)
 end
 Dropout.extra_repr = repr
 
--- Dropout2d(p): zeroes whole channels of (N, C, H, W) or (C, H, W) input.
+-- Dropout2d(p): zeroes whole channels of (N, C, H, W) or (N, C, L) input (PyTorch 1.13).
 local Dropout2d = Module:extend("Dropout2d")
 D.Dropout2d = Dropout2d
 function Dropout2d:__init(p, inplace)

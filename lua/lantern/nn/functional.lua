@@ -152,8 +152,8 @@ local function pad_copy(out, d, l, r, mode)
 end
 
 -- pad(x, {left, right[, top, bottom[, front, back]]}, mode, value): pads the last dims
--- (PyTorch's order: last dim first). mode "constant" (default) fills with value and crops where
--- an amount is negative; "reflect", "replicate" and "circular" copy from the input.
+-- (PyTorch's order: last dim first). A negative amount crops. mode "constant" (default) fills
+-- with value; "reflect", "replicate" and "circular" copy from the (cropped) input.
 function F.pad(input, pad, mode, value)
   mode = mode or "constant"
   if mode ~= "constant" and not PAD_SOURCE[mode] then
@@ -173,12 +173,12 @@ function F.pad(input, pad, mode, value)
   for i = 1, #pad // 2 do
     local d = nd - i + 1
     local l, r = pad[2 * i - 1], pad[2 * i]
+    -- a negative amount crops first (in every mode, as PyTorch)
+    if l < 0 then out = out:narrow(d, 1 - l, out:size(d) + l); l = 0 end
+    if r < 0 then out = out:narrow(d, 1, out:size(d) + r); r = 0 end
     if mode ~= "constant" then
-      if l < 0 or r < 0 then error("pad: negative padding is only supported in mode 'constant'", 2) end
       if l > 0 or r > 0 then out = pad_copy(out, d, l, r, mode) end
     else
-      if l < 0 then out = out:narrow(d, 1 - l, out:size(d) + l); l = 0 end
-      if r < 0 then out = out:narrow(d, 1, out:size(d) + r); r = 0 end
       if l > 0 or r > 0 then
         local parts = {}
         local s = sizes(out)
@@ -511,7 +511,7 @@ function F.dropout(input, p, training, opts)
 end
 
 -- dropout2d(x, p = 0.5, training = true, {generator = g}): zeroes whole channels of (N, C, H, W)
--- or (C, H, W) input with probability p and scales the rest by 1/(1-p).
+-- or (N, C, L) input with probability p and scales the rest by 1/(1-p).
 function F.dropout2d(input, p, training, opts)
   check_tensor(input, "dropout2d", "input")
   p = p or 0.5
@@ -525,10 +525,10 @@ function F.dropout2d(input, p, training, opts)
   end
   if not training or p == 0 then return input end
   if p == 1 then return input * 0 end
+  -- one draw per (sample, channel): 3D input is (N, C, L), as PyTorch 1.13 reads it
   local s = sizes(input)
-  local ms = { s[1] }                      -- one draw per channel (and per sample when batched)
-  if nd == 4 then ms[2] = s[2] end
-  for _ = #ms + 1, nd do ms[#ms + 1] = 1 end
+  local ms = { s[1], s[2] }
+  for _ = 3, nd do ms[#ms + 1] = 1 end
   local keep = lt.rand(ms, { dtype = input.dtype, generator = opts and opts.generator })
   return input * (keep:ge(p):to(input.dtype) * (1 / (1 - p)))
 end

@@ -347,10 +347,12 @@ function Module:register_forward_hook(fn)
 end
 
 -- m:register_full_backward_hook(fn): fn(module, grad_input, grad_output) runs when the
--- gradients with respect to the module's tensor arguments have been computed. grad_output
--- holds the gradients of the tensor outputs, grad_input those of the tensor arguments (nil
--- where an argument needs none; `n` gives each table's length). A table returned replaces
--- grad_input. Handles and order as for forward hooks.
+-- gradients with respect to the module's arguments have been computed, if the gradient
+-- reached the module through its outputs. Both tables follow positions, with their length in
+-- `n`: grad_input[i] is the gradient of argument i (nil for a non-tensor argument or one that
+-- needs no gradient), grad_output[i] that of forward's return value i. A table returned (of
+-- the same length) replaces grad_input. Handles and order as for forward hooks; the hooks
+-- registered when the module was called are the ones that run.
 function Module:register_full_backward_hook(fn)
   return add_hook(self, "bw_hooks", fn, "register_full_backward_hook")
 end
@@ -358,69 +360,95 @@ end
 -- Identity functions around a module call with backward hooks: HookOut, on the outputs, sees
 -- the output gradients first; HookIn, on the arguments, runs once the module's own backward
 -- has produced the argument gradients, and calls the hooks. With no argument that requires
--- grad, HookOut calls them itself with an empty grad_input.
+-- grad, HookOut calls them itself with a grad_input of nils.
 local HookIn, HookOut
 local function hook_functions()
   if HookIn then return end
   local Function = require("lantern.autograd").Function
   local function run_hooks(call, grad_input)
-    for _, hook in call.st.bw_hooks:items() do
+    for _, hook in ipairs(call.hooks) do
       local r = hook(call.module, grad_input, call.grad_output)
       if r ~= nil then
         if type(r) ~= "table" or is_tensor(r) then
           error("full backward hook must return nil or a table of gradients, got " .. typename(r), 0)
         end
+        local n = r.n or #r
+        if n ~= call.n_in then
+          error("Backward hook returned an invalid number of grad_input, got " .. n ..
+            ", but expected " .. call.n_in, 0)
+        end
         grad_input = r
-        grad_input.n = grad_input.n or #r
+        grad_input.n = n
       end
     end
+    call.grad_output = nil   -- one call per pass through the outputs
     return grad_input
   end
-  local function pass_through(ctx, call, ...)
-    ctx.call = call
+  local function pass_through(ctx, call, slots, ...)
+    ctx.call, ctx.slots = call, slots
     return ...
+  end
+  -- the gradients that came through, placed at their positions among n
+  local function spread(slots, n, ...)
+    local got, t = table.pack(...), { n = n }
+    for k, slot in ipairs(slots) do t[slot] = got[k] end
+    return t
   end
   HookIn = Function:extend("BackwardHookFunction")
   HookIn.forward = pass_through
   function HookIn.backward(ctx, ...)
-    -- the hooks see one entry per tensor argument; only those that require grad came through
-    local call, got = ctx.call, table.pack(...)
-    local gi = { n = call.n_in }
-    for k, slot in ipairs(call.grad_slots) do gi[slot] = got[k] end
-    gi = run_hooks(call, gi)
+    local call = ctx.call
+    if call.grad_output == nil then return nil, nil, ... end   -- not reached through the outputs
+    local gi = run_hooks(call, spread(ctx.slots, call.n_in, ...))
     local out = {}
-    for k, slot in ipairs(call.grad_slots) do out[k] = gi[slot] end
-    return nil, table.unpack(out, 1, #call.grad_slots)
+    for k, slot in ipairs(ctx.slots) do out[k] = gi[slot] end
+    return nil, nil, table.unpack(out, 1, #ctx.slots)
   end
   HookOut = Function:extend("BackwardHookFunction")
   HookOut.forward = pass_through
   function HookOut.backward(ctx, ...)
     local call = ctx.call
-    call.grad_output = table.pack(...)
+    call.grad_output = spread(ctx.slots, call.n_out, ...)
     if not call.has_input then run_hooks(call, { n = call.n_in }) end
-    return nil, ...
+    return nil, nil, ...
   end
 end
 
--- Passes the tensors among vals that require grad through f (HookIn or HookOut), in place in
--- the packed table. Returns the count of tensors and, for each one passed, its rank among them.
+-- Passes the tensors among the packed values that require grad through f (HookIn or HookOut),
+-- in place; returns their positions.
 local function wrap_tensors(f, call, vals)
-  local pos, ts, slots, n = {}, {}, {}, 0
+  local slots, ts = {}, {}
   for i = 1, vals.n do
-    if is_tensor(vals[i]) then
-      n = n + 1
-      if vals[i].requires_grad then
-        pos[#pos + 1] = i
-        ts[#ts + 1] = vals[i]
-        slots[#slots + 1] = n
-      end
+    if is_tensor(vals[i]) and vals[i].requires_grad then
+      slots[#slots + 1] = i
+      ts[#ts + 1] = vals[i]
     end
   end
   if #ts > 0 then
-    local out = table.pack(f.apply(call, table.unpack(ts)))
-    for k, i in ipairs(pos) do vals[i] = out[k] end
+    local out = table.pack(f.apply(call, slots, table.unpack(ts)))
+    for k, i in ipairs(slots) do vals[i] = out[k] end
   end
-  return n, slots
+  return slots
+end
+
+-- Forward hooks see forward's return value, or the packed table of its values when it returns
+-- several; what a hook returns replaces it (them).
+local function run_forward_hooks(self, st, input, output)
+  for _, hook in st.fwd_hooks:items() do
+    local r = hook(self, input, output.n == 1 and output[1] or output)
+    if r ~= nil then
+      if output.n == 1 then
+        output[1] = r
+      elseif type(r) == "table" and not is_tensor(r) and getmetatable(r) == nil then
+        output = r
+        output.n = r.n or #r
+      else
+        error("forward hook: forward returned " .. output.n .. " values, so a replacement " ..
+          "must be a table of them, got " .. typename(r), 0)
+      end
+    end
+  end
+  return output
 end
 
 local function call_with_hooks(self, st, ...)
@@ -441,18 +469,16 @@ local function call_with_hooks(self, st, ...)
   local call
   if st.bw_hooks and lt.is_grad_enabled() then
     hook_functions()
-    call = { module = self, st = st }
-    call.n_in, call.grad_slots = wrap_tensors(HookIn, call, input)
-    call.has_input = #call.grad_slots > 0
+    call = { module = self, n_in = input.n, hooks = {} }
+    for _, hook in st.bw_hooks:items() do call.hooks[#call.hooks + 1] = hook end
+    call.has_input = #wrap_tensors(HookIn, call, input) > 0
   end
   local output = table.pack(self:forward(table.unpack(input, 1, input.n)))
-  if st.fwd_hooks then
-    for _, hook in st.fwd_hooks:items() do
-      local r = hook(self, input, output[1])
-      if r ~= nil then output[1] = r end
-    end
+  if st.fwd_hooks then output = run_forward_hooks(self, st, input, output) end
+  if call then
+    call.n_out = output.n
+    wrap_tensors(HookOut, call, output)
   end
-  if call then wrap_tensors(HookOut, call, output) end
   return table.unpack(output, 1, output.n)
 end
 

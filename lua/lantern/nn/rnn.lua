@@ -68,12 +68,12 @@ end
 
 function RNNBase:extra_repr()
   local s = self.input_size .. ", " .. self.hidden_size
+  if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
   if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
   if not self.bias then s = s .. ", bias=False" end
   if self.batch_first then s = s .. ", batch_first=True" end
   if self.dropout ~= 0 then s = s .. ", dropout=" .. util.num_str(self.dropout) end
   if self.bidirectional then s = s .. ", bidirectional=True" end
-  if self.proj_size ~= 0 then s = s .. ", proj_size=" .. self.proj_size end
   if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
   return s
 end
