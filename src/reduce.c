@@ -275,6 +275,19 @@ static acc_t acc_combine(int op, bool fl, acc_t a, acc_t b) {
 DEF_SUM(sum_f32, float)
 DEF_SUM(sum_f64, double)
 
+/* all/any over a row, shared by the float and integer folds: stop at the first deciding element */
+#define FOLD_ALL_ANY                                                                 \
+  case LT_RALL:                                                                      \
+    if (acc->i)                                                                      \
+      for (int64_t i = 0; i < n; i++)                                                \
+        if (x[i * s] == 0) { acc->i = 0; break; }                                    \
+    return;                                                                          \
+  case LT_RANY:                                                                      \
+    if (!acc->i)                                                                     \
+      for (int64_t i = 0; i < n; i++)                                                \
+        if (x[i * s] != 0) { acc->i = 1; break; }                                    \
+    return;
+
 /* acc = fold(acc, x[0], x[s], ..., x[(n-1)s]) for an input of dtype dt (s in elements). */
 #define FOLD_FLOAT(T, SUMF)                                                          \
   {                                                                                  \
@@ -305,16 +318,7 @@ DEF_SUM(sum_f64, double)
         acc->d = m;                                                                  \
         return;                                                                      \
       }                                                                              \
-      case LT_RALL:                                                                  \
-        if (acc->i)                                                                  \
-          for (int64_t i = 0; i < n; i++)                                            \
-            if (x[i * s] == 0) { acc->i = 0; break; }                                \
-        return;                                                                      \
-      case LT_RANY:                                                                  \
-        if (!acc->i)                                                                 \
-          for (int64_t i = 0; i < n; i++)                                            \
-            if (x[i * s] != 0) { acc->i = 1; break; }                                \
-        return;                                                                      \
+      FOLD_ALL_ANY                                                                   \
     }                                                                                \
     return;                                                                          \
   }
@@ -349,16 +353,7 @@ DEF_SUM(sum_f64, double)
         acc->i = m;                                                                  \
         return;                                                                      \
       }                                                                              \
-      case LT_RALL:                                                                  \
-        if (acc->i)                                                                  \
-          for (int64_t i = 0; i < n; i++)                                            \
-            if (x[i * s] == 0) { acc->i = 0; break; }                                \
-        return;                                                                      \
-      case LT_RANY:                                                                  \
-        if (!acc->i)                                                                 \
-          for (int64_t i = 0; i < n; i++)                                            \
-            if (x[i * s] != 0) { acc->i = 1; break; }                                \
-        return;                                                                      \
+      FOLD_ALL_ANY                                                                   \
     }                                                                                \
     return;                                                                          \
   }

@@ -589,9 +589,7 @@ static int t_uniform_(lua_State *L) {
   double a = optnum(L, 2, 0.0), b = optnum(L, 3, 1.0);
   int opts = opts_index(L, 2);
   check_float(L, "uniform_", t->dtype);
-  LTL_TRY(L, ctx, lt_uniform_(ctx, t, a, b, opt_gen(L, opts)));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_uniform_(ctx, t, a, b, opt_gen(L, opts)));
 }
 
 static int t_normal_(lua_State *L) {
@@ -600,9 +598,7 @@ static int t_normal_(lua_State *L) {
   double mean = optnum(L, 2, 0.0), std = optnum(L, 3, 1.0);
   int opts = opts_index(L, 2);
   check_float(L, "normal_", t->dtype);
-  LTL_TRY(L, ctx, lt_normal_(ctx, t, mean, std, opt_gen(L, opts)));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_normal_(ctx, t, mean, std, opt_gen(L, opts)));
 }
 
 static int t_bernoulli_(lua_State *L) {
@@ -610,9 +606,7 @@ static int t_bernoulli_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   double p = optnum(L, 2, 0.5);
   int opts = opts_index(L, 2);
-  LTL_TRY(L, ctx, lt_bernoulli_(ctx, t, p, opt_gen(L, opts)));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_bernoulli_(ctx, t, p, opt_gen(L, opts)));
 }
 
 /* random_(): [0, 2^mantissa] for floats, [0, 2^63) for int64, {0,1} for bool;
@@ -632,9 +626,7 @@ static int t_random_(lua_State *L) {
       default: hi = INT64_MAX; break;
     }
   }
-  LTL_TRY(L, ctx, lt_randint_(ctx, t, lo, hi, opt_gen(L, opts)));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_randint_(ctx, t, lo, hi, opt_gen(L, opts)));
 }
 
 /* ------------------------------------------------------------ generators */

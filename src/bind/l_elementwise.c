@@ -232,9 +232,7 @@ static int unop(lua_State *L, int op, double p0, double p1) {
 static int unop_(lua_State *L, int op, double p0, double p1) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1);
-  LTL_TRY(L, ctx, lt_unary_(ctx, op, a, p0, p1));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_unary_(ctx, op, a, p0, p1));
 }
 
 #define UNOP1(fn, op) \

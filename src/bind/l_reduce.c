@@ -256,32 +256,21 @@ static int required_dim(lua_State *L, int idx, const char *op) {
   return r.dims[0];
 }
 
-static int l_softmax(lua_State *L) {
+/* x:op(dim) for the ops along one required dim. */
+typedef int (*dim_op)(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
+
+static int along_dim(lua_State *L, const char *name, dim_op op) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *out;
-  int d = required_dim(L, 2, "softmax");
-  LTL_TRY(L, ctx, lt_softmax(ctx, &out, a, d));
+  int d = required_dim(L, 2, name);
+  LTL_TRY(L, ctx, op(ctx, &out, a, d));
   ltL_push(L, out);
   return 1;
 }
 
-static int l_log_softmax(lua_State *L) {
-  lt_ctx *ctx = LTL_CTX(L);
-  lt_tensor *a = ltL_check(L, 1), *out;
-  int d = required_dim(L, 2, "log_softmax");
-  LTL_TRY(L, ctx, lt_log_softmax(ctx, &out, a, d));
-  ltL_push(L, out);
-  return 1;
-}
-
-static int l_cumsum(lua_State *L) {
-  lt_ctx *ctx = LTL_CTX(L);
-  lt_tensor *a = ltL_check(L, 1), *out;
-  int d = required_dim(L, 2, "cumsum");
-  LTL_TRY(L, ctx, lt_cumsum(ctx, &out, a, d));
-  ltL_push(L, out);
-  return 1;
-}
+static int l_softmax(lua_State *L) { return along_dim(L, "softmax", lt_softmax); }
+static int l_log_softmax(lua_State *L) { return along_dim(L, "log_softmax", lt_log_softmax); }
+static int l_cumsum(lua_State *L) { return along_dim(L, "cumsum", lt_cumsum); }
 
 #define BOTH (LTL_FN | LTL_METHOD)
 

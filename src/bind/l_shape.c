@@ -389,9 +389,7 @@ static int l_index_add_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   int d = dim_arg(L, 2, "index_add_");
   lt_tensor *idx = ltL_check(L, 3), *src = ltL_check(L, 4);
-  LTL_TRY(L, ctx, lt_index_add_(ctx, t, d, idx, src, 1));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_index_add_(ctx, t, d, idx, src, 1));
 }
 
 static int l_gather(lua_State *L) {
@@ -437,9 +435,7 @@ static int l_scatter_add_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   int d = dim_arg(L, 2, "scatter_add_");
   lt_tensor *idx = ltL_check(L, 3), *src = ltL_check(L, 4);
-  LTL_TRY(L, ctx, lt_scatter_add_(ctx, t, d, idx, src, 1));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_scatter_add_(ctx, t, d, idx, src, 1));
 }
 
 static int l_masked_fill(lua_State *L) {
@@ -471,9 +467,7 @@ static int l_masked_fill_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *mask = ltL_check(L, 2);
   double v = value_arg(L, 3, "masked_fill_");
-  LTL_TRY(L, ctx, lt_masked_fill_(ctx, t, mask, v));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_masked_fill_(ctx, t, mask, v));
 }
 
 static int l_masked_select(lua_State *L) {

@@ -155,9 +155,7 @@ static int t_requires_grad_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
-  LTL_TRY(L, ctx, lt_set_requires_grad(ctx, t, on));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_set_requires_grad(ctx, t, on));
 }
 
 static int t_retain_grad(lua_State *L) {
@@ -170,16 +168,12 @@ static int t_fill_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
-  LTL_TRY(L, ctx, lt_fill_(ctx, t, v));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_fill_(ctx, t, v));
 }
 
 static int t_zero_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
-  LTL_TRY(L, ctx, lt_zero_(ctx, ltL_check(L, 1)));
-  lua_settop(L, 1);
-  return 1;
+  LTL_RETURN_SELF(L, ctx, lt_zero_(ctx, ltL_check(L, 1)));
 }
 
 static int t_copy_(lua_State *L) {

@@ -30,6 +30,13 @@ extern const char ltL_tensor_tag;
 int ltL_raise(lua_State *L, lt_ctx *ctx);
 /* `if (rc) ltL_raise(...)` in one line. */
 #define LTL_TRY(L, ctx, call) do { if ((call) != 0) ltL_raise((L), (ctx)); } while (0)
+/* The tail of an in-place method: runs the core call and returns argument 1 (the tensor). */
+#define LTL_RETURN_SELF(L, ctx, call) \
+  do {                                \
+    LTL_TRY((L), (ctx), (call));      \
+    lua_settop((L), 1);               \
+    return 1;                         \
+  } while (0)
 
 /* Pushes a userdata that takes over the reference `t` (caller's reference is consumed). */
 void ltL_push(lua_State *L, lt_tensor *t);

@@ -20,6 +20,17 @@ local function flag(v, default)
   return v and true or false
 end
 
+-- The affine parameters: weight and (unless with_bias is false) bias of `shape`, or the names
+-- registered empty, as PyTorch does when affine is off.
+local function affine_params(self, on, shape, f, with_bias)
+  if on then self.weight = lt.empty(shape, f) else self:register_parameter("weight", nil) end
+  if on and with_bias ~= false then
+    self.bias = lt.empty(shape, f)
+  else
+    self:register_parameter("bias", nil)
+  end
+end
+
 -------------------------------------------------------------------------------- BatchNorm
 -- _BatchNorm(num_features, {eps = 1e-5, momentum = 0.1, affine = true, track_running_stats =
 -- true, dtype}). momentum = false (or nn.NONE) selects the cumulative moving average (PyTorch's
@@ -40,13 +51,7 @@ function BatchNorm:__init(num_features, opts)
   self.affine = flag(opts.affine, true)
   self.track_running_stats = flag(opts.track_running_stats, true)
   local f = { dtype = opts.dtype or "float32" }
-  if self.affine then
-    self.weight = lt.empty(num_features, f)
-    self.bias = lt.empty(num_features, f)
-  else
-    self:register_parameter("weight", nil)
-    self:register_parameter("bias", nil)
-  end
+  affine_params(self, self.affine, num_features, f)
   if self.track_running_stats then
     self:register_buffer("running_mean", lt.zeros(num_features, f))
     self:register_buffer("running_var", lt.ones(num_features, f))
@@ -161,18 +166,8 @@ function LayerNorm:__init(normalized_shape, opts)
   self.normalized_shape = shape_of(normalized_shape, "LayerNorm")
   self.eps = opts.eps or 1e-5
   self.elementwise_affine = flag(opts.elementwise_affine, true)
-  local f = { dtype = opts.dtype or "float32" }
-  if self.elementwise_affine then
-    self.weight = lt.empty(self.normalized_shape, f)
-    if flag(opts.bias, true) then
-      self.bias = lt.empty(self.normalized_shape, f)
-    else
-      self:register_parameter("bias", nil)
-    end
-  else
-    self:register_parameter("weight", nil)
-    self:register_parameter("bias", nil)
-  end
+  affine_params(self, self.elementwise_affine, self.normalized_shape,
+    { dtype = opts.dtype or "float32" }, flag(opts.bias, true))
   self:_init_parameters()
 end
 function LayerNorm:reset_parameters()
@@ -202,14 +197,7 @@ function GroupNorm:__init(num_groups, num_channels, opts)
   end
   self.eps = opts.eps or 1e-5
   self.affine = flag(opts.affine, true)
-  local f = { dtype = opts.dtype or "float32" }
-  if self.affine then
-    self.weight = lt.empty(num_channels, f)
-    self.bias = lt.empty(num_channels, f)
-  else
-    self:register_parameter("weight", nil)
-    self:register_parameter("bias", nil)
-  end
+  affine_params(self, self.affine, num_channels, { dtype = opts.dtype or "float32" })
   self:_init_parameters()
 end
 function GroupNorm:reset_parameters()
