@@ -212,6 +212,14 @@ int lt_contiguous(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
   return copy_as(ctx, out, t, t->dtype, &clone_type);
 }
 
+int lt_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
+  lt_tensor *c;
+  if (lt_to_dtype(ctx, &c, t, dt)) return -1;
+  int rc = lt_contiguous(ctx, out, c);
+  lt_release(c);
+  return rc;
+}
+
 int lt_to_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "to: unknown dtype %d", (int)dt);
   if (t->dtype == dt) {

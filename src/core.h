@@ -327,6 +327,9 @@ int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src);      /* broadcast + c
 int lt_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
 int lt_contiguous(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);  /* t itself if contiguous */
 int lt_to_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt); /* t itself if same */
+/* t as a contiguous tensor of dtype dt (t itself when it already is one): the form a kernel's
+** backward reads an incoming gradient in. */
+int lt_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 int lt_detach(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
 
 /* elementwise (elementwise.c) */

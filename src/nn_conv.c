@@ -508,15 +508,7 @@ static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   lt_dtype dt = x->dtype;
   bool need_x = lt_needs_input_grad(self, 0), need_w = lt_needs_input_grad(self, 1);
   bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
-  lt_tensor *go = grad_out[0];
-  if (go->dtype != dt) {
-    if (lt_to_dtype(ctx, &go, grad_out[0], dt)) return -1;
-  } else {
-    lt_retain(go);
-  }
-  int rc = lt_contiguous(ctx, &dy, go);
-  lt_release(go);
-  if (rc) return -1;
+  if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
   if (need_x && lt_empty(ctx, &dx, dt, ex->x_ndim, ex->x_size)) goto fail;
   if (need_w && lt_empty(ctx, &dw, dt, ex->w_ndim, ex->w_size)) goto fail;
   if (need_x || need_w) {

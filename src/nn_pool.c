@@ -247,18 +247,11 @@ static int pool_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                          lt_tensor **grad_in) {
   pool_extra *ex = self->extra;
   if (!grad_out[0] || !lt_needs_input_grad(self, 0)) return 0;
-  lt_tensor *idx = NULL, *dy = NULL, *dx = NULL, *go = grad_out[0];
+  lt_tensor *idx = NULL, *dy = NULL, *dx = NULL;
   if ((ex->kind == POOL_MAX || ex->kind == POOL_ADMAX) && lt_saved_get(ctx, self, 0, &idx))
     return -1;
   lt_dtype dt = self->out_dtype;
-  if (go->dtype != dt) {
-    if (lt_to_dtype(ctx, &go, grad_out[0], dt)) return -1;
-  } else {
-    lt_retain(go);
-  }
-  int rc = lt_contiguous(ctx, &dy, go);
-  lt_release(go);
-  if (rc) return -1;
+  if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
   if (lt_empty(ctx, &dx, dt, ex->ndim, ex->size)) {
     lt_release(dy);
     return -1;
