@@ -1,7 +1,7 @@
 """PyTorch side of bench/serial_bench.lua: torch.save / torch.load of the same ~100 MB float32
 state_dict (50 tensors of 512 x 1024), printed as `name value` lines in MB/s.
 Run with Debian's python3-torch:  /usr/bin/python3 bench/serial_bench.py [dir]
-or from bench/torch_bench.py: sys.path.insert(0, "bench"); import serial_bench;
+or from bench/torch_bench.py, which imports it (and its timeit): serial_bench.run(report).
 serial_bench.run(report).
 (safetensors is not installed here, so only the .pt numbers have a PyTorch counterpart.)"""
 import collections
@@ -17,7 +17,8 @@ MB = N_TENSORS * ROWS * COLS * 4 / 1e6
 
 
 def timeit(fn, min_time=1.0, warm=1):
-    """Seconds of the fastest call, as in bench/run.lua."""
+    """Seconds of the fastest call made within min_time (at least 3, after warm-up calls), as in
+    bench/run.lua; bench/torch_bench.py uses it too."""
     for _ in range(warm):
         fn()
     best, n, start = float("inf"), 0, time.perf_counter()

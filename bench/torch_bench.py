@@ -4,10 +4,13 @@ Run with Debian's python3-torch (/usr/bin/python3):
   torch_bench.py --serve THREADS      runs the group named on each stdin line, then prints `end`
                                       (bench/run.lua alternates its rounds with this process)
 Units match run.lua's."""
+import os
 import sys
-import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serial_bench  # noqa: E402  (its timeit is shared)
 
 serve = len(sys.argv) > 1 and sys.argv[1] == "--serve"
 args = sys.argv[2:] if serve else sys.argv[1:]
@@ -16,15 +19,17 @@ torch.set_num_threads(int(args[0]) if args else 1)
 
 def timeit(fn, min_time=0.3, warm=3):
     """Seconds of the fastest call made within min_time (at least 3, after warm-up calls)."""
-    for _ in range(warm):
-        fn()
-    best, n, start = float("inf"), 0, time.perf_counter()
-    while n < 3 or time.perf_counter() - start <= min_time:
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-        n += 1
-    return best
+    return serial_bench.timeit(fn, min_time, warm)
+
+
+def train_step(model, opt, x, y):
+    """One cross-entropy training step of model on (x, y), as a function to time."""
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return step
 
 
 def report(name, value):
@@ -114,13 +119,7 @@ def bench_lenet():
                           nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
                           nn.Linear(84, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(64, 1, 28, 28)
-    y = torch.randint(0, 10, (64,))
-    def step():
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    step = train_step(model, opt, torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,)))
     report("lenet_ms", timeit(step, 1.0) * 1e3)
 
 @group("demo")
@@ -132,19 +131,11 @@ def bench_demo():
                           nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.2),
                           nn.Linear(128, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 1, 28, 28)
-    y = torch.randint(0, 10, (64,))
-    def step():
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    step = train_step(model, opt, torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,)))
     report("demo_img_per_s", 64 / timeit(step, 1.0))
 
 @group("serial")
 def bench_serial():
-    sys.path.insert(0, "bench")
-    import serial_bench
     serial_bench.run(report)
 
 
