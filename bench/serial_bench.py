@@ -2,7 +2,6 @@
 state_dict (50 tensors of 512 x 1024), printed as `name value` lines in MB/s.
 Run with Debian's python3-torch:  /usr/bin/python3 bench/serial_bench.py [dir]
 or from bench/torch_bench.py, which imports it (and its timeit): serial_bench.run(report).
-serial_bench.run(report).
 (safetensors is not installed here, so only the .pt numbers have a PyTorch counterpart.)"""
 import collections
 import os
