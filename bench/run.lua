@@ -40,22 +40,32 @@ end
 -- group(name, fn): fn(report) measures Lantern's side of one benchmark group; report(metric,
 -- value, higher_is_better). PyTorch's bench/torch_bench.py has a group of the same name.
 local groups = {}
-local function group(name, fn, rounds)
-  if want(name) then groups[#groups + 1] = { name = name, fn = fn, rounds = rounds } end
+local function group(name, fn, rounds, cpu)
+  if want(name) then groups[#groups + 1] = { name = name, fn = fn, rounds = rounds, cpu = cpu } end
+end
+
+-- Runs this process (all its threads) on CPU `cpu`, or on every CPU when cpu is nil.
+local function pin(cpu)
+  local f = io.open("/proc/self/stat")
+  local pid = f and f:read("n")
+  if f then f:close() end
+  if not pid then return end
+  os.execute(string.format("taskset -a -p -c %s %d >/dev/null 2>&1", cpu or "0-1023", pid))
 end
 
 local bare_ok, bare = pcall(require, "bench.bare")   -- build/bench/bare.so, built by `make bench`
 
 ----------------------------------------------------------------------- core
 
--- rounds here are short (0.3 s a side), so more of them cost little and steady the ratio
+-- rounds here are short (0.3 s a side), so more of them cost little and steady the ratio; both
+-- sides run on the same CPU (a shared machine's cores are not equally fast at every moment)
 group("small_add", function(report)
   local a, b = lt.randn(16), lt.randn(16)
   local n = 20000
   report("small_add_ns", timeit(function()
     for _ = 1, n do local _ = a + b end
   end) / n * 1e9, false)
-end, 2 * ROUNDS)
+end, 2 * ROUNDS, 0)
 
 group("add_16m", function(report)
   local a, b = lt.randn(16 * 1048576), lt.randn(16 * 1048576)
@@ -190,6 +200,10 @@ local function keep(tbl, name, v)
 end
 
 for _, g in ipairs(groups) do
+  if g.cpu then
+    pin(g.cpu)
+    if torch_proc then torch_proc.run("pin " .. g.cpu) end
+  end
   for round = 1, g.rounds or ROUNDS do
     local mine = {}
     g.fn(function(name, value, hb)
@@ -216,6 +230,10 @@ for _, g in ipairs(groups) do
         io.stderr:write(string.format("  round %d pytorch %-22s %12.4g\n", round, name, value))
       end
     end
+  end
+  if g.cpu then
+    pin(nil)
+    if torch_proc then torch_proc.run("pin") end
   end
 end
 

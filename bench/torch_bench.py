@@ -2,7 +2,8 @@
 Run with Debian's python3-torch (/usr/bin/python3):
   torch_bench.py THREADS [GROUP...]   runs the groups (all by default) and prints `name value`
   torch_bench.py --serve THREADS      runs the group named on each stdin line, then prints `end`
-                                      (bench/run.lua alternates its rounds with this process)
+                                      (bench/run.lua alternates its rounds with this process);
+                                      `pin N` / `pin` moves it to CPU N / back to all CPUs
 Units match run.lua's."""
 import os
 import sys
@@ -143,9 +144,11 @@ def main():
     if serve:
         print("ready", flush=True)   # torch is imported: the caller starts its rounds now
         for line in sys.stdin:
-            fn = GROUPS.get(line.strip())
-            if fn:
-                fn()
+            words = line.split()
+            if words and words[0] == "pin":   # "pin 0": run on CPU 0 only; "pin": on all again
+                os.sched_setaffinity(0, {int(words[1])} if len(words) > 1 else range(os.cpu_count()))
+            elif words and words[0] in GROUPS:
+                GROUPS[words[0]]()
             print("end", flush=True)
     else:
         wanted = args[1:]
