@@ -131,6 +131,14 @@ typedef struct lt_memstats {
 LT_API void lt_memory_stats(lt_memstats *st);
 /* Returns every cached block to the system. */
 LT_API void lt_empty_cache(void);
+/* Sets peak_in_use to the bytes in use now. */
+LT_API void lt_reset_peak_memory(void);
+/* Cache settings, process-wide. *release_after_s: seconds after which blocks that went unused
+** return to the system (they go within one to two such intervals; 0 keeps them until
+** lt_empty_cache; default 2). *cap_bytes: the most the cache holds (default 4 GiB; lowering it
+** frees the excess now). A negative time or a cap of SIZE_MAX leaves that setting; both
+** pointers (either may be NULL) receive the previous values. */
+LT_API void lt_cache_options(double *release_after_s, size_t *cap_bytes);
 
 /* ======================================================== autograd */
 

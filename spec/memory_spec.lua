@@ -1,7 +1,251 @@
--- Tensor memory: reclaimed by the collector without collectgarbage(), served by the cache.
+-- Tensor memory: reclaimed by the collector without collectgarbage() in both of Lua 5.4's
+-- collector modes and in a C host's state, served by a cache that gives back what goes unused,
+-- and released deterministically by lt.tidy, free() and <close>.
 local lt = require "lantern"
+local cc = require "c.ccutil"
 
 local rss_kb = require("support").rss_kb
+
+-- Runs one loop of spec/mem/loops.lua in a fresh process (lua5.4, or the C host `host` with
+-- the collector mode `mode`) and returns its figures.
+local function run_loop(loop, mode, steps, host)
+  local cmd
+  if host then
+    cmd = string.format("%s %s %s %s host %d 2>&1", cc.shq(host), mode,
+                        cc.shq(cc.abspath("spec/mem/loops.lua")), loop, steps)
+  else
+    cmd = string.format("lua5.4 spec/mem/loops.lua %s %s %d 2>&1", loop, mode, steps)
+  end
+  local p = assert(io.popen(cmd))
+  local out = p:read("a")
+  p:close()
+  local r = {}
+  for k, v in out:gmatch("(%w[%w_]*)=(%S+)") do r[k] = tonumber(v) or v end
+  assert(r.peak, cmd .. " printed:\n" .. out)
+  r.out = out
+  return r
+end
+
+-- The bounds every loop must meet: tensor memory within 3x of what one step needs (its live
+-- state plus all it allocates), no resident growth from an early to a late step, the
+-- collector still in the mode the program chose.
+local function check(r, what)
+  local msg = string.format("%s: %s", what, r.out)
+  assert.is_true(r.peak <= 3 * r.reference, msg)
+  assert.is_true(r.rss_late - r.rss_early <= 3 * 1024, msg)
+  assert.are.equal("true", r.mode_kept, msg)
+  if r.host_mode_kept then assert.are.equal("true", r.host_mode_kept, msg) end
+end
+
+local LOOPS = { { "mlp", 150 }, { "cnn", 100 }, { "transformer", 80 } }
+
+describe("memory under both collector modes", function()
+  for _, mode in ipairs({ "gen", "inc" }) do
+    it("keeps the two-tensor loop within 3x of its live set in " .. mode .. " mode", function()
+      local r = run_loop("two_tensors", mode, 2000)
+      check(r, "two_tensors " .. mode)
+      -- the loop holds two 1 MiB tensors; before pacing by tensor bytes it peaked at 1.6 GB
+      assert.are.equal(2 * 1024 * 1024, r.reference)
+    end)
+    for _, l in ipairs(LOOPS) do
+      it(string.format("trains the %s for %d steps within bounds in %s mode #nosan", l[1], l[2], mode),
+        function() check(run_loop(l[1], mode, l[2]), l[1] .. " " .. mode) end)
+    end
+  end
+
+  describe("in a C host's own lua_State", function()
+    local host
+    setup(function() host = cc.build("spec/c/mem_host.c") end)
+    teardown(function() if host then os.remove(host) end end)
+    for _, mode in ipairs({ "gen", "inc" }) do
+      it("paces the two-tensor loop and the transformer in " .. mode .. " mode #nosan", function()
+        check(run_loop("two_tensors", mode, 1000, host), "host two_tensors " .. mode)
+        check(run_loop("transformer", mode, 60, host), "host transformer " .. mode)
+      end)
+    end
+  end)
+
+  it("leaves a stopped collector alone", function()
+    collectgarbage()
+    collectgarbage("stop")
+    local before = lt.memory_stats()
+    local keep = {}
+    for i = 1, 20 do keep[i] = lt.ones(256, 1024) end
+    local after = lt.memory_stats()
+    collectgarbage("restart")
+    assert.is_true(collectgarbage("isrunning"))
+    assert.are.equal(before.full_collections, after.full_collections)
+    assert.is_true(after.in_use - before.in_use >= 20 * 1024 * 1024)
+  end)
+end)
+
+describe("the buffer cache", function()
+  local old
+  before_each(function() old = lt.set_cache_options({ release_after = 0.2 }) end)
+  after_each(function() lt.set_cache_options(old) end)
+
+  local function sleep(s) os.execute("sleep " .. s) end
+
+  it("gives back blocks that went unused for a while", function()
+    collectgarbage()
+    local held = {}
+    for i = 1, 32 do held[i] = lt.empty(65536) end      -- 32 x 256 KiB
+    held = nil
+    collectgarbage()
+    local cached = lt.memory_stats().cached
+    assert.is_true(cached >= 32 * 256 * 1024)
+    sleep(0.3)
+    lt.memory_stats()       -- the first check after the interval starts a new one
+    sleep(0.3)
+    local s = lt.memory_stats()
+    assert.is_true(s.cached < cached - 32 * 256 * 1024 + 1,
+      string.format("cached %d before, %d after", cached, s.cached))
+  end)
+
+  it("keeps the blocks a steady loop reuses", function()
+    local function loop()
+      for _ = 1, 200 do
+        local a = lt.ones(4096)
+        local _ = a + a
+      end
+      collectgarbage()
+    end
+    loop()
+    local s0 = lt.memory_stats()
+    local t_end = lt.clock() + 0.7                       -- several release intervals
+    while lt.clock() < t_end do loop() end
+    local s1 = lt.memory_stats()
+    assert.is_true(s1.fresh_allocs - s0.fresh_allocs <= 4,
+      string.format("%d fresh allocations", s1.fresh_allocs - s0.fresh_allocs))
+  end)
+
+  it("applies a lowered cap at once and refuses unknown options", function()
+    collectgarbage()
+    local held = {}
+    for i = 1, 8 do held[i] = lt.empty(262144) end
+    held = nil
+    collectgarbage()
+    assert.is_true(lt.memory_stats().cached >= 8 * 1024 * 1024)
+    local prev = lt.set_cache_options({ max_cached = 1024 * 1024 })
+    assert.is_true(lt.memory_stats().cached <= 1024 * 1024)
+    lt.set_cache_options({ max_cached = prev.max_cached })
+    assert.has_error(function() lt.set_cache_options({ release = 1 }) end,
+      "set_cache_options: unknown option 'release' (expected release_after or max_cached)")
+    assert.has_error(function() lt.set_cache_options({ release_after = -1 }) end)
+  end)
+end)
+
+describe("release scopes and free", function()
+  local function in_use() return lt.memory_stats().in_use end
+
+  it("frees what a scope made and did not return or keep", function()
+    collectgarbage()
+    collectgarbage("stop")       -- only the scope may free anything here
+    local base = in_use()
+    local kept
+    local r, t = lt.tidy(function()
+      local a = lt.ones(262144)                     -- 1 MiB each
+      local b = a * 2
+      local _ = b + 1
+      kept = lt.keep(b * 3)
+      return b, { inner = { a } }
+    end)
+    collectgarbage("restart")
+    -- b, a (inside the returned table) and the kept tensor survive; b + 1 was freed
+    assert.are.equal(base + 3 * 1024 * 1024, in_use())
+    assert.are.equal(2 * 262144, r:sum():item())
+    assert.are.equal(262144, t.inner[1]:sum():item())
+    assert.are.equal(6 * 262144, kept:sum():item())
+  end)
+
+  it("raises on use of a released tensor, never crashes", function()
+    local leaked
+    lt.tidy(function() leaked = lt.ones(3) end)
+    assert.is_true(lt.is_released(leaked))
+    assert.is_true(lt.is_tensor(leaked))
+    assert.are.equal("tensor(<released>)", tostring(leaked))
+    local ok, err = pcall(function() return leaked + 1 end)
+    assert.is_false(ok)
+    assert.truthy(err:find("add: argument #1: tensor was released", 1, true), err)
+    assert.has_error(function() return leaked:sum() end)
+    assert.has_error(function() return lt.ones(3) * leaked end)
+    assert.has_error(function() return leaked.shape end)
+    leaked:free()                                   -- a second release is harmless
+  end)
+
+  it("moves returned tensors to the enclosing scope", function()
+    local inner_result, outer_result
+    outer_result = lt.tidy(function()
+      inner_result = lt.tidy(function() return lt.ones(2) end)
+      assert.is_false(lt.is_released(inner_result))
+      return inner_result * 5
+    end)
+    assert.is_true(lt.is_released(inner_result))   -- the outer scope did not return it
+    assert.are.equal(10, outer_result:sum():item())
+  end)
+
+  it("ends the scope when the function raises", function()
+    local made
+    local ok, err = pcall(lt.tidy, function()
+      made = lt.ones(2)
+      error("boom")
+    end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("boom"))
+    assert.is_true(lt.is_released(made))
+    assert.are.equal(0, lt._scope_depth())
+  end)
+
+  it("keeps what autograd still needs and trains through a scope", function()
+    local nn, F = lt.nn, lt.nn.functional
+    lt.manual_seed(3)
+    local model, opt, x, y
+    lt.tidy(function()                               -- built inside: parameters are kept
+      model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+      opt = lt.optim.Adam(model:parameters(), { lr = 1e-2 })
+    end)
+    x, y = lt.randn(16, 4), lt.randn(16, 1)
+    local first, last
+    for step = 1, 30 do
+      local loss = lt.tidy(function()
+        local h = model(x)                           -- intermediates saved by the graph
+        return F.mse_loss(h, y)
+      end)
+      opt:zero_grad()
+      loss:backward()                                -- the graph outlived the scope
+      lt.tidy(function() opt:step() end)             -- Adam state made inside is kept
+      if step == 1 then first = loss:item() end
+      last = loss:item()
+    end
+    assert.is_true(last < first)
+    for _, p in ipairs(model:parameters()) do assert.is_false(lt.is_released(p)) end
+    -- the same gradient as without a scope
+    local w = lt.randn(3, { requires_grad = true })
+    local g1 = lt.tidy(function() return (w * w):sum() end)
+    g1:backward()
+    assert.is_true(lt.allclose(w.grad, w:detach() * 2))
+  end)
+
+  it("frees one tensor with free() and with a <close> variable", function()
+    collectgarbage()
+    collectgarbage("stop")
+    local base = in_use()
+    local a = lt.ones(262144)
+    local v = a:narrow(1, 1, 10)                    -- a view keeps the storage alive
+    a:free()
+    assert.are.equal(base + 1024 * 1024, in_use())
+    assert.are.equal(10, v:sum():item())
+    v:free()
+    assert.are.equal(base, in_use())
+    do
+      local c <close> = lt.ones(262144)
+      assert.are.equal(base + 1024 * 1024, in_use())
+    end
+    assert.are.equal(base, in_use())
+    collectgarbage("restart")
+    assert.has_error(function() lt.Tensor.free(3) end, "free: bad argument #1 (Tensor expected, got number)")
+  end)
+end)
 
 describe("memory", function()
   it("keeps a flat resident size over 100,000 dropped 1 MB tensors", function()

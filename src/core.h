@@ -48,6 +48,8 @@ void lt_storage_release(lt_storage *s);
 /* Buffer cache (alloc.c). Blocks are 64-byte aligned. */
 void *lt_cache_alloc(size_t nbytes, size_t *got);
 void lt_cache_free(void *p, size_t nbytes);
+/* Bytes held by live blocks now, read without the lock (the collector pacing polls it). */
+size_t lt_cache_in_use(void);
 
 /* ============================================================ tensor */
 

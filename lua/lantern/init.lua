@@ -39,7 +39,11 @@ setmetatable(lt, {
 local mt = core._tensor_mt
 
 local print_mod = require "lantern.print"
-mt.__tostring = print_mod.tensor
+local print_tensor = print_mod.tensor
+mt.__tostring = function(t)
+  if core.is_released(t) then return "tensor(<released>)" end
+  return print_tensor(t)
+end
 lt.set_printoptions = print_mod.set_printoptions
 
 --- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises.
@@ -58,6 +62,26 @@ function lt.enable_grad(fn, ...)
   core.set_grad_enabled(old)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
+end
+
+--- Runs `fn(...)` in a release scope: when it returns (or raises), every tensor handle made
+-- inside it is dropped, except those it returns (also inside returned tables) and those passed
+-- to `lt.keep`. Returned handles belong to the enclosing scope, if any. Dropping a handle
+-- releases its reference at once, so memory goes back to the cache without the collector; a
+-- tensor that something else still holds (a view, the autograd graph, a module) lives on.
+-- Parameters and buffers registered in a Module and optimiser state are kept automatically.
+function lt.tidy(fn, ...)
+  if type(fn) ~= "function" then
+    error("tidy: bad argument #1 (function expected, got " .. type(fn) .. ")", 2)
+  end
+  local id = core._scope_begin()
+  local res = table.pack(pcall(fn, ...))
+  if res[1] then
+    core._scope_end(id, table.unpack(res, 2, res.n))
+    return table.unpack(res, 2, res.n)
+  end
+  core._scope_end(id)
+  error(res[2], 0)
 end
 
 return lt

@@ -400,34 +400,6 @@ static int t_len(lua_State *L) {
 
 /* ------------------------------------------------------------ module functions */
 
-static int l_is_tensor(lua_State *L) {
-  lua_pushboolean(L, ltL_test(L, 1) != NULL);
-  return 1;
-}
-
-static int l_memory_stats(lua_State *L) {
-  lt_memstats st;
-  lt_memory_stats(&st);
-  lua_createtable(L, 0, 5);
-  lua_pushinteger(L, (lua_Integer)st.in_use);
-  lua_setfield(L, -2, "in_use");
-  lua_pushinteger(L, (lua_Integer)st.cached);
-  lua_setfield(L, -2, "cached");
-  lua_pushinteger(L, (lua_Integer)st.peak_in_use);
-  lua_setfield(L, -2, "peak_in_use");
-  lua_pushinteger(L, (lua_Integer)st.fresh_allocs);
-  lua_setfield(L, -2, "fresh_allocs");
-  lua_pushinteger(L, (lua_Integer)st.reused);
-  lua_setfield(L, -2, "reused");
-  return 1;
-}
-
-static int l_empty_cache(lua_State *L) {
-  (void)L;
-  lt_empty_cache();
-  return 0;
-}
-
 static int l_set_num_threads(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   if (n < 1) return luaL_error(L, "set_num_threads: expected n >= 1, got %d", (int)n);
@@ -477,9 +449,6 @@ static const ltL_Reg tensor_regs[] = {
     {"long", t_long, LTL_METHOD},
     {"bool", t_bool, LTL_METHOD},
     {"cpu", t_cpu, LTL_METHOD},
-    {"is_tensor", l_is_tensor, LTL_FN},
-    {"memory_stats", l_memory_stats, LTL_FN},
-    {"empty_cache", l_empty_cache, LTL_FN},
     {"set_num_threads", l_set_num_threads, LTL_FN},
     {"get_num_threads", l_get_num_threads, LTL_FN},
     {NULL, NULL, 0},

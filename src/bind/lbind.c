@@ -12,50 +12,48 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
   return lua_error(L);
 }
 
-/* Collector pacing: tensor memory is invisible to Lua, so every pushed tensor that owns fresh
-** memory adds debt in proportion to its bytes; the collector then runs as if it had been
-** allocated on the Lua heap. Debt is added in 256 KiB slices to keep small ops cheap. */
-/* Binding state kept right after the ctx in the same userdata. The Tensor metatable is found
-** by registry integer key, because the name lookup of luaL_setmetatable hashes a string on
-** every call, which costs more than a small op itself. */
-typedef struct {
-  size_t pending;            /* bytes not yet reported to the collector */
-  int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
-  ltL_pool *pool;            /* the allocator front (lalloc.c), or NULL */
-} bind_state;
-
 const char ltL_tensor_tag = 'T';
 
-static bind_state *state_of(lua_State *L) {
+static ltL_state *state_of(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, lua_upvalueindex(1));
-  return ctx ? (bind_state *)(ctx + 1) : NULL;
+  return ctx ? (ltL_state *)(ctx + 1) : NULL;
 }
 
-static void gc_account(lua_State *L, bind_state *acct, size_t nbytes) {
-  acct->pending += nbytes;
-  if (acct->pending >= 256 * 1024) {
-    int kb = (int)(acct->pending / 1024);
-    acct->pending = 0;
-    lua_gc(L, LUA_GCSTEP, kb);
+ltL_state *ltL_state_of(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  lt_ctx *ctx = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return ctx ? (ltL_state *)(ctx + 1) : NULL;
+}
+
+/* Bytes are reported in 256 KiB slices to keep small ops cheap; lmem.c decides what a slice
+** does to the collector. */
+static void gc_account(lua_State *L, ltL_state *st, size_t nbytes) {
+  st->pending += nbytes;
+  if (st->pending >= 256 * 1024) {
+    size_t kb = st->pending / 1024;
+    st->pending = 0;
+    ltL_gc_slice(L, st, kb);
   }
 }
 
 void ltL_gc_account(lua_State *L, size_t nbytes) {
-  bind_state *acct = state_of(L);
-  if (acct) gc_account(L, acct, nbytes);
+  ltL_state *st = state_of(L);
+  if (st) gc_account(L, st, nbytes);
 }
 
 /* No user values: a slot costs ~50 ns per tensor in allocation and collection. */
-void ltL_push(lua_State *L, lt_tensor *t) {
-  bind_state *st = state_of(L);
+static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
   ltL_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->tag = &ltL_tensor_tag;
   box->t = t;
+  box->scope = 0;
   if (st)
     lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
   else
     luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_setmetatable(L, -2);
+  if (st && st->nscopes) ltL_scope_track(L, st, box);
   /* every tensor struct counts (a view's too: with tiny tensors the structs are most of the
   ** memory, and an under-paced collector lets garbage outgrow the recycling lists, which makes
   ** ops several times slower); a storage counts when it is fresh */
@@ -66,6 +64,8 @@ void ltL_push(lua_State *L, lt_tensor *t) {
     gc_account(L, st, n);
   }
 }
+
+void ltL_push(lua_State *L, lt_tensor *t) { push_in(L, state_of(L), t); }
 
 /* A view whose base's history changed since it was made is brought up to date before any op
 ** sees it, so that an op's "requires grad?" test is right (the engine also refreshes views it
@@ -82,6 +82,7 @@ lt_tensor *ltL_test(lua_State *L, int idx) {
   /* the size first: a light userdata or a smaller full userdata has no tag to read */
   if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
   lt_tensor *t = box->t;
+  if (!t) ltL_released_error(L, idx);
   if (t->base && t->base_epoch != t->base->view_epoch) refresh_stale(L, t);
   return t;
 }
@@ -256,7 +257,7 @@ static int ctx_gc(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, 1);
   lt_generator_free(ctx->gen);
   ctx->gen = NULL;
-  bind_state *st = (bind_state *)(ctx + 1);
+  ltL_state *st = (ltL_state *)(ctx + 1);
   ltL_pool_remove(L, st->pool);
   st->pool = NULL;
   return 0;
@@ -278,8 +279,8 @@ int luaopen_lantern_core(lua_State *L) {
   /* one context per Lua state, kept in the registry and as upvalue 1 of every function */
   if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TNIL) {
     lua_pop(L, 1);
-    lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(bind_state), 0);
-    memset(ctx + 1, 0, sizeof(bind_state));
+    lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(ltL_state), 0);
+    memset(ctx + 1, 0, sizeof(ltL_state));
     if (lt_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);
@@ -287,13 +288,14 @@ int luaopen_lantern_core(lua_State *L) {
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
-    ((bind_state *)(ctx + 1))->pool = ltL_pool_install(L);
+    ((ltL_state *)(ctx + 1))->pool = ltL_pool_install(L);
+    ltL_gc_rebase(L, (ltL_state *)(ctx + 1));
   }
   lua_pop(L, 1);
   lua_newtable(L);                                 /* module */
   {
     lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
-    bind_state *st = (bind_state *)((lt_ctx *)lua_touserdata(L, -1) + 1);
+    ltL_state *st = (ltL_state *)((lt_ctx *)lua_touserdata(L, -1) + 1);
     lua_pop(L, 1);
     if (luaL_newmetatable(L, LTL_TENSOR_MT)) {
       lua_pushvalue(L, -1);
@@ -303,6 +305,7 @@ int luaopen_lantern_core(lua_State *L) {
   }
   lua_newtable(L);                                 /* methods */
   ltL_open_tensor(L);
+  ltL_open_mem(L);
   ltL_open_autograd(L);
   void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
                                      ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
@@ -337,10 +340,9 @@ void lantern_open(lua_State *L) {
   lua_pop(L, 1);
 }
 
+/* A host's C function has its own upvalues, so the state comes from the registry; its
+** tensors are paced and scoped like the binding's own. */
 void lantern_push_tensor(lua_State *L, lt_tensor *t) {
-  ltL_box *box = lua_newuserdatauv(L, sizeof *box, 0);
-  box->tag = &ltL_tensor_tag;
-  box->t = lt_retain(t);
-  luaL_setmetatable(L, LTL_TENSOR_MT);
+  push_in(L, ltL_state_of(L), lt_retain(t));
 }
 lt_tensor *lantern_to_tensor(lua_State *L, int idx) { return ltL_test(L, idx); }

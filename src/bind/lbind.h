@@ -19,12 +19,45 @@
 
 /* The Tensor userdata: a tag, then the tensor. The tag (the address of ltL_tensor_tag) lets
 ** ltL_test recognise a tensor with two API calls instead of a metatable comparison; no other
-** userdata can hold that address unless it copies it from here. t is NULL once collected. */
+** userdata can hold that address unless it copies it from here. t is NULL once collected or
+** released (lmem.c); scope is the serial of the release scope that owns it, 0 for none. */
 typedef struct ltL_box {
   const void *tag;
   lt_tensor *t;
+  uint64_t scope;
 } ltL_box;
 extern const char ltL_tensor_tag;
+
+/* Per-state binding data, kept right after the lt_ctx in the same userdata. The Tensor
+** metatable is found by registry integer key, because the name lookup of luaL_setmetatable
+** hashes a string on every call, which costs more than a small op itself. */
+#define LTL_MAX_SCOPES 64
+typedef struct ltL_scope {
+  uint64_t serial;
+  int list_ref;              /* registry key of the table of boxes made inside it */
+  int n;                     /* entries in that table */
+} ltL_scope;
+typedef struct ltL_state {
+  size_t pending;            /* bytes not yet reported to the collector */
+  size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
+  uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
+  int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
+  struct ltL_pool *pool;     /* the allocator front (lalloc.c), or NULL */
+  int nscopes;               /* open release scopes, innermost last */
+  uint64_t scope_serial;
+  ltL_scope scopes[LTL_MAX_SCOPES];
+} ltL_state;
+
+/* The state of L, found through the registry (valid from any C function). */
+ltL_state *ltL_state_of(lua_State *L);
+
+/* lmem.c: what a 256 KiB slice of reported tensor bytes does to the collector; the bookkeeping
+** of release scopes; the error for a released tensor. */
+void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb);
+void ltL_gc_rebase(lua_State *L, ltL_state *st);
+void ltL_scope_track(lua_State *L, ltL_state *st, ltL_box *box);   /* box on the stack top */
+int ltL_released_error(lua_State *L, int idx);
+void ltL_open_mem(lua_State *L);          /* lmem.c: tidy's primitives, free, memory stats */
 
 /* Raises the ctx's last error as a Lua error (never returns). */
 int ltL_raise(lua_State *L, lt_ctx *ctx);

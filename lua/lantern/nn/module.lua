@@ -20,7 +20,9 @@ M.NONE = NONE
 local OMap = {}
 OMap.__index = OMap
 local function omap() return setmetatable({ keys = {}, vals = {} }, OMap) end
+-- Tensors stored in a module outlive any release scope (lt.tidy) they were made in.
 function OMap:set(k, v)
+  lt.keep(v)
   if self.vals[k] == nil then self.keys[#self.keys + 1] = k end
   self.vals[k] = v
 end

@@ -78,6 +78,11 @@ function Optimizer:zero_grad(set_to_none)
   end
 end
 
+-- State made inside a release scope (lt.tidy) must outlive it.
+local function keep_state(st)
+  for _, v in pairs(st) do lt.keep(v) end
+end
+
 --- One update; `closure` (optional) re-evaluates the model and returns the loss.
 function Optimizer:step(closure)
   local loss
@@ -93,6 +98,7 @@ function Optimizer:step(closure)
             self.state[p] = st
           end
           self:update(p, grad, st, group)
+          if lt._scope_depth() > 0 then keep_state(st) end
         end
       end
     end
@@ -174,6 +180,7 @@ function Optimizer:load_state_dict(sd)
           s[k] = copy_value(v, p)
         end
       end
+      keep_state(s)
       self.state[p] = s
     end
   end

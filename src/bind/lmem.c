@@ -1,0 +1,290 @@
+/*
+** lmem.c -- tensor memory seen from Lua: collection paced by tensor bytes, release scopes,
+** explicit release, and the cache's statistics and settings.
+**
+** Pacing. Tensor bytes live outside Lua's heap, so the collector cannot see them. Each 256 KiB
+** slice of fresh tensor memory does two things. It steps the collector by that many KiB, which
+** in incremental mode runs cycles at the pace of tensor allocation and in generational mode runs
+** a minor collection. And, because a tensor that survives two minor collections is old and is
+** freed only by a major collection, which Lua starts from its own heap growth alone, it compares
+** the bytes the buffer cache has in use with a limit: when they exceed it, a full collection
+** runs (in the mode the host chose) and the limit is set again from what survived. The limit is
+** what survived plus the larger of that, Lua's own heap and a floor, so garbage stays within
+** about the live set and each full collection, whose cost follows the Lua heap, is paid for by
+** at least as many bytes of tensor allocation (the rule JavaScript engines use for external
+** memory). An incremental cycle that ends also resets the limit.
+**
+** Release scopes (lt.tidy). While a scope is open, every tensor handle pushed to Lua is recorded
+** in the innermost scope's list and tagged with its serial. When the scope ends, the handles it
+** returns move to the enclosing scope (or to none), handles passed to lt.keep leave it, and the
+** rest drop their tensor at once. Dropping a handle releases one reference: a tensor that a view,
+** the autograd graph or C code still holds lives on, so nothing is freed under its users. A
+** dropped handle raises on use.
+*/
+#include <limits.h>
+
+#include "lbind.h"
+
+#define FULL_FLOOR ((size_t)2 << 20)
+
+static ltL_state *state_up(lua_State *L) { return (ltL_state *)(LTL_CTX(L) + 1); }
+
+/* ------------------------------------------------------------ pacing */
+
+void ltL_gc_rebase(lua_State *L, ltL_state *st) {
+  size_t live = lt_cache_in_use();
+  size_t heap = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB);
+  size_t room = live > heap ? live : heap;
+  if (room < FULL_FLOOR) room = FULL_FLOOR;
+  st->gc_limit = live + room;
+}
+
+void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
+  /* a stopped collector (collectgarbage("stop"), or a finalizer running) is left alone */
+  if (!lua_gc(L, LUA_GCISRUNNING)) return;
+  if (lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb) == 1) {
+    ltL_gc_rebase(L, st);   /* an incremental cycle just ended */
+  } else if (lt_cache_in_use() > st->gc_limit) {
+    lua_gc(L, LUA_GCCOLLECT);
+    st->full_gcs++;
+    ltL_gc_rebase(L, st);
+  }
+}
+
+/* ------------------------------------------------------------ release */
+
+static ltL_box *testbox(lua_State *L, int idx) {
+  ltL_box *box = lua_touserdata(L, idx);
+  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
+  return box;
+}
+
+int ltL_released_error(lua_State *L, int idx) {
+  lua_Debug ar;
+  const char *fname = "?";
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fname = ar.name;
+  return luaL_error(L, "%s: argument #%d: tensor was released (by free(), a <close> variable "
+                    "or the end of lt.tidy) and cannot be used", fname, idx);
+}
+
+static void drop(ltL_box *box) {
+  lt_release(box->t);
+  box->t = NULL;
+  box->scope = 0;
+}
+
+/* Records the handle on the stack top in scope s. */
+static void track_in(lua_State *L, ltL_scope *s, ltL_box *box) {
+  luaL_checkstack(L, 2, "tidy");
+  box->scope = s->serial;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->list_ref);
+  lua_pushvalue(L, -2);
+  lua_rawseti(L, -2, ++s->n);
+  lua_pop(L, 1);
+}
+
+void ltL_scope_track(lua_State *L, ltL_state *st, ltL_box *box) {
+  track_in(L, &st->scopes[st->nscopes - 1], box);
+}
+
+static int l_scope_begin(lua_State *L) {
+  ltL_state *st = state_up(L);
+  if (st->nscopes == LTL_MAX_SCOPES)
+    return luaL_error(L, "tidy: scopes nested more than %d deep", LTL_MAX_SCOPES);
+  lua_createtable(L, 32, 0);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  ltL_scope *s = &st->scopes[st->nscopes++];
+  s->serial = ++st->scope_serial;
+  s->list_ref = ref;
+  s->n = 0;
+  lua_pushinteger(L, (lua_Integer)s->serial);
+  return 1;
+}
+
+/* Moves the handles of scope `serial` found in the value at idx (tensors, and tables of them
+** at any depth) to `to` (NULL: no scope). `seen` (a table at seen_idx) stops cycles. */
+static void adopt(lua_State *L, int idx, uint64_t serial, ltL_scope *to, int seen_idx,
+                  int depth) {
+  ltL_box *box = testbox(L, idx);
+  if (box) {
+    if (box->t && box->scope == serial) {
+      if (to) {
+        lua_pushvalue(L, idx);
+        track_in(L, to, box);
+        lua_pop(L, 1);
+      } else {
+        box->scope = 0;
+      }
+    }
+    return;
+  }
+  if (!lua_istable(L, idx) || depth > 32) return;
+  luaL_checkstack(L, 4, "tidy");
+  idx = lua_absindex(L, idx);
+  lua_pushvalue(L, idx);
+  if (lua_rawget(L, seen_idx) != LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_pushvalue(L, idx);
+  lua_pushboolean(L, 1);
+  lua_rawset(L, seen_idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    adopt(L, -1, serial, to, seen_idx, depth + 1);
+    lua_pop(L, 1);
+  }
+}
+
+/* _scope_end(serial, ...): the values after serial survive (into the enclosing scope); every
+** other handle made inside the scope is dropped. Returns nothing; lt.tidy returns the values. */
+static int l_scope_end(lua_State *L) {
+  ltL_state *st = state_up(L);
+  uint64_t serial = (uint64_t)luaL_checkinteger(L, 1);
+  int k = st->nscopes - 1;
+  while (k >= 0 && st->scopes[k].serial != serial) k--;
+  if (k < 0) return luaL_error(L, "tidy: scope %d is not open", (int)serial);
+  int top = lua_gettop(L);
+  /* a coroutine may leave an inner scope open; the enclosing one is then k - 1 all the same */
+  ltL_scope *to = k > 0 ? &st->scopes[k - 1] : NULL;
+  lua_newtable(L);
+  int seen = lua_gettop(L);
+  for (int i = 2; i <= top; i++) adopt(L, i, serial, to, seen, 0);
+  ltL_scope s = st->scopes[k];
+  memmove(&st->scopes[k], &st->scopes[k + 1], (size_t)(st->nscopes - k - 1) * sizeof s);
+  st->nscopes--;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s.list_ref);
+  for (int i = 1; i <= s.n; i++) {
+    lua_rawgeti(L, -1, i);
+    ltL_box *box = lua_touserdata(L, -1);
+    if (box->t && box->scope == serial) drop(box);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, s.list_ref);
+  return 0;
+}
+
+static int l_scope_depth(lua_State *L) {
+  lua_pushinteger(L, state_up(L)->nscopes);
+  return 1;
+}
+
+/* lt.keep(t): t leaves every release scope (values other than tensors pass through). */
+static int l_keep(lua_State *L) {
+  ltL_box *box = testbox(L, 1);
+  if (box) box->scope = 0;
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* t:free(), and __close: drops this handle's reference now. Freeing twice is harmless. */
+static int t_free(lua_State *L) {
+  ltL_box *box = testbox(L, 1);
+  if (!box) return luaL_error(L, "free: bad argument #1 (Tensor expected, got %s)",
+                              luaL_typename(L, 1));
+  if (box->t) drop(box);
+  return 0;
+}
+
+static int l_is_released(lua_State *L) {
+  ltL_box *box = testbox(L, 1);
+  lua_pushboolean(L, box && !box->t);
+  return 1;
+}
+
+static int l_is_tensor(lua_State *L) {
+  lua_pushboolean(L, testbox(L, 1) != NULL);
+  return 1;
+}
+
+/* ------------------------------------------------------------ statistics and settings */
+
+static int l_memory_stats(lua_State *L) {
+  lt_memstats st;
+  lt_memory_stats(&st);
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, (lua_Integer)st.in_use);
+  lua_setfield(L, -2, "in_use");
+  lua_pushinteger(L, (lua_Integer)st.cached);
+  lua_setfield(L, -2, "cached");
+  lua_pushinteger(L, (lua_Integer)st.peak_in_use);
+  lua_setfield(L, -2, "peak_in_use");
+  lua_pushinteger(L, (lua_Integer)st.fresh_allocs);
+  lua_setfield(L, -2, "fresh_allocs");
+  lua_pushinteger(L, (lua_Integer)st.reused);
+  lua_setfield(L, -2, "reused");
+  lua_pushinteger(L, (lua_Integer)state_up(L)->full_gcs);
+  lua_setfield(L, -2, "full_collections");
+  return 1;
+}
+
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  lt_empty_cache();
+  return 0;
+}
+
+static int l_reset_peak(lua_State *L) {
+  (void)L;
+  lt_reset_peak_memory();
+  return 0;
+}
+
+/* lt.set_cache_options{release_after = s, max_cached = bytes}: returns the previous settings. */
+static int l_set_cache_options(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (!k || (strcmp(k, "release_after") && strcmp(k, "max_cached")))
+      return luaL_error(L, "set_cache_options: unknown option '%s' (expected release_after or "
+                        "max_cached)", k ? k : luaL_typename(L, -2));
+    lua_pop(L, 1);
+  }
+  double after = -1;
+  size_t cap = (size_t)-1;
+  if (lua_getfield(L, 1, "release_after") != LUA_TNIL) {
+    if (!lua_isnumber(L, -1) || lua_tonumber(L, -1) < 0)
+      return luaL_error(L, "set_cache_options: release_after must be a number of seconds >= 0 "
+                        "(0 keeps blocks until empty_cache), got %s", luaL_tolstring(L, -1, NULL));
+    after = lua_tonumber(L, -1);
+  }
+  if (lua_getfield(L, 1, "max_cached") != LUA_TNIL) {
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+      return luaL_error(L, "set_cache_options: max_cached must be an integer number of bytes "
+                        ">= 0, got %s", luaL_tolstring(L, -1, NULL));
+    cap = (size_t)lua_tointeger(L, -1);
+  }
+  lt_cache_options(&after, &cap);
+  lua_createtable(L, 0, 2);
+  lua_pushnumber(L, after);
+  lua_setfield(L, -2, "release_after");
+  lua_pushinteger(L, (lua_Integer)cap);
+  lua_setfield(L, -2, "max_cached");
+  return 1;
+}
+
+static const ltL_Reg mem_regs[] = {
+    {"_scope_begin", l_scope_begin, LTL_FN},
+    {"_scope_end", l_scope_end, LTL_FN},
+    {"_scope_depth", l_scope_depth, LTL_FN},
+    {"keep", l_keep, LTL_FN},
+    {"free", t_free, LTL_METHOD},
+    {"is_released", l_is_released, LTL_FN},
+    {"is_tensor", l_is_tensor, LTL_FN},
+    {"memory_stats", l_memory_stats, LTL_FN},
+    {"empty_cache", l_empty_cache, LTL_FN},
+    {"reset_peak_memory_stats", l_reset_peak, LTL_FN},
+    {"set_cache_options", l_set_cache_options, LTL_FN},
+    {NULL, NULL, 0},
+};
+
+void ltL_open_mem(lua_State *L) {
+  ltL_register(L, mem_regs);
+  luaL_getmetatable(L, LTL_TENSOR_MT);
+  lua_pushcfunction(L, t_free);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}
