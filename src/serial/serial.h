@@ -206,10 +206,14 @@ void lt_zw_free(lt_zwriter *w);
 
 typedef struct lt_afile {
   FILE *f;
-  char *tmp, *path;
+  char *tmp, *path, *dir;
+  bool named; /* tmp names a file on disk (otherwise f is an unnamed O_TMPFILE inode) */
 } lt_afile;
 
-/* Creates a temporary file next to path; commit renames it over path, abort removes it. */
+/* Creates a temporary file next to path; commit renames it over path, abort removes it.
+** Where the filesystem allows, the temporary has no name until commit, so a killed process
+** leaves nothing behind; otherwise it is `path.tmp-PID-n`, and open removes those of processes
+** that no longer exist. LANTERN_NO_O_TMPFILE=1 in the environment forces the named kind. */
 int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path);
 int lt_afile_commit(lt_ctx *ctx, const char *op, lt_afile *a);
 void lt_afile_abort(lt_afile *a);
