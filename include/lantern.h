@@ -171,7 +171,8 @@ LT_API void lantern_open(struct lua_State *L);
 LT_API int luaopen_lantern_core(struct lua_State *L);
 /* Pushes a Lua tensor userdata holding a new reference to t (t stays the caller's). */
 LT_API void lantern_push_tensor(struct lua_State *L, lt_tensor *t);
-/* Borrowed tensor at stack index idx, or NULL if it is not a Lantern tensor. */
+/* Borrowed tensor at stack index idx, or NULL if it is not a Lantern tensor or was released
+** (lt.tidy, free). Never raises. */
 LT_API lt_tensor *lantern_to_tensor(struct lua_State *L, int idx);
 
 #ifdef __cplusplus

@@ -345,4 +345,10 @@ void lantern_open(lua_State *L) {
 void lantern_push_tensor(lua_State *L, lt_tensor *t) {
   push_in(L, ltL_state_of(L), lt_retain(t));
 }
-lt_tensor *lantern_to_tensor(lua_State *L, int idx) { return ltL_test(L, idx); }
+/* Never raises (a host may call it outside a protected call): a released handle is no tensor. */
+lt_tensor *lantern_to_tensor(lua_State *L, int idx) {
+  ltL_box *box = lua_touserdata(L, idx);
+  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag || !box->t)
+    return NULL;
+  return ltL_test(L, idx);
+}

@@ -40,8 +40,8 @@ void ltL_gc_rebase(lua_State *L, ltL_state *st) {
 }
 
 void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
-  /* a stopped collector (collectgarbage("stop"), or a finalizer running) is left alone */
-  if (!lua_gc(L, LUA_GCISRUNNING)) return;
+  /* a stopped collector (collectgarbage("stop"), or a finalizer running: -1) is left alone */
+  if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
   if (lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb) == 1) {
     ltL_gc_rebase(L, st);   /* an incremental cycle just ended */
   } else if (lt_cache_in_use() > st->gc_limit) {
