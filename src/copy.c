@@ -117,7 +117,7 @@ static const lt_node_type zero_type = {"ZeroBackward0", lt_zero_backward, NULL};
 
 static int fill_as(lt_ctx *ctx, const char *op, const lt_node_type *type, lt_tensor *t,
                    double v) {
-  if (lt_check_inplace(ctx, op, t)) return -1;
+  if (lt_check_inplace_fill(ctx, op, t)) return -1;
   lt_kernels(t)->fill(ctx, t, v);
   lt_bump_version(t);
   return lt_record_overwrite(ctx, type, t);
@@ -142,20 +142,23 @@ static int copy_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_te
 
 static const lt_node_type copy_type = {"CopyBackwards", copy_backward, NULL};
 
-int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
+static int copy_impl(lt_ctx *ctx, const char *op, lt_tensor *dst, lt_tensor *src,
+                     bool overlap_ok) {
   int nd;
   int64_t sz[LT_MAX_DIMS];
-  if (lt_broadcast_shapes(ctx, "copy_", src->ndim, src->size, dst->ndim, dst->size, &nd, sz))
+  if (lt_broadcast_shapes(ctx, op, src->ndim, src->size, dst->ndim, dst->size, &nd, sz))
     return -1;
   if (nd != dst->ndim) nd = -1;
   for (int i = 0; i < nd; i++)
     if (sz[i] != dst->size[i]) nd = -1;
   if (nd < 0) {
     char a[256], b[256];
-    return lt_fail(ctx, "copy_: source of shape %s cannot be broadcast to destination of shape "
-                   "%s", LT_SHAPE(src, a), LT_SHAPE(dst, b));
+    return lt_fail(ctx, "%s: source of shape %s cannot be broadcast to destination of shape "
+                   "%s", op, LT_SHAPE(src, a), LT_SHAPE(dst, b));
   }
-  if (lt_check_inplace_from(ctx, "copy_", dst, src)) return -1;
+  if (overlap_ok ? lt_check_fill_from(ctx, op, dst, src)
+                 : lt_check_inplace_from(ctx, op, dst, src))
+    return -1;
   lt_kernels(dst)->copy(ctx, dst, src);
   lt_bump_version(dst);
   /* as in PyTorch, dst keeps requiring grad: its old values get a zero gradient */
@@ -169,6 +172,19 @@ int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
     e->dt = src->dtype;
   }
   return 0;
+}
+
+int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src) {
+  return copy_impl(ctx, "copy_", dst, src, false);
+}
+
+int lt_fill_tensor_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *value) {
+  if (value->ndim != 0) {
+    char b[256];
+    return lt_fail(ctx, "fill_: only supports a 0-dimension value tensor, but got a value of "
+                   "shape %s", LT_SHAPE(value, b));
+  }
+  return copy_impl(ctx, "fill_", dst, value, true);
 }
 
 /* CloneBackward0 / ToCopyBackward0: gradient passes through (converted back to the dtype). */

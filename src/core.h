@@ -113,12 +113,23 @@ bool lt_same_shape(const lt_tensor *a, const lt_tensor *b);
 char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n);
 #define LT_SHAPE(t, buf) lt_shape_str((t), (buf), sizeof(buf))
 
-/* Marks an in-place write (version counter), after checking autograd rules for in-place
-** ops: a leaf that requires grad may not be written while grad mode is on. */
+/* The checks every in-place write runs before it changes anything (its caller then bumps the
+** version counter): a leaf that requires grad may not be written while grad mode is on, nor a
+** destination in which several elements share one memory location (an expanded tensor, as
+** PyTorch's has_internal_overlap), which would make the result depend on the write order. */
 int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
+/* The same for writes of one value everywhere (fill_, zero_, masked_fill_, x[i] = number):
+** PyTorch accepts them on an expanded tensor, whose result is well defined. */
+int lt_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t);
+/* Whether several elements of t (numel > 0) share a memory location: a zero stride on a dim of
+** size > 1. lt_fail_overlap is the error of a write into such a tensor. */
+bool lt_has_internal_overlap(const lt_tensor *t);
+int lt_fail_overlap(lt_ctx *ctx, const char *op);
 /* The same for writing `src` into t: also refuses a src that requires grad when t is a view of
 ** a tensor that does not (the gradient could not reach the base). */
 int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
+/* ... and for writing one value `src` everywhere (which may alias, as lt_check_inplace_fill). */
+int lt_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
 /* The error of such a write; lt_record raises it for in-place paths that check no source. */
 int lt_fail_view_write(lt_ctx *ctx, const char *op);
 static inline void lt_bump_version(lt_tensor *t) { t->storage->version++; }
@@ -204,7 +215,10 @@ static inline const lt_backend *lt_kernels(const lt_tensor *t) {
 enum lt_binop {
   LT_ADD, LT_SUB, LT_MUL, LT_DIV, LT_POW, LT_MAXIMUM, LT_MINIMUM,
   LT_EQ, LT_NE, LT_LT, LT_LE, LT_GT, LT_GE, LT_LAND, LT_LOR, LT_LXOR,
-  LT_ATAN2, LT_FMOD, LT_REMAINDER, LT_NBINOP
+  LT_ATAN2, LT_FMOD, LT_REMAINDER,
+  LT_DIV_TRUNC, LT_DIV_FLOOR,   /* div with rounding_mode "trunc" / "floor" (zero gradient) */
+  LT_FLOOR_DIVIDE,              /* floor_divide, `//`: DIV_FLOOR with no derivative (PyTorch) */
+  LT_NBINOP
 };
 
 enum lt_unop {
@@ -326,6 +340,9 @@ int lt_arange_int(lt_ctx *ctx, lt_tensor **out, int64_t start, int64_t end, int6
 int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t steps, lt_dtype dt);
 int lt_eye(lt_ctx *ctx, lt_tensor **out, int64_t n, int64_t m, lt_dtype dt);
 int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src);      /* broadcast + convert */
+/* dst = the value of the 0-d tensor `value`, recorded as copy_ is (PyTorch's fill_(Tensor),
+** which x[i] = v runs): unlike copy_ it accepts an expanded dst. */
+int lt_fill_tensor_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *value);
 int lt_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
 int lt_contiguous(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);  /* t itself if contiguous */
 int lt_to_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt); /* t itself if same */
@@ -488,11 +505,13 @@ int lt_conv_transpose2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w
                         const lt_conv_args *a);
 
 typedef struct lt_pool_args {
-  int64_t kernel[2], stride[2] /* 0: = kernel */, padding[2], dilation[2] /* max only */;
+  int64_t kernel[2], stride[2] /* PyTorch's default is the kernel size */, padding[2],
+      dilation[2] /* max only */;
   bool ceil_mode, count_include_pad /* avg only */;
   int64_t divisor_override;    /* avg only; 0: none */
 } lt_pool_args;
-void lt_pool_args_init(lt_pool_args *a);   /* dilation 1, count_include_pad, rest 0 */
+/* dilation 1, count_include_pad, rest 0: the caller sets kernel and stride (>= 1) */
+void lt_pool_args_init(lt_pool_args *a);
 /* indices (may be NULL): int64 flat 0-based positions inside each input plane */
 int lt_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
                   const lt_pool_args *a);

@@ -20,7 +20,8 @@
 
 static const char *const binop_names[LT_NBINOP] = {
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
-    "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "fmod", "remainder"};
+    "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "fmod", "remainder",
+    "div", "div", "floor_divide"};
 
 static const char *const unop_names[LT_NUNOP] = {
     "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
@@ -64,11 +65,18 @@ static bool can_cast(lt_dtype from, lt_dtype to) { return category(from) <= cate
 static bool binop_diff(int op) {
   switch (op) {
     case LT_ADD: case LT_SUB: case LT_MUL: case LT_DIV: case LT_POW: case LT_MAXIMUM:
-    case LT_MINIMUM: case LT_ATAN2: case LT_FMOD: case LT_REMAINDER:
+    case LT_MINIMUM: case LT_ATAN2: case LT_FMOD: case LT_REMAINDER: case LT_DIV_TRUNC:
+    case LT_DIV_FLOOR: case LT_FLOOR_DIVIDE:
       return true;
     default:
       return false;
   }
+}
+
+/* The ops whose integer form divides, which a zero divisor makes an error (a SIGFPE in C). */
+static bool int_divides(int op) {
+  return op == LT_FMOD || op == LT_REMAINDER || op == LT_DIV_TRUNC || op == LT_DIV_FLOOR ||
+         op == LT_FLOOR_DIVIDE;
 }
 
 /* From the promoted dtype r: the dtype the kernel computes in and the output's dtype. */
@@ -88,6 +96,9 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dt
     case LT_POW:
     case LT_FMOD:
     case LT_REMAINDER:
+    case LT_DIV_TRUNC:
+    case LT_DIV_FLOOR:
+    case LT_FLOOR_DIVIDE:
       if (r == LT_BOOL) return lt_fail(ctx, "%s: not implemented for bool tensors", name);
       break;
     case LT_EQ: case LT_NE: case LT_LT: case LT_LE: case LT_GT: case LT_GE:
@@ -202,12 +213,6 @@ static lt_tensor *scalar_init(scalar_box *sb, lt_dtype dt, double v) {
     default: sb->v.b = v != 0; break;
   }
   return &sb->t;
-}
-
-static bool has_internal_overlap(const lt_tensor *t) {
-  for (int i = 0; i < t->ndim; i++)
-    if (t->size[i] > 1 && t->stride[i] == 0) return true;
-  return false;
 }
 
 static bool same_view(const lt_tensor *a, const lt_tensor *b) {
@@ -404,6 +409,11 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
       if (ga) fa = lt_retain(g);
       if (gb && ternary(ctx, &fb, LT_T_REM_B, g, a, b)) goto done;
       break;
+    case LT_DIV_TRUNC:
+    case LT_DIV_FLOOR:   /* piecewise constant: PyTorch's DivBackward2 gives zeros */
+      if (ga && lt_full(ctx, &fa, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      if (gb && lt_full(ctx, &fb, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      break;
     default:
       break;
   }
@@ -433,6 +443,17 @@ NODE_TYPE(fmod0_type, "FmodBackward0", binary_backward);
 NODE_TYPE(fmod1_type, "FmodBackward1", binary_backward);
 NODE_TYPE(rem0_type, "RemainderBackward0", binary_backward);
 NODE_TYPE(rem1_type, "RemainderBackward1", binary_backward);
+NODE_TYPE(div_round_type, "DivBackward2", binary_backward);
+
+/* PyTorch 1.13 records floor_divide with a node whose backward raises; so does Lantern, so that
+** a program that differentiates through `//` fails here as it would there. */
+static int floor_divide_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
+                                 lt_tensor **gin) {
+  (void)self, (void)gout, (void)gin;
+  return lt_fail(ctx, "floor_divide: the derivative for 'floor_divide' is not implemented "
+                 "(use div(other, {rounding_mode = \"floor\"}), whose gradient is zero)");
+}
+NODE_TYPE(floor_divide_type, "NotImplemented", floor_divide_backward);
 
 static const lt_node_type *bin_type(int op, int scal) {
   switch (op) {
@@ -445,6 +466,8 @@ static const lt_node_type *bin_type(int op, int scal) {
     case LT_MINIMUM: return &min_type;
     case LT_ATAN2: return &atan2_type;
     case LT_FMOD: return scal == 2 ? &fmod0_type : &fmod1_type;
+    case LT_DIV_TRUNC: case LT_DIV_FLOOR: return &div_round_type;
+    case LT_FLOOR_DIVIDE: return &floor_divide_type;
     default: return scal == 2 ? &rem0_type : &rem1_type;
   }
 }
@@ -496,7 +519,7 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
   /* arithmetic on two floats of one dtype stays in it: the common case needs no promotion */
   bool plain = a->dtype == b->dtype && lt_dtype_is_float(a->dtype) && op <= LT_DIV;
   if (!plain && binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
-  if ((op == LT_FMOD || op == LT_REMAINDER) && compute == LT_INT64 && has_zero(ctx, b))
+  if (int_divides(op) && compute == LT_INT64 && has_zero(ctx, b))
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
   if (lt_empty(ctx, &o, odt, nd, size)) return -1;
@@ -532,7 +555,7 @@ static int scalar_operand(lt_ctx *ctx, const char *name, int op, lt_tensor *a, d
     return -1;
   if (op == LT_POW && !reverse && compute == LT_INT64 && s < 0)
     return lt_fail(ctx, "%s: integers to negative integer powers are not allowed", name);
-  if ((op == LT_FMOD || op == LT_REMAINDER) && !reverse && compute == LT_INT64 && s == 0)
+  if (int_divides(op) && !reverse && compute == LT_INT64 && s == 0)
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   scalar_init(box, compute, s);
   return 0;
@@ -570,16 +593,12 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
     return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
   if (odt != LT_BOOL) compute = a->dtype;
-  if (has_internal_overlap(a))
-    return lt_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
-                   "tensor refers to a single memory location. Please clone() the tensor "
-                   "before performing the operation.", name);
   if (lt_check_inplace_from(ctx, name, a, b)) return -1;
   bool grad = ctx->grad_enabled && (a->requires_grad || b->requires_grad);
   if (grad && !binop_diff(op))
     return lt_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
                    "(the result is not differentiable)", name, binop_names[op]);
-  if ((op == LT_FMOD || op == LT_REMAINDER) && compute == LT_INT64 && scal != 2 &&
+  if (int_divides(op) && compute == LT_INT64 && scal != 2 &&
       has_zero(ctx, b))
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   bool need_a = false, need_b = false;
@@ -728,10 +747,6 @@ int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1) {
   if (!can_cast(odt, a->dtype))
     return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (has_internal_overlap(a))
-    return lt_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
-                   "tensor refers to a single memory location. Please clone() the tensor "
-                   "before performing the operation.", name);
   if (lt_check_inplace(ctx, name, a)) return -1;
   bool grad = ctx->grad_enabled && a->requires_grad;
   if (grad && uinfo[op].save == S_NODIFF)
@@ -809,10 +824,6 @@ int lt_clamp_(lt_ctx *ctx, lt_tensor *a, const double *lo, const double *hi) {
   if (!can_cast(odt, a->dtype))
     return lt_fail(ctx, "clamp_: result type %s can't be cast to the desired output type %s",
                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (has_internal_overlap(a))
-    return lt_fail(ctx, "clamp_: unsupported operation: more than one element of the "
-                   "written-to tensor refers to a single memory location. Please clone() the "
-                   "tensor before performing the operation.");
   if (lt_check_inplace(ctx, "clamp_", a)) return -1;
   bool grad = ctx->grad_enabled && a->requires_grad;
   lt_tensor *aold = NULL;

@@ -150,6 +150,9 @@ typedef void (*bin_kernel)(int op, char **d, int64_t so, int64_t sa, int64_t sb,
       case LT_REMAINDER:                                                                \
         BLOOP(T, T, rem_##T(x, y));                                                     \
         break;                                                                          \
+      case LT_DIV_TRUNC: BLOOP(T, T, trunc##S(x / y)); break;                           \
+      case LT_DIV_FLOOR:                                                                \
+      case LT_FLOOR_DIVIDE: BLOOP(T, T, floordiv_##T(x, y)); break;                     \
       case LT_EW_ISCLOSE:                                                               \
       case LT_EW_ISCLOSE_NAN: {                                                         \
         bool en = op == LT_EW_ISCLOSE_NAN;                                              \
@@ -221,6 +224,24 @@ static inline double rem_double(double x, double y) {
   return r;
 }
 
+/* Python's float floor division, which PyTorch's rounding_mode="floor" follows: x - fmod(x, y)
+** is an exact multiple of y, so dividing it by y and stepping down when fmod's sign differs
+** from y's avoids the rounding of floor(x / y) (1 // 0.1 is 9, floor(1 / 0.1) is 10); the
+** quotient is then snapped to the integer it approximates. A zero divisor gives IEEE x / y and
+** a zero quotient keeps the sign of x / y. */
+#define FLOORDIV(T, S)                                                    \
+  static inline T floordiv_##T(T x, T y) {                                \
+    if (y == 0) return x / y;                                             \
+    T m = fmod##S(x, y);                                                  \
+    T q = (x - m) / y;                                                    \
+    if (m != 0 && ((m < 0) != (y < 0))) q -= 1;                           \
+    if (q == 0) return copysign##S(0, x / y);                             \
+    T f = floor##S(q);                                                    \
+    return q - f > (T)0.5 ? f + 1 : f;                                    \
+  }
+FLOORDIV(float, f)
+FLOORDIV(double, )
+
 static inline float gelu_tanh_grad_float(float g, float x, float k, float c) {
   float inner = k * (x + c * x * x * x);
   float t = tanhf(inner);
@@ -268,8 +289,14 @@ static inline int64_t irem(int64_t x, int64_t y) {
 }
 static inline int64_t idiv(int64_t x, int64_t y) {
   if (y == 0) return 0;
-  if (y == -1) return WSUB(0, x);
+  if (y == -1) return WSUB(0, x);   /* INT64_MIN / -1 wraps instead of trapping */
   return x / y;
+}
+/* Floor division: C's truncating quotient, one lower when the signs differ and it is inexact. */
+static inline int64_t ifloordiv(int64_t x, int64_t y) {
+  int64_t q = idiv(x, y);
+  if (y != 0 && y != -1 && x % y != 0 && ((x < 0) != (y < 0))) q--;
+  return q;
 }
 
 static void bin_i64(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n, double p0,
@@ -292,6 +319,9 @@ static void bin_i64(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_
     case LT_GE: BLOOP(int64_t, u8, x >= y); break;
     case LT_FMOD: BLOOP(int64_t, int64_t, ifmod(x, y)); break;
     case LT_REMAINDER: BLOOP(int64_t, int64_t, irem(x, y)); break;
+    case LT_DIV_TRUNC: BLOOP(int64_t, int64_t, idiv(x, y)); break;
+    case LT_DIV_FLOOR:
+    case LT_FLOOR_DIVIDE: BLOOP(int64_t, int64_t, ifloordiv(x, y)); break;
     case LT_EW_ISCLOSE:
     case LT_EW_ISCLOSE_NAN: BLOOP(int64_t, u8, x == y); break;
     default: break;

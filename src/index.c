@@ -780,7 +780,7 @@ int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v) {
   if (!same)
     return lt_fail(ctx, "masked_fill_: mask of shape %s cannot be broadcast to the shape %s "
                    "of the tensor written in place", LT_SHAPE(mask, a), LT_SHAPE(t, b));
-  if (lt_check_inplace(ctx, "masked_fill_", t)) return -1;
+  if (lt_check_inplace_fill(ctx, "masked_fill_", t)) return -1;
   run_mfill(ctx, t, t, mask, v);
   lt_bump_version(t);
   return record_masked(ctx, &masked_fill_type, "masked_fill_", t, t, mask, t->ndim, t->size);

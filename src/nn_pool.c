@@ -322,22 +322,26 @@ static int pool_setup(lt_ctx *ctx, const char *op, int sd, bool is_max, const lt
   for (int i = 0; i < sd; i++) {
     int jj = 2 - sd + i;
     k[jj] = a->kernel[i];
-    s[jj] = a->stride[i] ? a->stride[i] : a->kernel[i];
+    s[jj] = a->stride[i];
     p[jj] = a->padding[i];
     d[jj] = is_max ? a->dilation[i] : 1;
     if (k[jj] < 1)
       return lt_fail(ctx, "%s: kernel_size must be greater than zero, got %lld", op,
                      (long long)k[jj]);
-    if (s[jj] < 1)
-      return lt_fail(ctx, "%s: stride must be greater than zero, got %lld", op,
+    /* a zero stride would never advance the window (and divides the output size by zero) */
+    if (s[jj] == 0) return lt_fail(ctx, "%s: stride should not be zero", op);
+    if (s[jj] < 0)
+      return lt_fail(ctx, "%s: stride should be greater than zero, but got %lld", op,
                      (long long)s[jj]);
     if (d[jj] < 1)
-      return lt_fail(ctx, "%s: dilation must be greater than zero, got %lld", op,
+      return lt_fail(ctx, "%s: dilation should be greater than zero, but got %lld", op,
                      (long long)d[jj]);
-    if (p[jj] < 0 || p[jj] > k[jj] / 2)
-      return lt_fail(ctx, "%s: pad should be at most half of kernel size (and non-negative), "
-                     "but got pad=%lld, kernel_size=%lld", op, (long long)p[jj],
-                     (long long)k[jj]);
+    if (p[jj] < 0)
+      return lt_fail(ctx, "%s: pad must be non-negative, but got pad=%lld", op,
+                     (long long)p[jj]);
+    if (p[jj] > k[jj] / 2)
+      return lt_fail(ctx, "%s: pad should be at most half of kernel size, but got pad=%lld "
+                     "and kernel_size=%lld", op, (long long)p[jj], (long long)k[jj]);
   }
   if (!is_max && a->divisor_override < 0)
     return lt_fail(ctx, "%s: divisor must be not zero", op);

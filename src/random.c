@@ -145,15 +145,15 @@ int lt_normal_(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator 
 
 int lt_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator *gen) {
   if (lo >= hi)
-    return lt_fail(ctx, "randint: expects low < high, got low=%lld high=%lld", (long long)lo,
+    return lt_fail(ctx, "random_: expects from < to, got from=%lld to=%lld", (long long)lo,
                    (long long)hi);
   double p[2] = {(double)lo, (double)hi};
-  return fill_with(ctx, "randint", &random_type, t, gen, draw_randint, p);
+  return fill_with(ctx, "random_", &random_type, t, gen, draw_randint, p);
 }
 
 int lt_bernoulli_(lt_ctx *ctx, lt_tensor *t, double prob, lt_generator *gen) {
   if (!(prob >= 0 && prob <= 1))
-    return lt_fail(ctx, "bernoulli_: expects 0 <= p <= 1, got p=%g", prob);
+    return lt_fail(ctx, "bernoulli_: expects p to be in [0, 1], but got p=%g", prob);
   double p[1] = {prob};
   return fill_with(ctx, "bernoulli_", &bernoulli_type, t, gen, draw_bernoulli, p);
 }

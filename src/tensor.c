@@ -393,15 +393,38 @@ static bool rewritable_base(const lt_tensor *t) {
   return t->base && lt_is_contiguous(t->base);
 }
 
-int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
+/* PyTorch's has_internal_overlap answers "yes" only for a zero stride on a dim of size > 1 and
+** "too hard to tell" (which lets the write go ahead) for other strides; the only overlapping
+** views Lantern makes are expansions, and a host's lt_from_blob strides get the same benefit
+** of the doubt. */
+bool lt_has_internal_overlap(const lt_tensor *t) {
+  bool zero_stride = false;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->size[i] == 0) return false;
+    if (t->size[i] > 1 && t->stride[i] == 0) zero_stride = true;
+  }
+  return zero_stride;
+}
+
+int lt_fail_overlap(lt_ctx *ctx, const char *op) {
+  return lt_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
+                 "tensor refers to a single memory location. Please clone() the tensor before "
+                 "performing the operation.", op);
+}
+
+/* The order of the checks is PyTorch's: a leaf that requires grad is named before overlap. */
+static int check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t, bool overlap_ok) {
+  if (ctx->grad_enabled) {
+    if (t->requires_grad && !t->grad_fn)
+      return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an "
+                     "in-place operation.", op);
+    /* (also when the base came to require grad after the view was made) */
+    if (t->base && t->base->requires_grad && !t->base->grad_fn)
+      return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
+                     "an in-place operation.", op);
+  }
+  if (!overlap_ok && lt_has_internal_overlap(t)) return lt_fail_overlap(ctx, op);
   if (!ctx->grad_enabled) return 0;
-  if (t->requires_grad && !t->grad_fn)
-    return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an in-place "
-                   "operation.", op);
-  /* (also when the base came to require grad after the view was made) */
-  if (t->base && t->base->requires_grad && !t->base->grad_fn)
-    return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
-                   "an in-place operation.", op);
   if (t->grad_view) {
     if (!t->requires_grad)
       return lt_fail(ctx, "%s: A view was created in no_grad mode and is being modified "
@@ -414,12 +437,29 @@ int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
   return 0;
 }
 
-int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
-  if (lt_check_inplace(ctx, op, t)) return -1;
+int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
+  return check_inplace(ctx, op, t, false);
+}
+
+int lt_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t) {
+  return check_inplace(ctx, op, t, true);
+}
+
+static int check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src,
+                              bool overlap_ok) {
+  if (check_inplace(ctx, op, t, overlap_ok)) return -1;
   if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad &&
       !rewritable_base(t))
     return lt_fail_view_write(ctx, op);
   return 0;
+}
+
+int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
+  return check_inplace_from(ctx, op, t, src, false);
+}
+
+int lt_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
+  return check_inplace_from(ctx, op, t, src, true);
 }
 
 int lt_fail_view_write(lt_ctx *ctx, const char *op) {

@@ -3,11 +3,13 @@
 ** _like forms), arange, linspace, eye, the random constructors and in-place random fills, and
 ** the Generator userdata with the default generator's seeding and state functions.
 **
-** Options come as a trailing table: {dtype=, requires_grad=, generator=}. Random values are
+** Options come as a trailing table: {dtype=, requires_grad=, device="cpu", generator=}; a key
+** a function does not take is an error naming the nearest one it does. Random values are
 ** drawn in row-major logical order, so the same seed gives the same tensor whatever the
 ** thread count. randperm returns 1..n (Lantern positions are 1-based); randint/random_ return
 ** values in [low, high) exactly as PyTorch (they are values, not positions).
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -27,6 +29,23 @@ static void check_sizes(lua_State *L, const char *op, int n, const int64_t *size
   for (int i = 0; i < n; i++)
     if (size[i] < 0)
       luaL_error(L, "%s: negative dimension %d at position %d", op, (int)size[i], i + 1);
+}
+
+static const char *const OPTS_NEW[] = {"dtype", "requires_grad", "device", NULL};
+static const char *const OPTS_RANDOM[] = {"dtype", "requires_grad", "device", "generator", NULL};
+static const char *const OPTS_GEN[] = {"generator", NULL};
+
+/* Refuses keys outside `known` in the options table at opts (0: none) and any device but the
+** cpu. */
+static void check_opts(lua_State *L, int opts, const char *op, const char *const *known) {
+  if (!opts) return;
+  ltL_checkopts(L, opts, op, known);
+  int t = lua_getfield(L, opts, "device");
+  if (t != LUA_TNIL && (t != LUA_TSTRING || strcmp(lua_tostring(L, -1), "cpu") != 0))
+    luaL_error(L, "%s: unknown device %s (available: cpu)", op,
+               t == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
+                                : luaL_typename(L, -1));
+  lua_pop(L, 1);
 }
 
 /* Pushes t (taking the reference) and applies {requires_grad=true} from opts. */
@@ -182,6 +201,7 @@ static int l_tensor(lua_State *L) {
   if (!lua_isnoneornil(L, 2) && !opts)
     return luaL_error(L, "tensor: bad argument #2 (options table expected, got %s)",
                       luaL_typename(L, 2));
+  check_opts(L, opts, "tensor", OPTS_NEW);
   lt_tensor *src = ltL_test(L, 1), *t;
   if (src) {   /* a copy, detached from the graph */
     lt_dtype dt = opt_dtype(L, opts, src->dtype);
@@ -241,6 +261,7 @@ static int filled(lua_State *L, const char *op, double v, bool uninit) {
     return luaL_error(L, "%s: bad argument #%d (size or options table expected, got %s)", op,
                       next, luaL_typename(L, next));
   int opts = lua_istable(L, next) ? next : 0;
+  check_opts(L, opts, op, OPTS_NEW);
   check_sizes(L, op, n, size);
   lt_dtype dt = opt_dtype(L, opts, LT_FLOAT32);
   lt_tensor *t;
@@ -307,6 +328,7 @@ static int l_full(lua_State *L) {
   lt_dtype def;
   double v = fill_value(L, "full", vidx, &def);
   int opts = lua_istable(L, vidx + 1) ? vidx + 1 : 0;
+  check_opts(L, opts, "full", OPTS_NEW);
   check_sizes(L, "full", n, size);
   lt_dtype dt = opt_dtype(L, opts, def);
   lt_tensor *t;
@@ -321,6 +343,7 @@ static int like(lua_State *L, const char *op, int kind) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *src = ltL_check(L, 1), *t;
   int opts = opts_index(L, 2);
+  check_opts(L, opts, op, kind == 4 || kind == 5 ? OPTS_RANDOM : OPTS_NEW);
   lt_dtype dt = opt_dtype(L, opts, src->dtype);
   double v = kind == 1 ? 1.0 : 0.0;
   if (kind == 3) {   /* full_like(t, value, opts) */
@@ -373,6 +396,7 @@ static int l_randint_like(lua_State *L) {
   int64_t lo, hi;
   low_high(L, "randint_like", 2, &lo, &hi);
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "randint_like", OPTS_RANDOM);
   lt_dtype dt = opt_dtype(L, opts, src->dtype);
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, src->ndim, src->size));
   ltL_push(L, t);
@@ -403,6 +427,7 @@ static int l_arange(lua_State *L) {
     if (k == 3) step = lua_tonumber(L, 3);
   }
   int opts = lua_istable(L, 1 + k) ? 1 + k : 0;
+  check_opts(L, opts, "arange", OPTS_NEW);
   lt_dtype dt = opt_dtype(L, opts, any_float ? LT_FLOAT32 : LT_INT64);
   lt_tensor *t;
   if (!any_float && dt == LT_INT64) {   /* exact beyond 2^53 */
@@ -422,6 +447,7 @@ static int l_linspace(lua_State *L) {
   double start = luaL_checknumber(L, 1), end = luaL_checknumber(L, 2);
   lua_Integer steps = luaL_checkinteger(L, 3);
   int opts = lua_istable(L, 4) ? 4 : 0;
+  check_opts(L, opts, "linspace", OPTS_NEW);
   lt_dtype dt = opt_dtype(L, opts, LT_FLOAT32);
   lt_tensor *t;
   LTL_TRY(L, ctx, lt_linspace(ctx, &t, start, end, (int64_t)steps, dt));
@@ -440,6 +466,7 @@ static int l_eye(lua_State *L) {
   } else {
     opts = lua_istable(L, 2) ? 2 : 0;
   }
+  check_opts(L, opts, "eye", OPTS_NEW);
   lt_dtype dt = opt_dtype(L, opts, LT_FLOAT32);
   lt_tensor *t;
   LTL_TRY(L, ctx, lt_eye(ctx, &t, (int64_t)n, (int64_t)m, dt));
@@ -458,6 +485,7 @@ static int random_new(lua_State *L, const char *op, bool normal) {
     return luaL_error(L, "%s: bad argument #%d (size or options table expected, got %s)", op,
                       next, luaL_typename(L, next));
   int opts = lua_istable(L, next) ? next : 0;
+  check_opts(L, opts, op, OPTS_RANDOM);
   check_sizes(L, op, n, size);
   lt_dtype dt = opt_dtype(L, opts, LT_FLOAT32);
   check_float(L, op, dt);
@@ -488,6 +516,7 @@ static int l_randint(lua_State *L) {
   int at = low_high(L, "randint", 1, &lo, &hi), next;
   int n = ltL_checksizes(L, at, size, &next);
   int opts = lua_istable(L, next) ? next : 0;
+  check_opts(L, opts, "randint", OPTS_RANDOM);
   check_sizes(L, "randint", n, size);
   lt_dtype dt = opt_dtype(L, opts, LT_INT64);
   lt_tensor *t;
@@ -503,6 +532,7 @@ static int l_randperm(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lua_Integer n = luaL_checkinteger(L, 1);
   int opts = lua_istable(L, 2) ? 2 : 0;
+  check_opts(L, opts, "randperm", OPTS_RANDOM);
   lt_dtype dt = opt_dtype(L, opts, LT_INT64);
   if (dt == LT_BOOL) return luaL_error(L, "randperm: dtype bool is not supported");
   lt_tensor *t;
@@ -531,6 +561,7 @@ static int l_normal(lua_State *L) {
                       "std, got %s as argument #3", luaL_typename(L, 3));
   int n = ltL_checksizes(L, 3, size, &next);
   int opts = lua_istable(L, next) ? next : 0;
+  check_opts(L, opts, "normal", OPTS_RANDOM);
   check_sizes(L, "normal", n, size);
   lt_dtype dt = opt_dtype(L, opts, LT_FLOAT32);
   check_float(L, "normal", dt);
@@ -542,13 +573,31 @@ static int l_normal(lua_State *L) {
   return 1;
 }
 
-/* bernoulli(probs, opts): 1 with probability probs[i], elementwise, same dtype as probs. */
+/* bernoulli(probs, opts): 1 with probability probs[i], elementwise, same dtype as probs;
+** bernoulli(t, p, opts): a tensor of t's shape and dtype with 1 at probability p (PyTorch's
+** Tensor.bernoulli(p)). */
 static int l_bernoulli(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *pr = ltL_check(L, 1), *c, *t;
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "bernoulli", OPTS_GEN);
   lt_generator *g = opt_gen(L, opts);
   if (!g) g = ctx->gen;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    double p = lua_tonumber(L, 2);
+    if (!(p >= 0 && p <= 1)) {
+      char num[32];
+      snprintf(num, sizeof num, "%g", p);   /* "2" as PyTorch prints it, not Lua's "2.0" */
+      return luaL_error(L, "bernoulli: expects p to be in [0, 1], but got p=%s", num);
+    }
+    LTL_TRY(L, ctx, lt_empty(ctx, &t, pr->dtype, pr->ndim, pr->size));
+    ltL_push(L, t);
+    LTL_TRY(L, ctx, lt_bernoulli_(ctx, t, p, g));
+    return 1;
+  }
+  if (!lua_isnoneornil(L, 2) && !opts)
+    return luaL_error(L, "bernoulli: bad argument #2 (number p or options table expected, got "
+                      "%s)", luaL_typename(L, 2));
   check_float(L, "bernoulli", pr->dtype);
   LTL_TRY(L, ctx, lt_to_dtype(ctx, &c, pr, LT_FLOAT64));
   lt_tensor *cc;
@@ -588,6 +637,7 @@ static int t_uniform_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   double a = optnum(L, 2, 0.0), b = optnum(L, 3, 1.0);
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "uniform_", OPTS_GEN);
   check_float(L, "uniform_", t->dtype);
   LTL_RETURN_SELF(L, ctx, lt_uniform_(ctx, t, a, b, opt_gen(L, opts)));
 }
@@ -597,6 +647,7 @@ static int t_normal_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   double mean = optnum(L, 2, 0.0), std = optnum(L, 3, 1.0);
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "normal_", OPTS_GEN);
   check_float(L, "normal_", t->dtype);
   LTL_RETURN_SELF(L, ctx, lt_normal_(ctx, t, mean, std, opt_gen(L, opts)));
 }
@@ -606,6 +657,7 @@ static int t_bernoulli_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   double p = optnum(L, 2, 0.5);
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "bernoulli_", OPTS_GEN);
   LTL_RETURN_SELF(L, ctx, lt_bernoulli_(ctx, t, p, opt_gen(L, opts)));
 }
 
@@ -615,6 +667,7 @@ static int t_random_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   int opts = opts_index(L, 2);
+  check_opts(L, opts, "random_", OPTS_GEN);
   int64_t lo = 0, hi;
   if (lua_type(L, 2) == LUA_TNUMBER) {
     low_high(L, "random_", 2, &lo, &hi);

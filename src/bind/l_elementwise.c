@@ -1,6 +1,6 @@
 /*
-** e_elementwise.c -- Lua binding of the elementwise family: arithmetic (also as the operators
-** + - * / % ^ and unary -), comparisons, logical ops, math functions, activations, clamp,
+** l_elementwise.c -- Lua binding of the elementwise family: arithmetic (also as the operators
+** + - * / // % ^ and unary -), comparisons, logical ops, math functions, activations, clamp,
 ** where, isclose/allclose/equal, and the in-place forms (trailing underscore).
 **
 ** Every binary op takes a tensor or a number (a boolean for logical ops) on either side:
@@ -177,7 +177,8 @@ static int e_sub_(lua_State *L) {
   static int fn##_(lua_State *L) { return binop_(L, op, name "_"); }
 
 BINOP(e_mul, LT_MUL, "mul")
-BINOP(e_div, LT_DIV, "div")
+BINOP(e_true_divide, LT_DIV, "true_divide")
+BINOP(e_floor_divide, LT_FLOOR_DIVIDE, "floor_divide")
 BINOP(e_pow, LT_POW, "pow")
 BINOP(e_eq, LT_EQ, "eq")
 BINOP(e_ne, LT_NE, "ne")
@@ -191,6 +192,36 @@ BINOP(e_lxor, LT_LXOR, "logical_xor")
 BINOP(e_atan2, LT_ATAN2, "atan2")
 BINOP(e_fmod, LT_FMOD, "fmod")
 BINOP(e_remainder, LT_REMAINDER, "remainder")
+
+/* div(a, b, {rounding_mode = nil | "trunc" | "floor"}): true division, or the quotient rounded
+** toward zero or down (integer inputs then stay integer, as in PyTorch). */
+static int div_op(lua_State *L, const char *name) {
+  static const char *const known[] = {"rounding_mode", NULL};
+  if (lua_gettop(L) < 3) return LT_DIV;
+  int op = LT_DIV;
+  if (!lua_isnil(L, 3)) {
+    if (!lua_istable(L, 3) || ltL_test(L, 3))
+      return luaL_error(L, "%s: bad argument #3 (options table {rounding_mode=} expected, got "
+                        "%s)", name, luaL_typename(L, 3));
+    ltL_checkopts(L, 3, name, known);
+    int t = lua_getfield(L, 3, "rounding_mode");
+    if (t == LUA_TSTRING && strcmp(lua_tostring(L, -1), "trunc") == 0)
+      op = LT_DIV_TRUNC;
+    else if (t == LUA_TSTRING && strcmp(lua_tostring(L, -1), "floor") == 0)
+      op = LT_DIV_FLOOR;
+    else if (t != LUA_TNIL)
+      return luaL_error(L, "%s: expected rounding_mode to be one of nil, 'trunc' or 'floor', "
+                        "but got %s", name, t == LUA_TSTRING ? lua_pushfstring(L, "'%s'",
+                        lua_tostring(L, -1)) : luaL_typename(L, -1));
+  }
+  lua_settop(L, 2);
+  return op;
+}
+
+static int e_div(lua_State *L) { return binop(L, div_op(L, "div"), "div"); }
+static int e_div_(lua_State *L) { return binop_(L, div_op(L, "div_"), "div_"); }
+static int e_divide(lua_State *L) { return binop(L, div_op(L, "divide"), "divide"); }
+static int e_divide_(lua_State *L) { return binop_(L, div_op(L, "divide_"), "divide_"); }
 
 static int e_maximum(lua_State *L) { return binop(L, LT_MAXIMUM, "maximum"); }
 static int e_minimum(lua_State *L) { return binop(L, LT_MINIMUM, "minimum"); }
@@ -210,6 +241,7 @@ META(m_mul, LT_MUL, "__mul")
 META(m_div, LT_DIV, "__div")
 META(m_pow, LT_POW, "__pow")
 META(m_mod, LT_REMAINDER, "__mod")
+META(m_idiv, LT_FLOOR_DIVIDE, "__idiv")
 
 static int m_unm(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
@@ -483,8 +515,9 @@ static const ltL_Reg elementwise_regs[] = {
     {"mul", e_mul, BOTH},
     {"multiply", e_mul, BOTH},
     {"div", e_div, BOTH},
-    {"divide", e_div, BOTH},
-    {"true_divide", e_div, BOTH},
+    {"divide", e_divide, BOTH},
+    {"true_divide", e_true_divide, BOTH},
+    {"floor_divide", e_floor_divide, BOTH},
     {"pow", e_pow, BOTH},
     {"maximum", e_maximum, BOTH},
     {"minimum", e_minimum, BOTH},
@@ -512,7 +545,9 @@ static const ltL_Reg elementwise_regs[] = {
     {"mul_", e_mul_, BOTH},
     {"multiply_", e_mul_, BOTH},
     {"div_", e_div_, BOTH},
-    {"divide_", e_div_, BOTH},
+    {"divide_", e_divide_, BOTH},
+    {"true_divide_", e_true_divide_, BOTH},
+    {"floor_divide_", e_floor_divide_, BOTH},
     {"pow_", e_pow_, BOTH},
     {"eq_", e_eq_, BOTH},
     {"ne_", e_ne_, BOTH},
@@ -614,7 +649,8 @@ void ltL_open_elementwise(lua_State *L) {
   ltL_register(L, elementwise_regs);
   static const luaL_Reg meta[] = {
       {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
-      {"__pow", m_pow}, {"__mod", m_mod}, {"__unm", m_unm}, {NULL, NULL},
+      {"__pow", m_pow}, {"__mod", m_mod}, {"__idiv", m_idiv}, {"__unm", m_unm},
+      {NULL, NULL},
   };
   luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");

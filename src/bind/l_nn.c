@@ -187,8 +187,10 @@ static int pool_args(lua_State *L, const char *op, int sd, bool is_max, lt_pool_
   check_opts(L, opts, op);
   if (!have_k && !opt_ints(L, opts, op, "kernel_size", sd, 0, a->kernel))
     luaL_error(L, "%s: kernel_size is required", op);
-  int64_t st[2];
-  if (opt_ints(L, opts, op, "stride", sd, 0, st)) memcpy(a->stride, st, sizeof st);
+  /* PyTorch's stride defaults to the kernel size; a stride given as 0 reaches the kernel's
+  ** check */
+  if (!opt_ints(L, opts, op, "stride", sd, 0, a->stride))
+    memcpy(a->stride, a->kernel, sizeof a->stride);
   opt_ints(L, opts, op, "padding", sd, 0, a->padding);
   if (is_max) opt_ints(L, opts, op, "dilation", sd, 1, a->dilation);
   a->ceil_mode = ltL_optbool_field(L, opts, "ceil_mode", false);

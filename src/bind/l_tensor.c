@@ -358,7 +358,9 @@ static int t_newindex(lua_State *L) {
     lt_tensor *dst = select_index(L, t, lua_tointeger(L, 2)), *owned;
     ltL_push(L, dst);   /* anchor for errors */
     lt_tensor *src = ltL_checkoperand(L, 3, t, &owned);
-    int rc = lt_copy_(ctx, dst, src);   /* dst is a view of t: recorded on t (CopySlices) */
+    /* dst is a view of t: recorded on t (CopySlices). One value (a number, a 0-d tensor) is
+    ** PyTorch's fill_, which may write into an expanded row. */
+    int rc = src->ndim == 0 ? lt_fill_tensor_(ctx, dst, src) : lt_copy_(ctx, dst, src);
     lt_release(owned);
     if (rc) return ltL_raise(L, ctx);
     return 0;

@@ -7,8 +7,29 @@
 #include "lbind.h"
 #include "../random.h"
 
+/* The name a binding function was registered under (upvalue 2, set by ltL_register), or NULL
+** for a function registered otherwise (metamethods, t_index). */
+static const char *registered_name(lua_State *L) {
+  return lua_type(L, lua_upvalueindex(2)) == LUA_TSTRING ? lua_tostring(L, lua_upvalueindex(2))
+                                                          : NULL;
+}
+
+const char *ltL_opname(lua_State *L) {
+  const char *name = registered_name(L);
+  if (name) return name;
+  lua_Debug ar;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) return ar.name;
+  return "?";
+}
+
+/* Core ops allocate through lt_empty, whose messages say "empty: ..."; the user called another
+** function (ones, clone, x:expand(...):contiguous()), so its name replaces that prefix. */
 int ltL_raise(lua_State *L, lt_ctx *ctx) {
-  lua_pushstring(L, ctx->err);
+  const char *op = registered_name(L);
+  if (op && strncmp(ctx->err, "empty: ", 7) == 0 && strcmp(op, "empty") != 0)
+    lua_pushfstring(L, "%s: %s", op, ctx->err + 7);
+  else
+    lua_pushstring(L, ctx->err);
   return lua_error(L);
 }
 
@@ -89,13 +110,9 @@ lt_tensor *ltL_test(lua_State *L, int idx) {
 
 lt_tensor *ltL_check(lua_State *L, int idx) {
   lt_tensor *t = ltL_test(L, idx);
-  if (!t) {
-    lua_Debug ar;
-    const char *fname = "?";
-    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name) fname = ar.name;
-    luaL_error(L, "%s: bad argument #%d (Tensor expected, got %s)", fname, idx,
+  if (!t)
+    luaL_error(L, "%s: bad argument #%d (Tensor expected, got %s)", ltL_opname(L), idx,
                luaL_typename(L, idx));
-  }
   return t;
 }
 
@@ -122,8 +139,8 @@ lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_ten
     dt = like && lt_dtype_is_float(like->dtype) ? like->dtype : LT_FLOAT32;
     v = lua_tonumber(L, idx);
   } else {
-    luaL_error(L, "bad argument #%d (Tensor or number expected, got %s)", idx,
-               luaL_typename(L, idx));
+    luaL_error(L, "%s: bad argument #%d (Tensor or number expected, got %s)", ltL_opname(L),
+               idx, luaL_typename(L, idx));
     return NULL;
   }
   LTL_TRY(L, ctx, lt_full(ctx, owned, dt, 0, NULL, v));
@@ -134,8 +151,8 @@ int ltL_checkdim(lua_State *L, int idx, int ndim) {
   lua_Integer d = luaL_checkinteger(L, idx);
   int n = ndim > 0 ? ndim : 1;
   if (d == 0 || d < -n || d > n)
-    return luaL_error(L, "dimension %d out of range (expected 1..%d or -%d..-1 for a %d-d "
-                      "tensor)", (int)d, n, n, ndim);
+    return luaL_error(L, "%s: dimension %d out of range (expected 1..%d or -%d..-1 for a %d-d "
+                      "tensor)", ltL_opname(L), (int)d, n, n, ndim);
   return (int)(d > 0 ? d - 1 : d + n);
 }
 
@@ -144,29 +161,41 @@ int ltL_optdim(lua_State *L, int idx, int ndim, int def0) {
   return ltL_checkdim(L, idx, ndim);
 }
 
+/* One size at stack index idx (the position-th); raises naming the op. */
+static int64_t size_at(lua_State *L, int idx, int position) {
+  int isint;
+  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  if (!isint) {
+    if (lua_type(L, idx) == LUA_TNUMBER)
+      luaL_error(L, "%s: size at position %d must be an integer, got %s", ltL_opname(L),
+                 position, lua_tostring(L, idx));
+    luaL_error(L, "%s: size at position %d must be an integer, got %s", ltL_opname(L),
+               position, luaL_typename(L, idx));
+  }
+  return (int64_t)v;
+}
+
 int ltL_checksizes(lua_State *L, int idx, int64_t *size, int *next) {
   int n = 0;
   if (lua_istable(L, idx) && !ltL_test(L, idx)) {
-    n = (int)luaL_len(L, idx);
-    if (n > LT_MAX_DIMS) luaL_error(L, "too many dimensions (%d, at most %d)", n, LT_MAX_DIMS);
+    lua_Integer len = luaL_len(L, idx);
+    if (len > LT_MAX_DIMS)
+      luaL_error(L, "%s: too many dimensions (%d, at most %d)", ltL_opname(L), (int)len,
+                 LT_MAX_DIMS);
+    n = (int)len;
     for (int i = 0; i < n; i++) {
       lua_geti(L, idx, i + 1);
-      int isint;
-      lua_Integer v = lua_tointegerx(L, -1, &isint);
-      if (!isint) luaL_error(L, "size at position %d must be an integer, got %s", i + 1,
-                             luaL_typename(L, -1));
-      size[i] = v;
+      size[i] = size_at(L, -1, i + 1);
       lua_pop(L, 1);
     }
     *next = idx + 1;
     return n;
   }
   while (lua_type(L, idx + n) == LUA_TNUMBER) {
-    if (n >= LT_MAX_DIMS) luaL_error(L, "too many dimensions (at most %d)", LT_MAX_DIMS);
-    int isint;
-    lua_Integer v = lua_tointegerx(L, idx + n, &isint);
-    if (!isint) luaL_error(L, "size at position %d must be an integer", n + 1);
-    size[n++] = v;
+    if (n >= LT_MAX_DIMS)
+      luaL_error(L, "%s: too many dimensions (at most %d)", ltL_opname(L), LT_MAX_DIMS);
+    size[n] = size_at(L, idx + n, n + 1);
+    n++;
   }
   *next = idx + n;
   return n;
@@ -174,10 +203,14 @@ int ltL_checksizes(lua_State *L, int idx, int64_t *size, int *next) {
 
 lt_dtype ltL_optdtype(lua_State *L, int idx, lt_dtype def) {
   if (lua_isnoneornil(L, idx)) return def;
-  const char *name = luaL_checkstring(L, idx);
+  if (lua_type(L, idx) != LUA_TSTRING)
+    luaL_error(L, "%s: dtype must be a string (float32, float64, int64 or bool), got %s",
+               ltL_opname(L), luaL_typename(L, idx));
+  const char *name = lua_tostring(L, idx);
   int dt = lt_dtype_parse(name);
   if (dt < 0)
-    luaL_error(L, "unknown dtype '%s' (expected float32, float64, int64 or bool)", name);
+    luaL_error(L, "%s: unknown dtype '%s' (expected float32, float64, int64 or bool)",
+               ltL_opname(L), name);
   return (lt_dtype)dt;
 }
 
@@ -192,7 +225,9 @@ static int opt_field(lua_State *L, int idx, const char *name) {
 
 bool ltL_optbool_field(lua_State *L, int idx, const char *name, bool def) {
   if (!opt_field(L, idx, name)) return def;
-  if (!lua_isboolean(L, -1)) luaL_error(L, "option '%s' must be a boolean", name);
+  if (!lua_isboolean(L, -1))
+    luaL_error(L, "%s: option '%s' must be a boolean, got %s", ltL_opname(L), name,
+               luaL_typename(L, -1));
   bool v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
@@ -200,7 +235,9 @@ bool ltL_optbool_field(lua_State *L, int idx, const char *name, bool def) {
 
 double ltL_optnum_field(lua_State *L, int idx, const char *name, double def) {
   if (!opt_field(L, idx, name)) return def;
-  if (lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "option '%s' must be a number", name);
+  if (lua_type(L, -1) != LUA_TNUMBER)
+    luaL_error(L, "%s: option '%s' must be a number, got %s", ltL_opname(L), name,
+               luaL_typename(L, -1));
   double v = lua_tonumber(L, -1);
   lua_pop(L, 1);
   return v;
@@ -221,7 +258,9 @@ lt_generator *ltL_checkgen(lua_State *L, int idx) {
 lt_generator *ltL_optgen_field(lua_State *L, int idx) {
   if (!opt_field(L, idx, "generator")) return NULL;
   lt_generator **g = luaL_testudata(L, -1, LTL_GEN_MT);
-  if (!g) luaL_error(L, "option 'generator' must be a lantern Generator");
+  if (!g)
+    luaL_error(L, "%s: option 'generator' must be a lantern Generator, got %s", ltL_opname(L),
+               luaL_typename(L, -1));
   lua_pop(L, 1);   /* the options table keeps the generator alive */
   return *g;
 }
@@ -239,16 +278,108 @@ void ltL_register(lua_State *L, const ltL_Reg *regs) {
   for (; regs->name; regs++) {
     if (regs->where & LTL_FN) {
       lua_pushvalue(L, -1);
-      lua_pushcclosure(L, regs->fn, 1);
+      lua_pushstring(L, regs->name);
+      lua_pushcclosure(L, regs->fn, 2);
       lua_setfield(L, -4, regs->name);
     }
     if (regs->where & LTL_METHOD) {
       lua_pushvalue(L, -1);
-      lua_pushcclosure(L, regs->fn, 1);
+      lua_pushstring(L, regs->name);
+      lua_pushcclosure(L, regs->fn, 2);
       lua_setfield(L, -3, regs->name);
     }
   }
   lua_pop(L, 1);
+}
+
+/* ------------------------------------------------------------ options tables */
+
+/* Edit distance of two short strings counting insertions, deletions, substitutions and swaps
+** of neighbours (the commonest typo): the rule of lua/lantern/options.lua, so that a typo gets
+** the same suggestion from a C function as from a Lua one. */
+#define OPT_MAXLEN 64
+static int opt_distance(const char *a, size_t la, const char *b, size_t lb) {
+  int rows[3][OPT_MAXLEN + 1];
+  int *prev2 = rows[0], *prev = rows[1], *cur = rows[2];
+  for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      int v = prev[j] + 1;
+      if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
+      if (prev[j - 1] + cost < v) v = prev[j - 1] + cost;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev2[j - 2] + 1 < v)
+        v = prev2[j - 2] + 1;
+      cur[j] = v;
+    }
+    int *t = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = t;
+  }
+  return prev[lb];
+}
+
+/* The known name nearest to key, or NULL when none is close (more than a third of the longer
+** name differs). A key longer than OPT_MAXLEN is farther than that from any option name. */
+static const char *opt_nearest(const char *key, size_t lk, const char *const *known) {
+  const char *best = NULL;
+  int bestd = 0;
+  if (lk > OPT_MAXLEN) return NULL;
+  for (const char *const *k = known; *k; k++) {
+    size_t lb = strlen(*k);
+    if (lb > OPT_MAXLEN) continue;
+    int d = opt_distance(key, lk, *k, lb);
+    if (!best || d < bestd) best = *k, bestd = d;
+  }
+  if (!best) return NULL;
+  size_t longer = lk > strlen(best) ? lk : strlen(best);
+  int limit = (int)(longer / 3) > 1 ? (int)(longer / 3) : 1;
+  return bestd <= limit ? best : NULL;
+}
+
+static int opt_unknown(lua_State *L, const char *op, const char *const *known) {
+  /* stack: ..., key, value */
+  lua_pop(L, 1);
+  bool is_str = lua_type(L, -1) == LUA_TSTRING;
+  size_t lk;
+  const char *key = luaL_tolstring(L, -1, &lk);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_where(L, 1);   /* the caller's position, as luaL_error and lantern.options give */
+  luaL_addvalue(&b);
+  lua_pushfstring(L, "%s: unknown option '%s'", op, key);
+  luaL_addvalue(&b);
+  const char *near = is_str ? opt_nearest(key, lk, known) : NULL;
+  if (near) {
+    lua_pushfstring(L, " (did you mean '%s'?)", near);
+    luaL_addvalue(&b);
+  } else if (known[0]) {
+    luaL_addstring(&b, " (expected one of ");
+    for (const char *const *k = known; *k; k++) {
+      if (k != known) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, *k);
+    }
+    luaL_addchar(&b, ')');
+  }
+  luaL_pushresult(&b);
+  return lua_error(L);
+}
+
+void ltL_checkopts(lua_State *L, int idx, const char *op, const char *const *known) {
+  if (idx == 0 || !lua_istable(L, idx) || ltL_test(L, idx)) return;
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    bool ok = false;
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -2);
+      for (const char *const *n = known; *n && !ok; n++) ok = strcmp(*n, k) == 0;
+    }
+    if (!ok) opt_unknown(L, op, known);
+    lua_pop(L, 1);
+  }
 }
 
 /* ------------------------------------------------------------ entry points */
@@ -273,6 +404,7 @@ FAMILY(ltL_open_nn)
 FAMILY(ltL_open_serial)
 FAMILY(ltL_open_optim)
 FAMILY(ltL_open_data)
+FAMILY(ltL_open_repl)
 #undef FAMILY
 
 int luaopen_lantern_core(lua_State *L) {
@@ -309,7 +441,7 @@ int luaopen_lantern_core(lua_State *L) {
   ltL_open_autograd(L);
   void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
                                      ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
-                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data};
+                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data, ltL_open_repl};
   for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) families[i](L);
   lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */
   luaL_getmetatable(L, LTL_TENSOR_MT);

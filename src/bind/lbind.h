@@ -59,8 +59,16 @@ void ltL_scope_track(lua_State *L, ltL_state *st, ltL_box *box);   /* box on the
 int ltL_released_error(lua_State *L, int idx);
 void ltL_open_mem(lua_State *L);          /* lmem.c: tidy's primitives, free, memory stats */
 
-/* Raises the ctx's last error as a Lua error (never returns). */
+/* Raises the ctx's last error as a Lua error (never returns). A message of lt_empty ("empty:
+** ...", from the allocation inside another op) is renamed to the running function's name. */
 int ltL_raise(lua_State *L, lt_ctx *ctx);
+/* The name of the running binding function, for messages: the name it was registered under
+** (ltL_register keeps it as upvalue 2), else the name it was called by, else "?". */
+const char *ltL_opname(lua_State *L);
+/* Raises unless every key of the options table at idx is one of `known` (NULL-terminated):
+** "<op>: unknown option 'dtyp' (did you mean 'dtype'?)", with the nearest-name rule of
+** lua/lantern/options.lua. Nothing to check when idx is 0 or holds no plain table. */
+void ltL_checkopts(lua_State *L, int idx, const char *op, const char *const *known);
 /* `if (rc) ltL_raise(...)` in one line. */
 #define LTL_TRY(L, ctx, call) do { if ((call) != 0) ltL_raise((L), (ctx)); } while (0)
 /* The tail of an in-place method: runs the core call and returns argument 1 (the tensor). */
@@ -93,7 +101,8 @@ lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_ten
 int ltL_checkdim(lua_State *L, int idx, int ndim);
 int ltL_optdim(lua_State *L, int idx, int ndim, int def0);   /* def0 is 0-based */
 /* Sizes given as integers from idx on, or as one table at idx. Returns the number of dims and
-** fills size; *next is the stack index after the sizes (where an options table may be). */
+** fills size; *next is the stack index after the sizes (where an options table may be). Its
+** errors (and those of the helpers below) name the running function (ltL_opname). */
 int ltL_checksizes(lua_State *L, int idx, int64_t *size, int *next);
 /* dtype name at idx (string) or def when absent/nil. */
 lt_dtype ltL_optdtype(lua_State *L, int idx, lt_dtype def);
@@ -111,8 +120,10 @@ void ltL_apply_requires_grad(lua_State *L, int opts, lt_tensor *t);
 ** collects dead tensors at a pace that matches their real size. */
 void ltL_gc_account(lua_State *L, size_t nbytes);
 
-/* Registration: every function gets the ctx as upvalue 1. `methods` are also installed on the
-** Tensor method table. Stack: [..., module table, methods table] on entry and exit. */
+/* Registration: every function gets the ctx as upvalue 1 and its name as upvalue 2 (what
+** ltL_opname reads, so error messages name the function the user called). `methods` are also
+** installed on the Tensor method table. Stack: [..., module table, methods table] on entry and
+** exit. */
 typedef struct ltL_Reg {
   const char *name;
   lua_CFunction fn;
