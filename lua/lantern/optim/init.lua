@@ -4,6 +4,10 @@
 local lt = require "lantern"
 local core = require "lantern.core"
 
+local check = require "lantern.optim.check"
+local fail = check.fail
+check.internal_source(debug.getinfo(1, "S").source)
+
 local optim = {}
 
 local Optimizer = {}
@@ -11,6 +15,8 @@ Optimizer.__index = Optimizer
 optim.Optimizer = Optimizer
 
 --- Declares an optimiser class: `local MyOpt = optim.Optimizer:extend("MyOpt", defaults)`.
+-- Number and boolean defaults fix the type of their option; an optional
+-- `MyOpt.check_group(group, where)` raises for values the class refuses.
 function Optimizer:extend(name, defaults)
   local cls = setmetatable({ __name = name, defaults = defaults }, { __index = self,
     __call = function(c, ...) return c.new(c, ...) end })
@@ -19,51 +25,149 @@ function Optimizer:extend(name, defaults)
   return cls
 end
 
-local as_param_list = require("lantern.nn.util").param_list
+local U = require "lantern.nn.util"
+local as_param_list = U.param_list
 
-function Optimizer.new(cls, params, opts)
-  local self = setmetatable({ param_groups = {}, state = {} }, cls)
-  opts = opts or {}
-  for k in pairs(opts) do
-    if cls.defaults[k] == nil then
-      error(string.format("%s: unknown option '%s'", cls.__name, k), 3)
+local function deep_copy(v)
+  if type(v) ~= "table" then return v end
+  local t = {}
+  for k, x in pairs(v) do t[k] = deep_copy(x) end
+  return setmetatable(t, getmetatable(v))
+end
+
+local PARAMS_EXPECTED = "params must be a list of tensors or of parameter-group tables"
+
+-- The constructor's `params` as a list of group tables (not yet filled with defaults).
+local function parse_params(name, params)
+  local list = as_param_list(params)
+  if type(list) ~= "table" or check.typename(list):match("^module ") then
+    local hint = type(list) == "table" and " (pass model:parameters())" or ""
+    fail("%s: %s, got %s%s", name, PARAMS_EXPECTED, check.typename(list), hint)
+  end
+  if #list == 0 then
+    if next(list) ~= nil then
+      fail("%s: %s, got a table with no list entries (wrap a single group: {{params = ...}})",
+        name, PARAMS_EXPECTED)
+    end
+    fail("%s: optimizer got an empty parameter list", name)
+  end
+  local named = {}
+  for i = 1, #list do
+    local v = list[i]
+    -- model:named_parameters() lists {name, tensor} pairs
+    if type(v) == "table" and v.params == nil and type(v[1]) == "string" and lt.is_tensor(v[2]) then
+      v = v[2]
+    end
+    named[i] = v
+  end
+  list = named
+  local first = lt.is_tensor(list[1]) and "tensor" or "group"
+  for i = 1, #list do
+    local v = list[i]
+    local kind = lt.is_tensor(v) and "tensor" or (type(v) == "table" and "group") or nil
+    if not kind then fail("%s: %s, got %s at position %d", name, PARAMS_EXPECTED, check.typename(v), i) end
+    if kind ~= first then
+      fail("%s: %s, not a mix of both (position 1 is a %s, position %d a %s)", name, PARAMS_EXPECTED,
+        first == "tensor" and "Tensor" or "group table", i, kind == "tensor" and "Tensor" or "table")
     end
   end
-  self.defaults = {}
-  for k, v in pairs(cls.defaults) do self.defaults[k] = v end
-  for k, v in pairs(opts) do self.defaults[k] = v end
-  params = as_param_list(params)
-  if type(params) ~= "table" or #params == 0 then
-    error(cls.__name .. ": optimizer got an empty parameter list", 3)
+  if first == "tensor" then return { { params = list } } end
+  return list
+end
+
+local NONNEG = {
+  lr = "learning rate", momentum = "momentum value", weight_decay = "weight_decay value",
+  eps = "epsilon value", alpha = "alpha value", lr_decay = "lr_decay value",
+  initial_accumulator_value = "initial_accumulator_value value",
+}
+
+-- Refuses the hyper-parameters of group `g` that PyTorch refuses, with PyTorch's messages;
+-- `where` ("" or " (parameter group 2)") says which group.
+function Optimizer:check_hparams(g, where)
+  local name = self.__name
+  for k, d in pairs(getmetatable(self).defaults) do
+    local v = g[k]
+    if type(d) == "number" and type(v) ~= "number" then
+      fail("%s: %s must be a number, got %s%s", name, k, check.typename(v), where)
+    elseif type(d) == "boolean" and type(v) ~= "boolean" then
+      fail("%s: %s must be a boolean, got %s%s", name, k, check.typename(v), where)
+    end
+    if NONNEG[k] and type(d) == "number" and not (v >= 0) then
+      fail("%s: Invalid %s: %s%s", name, NONNEG[k], tostring(v), where)
+    end
   end
-  if lt.is_tensor(params[1]) then params = { { params = params } } end
-  for _, g in ipairs(params) do self:add_param_group(g) end
+  if self.defaults.betas ~= nil then
+    local b = g.betas
+    if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" or #b ~= 2 then
+      fail("%s: betas must be a table of two numbers, got %s%s", name, check.typename(b), where)
+    end
+    for i = 1, 2 do
+      if not (b[i] >= 0 and b[i] < 1) then
+        fail("%s: Invalid beta parameter at index %d: %s%s", name, i - 1, tostring(b[i]), where)
+      end
+    end
+  end
+  if self.check_group then self.check_group(g, where) end
+end
+
+function Optimizer.new(cls, params, opts)
+  local name = cls.__name
+  if opts ~= nil and type(opts) ~= "table" then
+    fail("%s: options must be a table such as {lr = %s}, got %s", name,
+      type(opts) == "number" and tostring(opts) or "0.01", check.typename(opts))
+  end
+  local known = {}
+  for k in pairs(cls.defaults) do known[#known + 1] = k end
+  table.sort(known)
+  check.options(name, opts, known)
+  local self = setmetatable({ param_groups = {}, state = {} }, cls)
+  self.defaults = deep_copy(cls.defaults)
+  for k, v in pairs(opts or {}) do self.defaults[k] = deep_copy(v) end
+  self:check_hparams(self.defaults, "")
+  for _, g in ipairs(parse_params(name, params)) do self:add_param_group(g) end
   if cls.check then cls.check(self) end
   return self
 end
 
---- Adds a group `{params = {...}, lr = ...}`; missing options come from the defaults.
+--- Adds a group `{params = {...}, lr = ...}`; missing options come from the defaults. Keys
+-- other than the optimiser's options are kept in the group (as PyTorch keeps them).
 function Optimizer:add_param_group(group)
+  local name, gi = self.__name, #self.param_groups + 1
+  if type(group) ~= "table" then
+    fail("%s: a parameter group must be a table {params = ...}, got %s", name, check.typename(group))
+  end
+  if group.params == nil then fail("%s: parameter group %d has no 'params'", name, gi) end
   local g = {}
   for k, v in pairs(group) do g[k] = v end
-  g.params = as_param_list(group.params)
+  local list = as_param_list(group.params)
+  if type(list) ~= "table" or check.typename(list):match("^module ") then
+    fail("%s: params of parameter group %d must be a tensor or a list of tensors, got %s", name, gi,
+      check.typename(list))
+  end
+  g.params = {}
+  for i, p in ipairs(list) do g.params[i] = p end
   for k, v in pairs(self.defaults) do
-    if g[k] == nil then g[k] = v end
+    if g[k] == nil then g[k] = deep_copy(v) end
   end
   local seen = {}
   for _, pg in ipairs(self.param_groups) do
     for _, p in ipairs(pg.params) do seen[p] = true end
   end
+  local mine = {}
   for i, p in ipairs(g.params) do
     if not lt.is_tensor(p) then
-      error(string.format("%s: parameter %d of a group is not a Tensor", self.__name, i), 3)
+      fail("%s: optimizer can only optimize Tensors, but parameter %d of group %d is %s", name, i, gi,
+        check.typename(p))
     end
-    if seen[p] then
-      error(self.__name .. ": some parameters appear in more than one parameter group", 3)
+    if p.is_leaf == false and not p.retains_grad then
+      fail("%s: can't optimize a non-leaf Tensor (parameter %d of group %d)", name, i, gi)
     end
-    seen[p] = true
+    if mine[p] then fail("%s: parameter %d of group %d appears twice in the group", name, i, gi) end
+    if seen[p] then fail("%s: some parameters appear in more than one parameter group", name) end
+    mine[p] = true
   end
-  self.param_groups[#self.param_groups + 1] = g
+  self:check_hparams(g, string.format(" (parameter group %d)", gi))
+  self.param_groups[gi] = g
 end
 
 --- Clears gradients: to nil (default, as PyTorch 2.x) or to zeros.
@@ -153,41 +257,129 @@ function Optimizer:state_dict()
   return { state = state, param_groups = groups }
 end
 
+-- Keys in a fixed order (numbers, then the rest by name), so that of several problems a load
+-- always reports the same one.
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local na, nb = type(a) == "number", type(b) == "number"
+    if na ~= nb then return na end
+    if na then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return keys
+end
+
+local function is_none(v)
+  local ser = package.loaded["lantern.serialization"]
+  return ser ~= nil and v == ser.None
+end
+
+-- A loaded state entry for parameter `p` (key `idx` of the state dict), checked and copied:
+-- tensors the class keeps per parameter must have its shape and a floating dtype (cast to the
+-- parameter's), `step` must be a count. PyTorch's None (SGD's momentum_buffer before any
+-- momentum) is an absent entry.
+local function load_entry(self, idx, st, p, group)
+  local name = self.__name
+  if type(st) ~= "table" then
+    fail("%s: load_state_dict: state[%s] must be a table, got %s", name, tostring(idx), check.typename(st))
+  end
+  local per_param = {}
+  for _, k in ipairs(self.state_tensors or {}) do per_param[k] = true end
+  local s = {}
+  for _, k in ipairs(sorted_keys(st)) do
+    local v = st[k]
+    local key = string.format("state[%s].%s", tostring(idx), tostring(k))
+    if is_none(v) then
+      v = nil
+    elseif k == "step" then
+      if lt.is_tensor(v) then
+        if v:numel() ~= 1 then
+          fail("%s: load_state_dict: %s must be a number or a one-element tensor, got shape %s",
+            name, key, check.shape(v))
+        end
+        v = v:item()
+      end
+      if type(v) ~= "number" or not (v >= 0) or v == math.huge then
+        fail("%s: load_state_dict: %s must be a non-negative count, got %s", name, key, check.show(v))
+      end
+    elseif per_param[k] then
+      if not lt.is_tensor(v) then
+        fail("%s: load_state_dict: %s must be a Tensor, got %s", name, key, check.typename(v))
+      end
+      if not U.same_shape(v, p) then
+        fail("%s: load_state_dict: %s has shape %s, but parameter %s has shape %s", name, key,
+          check.shape(v), tostring(idx), check.shape(p))
+      end
+      if p:is_floating_point() and not v:is_floating_point() then
+        fail("%s: load_state_dict: %s has dtype %s, but parameter %s is %s (state must be floating)",
+          name, key, v.dtype, tostring(idx), p.dtype)
+      end
+      v = copy_value(v, p):contiguous()
+    else
+      v = copy_value(v, p)
+    end
+    s[k] = v
+  end
+  if next(s) ~= nil and self.required_state then
+    for _, k in ipairs(self.required_state(group)) do
+      if s[k] == nil then
+        fail("%s: load_state_dict: state[%s] has no '%s' (%s keeps %s per parameter%s)", name,
+          tostring(idx), k, name, table.concat(self.required_state(group), ", "),
+          group.amsgrad and " with amsgrad" or (group.centered and " when centered" or ""))
+      end
+    end
+  end
+  return s
+end
+
+--- Loads a state dict of `state_dict()`'s (or PyTorch's) layout. Everything is checked before
+-- anything changes: a failed load leaves the optimiser as it was.
 function Optimizer:load_state_dict(sd)
+  local name = self.__name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
-    error(self.__name .. ": load_state_dict expects a table with 'state' and 'param_groups'", 2)
+    fail("%s: load_state_dict expects a table with 'state' and 'param_groups'", name)
   end
   if #sd.param_groups ~= #self.param_groups then
-    error(self.__name .. ": loaded state dict has a different number of parameter groups", 2)
+    fail("%s: loaded state dict has a different number of parameter groups (%d, the optimizer has %d)",
+      name, #sd.param_groups, #self.param_groups)
   end
-  local byindex = {}
+  local byindex, groups, group_of = {}, {}, {}
   for gi, g in ipairs(self.param_groups) do
     local sg = sd.param_groups[gi]
-    if #sg.params ~= #g.params then
-      error(self.__name .. ": loaded state dict contains a parameter group that doesn't match the size of optimizer's group", 2)
+    if type(sg) ~= "table" or type(sg.params) ~= "table" then
+      fail("%s: load_state_dict: param_groups[%d] must be a table with a 'params' list", name, gi)
     end
-    for i, p in ipairs(g.params) do byindex[sg.params[i]] = p end
+    if #sg.params ~= #g.params then
+      fail("%s: loaded state dict contains a parameter group that doesn't match the size of optimizer's group (group %d: %d parameters, the optimizer's has %d)",
+        name, gi, #sg.params, #g.params)
+    end
+    local ng = {}
+    for k, v in pairs(g) do ng[k] = v end
+    for k, v in pairs(sg) do
+      if k ~= "params" then ng[k] = copy_value(v) end
+    end
+    self:check_hparams(ng, string.format(" (loaded parameter group %d)", gi))
+    groups[gi] = ng
+    for i, p in ipairs(g.params) do
+      byindex[sg.params[i]] = p
+      group_of[p] = ng
+    end
   end
-  self.state = {}
-  for idx, st in pairs(sd.state) do
+  local state = {}
+  for _, idx in ipairs(sorted_keys(sd.state)) do
     local p = byindex[idx]
     if p then
-      local s = {}
-      for k, v in pairs(st) do
-        if k == "step" then
-          s[k] = lt.is_tensor(v) and v:item() or v
-        else
-          s[k] = copy_value(v, p)
-        end
-      end
+      local s = load_entry(self, idx, sd.state[idx], p, group_of[p])
       keep_state(s)
-      self.state[p] = s
+      state[p] = s
     end
   end
+  self.state = state
   for gi, g in ipairs(self.param_groups) do
-    for k, v in pairs(sd.param_groups[gi]) do
-      if k ~= "params" then g[k] = copy_value(v) end
-    end
+    for k in pairs(g) do g[k] = nil end
+    for k, v in pairs(groups[gi]) do g[k] = v end
   end
 end
 
@@ -215,15 +407,12 @@ local function zeros_like(p) return lt.zeros_like(p) end
 local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0,
   nesterov = false, maximize = false })
 
-function SGD:check()
-  for _, g in ipairs(self.param_groups) do
-    if g.lr < 0 then error("SGD: Invalid learning rate: " .. g.lr, 4) end
-    if g.momentum < 0 then error("SGD: Invalid momentum value: " .. g.momentum, 4) end
-    if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
-      error("SGD: Nesterov momentum requires a momentum and zero dampening", 4)
-    end
+function SGD.check_group(g, where)
+  if g.nesterov and (g.momentum <= 0 or g.dampening ~= 0) then
+    fail("SGD: Nesterov momentum requires a momentum and zero dampening%s", where)
   end
 end
+SGD.state_tensors = { "momentum_buffer" }
 
 function SGD:update(p, grad, st, g)
   local first = false
@@ -255,28 +444,22 @@ local function adam_update(decoupled)
   end
 end
 
-local function adam_check(self)
-  for _, g in ipairs(self.param_groups) do
-    if g.lr < 0 then error(self.__name .. ": Invalid learning rate: " .. g.lr, 4) end
-    if g.eps < 0 then error(self.__name .. ": Invalid epsilon value: " .. g.eps, 4) end
-    for i = 1, 2 do
-      if not (g.betas[i] >= 0 and g.betas[i] < 1) then
-        error(string.format("%s: Invalid beta parameter at index %d: %s", self.__name, i - 1, g.betas[i]), 4)
-      end
-    end
-  end
+local ADAM_STATE = { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" }
+local function adam_required(g)
+  if g.amsgrad then return { "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq" } end
+  return { "step", "exp_avg", "exp_avg_sq" }
 end
 
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 0, amsgrad = false, maximize = false })
 Adam.update = adam_update(false)
-Adam.check = adam_check
+Adam.state_tensors, Adam.required_state = ADAM_STATE, adam_required
 optim.Adam = Adam
 
 local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 1e-2, amsgrad = false, maximize = false })
 AdamW.update = adam_update(true)
-AdamW.check = adam_check
+AdamW.state_tensors, AdamW.required_state = ADAM_STATE, adam_required
 optim.AdamW = AdamW
 
 ------------------------------------------------------------------------ RMSprop
@@ -284,17 +467,25 @@ optim.AdamW = AdamW
 local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8,
   weight_decay = 0, momentum = 0, centered = false, maximize = false })
 
+-- The momentum buffer is made when momentum first becomes positive, which a scheduler that
+-- cycles momentum (CyclicLR) can do after the first step.
 function RMSprop:update(p, grad, st, g)
   if not st.square_avg then
     st.step = 0
     st.square_avg = zeros_like(p)
-    if g.momentum > 0 then st.momentum_buffer = zeros_like(p) end
     if g.centered then st.grad_avg = zeros_like(p) end
   end
+  if g.momentum > 0 and not st.momentum_buffer then st.momentum_buffer = zeros_like(p) end
   st.step = st.step + 1
-  core._rmsprop_step(p, grad:contiguous(), st.square_avg, st.grad_avg, st.momentum_buffer, {
+  core._rmsprop_step(p, grad:contiguous(), st.square_avg, st.grad_avg,
+    g.momentum > 0 and st.momentum_buffer or nil, {
     lr = g.lr, alpha = g.alpha, eps = g.eps, weight_decay = g.weight_decay,
     momentum = g.momentum, centered = g.centered, maximize = g.maximize })
+end
+RMSprop.state_tensors = { "square_avg", "momentum_buffer", "grad_avg" }
+function RMSprop.required_state(g)
+  if g.centered then return { "step", "square_avg", "grad_avg" } end
+  return { "step", "square_avg" }
 end
 optim.RMSprop = RMSprop
 
@@ -312,6 +503,8 @@ function Adagrad:update(p, grad, st, g)
   core._adagrad_step(p, grad:contiguous(), st.sum, { lr = g.lr, lr_decay = g.lr_decay,
     weight_decay = g.weight_decay, eps = g.eps, maximize = g.maximize, step = st.step })
 end
+Adagrad.state_tensors = { "sum" }
+function Adagrad.required_state() return { "step", "sum" } end
 optim.Adagrad = Adagrad
 
 setmetatable(optim, { __index = function(t, k)
