@@ -167,6 +167,9 @@ describe("optimiser arguments", function()
     assert.are.equal(2, #optim.SGD(lin:parameters()).param_groups[1].params)
     assert.are.equal(2, #optim.SGD(lin:named_parameters()).param_groups[1].params)
     assert.are.equal(2, #optim.SGD({ { params = param() }, { params = { param() } } }).param_groups)
+    local g = optim.SGD({ { params = lin:named_parameters(), lr = 0.5 } }).param_groups[1]
+    assert.are.equal(lin.weight, g.params[1])
+    assert.are.equal(lin.bias, g.params[2])
   end)
 
   it("say options are a table", function()

@@ -37,6 +37,19 @@ end
 
 local PARAMS_EXPECTED = "params must be a list of tensors or of parameter-group tables"
 
+-- A copy of the list with model:named_parameters()' {name, tensor} pairs as their tensors.
+local function unnamed(list)
+  local out = {}
+  for i = 1, #list do
+    local v = list[i]
+    if type(v) == "table" and v.params == nil and type(v[1]) == "string" and lt.is_tensor(v[2]) then
+      v = v[2]
+    end
+    out[i] = v
+  end
+  return out
+end
+
 -- The constructor's `params` as a list of group tables (not yet filled with defaults).
 local function parse_params(name, params)
   local list = as_param_list(params)
@@ -51,16 +64,7 @@ local function parse_params(name, params)
     end
     fail("%s: optimizer got an empty parameter list", name)
   end
-  local named = {}
-  for i = 1, #list do
-    local v = list[i]
-    -- model:named_parameters() lists {name, tensor} pairs
-    if type(v) == "table" and v.params == nil and type(v[1]) == "string" and lt.is_tensor(v[2]) then
-      v = v[2]
-    end
-    named[i] = v
-  end
-  list = named
+  list = unnamed(list)
   local first = lt.is_tensor(list[1]) and "tensor" or "group"
   for i = 1, #list do
     local v = list[i]
@@ -96,7 +100,7 @@ function Optimizer:check_hparams(g, where)
       fail("%s: Invalid %s: %s%s", name, NONNEG[k], tostring(v), where)
     end
   end
-  if self.defaults.betas ~= nil then
+  if getmetatable(self).defaults.betas ~= nil then
     local b = g.betas
     if type(b) ~= "table" or type(b[1]) ~= "number" or type(b[2]) ~= "number" or #b ~= 2 then
       fail("%s: betas must be a table of two numbers, got %s%s", name, check.typename(b), where)
@@ -144,8 +148,7 @@ function Optimizer:add_param_group(group)
     fail("%s: params of parameter group %d must be a tensor or a list of tensors, got %s", name, gi,
       check.typename(list))
   end
-  g.params = {}
-  for i, p in ipairs(list) do g.params[i] = p end
+  g.params = unnamed(list)
   for k, v in pairs(self.defaults) do
     if g[k] == nil then g[k] = deep_copy(v) end
   end
