@@ -2,12 +2,26 @@
 -- @module lantern.autograd
 local lt = require "lantern"
 local core = require "lantern.core"
+local options = require "lantern.options"
 
 local autograd = {}
 
---- Gradients of `outputs` with respect to `inputs` (a tensor or a list of tensors).
+-- The engine keeps no graph of the backward pass itself, so higher-order gradients are not
+-- available; create_graph = true is refused rather than ignored.
+local function no_create_graph(op, opts)
+  if opts.create_graph then
+    error(op .. ": create_graph = true is not supported (Lantern computes first-order " ..
+      "gradients only)", options.user_level(2) or 2)
+  end
+end
+
+--- Gradients of `outputs` with respect to `inputs` (a tensor or a list of tensors), with
+-- options {grad_outputs, retain_graph = false, allow_unused = false}.
 -- Returns a list with one gradient per input (nil for unused inputs with allow_unused).
 function autograd.grad(outputs, inputs, opts)
+  opts = options.check("grad", opts, { "grad_outputs", "retain_graph", "create_graph",
+    "allow_unused" })
+  no_create_graph("grad", opts)
   local res = core._grad(outputs, inputs, opts)
   for i = 1, #res do
     if res[i] == false then res[i] = nil end
@@ -15,7 +29,13 @@ function autograd.grad(outputs, inputs, opts)
   return res
 end
 
-autograd.backward = function(t, g, opts) return t:backward(g, opts) end
+--- t:backward(gradient, opts) as a function; the gradient may be left out (opts second).
+function autograd.backward(t, g, opts)
+  if type(g) == "table" then g, opts = nil, g end
+  opts = options.check("backward", opts, { "retain_graph", "create_graph" })
+  no_create_graph("backward", opts)
+  return t:backward(g, { retain_graph = opts.retain_graph })
+end
 
 --------------------------------------------------------------------- Function
 
@@ -45,17 +65,86 @@ function Function:extend(name)
   return cls
 end
 
+local function what(v)
+  local t = type(v)
+  if t == "table" or t == "userdata" then return "a " .. t end
+  if t == "number" then return math.type(v) == "integer" and "an integer" or "a number" end
+  return "a " .. t
+end
+
+local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+-- A gradient whose shape the input's expands to is summed down to the input's shape, as
+-- PyTorch does; nil when the shapes are not compatible.
+local function sum_to(g, shape)
+  local gs = g:size()
+  local lead = #gs - #shape
+  if lead < 0 then return nil end
+  for i = 1, #shape do
+    if shape[i] ~= gs[lead + i] and shape[i] ~= 1 then return nil end
+  end
+  for _ = 1, lead do g = g:sum(1) end
+  for i = 1, #shape do
+    if shape[i] == 1 and g:size(i) ~= 1 then g = g:sum(i, true) end
+  end
+  return g
+end
+
+-- Checks what a Function's backward returned against its inputs: each gradient is a tensor
+-- or nil, none stands for an argument that was not a tensor, and each fits its input's shape
+-- (PyTorch raises for all three; a wrong value would otherwise be dropped in silence or fail
+-- later in an op that does not name the Function). Returns the list the engine takes.
+local function backward_results(shapes, nin, g)
+  for i = 1, g.n do
+    local v = g[i]
+    if v ~= nil and not lt.is_tensor(v) then
+      error(string.format("backward returned %s at position %d (expected a Tensor or nil)",
+        what(v), i), 0)
+    end
+    if v ~= nil and i > nin then
+      error(string.format("backward returned %d gradients, but forward took %d arguments " ..
+        "(the gradient at position %d has no input)", g.n, nin, i), 0)
+    end
+  end
+  local r = {}
+  for i = 1, nin do
+    local v = g[i]
+    if v ~= nil then
+      local shape = shapes[i]
+      if shape == false then
+        error(string.format("backward returned a gradient at position %d, but argument %d of " ..
+          "forward was not a Tensor (return nil there)", i, i), 0)
+      end
+      local vs = v:size()
+      local same = #vs == #shape
+      for k = 1, #shape do if vs[k] ~= shape[k] then same = false break end end
+      if not same then
+        local fitted = sum_to(v, shape)
+        if fitted == nil then
+          error(string.format("backward returned a gradient of shape %s at position %d, " ..
+            "but input %d has shape %s", shape_str(vs), i, i, shape_str(shape)), 0)
+        end
+        v = fitted
+      end
+    end
+    r[i] = v or false
+  end
+  return r
+end
+
 function autograd._apply(cls, ...)
   local args = table.pack(...)
   local ctx = setmetatable({ needs_input_grad = {} }, Ctx)
-  local inputs = {}
+  local inputs, shapes = {}, {}
   for i = 1, args.n do
     local a = args[i]
     if lt.is_tensor(a) then
       inputs[i] = a
+      shapes[i] = a:size()
       ctx.needs_input_grad[i] = a.requires_grad
     else
       inputs[i] = nil
+      shapes[i] = false
       ctx.needs_input_grad[i] = false
     end
   end
@@ -70,10 +159,7 @@ function autograd._apply(cls, ...)
   end
   local nin = args.n
   local function bw(...)
-    local g = table.pack(cls.backward(ctx, ...))
-    local r = {}
-    for i = 1, nin do r[i] = g[i] or false end
-    return r
+    return backward_results(shapes, nin, table.pack(cls.backward(ctx, ...)))
   end
   -- `false` stands for an argument that is not a tensor
   local ins = {}
@@ -89,7 +175,7 @@ autograd.Function = Function
 --- Compares analytic and finite-difference Jacobians of `fn(inputs...)` in float64.
 -- Returns true, or raises naming the first mismatch (input, index, both values).
 function autograd.gradcheck(fn, inputs, opts)
-  opts = opts or {}
+  opts = options.check("gradcheck", opts, { "eps", "atol", "rtol" })
   local eps = opts.eps or 1e-6
   local atol = opts.atol or 1e-5
   local rtol = opts.rtol or 1e-3

@@ -38,13 +38,32 @@ function M.nearest(key, known)
   return nil
 end
 
+-- Lantern's Lua files all live under the directory of this one; a frame whose source starts
+-- with it is the library's, any other frame is the caller's code.
+local LIB = debug.getinfo(1, "S").source:match("^(@.*[/\\])[^/\\]*$")
+
+--- The level, counted as `debug.getinfo` counts from the function that calls user_level, of the
+-- first Lua frame at or above level `from` that is not in Lantern's Lua files (the user's line
+-- that called into Lantern, however many of Lantern's own calls lie in between), or nil.
+function M.user_level(from)
+  local level = (from or 2) + 1
+  while true do
+    local info = debug.getinfo(level, "S")
+    if info == nil then return nil end
+    local src = info.source
+    if info.what ~= "C" and not (LIB and src:sub(1, #LIB) == LIB) then return level - 1 end
+    level = level + 1
+  end
+end
+
 --- Raises unless every key of the options table `opts` is among `known` (an array of names).
--- `op` names the function in the message; `level` is passed to `error` (default 3: the caller
--- of the function that checks). Returns opts, or an empty table when opts is nil.
+-- `op` names the function in the message; `level` is passed to `error` (default: the caller's
+-- line outside Lantern, see user_level). Returns opts, or an empty table when opts is nil.
 function M.check(op, opts, known, level)
   if opts == nil then return {} end
+  level = level or M.user_level(2) or 2
   if type(opts) ~= "table" then
-    error(string.format("%s: options must be a table, got %s", op, type(opts)), level or 3)
+    error(string.format("%s: options must be a table, got %s", op, type(opts)), level)
   end
   for k in pairs(opts) do
     local ok = false
@@ -61,7 +80,7 @@ function M.check(op, opts, known, level)
       elseif #known > 0 then
         msg = msg .. " (expected one of " .. table.concat(known, ", ") .. ")"
       end
-      error(msg, level or 3)
+      error(msg, level)
     end
   end
   return opts

@@ -40,6 +40,7 @@
 -- @module lantern.serialization
 local core = require "lantern.core"
 local ordered_mod = require "lantern.ordered"
+local check = require("lantern.options").check
 local lt = package.loaded["lantern"] or core
 
 local M = {}
@@ -98,14 +99,18 @@ function M.save(obj, path)
 end
 
 --- Reads a torch.save file (zip or legacy) or a safetensors file. See the module notes.
+local LOAD_OPTS = { "map_dtype", "verify_crc" }
+
 function M.load(path, opts)
   check_path("load", path)
+  check("load", opts, LOAD_OPTS)
   return core._serial_load(path, nil, opts)
 end
 
 --- Like load, from the bytes of a file held in a string.
 function M.loads(bytes, opts)
   if type(bytes) ~= "string" then error("loads: bytes must be a string", 2) end
+  check("loads", opts, LOAD_OPTS)
   return core._serial_load(nil, bytes, opts)
 end
 
@@ -124,12 +129,14 @@ end
 --- Reads a safetensors file: returns the tensors (in file order) and the metadata or nil.
 function M.safetensors.load(path, opts)
   check_path("safetensors.load", path)
+  check("safetensors.load", opts, LOAD_OPTS)
   return core._st_load(path, nil, opts)
 end
 
 --- Like safetensors.load, from bytes in a string.
 function M.safetensors.loads(bytes, opts)
   if type(bytes) ~= "string" then error("safetensors.loads: bytes must be a string", 2) end
+  check("safetensors.loads", opts, LOAD_OPTS)
   return core._st_load(nil, bytes, opts)
 end
 
@@ -157,6 +164,7 @@ function M.load_module(m, path, opts)
   if type(m) ~= "table" or type(m.load_state_dict) ~= "function" then
     error("load_module: expected a Module, got " .. type(m), 2)
   end
+  check("load_module", opts, { "strict", "map_dtype", "verify_crc" })
   local sd
   if is_safetensors(path) then
     sd = core._st_load(path, nil, opts)

@@ -3,6 +3,7 @@
 -- @module lantern.data
 local lt = require "lantern"
 local core = require "lantern.core"
+local check = require("lantern.options").check
 
 local data = {}
 
@@ -81,6 +82,7 @@ end
 
 --- random_split(dataset, lengths, {generator=g}): lengths are counts or fractions.
 function data.random_split(dataset, lengths, opts)
+  opts = check("random_split", opts, { "generator" })
   local n = dataset_len(dataset)
   local counts, total = {}, 0
   local fractional = true
@@ -95,7 +97,7 @@ function data.random_split(dataset, lengths, opts)
   if total ~= n then
     error("random_split: Sum of input lengths does not equal the length of the input dataset!", 2)
   end
-  local perm = lt.randperm(n, opts):tolist()
+  local perm = lt.randperm(n, { generator = opts.generator }):tolist()
   local out, pos = {}, 0
   for i, c in ipairs(counts) do
     local idx = {}
@@ -127,7 +129,7 @@ end
 local DataLoader = class("DataLoader")
 data.DataLoader = DataLoader
 function DataLoader.new(cls, dataset, opts)
-  opts = opts or {}
+  opts = check("DataLoader", opts, { "batch_size", "shuffle", "drop_last", "generator", "collate_fn" })
   local self = setmetatable({
     dataset = dataset,
     batch_size = opts.batch_size or 1,
@@ -184,7 +186,7 @@ end
 --- Reads an IDX file (MNIST-style, gzipped or not) into a tensor of `dtype`
 -- (default float32 for images, int64 for 1-d label files).
 function data.read_idx(path, opts)
-  opts = opts or {}
+  opts = check("read_idx", opts, { "dtype" })
   local t = core._read_idx(path, opts.dtype or "float32")
   if not opts.dtype and t:dim() == 1 then t = t:long() end
   return t
@@ -219,7 +221,7 @@ end
 -- (when `header=true`). With `numeric=true` returns a float tensor of the numeric table.
 -- Options: sep=",", header=false, numeric=false, dtype="float32", gzip (by extension).
 function data.read_csv(path, opts)
-  opts = opts or {}
+  opts = check("read_csv", opts, { "sep", "header", "numeric", "dtype" })
   local sep = opts.sep or ","
   local f
   if path:match("%.gz$") then f = io.popen("gzip -dc '" .. path:gsub("'", "'\\''") .. "'")

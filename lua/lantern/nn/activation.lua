@@ -2,6 +2,7 @@
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local A = {}
@@ -19,6 +20,11 @@ local function simple(name, fields, fwd, repr)
     Module.__init(self)
     local args = { ... }
     local opts = (#fields > 0 and type(args[1]) == "table") and args[1] or nil
+    if opts then
+      local known = {}
+      for i, f in ipairs(fields) do known[i] = f[1] end
+      check(name, opts, known)
+    end
     for i, f in ipairs(fields) do
       local v
       if opts then v = opts[f[1]] else v = args[i] end

@@ -9,6 +9,7 @@ local init = require "lantern.nn.initfn"
 local linear = require "lantern.nn.linear"
 local dropout = require "lantern.nn.dropout"
 local norm = require "lantern.nn.norm"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local A = {}
@@ -29,7 +30,8 @@ function MHA:__init(embed_dim, num_heads, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("MultiheadAttention: options must be a table, e.g. {batch_first = true}", 2)
   end
-  opts = opts or {}
+  opts = check("MultiheadAttention", opts, { "dropout", "bias", "add_bias_kv", "add_zero_attn",
+    "kdim", "vdim", "batch_first", "dtype", "device" })
   self.embed_dim = util.check_int(embed_dim, "MultiheadAttention", "embed_dim", 1)
   self.num_heads = util.check_int(num_heads, "MultiheadAttention", "num_heads", 1)
   self.kdim = opts.kdim or embed_dim
@@ -41,7 +43,7 @@ function MHA:__init(embed_dim, num_heads, opts)
   if self.head_dim * num_heads ~= embed_dim then
     error("MultiheadAttention: embed_dim must be divisible by num_heads", 2)
   end
-  local f = { dtype = opts.dtype or "float32" }
+  local f = util.factory(opts, "MultiheadAttention")
   if not self._qkv_same_embed_dim then
     self.q_proj_weight = lt.empty(embed_dim, embed_dim, f)
     self.k_proj_weight = lt.empty(embed_dim, self.kdim, f)
@@ -98,7 +100,8 @@ end
 -- forward(query, key, value, {key_padding_mask, need_weights = true, attn_mask,
 -- average_attn_weights = true, is_causal}) -> attn_output, attn_weights (nil when not needed)
 function MHA:forward(query, key, value, opts)
-  opts = opts or {}
+  opts = check("MultiheadAttention", opts, { "key_padding_mask", "need_weights", "attn_mask",
+    "average_attn_weights", "is_causal" })
   for i, t in ipairs({ query, key or false, value or false }) do
     if not util.is_tensor(t) then
       error("MultiheadAttention: expected query, key and value Tensors (argument " .. i .. " is " ..
@@ -235,13 +238,14 @@ function TEL:__init(d_model, nhead, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("TransformerEncoderLayer: options must be a table, e.g. {dim_feedforward = 512}", 2)
   end
-  opts = opts or {}
+  opts = check("TransformerEncoderLayer", opts, { "dim_feedforward", "dropout", "activation",
+    "layer_norm_eps", "batch_first", "norm_first", "bias", "dtype", "device" })
   local dff = opts.dim_feedforward or 2048
   local p = opts.dropout
   if p == nil then p = 0.1 end
   local eps = opts.layer_norm_eps or 1e-5
   local bias = opts.bias ~= false
-  local f = { dtype = opts.dtype or "float32" }
+  local f = util.factory(opts, "TransformerEncoderLayer")
   self.self_attn = MHA(d_model, nhead, { dropout = p, bias = bias, batch_first = opts.batch_first, dtype = f.dtype })
   self.linear1 = linear.Linear(d_model, dff, { bias = bias, dtype = f.dtype })
   self.dropout = dropout.Dropout(p)
@@ -278,7 +282,7 @@ function TEL:forward(src, opts)
   if not util.is_tensor(src) then
     error("TransformerEncoderLayer: expected a Tensor input, got " .. util.typename(src), 2)
   end
-  opts = opts or {}
+  opts = check("TransformerEncoderLayer", opts, { "src_mask", "src_key_padding_mask", "is_causal" })
   local x = src
   if self.norm_first then
     x = x + self:_sa_block(self.norm1(x), opts.src_mask, opts.src_key_padding_mask, opts.is_causal)
@@ -307,13 +311,16 @@ function TE:__init(encoder_layer, num_layers, opts)
   local containers = require "lantern.nn.containers"
   self.layers = containers.ModuleList(layers)
   self.num_layers = num_layers
-  local norm_ = opts and opts.norm
+  -- enable_nested_tensor and mask_check steer PyTorch's nested-tensor fast path, which does
+  -- not change results; Lantern has no such path, and accepts them for code ported as is.
+  opts = check("TransformerEncoder", opts, { "norm", "enable_nested_tensor", "mask_check" })
+  local norm_ = opts.norm
   if norm_ ~= nil then self.norm = norm_ else self:add_module("norm", nil) end
 end
 
 -- forward(src, {mask, src_key_padding_mask, is_causal})
 function TE:forward(src, opts)
-  opts = opts or {}
+  opts = check("TransformerEncoder", opts, { "mask", "src_key_padding_mask", "is_causal" })
   local out = src
   for _, layer in ipairs(self.layers:children()) do
     out = layer(out, { src_mask = opts.mask, src_key_padding_mask = opts.src_key_padding_mask,

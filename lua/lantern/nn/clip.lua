@@ -5,11 +5,14 @@ local lt = require "lantern"
 local clip = {}
 
 local param_list = require("lantern.nn.util").param_list
+local check = require("lantern.options").check
 
 --- Scales gradients in place so that their joint p-norm is at most max_norm; returns the
--- total norm before clipping (a 0-dim tensor), as PyTorch does.
+-- total norm before clipping (a 0-dim tensor), as PyTorch does. Options {norm_type = 2,
+-- error_if_nonfinite = false}; the norm type may also be given as the third argument.
 function clip.clip_grad_norm_(params, max_norm, opts)
-  opts = opts or {}
+  if type(opts) == "number" then opts = { norm_type = opts } end
+  opts = check("clip_grad_norm_", opts, { "norm_type", "error_if_nonfinite" })
   local norm_type = opts.norm_type or 2
   local grads = {}
   for _, p in ipairs(param_list(params)) do

@@ -5,6 +5,8 @@ local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
 local init = require "lantern.nn.initfn"
+local linear = require "lantern.nn.linear"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local ntuple, tuple_str = util.ntuple, util.tuple_str
@@ -14,11 +16,29 @@ local C = {}
 -- dtype}, or PyTorch's positional order after kernel_size.
 local POS = { "stride", "padding", "dilation", "groups", "bias", "padding_mode" }
 local POS_T = { "stride", "padding", "output_padding", "groups", "bias", "dilation", "padding_mode" }
-local function conv_opts(where, order, ...)
+local KNOWN = { "stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype", "device" }
+local KNOWN_T = { "stride", "padding", "output_padding", "groups", "bias", "dilation",
+  "padding_mode", "dtype", "device" }
+-- A table after kernel_size is the options unless it is a size ({2, 2} as the stride).
+local function conv_opts(where, order, known, ...)
   local first = ...
-  if type(first) == "table" then return first end
+  if select("#", ...) == 1 and util.is_options(first) then return check(where, first, known) end
   local o = {}
-  for i = 1, select("#", ...) do o[order[i]] = select(i, ...) end
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if i == select("#", ...) and i > 1 and util.is_options(v) then
+      -- positional values followed by an options table: Conv2d(1, 2, 3, 2, {bias = false})
+      check(where, v, known)
+      for k, x in pairs(v) do
+        if o[k] ~= nil then error(where .. ": option '" .. k .. "' given twice", util.user_level()) end
+        o[k] = x
+      end
+    elseif order[i] == nil then
+      error(where .. ": too many arguments (" .. select("#", ...) + 3 .. ")", util.user_level())
+    else
+      o[order[i]] = v
+    end
+  end
   return o
 end
 
@@ -65,7 +85,7 @@ function ConvNd:__init(name, nsp, transposed, in_channels, out_channels, kernel_
   if transposed and self.padding_mode ~= "zeros" then
     error(name .. ": Only \"zeros\" padding mode is supported for " .. name, 4)
   end
-  local f = { dtype = o.dtype or "float32" }
+  local f = util.factory(o, name)
   local wshape
   if transposed then
     wshape = { in_channels, out_channels // groups }
@@ -146,10 +166,11 @@ local Conv1d = ConvNd:extend("Conv1d")
 C.Conv1d = Conv1d
 function Conv1d:__init(in_channels, out_channels, kernel_size, ...)
   ConvNd.__init(self, "Conv1d", 1, false, in_channels, out_channels, kernel_size,
-    conv_opts("Conv1d", POS, ...))
+    conv_opts("Conv1d", POS, KNOWN, ...))
 end
 function Conv1d:forward(x)
   if not util.is_tensor(x) then error("Conv1d: expected a Tensor input, got " .. util.typename(x), 2) end
+  linear._check_float_input("Conv1d", x, self.weight)
   return F.conv1d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
@@ -158,10 +179,11 @@ local Conv2d = ConvNd:extend("Conv2d")
 C.Conv2d = Conv2d
 function Conv2d:__init(in_channels, out_channels, kernel_size, ...)
   ConvNd.__init(self, "Conv2d", 2, false, in_channels, out_channels, kernel_size,
-    conv_opts("Conv2d", POS, ...))
+    conv_opts("Conv2d", POS, KNOWN, ...))
 end
 function Conv2d:forward(x)
   if not util.is_tensor(x) then error("Conv2d: expected a Tensor input, got " .. util.typename(x), 2) end
+  linear._check_float_input("Conv2d", x, self.weight)
   return F.conv2d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
@@ -169,7 +191,7 @@ end
 local ConvTranspose2d = ConvNd:extend("ConvTranspose2d")
 C.ConvTranspose2d = ConvTranspose2d
 function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, ...)
-  local o = conv_opts("ConvTranspose2d", POS_T, ...)
+  local o = conv_opts("ConvTranspose2d", POS_T, KNOWN_T, ...)
   if type(o.padding) == "string" then error("ConvTranspose2d: padding must be a number or a table", 2) end
   ConvNd.__init(self, "ConvTranspose2d", 2, true, in_channels, out_channels, kernel_size, o)
 end
@@ -177,6 +199,7 @@ function ConvTranspose2d:forward(x, output_size)
   if not util.is_tensor(x) then
     error("ConvTranspose2d: expected a Tensor input, got " .. util.typename(x), 2)
   end
+  linear._check_float_input("ConvTranspose2d", x, self.weight)
   local op = self.output_padding
   if output_size ~= nil then
     -- output_padding chosen so the output has the requested spatial size
@@ -206,11 +229,21 @@ local function size_str(v)
   return tostring(v)
 end
 
-local function pool_args(...)
+local MAXPOOL = { "stride", "padding", "dilation", "return_indices", "ceil_mode" }
+local AVGPOOL = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" }
+
+-- PyTorch's positional order after kernel_size, or one options table.
+local function pool_args(where, order, ...)
   local first = ...
-  if type(first) == "table" then return first end
-  return { stride = select(1, ...), padding = select(2, ...), dilation = select(3, ...),
-    return_indices = select(4, ...), ceil_mode = select(5, ...) }
+  if util.is_options(first) then return check(where, first, order) end
+  local o = {}
+  for i = 1, select("#", ...) do
+    if order[i] == nil then
+      error(where .. ": too many arguments (" .. select("#", ...) + 1 .. ")", util.user_level())
+    end
+    o[order[i]] = select(i, ...)
+  end
+  return o
 end
 
 -- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0, dilation = 1, return_indices,
@@ -219,7 +252,7 @@ local MaxPool2d = Module:extend("MaxPool2d")
 C.MaxPool2d = MaxPool2d
 function MaxPool2d:__init(kernel_size, ...)
   Module.__init(self)
-  local o = pool_args(...)
+  local o = pool_args("MaxPool2d", MAXPOOL, ...)
   if kernel_size == nil then error("MaxPool2d: kernel_size is required", 2) end
   self.kernel_size = kernel_size
   self.stride = o.stride or kernel_size
@@ -254,12 +287,7 @@ local AvgPool2d = Module:extend("AvgPool2d")
 C.AvgPool2d = AvgPool2d
 function AvgPool2d:__init(kernel_size, ...)
   Module.__init(self)
-  local first = ...
-  local o
-  if type(first) == "table" then o = first else
-    o = { stride = select(1, ...), padding = select(2, ...), ceil_mode = select(3, ...),
-      count_include_pad = select(4, ...), divisor_override = select(5, ...) }
-  end
+  local o = pool_args("AvgPool2d", AVGPOOL, ...)
   if kernel_size == nil then error("AvgPool2d: kernel_size is required", 2) end
   self.kernel_size = kernel_size
   self.stride = o.stride or kernel_size

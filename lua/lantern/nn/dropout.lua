@@ -2,15 +2,20 @@
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local D = {}
 
 local function init_common(self, name, p, inplace)
-  if type(p) == "table" then p, inplace = p.p, p.inplace end
+  if type(p) == "table" then
+    check(name, p, { "p", "inplace" })
+    p, inplace = p.p, p.inplace
+  end
   p = p == nil and 0.5 or p
   if type(p) ~= "number" or p < 0 or p > 1 then
-    error(name .. ": dropout probability has to be between 0 and 1, but got " .. tostring(p), 3)
+    error(name .. ": dropout probability has to be between 0 and 1, but got " .. tostring(p),
+      util.user_level())
   end
   self.p = p
   self.inplace = inplace or false

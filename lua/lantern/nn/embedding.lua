@@ -4,12 +4,15 @@ local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
 local init = require "lantern.nn.initfn"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local E = {}
 
--- Embedding(num_embeddings, embedding_dim, {padding_idx, _weight, dtype}). padding_idx is a
--- 1-based row (negative counts from the end); that row starts at zero and gets no gradient.
+-- Embedding(num_embeddings, embedding_dim, {padding_idx, max_norm, norm_type = 2, _weight,
+-- dtype}). padding_idx is a 1-based row (negative counts from the end); that row starts at
+-- zero and gets no gradient. With max_norm, each forward scales the rows it looks up whose
+-- norm exceeds max_norm back to it, in place (PyTorch's renormalisation).
 local Embedding = Module:extend("Embedding")
 E.Embedding = Embedding
 
@@ -18,7 +21,8 @@ function Embedding:__init(num_embeddings, embedding_dim, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error("Embedding: options must be a table, e.g. {padding_idx = 1}", 2)
   end
-  opts = opts or {}
+  opts = check("Embedding", opts, { "padding_idx", "max_norm", "norm_type", "_weight", "dtype",
+    "device" })
   self.num_embeddings = util.check_int(num_embeddings, "Embedding", "num_embeddings", 0)
   self.embedding_dim = util.check_int(embedding_dim, "Embedding", "embedding_dim", 0)
   local pidx = opts.padding_idx
@@ -35,6 +39,7 @@ function Embedding:__init(num_embeddings, embedding_dim, opts)
   end
   self.padding_idx = pidx
   self.max_norm = opts.max_norm
+  self.norm_type = opts.norm_type or 2.0
   if opts._weight ~= nil then
     local w = opts._weight
     if w:dim() ~= 2 or w:size(1) ~= num_embeddings or w:size(2) ~= embedding_dim then
@@ -42,7 +47,7 @@ function Embedding:__init(num_embeddings, embedding_dim, opts)
     end
     self.weight = w
   else
-    self.weight = lt.empty(num_embeddings, embedding_dim, { dtype = opts.dtype or "float32" })
+    self.weight = lt.empty(num_embeddings, embedding_dim, util.factory(opts, "Embedding"))
     self:_init_parameters()
   end
 end
@@ -58,6 +63,10 @@ function Embedding:forward(input)
   if not util.is_tensor(input) then
     error("Embedding: expected an int64 Tensor of indices, got " .. util.typename(input), 2)
   end
+  if self.max_norm ~= nil then
+    return F.embedding(input, self.weight, self.padding_idx,
+      { max_norm = self.max_norm, norm_type = self.norm_type })
+  end
   return F.embedding(input, self.weight, self.padding_idx)
 end
 
@@ -65,12 +74,14 @@ function Embedding:extra_repr()
   local s = self.num_embeddings .. ", " .. self.embedding_dim
   if self.padding_idx ~= nil then s = s .. ", padding_idx=" .. self.padding_idx end
   if self.max_norm ~= nil then s = s .. ", max_norm=" .. util.num_str(self.max_norm) end
+  if self.norm_type ~= 2 then s = s .. ", norm_type=" .. util.num_str(self.norm_type) end
   return s
 end
 
 -- Embedding.from_pretrained(weights, {freeze = true, padding_idx})
 function Embedding.from_pretrained(embeddings, opts)
-  opts = opts or {}
+  opts = check("Embedding.from_pretrained", opts, { "freeze", "padding_idx", "max_norm",
+    "norm_type" })
   if not util.is_tensor(embeddings) or embeddings:dim() ~= 2 then
     error("Embedding.from_pretrained: embeddings must be a 2-D Tensor", 2)
   end
@@ -78,7 +89,8 @@ function Embedding.from_pretrained(embeddings, opts)
   if freeze == nil then freeze = true end
   local w = mod.Parameter(embeddings, not freeze)
   local e = Embedding(embeddings:size(1), embeddings:size(2),
-    { _weight = w, padding_idx = opts.padding_idx, max_norm = opts.max_norm })
+    { _weight = w, padding_idx = opts.padding_idx, max_norm = opts.max_norm,
+      norm_type = opts.norm_type })
   return e
 end
 

@@ -3,6 +3,8 @@
 -- per-element Lua loops. Dims are Lua's (1-based, negatives from the end).
 local lt = require "lantern"
 local util = require "lantern.nn.util"
+local check = require("lantern.options").check
+local warnings = require "lantern.warnings"
 
 local F = {}
 local is_tensor, check_tensor, ntuple = util.is_tensor, util.check_tensor, util.ntuple
@@ -218,8 +220,11 @@ local function conv_check(where, input, weight, ndim_spatial, groups, transposed
   return nd == ndim_spatial + 1
 end
 
+local CONV = { "stride", "padding", "dilation", "groups" }
+local CONV_T = { "stride", "padding", "output_padding", "groups", "dilation" }
+
 local function convnd(where, kname, nsp, input, weight, bias, opts)
-  opts = opts or {}
+  opts = check(where, opts, CONV)
   local groups = opts.groups or 1
   local unbatched = conv_check(where, input, weight, nsp, groups, false)
   local stride = ntuple(opts.stride or 1, nsp, where .. " stride")
@@ -249,7 +254,7 @@ function F.conv1d(input, weight, bias, opts) return convnd("conv1d", "conv1d", 1
 function F.conv2d(input, weight, bias, opts) return convnd("conv2d", "conv2d", 2, input, weight, bias, opts) end
 
 function F.conv_transpose2d(input, weight, bias, opts)
-  opts = opts or {}
+  opts = check("conv_transpose2d", opts, CONV_T)
   local groups = opts.groups or 1
   local unbatched = conv_check("conv_transpose2d", input, weight, 2, groups, true)
   local x = unbatched and input:unsqueeze(1) or input
@@ -280,18 +285,17 @@ end
 
 -- max_pool2d(x, kernel_size, {stride, padding, dilation, ceil_mode, return_indices})
 -- (options may also be given positionally as in PyTorch).
-local function pool_opts(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-  if type(stride) == "table" and (stride.stride ~= nil or stride.padding ~= nil or
-      stride.dilation ~= nil or stride.ceil_mode ~= nil or stride.return_indices ~= nil or
-      stride.count_include_pad ~= nil or stride.divisor_override ~= nil or next(stride) == nil) then
-    return stride
-  end
-  return { stride = stride, padding = padding, dilation = dilation, ceil_mode = ceil_mode,
-    return_indices = return_indices }
-end
+local MAX_POOL = { "stride", "padding", "dilation", "ceil_mode", "return_indices" }
+local AVG_POOL = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" }
 
 function F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-  local o = pool_opts(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+  local o
+  if util.is_options(stride) then
+    o = check("max_pool2d", stride, MAX_POOL)
+  else
+    o = { stride = stride, padding = padding, dilation = dilation, ceil_mode = ceil_mode,
+      return_indices = return_indices }
+  end
   local x, unb = pool_input("max_pool2d", input)
   local ks = ntuple(kernel_size, 2, "max_pool2d kernel_size")
   local k = kernel("max_pool2d")
@@ -314,7 +318,9 @@ end
 
 function F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
   local o
-  if type(stride) == "table" then o = stride else
+  if util.is_options(stride) then
+    o = check("avg_pool2d", stride, AVG_POOL)
+  else
     o = { stride = stride, padding = padding, ceil_mode = ceil_mode,
       count_include_pad = count_include_pad, divisor_override = divisor_override }
   end
@@ -496,6 +502,7 @@ end
 
 -------------------------------------------------------------------------------- dropout, embedding
 function F.dropout(input, p, training, opts)
+  opts = opts and check("dropout", opts, { "generator" })
   p = p or 0.5
   if training == nil then training = true end
   if type(p) ~= "number" or p < 0 or p > 1 then
@@ -514,6 +521,7 @@ end
 -- or (N, C, L) input with probability p and scales the rest by 1/(1-p).
 function F.dropout2d(input, p, training, opts)
   check_tensor(input, "dropout2d", "input")
+  opts = opts and check("dropout2d", opts, { "generator" })
   p = p or 0.5
   if training == nil then training = true end
   if type(p) ~= "number" or p < 0 or p > 1 then
@@ -533,11 +541,37 @@ function F.dropout2d(input, p, training, opts)
   return input * (keep:ge(p):to(input.dtype) * (1 / (1 - p)))
 end
 
+-- PyTorch's embedding_renorm_: the rows that `input` looks up whose norm exceeds max_norm are
+-- scaled in place to max_norm, before the lookup and outside the graph. The mask of rows used
+-- comes from one index_add_, so the cost is one pass over the table whatever the batch.
+local function embedding_renorm(weight, input, max_norm, norm_type)
+  lt.no_grad(function()
+    local used = lt.zeros(weight:size(1), { dtype = weight.dtype })
+      :index_add_(1, input:reshape(-1), lt.ones(input:numel(), { dtype = weight.dtype })):gt(0)
+    local norms = weight:norm(norm_type, 2, true)
+    local over = used:unsqueeze(2):logical_and(norms:gt(max_norm))
+    weight:mul_(lt.where(over, max_norm / (norms + 1e-7), lt.ones_like(norms)))
+  end)
+end
+
+-- embedding(indices, weight[, padding_idx[, {max_norm, norm_type = 2}]]), or the options
+-- {padding_idx, max_norm, norm_type} in place of padding_idx. With max_norm the weight is
+-- renormalised in place, as in PyTorch.
 function F.embedding(input, weight, padding_idx, opts)
   check_tensor(input, "embedding", "input")
   check_tensor(weight, "embedding", "weight")
+  if type(padding_idx) == "table" then padding_idx, opts = nil, padding_idx end
+  opts = check("embedding", opts, { "padding_idx", "max_norm", "norm_type" })
+  if padding_idx == nil then padding_idx = opts.padding_idx end
   if input.dtype ~= "int64" then
-    error("embedding: expected indices of dtype int64, got " .. input.dtype, 2)
+    error("embedding: expected indices of dtype int64, got " .. input.dtype ..
+      " (convert them with x:long())", 2)
+  end
+  if opts.max_norm ~= nil then
+    if type(opts.max_norm) ~= "number" then
+      error("embedding: max_norm must be a number, got " .. util.typename(opts.max_norm), 2)
+    end
+    embedding_renorm(weight, input, opts.max_norm, opts.norm_type or 2)
   end
   local k = kernel("embedding")
   if k then return k(input, weight, padding_idx) end
@@ -565,7 +599,9 @@ function F.elu(x, alpha)
 end
 -- gelu(x, approximate) with approximate "none" (exact, erf) or "tanh"
 function F.gelu(x, approximate)
-  if type(approximate) == "table" then approximate = approximate.approximate end
+  if type(approximate) == "table" then
+    approximate = check("gelu", approximate, { "approximate" }).approximate
+  end
   approximate = approximate or "none"
   if approximate ~= "none" and approximate ~= "tanh" then
     error("gelu: approximate must be 'none' or 'tanh', got '" .. tostring(approximate) .. "'", 2)
@@ -612,7 +648,8 @@ function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
 -- softmax(q k^T * scale + mask) v. A bool mask marks positions that TAKE part (PyTorch's rule
 -- for this function); a float mask is added. Returns (out, weights).
 function F.scaled_dot_product_attention(q, k, v, opts)
-  opts = opts or {}
+  opts = check("scaled_dot_product_attention", opts, { "attn_mask", "dropout_p", "is_causal",
+    "scale", "generator" })
   local d = q:size(q:dim())
   local scale = opts.scale or 1 / math.sqrt(d)
   local scores = q:matmul(k:transpose(-2, -1)) * scale
@@ -630,7 +667,9 @@ function F.scaled_dot_product_attention(q, k, v, opts)
     end
   end
   local w = scores:softmax(-1)
-  if (opts.dropout_p or 0) > 0 then w = F.dropout(w, opts.dropout_p, true, opts) end
+  if (opts.dropout_p or 0) > 0 then
+    w = F.dropout(w, opts.dropout_p, true, { generator = opts.generator })
+  end
   return w:matmul(v), w
 end
 
@@ -640,23 +679,64 @@ local function check_same(where, input, target)
   check_tensor(target, where, "target")
 end
 
+-- Raises naming the loss unless input and target broadcast together (the core's message
+-- would name the subtraction inside it).
+local function check_broadcast(where, input, target)
+  local a, b = sizes(input), sizes(target)
+  local n = math.max(#a, #b)
+  for i = 0, n - 1 do
+    local da, db = a[#a - i] or 1, b[#b - i] or 1
+    if da ~= db and da ~= 1 and db ~= 1 then
+      error(string.format("%s: input of shape %s and target of shape %s cannot be broadcast " ..
+        "(size %d vs %d at dimension %d)", where, shape_str(input), shape_str(target), da, db,
+        n - i), util.user_level())
+    end
+  end
+end
+
+-- The elementwise losses take a target of another shape by broadcasting, which is seldom
+-- meant ([N, 1] against [N]); PyTorch warns, and so does Lantern.
+local function check_pair(where, input, target)
+  check_same(where, input, target)
+  if util.same_shape(input, target) then return end
+  check_broadcast(where, input, target)
+  warnings.warn(where .. ": Using a target size (" .. shape_str(target) .. ") that is different " ..
+    "to the input size (" .. shape_str(input) .. "). This will likely lead to incorrect " ..
+    "results due to broadcasting. Please ensure they have the same size.")
+end
+
+local REDUCTION = { "reduction", "size_average", "reduce" }
+local function with_reduction(...)
+  local t = { table.unpack(REDUCTION) }
+  for _, k in ipairs { ... } do t[#t + 1] = k end
+  return t
+end
+local SMOOTH_L1, HUBER = with_reduction("beta"), with_reduction("delta")
+local NLL = with_reduction("weight", "ignore_index")
+local CROSS_ENTROPY = with_reduction("weight", "ignore_index", "label_smoothing")
+local BCE, BCE_LOGITS = with_reduction("weight"), with_reduction("weight", "pos_weight")
+local KL_DIV = with_reduction("log_target")
+
 function F.mse_loss(input, target, opts)
-  check_same("mse_loss", input, target)
+  opts = check("mse_loss", opts, REDUCTION)
+  check_pair("mse_loss", input, target)
   local r = reduction_of(opts, "mse_loss")
   local d = input - target
   return reduce(d * d, r)
 end
 
 function F.l1_loss(input, target, opts)
-  check_same("l1_loss", input, target)
+  opts = check("l1_loss", opts, REDUCTION)
+  check_pair("l1_loss", input, target)
   local r = reduction_of(opts, "l1_loss")
   return reduce((input - target):abs(), r)
 end
 
 function F.smooth_l1_loss(input, target, opts)
-  check_same("smooth_l1_loss", input, target)
+  opts = check("smooth_l1_loss", opts, SMOOTH_L1)
+  check_pair("smooth_l1_loss", input, target)
   local r = reduction_of(opts, "smooth_l1_loss")
-  local beta = (opts and opts.beta) or 1.0
+  local beta = opts.beta or 1.0
   if beta < 0 then error("smooth_l1_loss: beta must be non-negative, got " .. beta, 2) end
   local d = (input - target):abs()
   if beta == 0 then return reduce(d, r) end
@@ -665,9 +745,10 @@ function F.smooth_l1_loss(input, target, opts)
 end
 
 function F.huber_loss(input, target, opts)
-  check_same("huber_loss", input, target)
+  opts = check("huber_loss", opts, HUBER)
+  check_pair("huber_loss", input, target)
   local r = reduction_of(opts, "huber_loss")
-  local delta = (opts and opts.delta) or 1.0
+  local delta = opts.delta or 1.0
   if delta <= 0 then error("huber_loss: delta must be positive, got " .. delta, 2) end
   local d = (input - target):abs()
   local loss = lt.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta)
@@ -703,8 +784,8 @@ end
 -- nll_loss(log_probs, target, {weight, ignore_index=-100, reduction}) with 1-based class
 -- indices in an int64 target.
 function F.nll_loss(input, target, opts)
+  opts = check("nll_loss", opts, NLL)
   check_same("nll_loss", input, target)
-  opts = opts or {}
   local r = reduction_of(opts, "nll_loss")
   if input:dim() < 1 then error("nll_loss: input must have at least 1 dim", 2) end
   if target.dtype ~= "int64" then
@@ -725,8 +806,8 @@ end
 -- cross_entropy(logits, target, {weight, ignore_index, reduction, label_smoothing}): target is
 -- int64 class indices (1-based) or float class probabilities of the input's shape.
 function F.cross_entropy(input, target, opts)
+  opts = check("cross_entropy", opts, CROSS_ENTROPY)
   check_same("cross_entropy", input, target)
-  opts = opts or {}
   local r = reduction_of(opts, "cross_entropy")
   local ls = opts.label_smoothing or 0.0
   if ls < 0 or ls > 1 then
@@ -771,12 +852,13 @@ function F.cross_entropy(input, target, opts)
 end
 
 function F.binary_cross_entropy(input, target, opts)
+  opts = check("binary_cross_entropy", opts, BCE)
   check_same("binary_cross_entropy", input, target)
-  opts = opts or {}
   local r = reduction_of(opts, "binary_cross_entropy")
   if not util.same_shape(input, target) then
-    error("binary_cross_entropy: using a target size (" .. util.torch_size(target) .. ") that is " ..
-      "different to the input size (" .. util.torch_size(input) .. ") is not supported", 2)
+    error("binary_cross_entropy: Using a target size (" .. shape_str(target) .. ") that is " ..
+      "different to the input size (" .. shape_str(input) .. ") is deprecated. Please ensure " ..
+      "they have the same size.", 2)
   end
   local logx = input:log():clamp(-100, nil)
   local log1mx = (-input + 1):log():clamp(-100, nil)
@@ -787,12 +869,12 @@ end
 
 -- Stable form: (1-y) x + (1 + (pw-1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
 function F.binary_cross_entropy_with_logits(input, target, opts)
+  opts = check("binary_cross_entropy_with_logits", opts, BCE_LOGITS)
   check_same("binary_cross_entropy_with_logits", input, target)
-  opts = opts or {}
   local r = reduction_of(opts, "binary_cross_entropy_with_logits")
   if not util.same_shape(input, target) then
-    error("binary_cross_entropy_with_logits: target size (" .. util.torch_size(target) ..
-      ") must be the same as input size (" .. util.torch_size(input) .. ")", 2)
+    error("binary_cross_entropy_with_logits: target size (" .. shape_str(target) ..
+      ") must be the same as input size (" .. shape_str(input) .. ")", 2)
   end
   local softplus_neg = (-input:abs()):exp():log1p() + (-input):clamp(0, nil)
   local loss
@@ -808,10 +890,17 @@ end
 
 -- kl_div(input (log-probs), target, {reduction = "mean"|"batchmean"|"sum"|"none", log_target})
 function F.kl_div(input, target, opts)
+  opts = check("kl_div", opts, KL_DIV)
   check_same("kl_div", input, target)
-  opts = opts or {}
   local r = opts.reduction or "mean"
-  if r ~= "batchmean" then check_reduction(r, "kl_div") end
+  if r ~= "batchmean" then r = reduction_of(opts, "kl_div") end
+  check_broadcast("kl_div", input, target)
+  if r == "mean" then
+    warnings.warn("kl_div: reduction 'mean' divides the total loss by both the batch size and " ..
+      "the support size. 'batchmean' divides only by the batch size, and aligns with the KL " ..
+      "div math definition. 'mean' will be changed to behave the same as 'batchmean' in the " ..
+      "next major release.")
+  end
   local loss
   if opts.log_target then
     loss = target:exp() * (target - input)

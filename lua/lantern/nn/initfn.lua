@@ -3,6 +3,8 @@
 -- Keyword forms are accepted too: init.kaiming_uniform_(w, {a = math.sqrt(5), mode = "fan_in"}).
 local lt = require "lantern"
 local util = require "lantern.nn.util"
+local check_opts = require("lantern.options").check
+local warnings = require "lantern.warnings"
 
 local I = {}
 
@@ -30,7 +32,7 @@ end
 local function no_grad(fn) return lt.no_grad(fn) end
 
 -- Splits trailing keyword tables: f(t, x, y, {generator=g}) or f(t, {x=..., y=..., generator=g}).
-local function kw(args, names)
+local function kw(where, args, names)
   local out = {}
   local last = args[args.n]
   local opts
@@ -38,6 +40,9 @@ local function kw(args, names)
     opts = last
     args[args.n] = nil
     args.n = args.n - 1
+    local known = { table.unpack(names) }
+    known[#known + 1] = "generator"
+    check_opts(where, opts, known)
   end
   for i, name in ipairs(names) do
     local v = args[i]
@@ -89,14 +94,14 @@ end
 
 function I.uniform_(t, ...)
   check(t, "init.uniform_")
-  local a, opts = kw(table.pack(...), { "a", "b" })
+  local a, opts = kw("init.uniform_", table.pack(...), { "a", "b" })
   no_grad(function() uniform(t, a.a or 0, a.b or 1, opts) end)
   return t
 end
 
 function I.normal_(t, ...)
   check(t, "init.normal_")
-  local a, opts = kw(table.pack(...), { "mean", "std" })
+  local a, opts = kw("init.normal_", table.pack(...), { "mean", "std" })
   no_grad(function() normal(t, a.mean or 0, a.std or 1, opts) end)
   return t
 end
@@ -142,7 +147,7 @@ end
 
 function I.xavier_uniform_(t, ...)
   check(t, "init.xavier_uniform_")
-  local a, opts = kw(table.pack(...), { "gain" })
+  local a, opts = kw("init.xavier_uniform_", table.pack(...), { "gain" })
   local fi, fo = fans(t)
   local std = (a.gain or 1) * math.sqrt(2.0 / (fi + fo))
   local bound = math.sqrt(3.0) * std
@@ -152,7 +157,7 @@ end
 
 function I.xavier_normal_(t, ...)
   check(t, "init.xavier_normal_")
-  local a, opts = kw(table.pack(...), { "gain" })
+  local a, opts = kw("init.xavier_normal_", table.pack(...), { "gain" })
   local fi, fo = fans(t)
   local std = (a.gain or 1) * math.sqrt(2.0 / (fi + fo))
   no_grad(function() normal(t, 0, std, opts) end)
@@ -167,9 +172,9 @@ end
 
 function I.kaiming_uniform_(t, ...)
   check(t, "init.kaiming_uniform_")
-  local a, opts = kw(table.pack(...), { "a", "mode", "nonlinearity" })
+  local a, opts = kw("init.kaiming_uniform_", table.pack(...), { "a", "mode", "nonlinearity" })
   if t:numel() == 0 then
-    if warn then warn("Initializing zero-element tensors is a no-op") end
+    warnings.warn("init.kaiming_uniform_: Initializing zero-element tensors is a no-op")
     return t
   end
   local bound = math.sqrt(3.0) * kaiming_std(t, a)
@@ -179,9 +184,9 @@ end
 
 function I.kaiming_normal_(t, ...)
   check(t, "init.kaiming_normal_")
-  local a, opts = kw(table.pack(...), { "a", "mode", "nonlinearity" })
+  local a, opts = kw("init.kaiming_normal_", table.pack(...), { "a", "mode", "nonlinearity" })
   if t:numel() == 0 then
-    if warn then warn("Initializing zero-element tensors is a no-op") end
+    warnings.warn("init.kaiming_normal_: Initializing zero-element tensors is a no-op")
     return t
   end
   local std = kaiming_std(t, a)
@@ -194,7 +199,7 @@ end
 -- tensor ops: the same Q as Householder QR followed by PyTorch's sign correction).
 function I.orthogonal_(t, ...)
   check(t, "init.orthogonal_")
-  local a, opts = kw(table.pack(...), { "gain" })
+  local a, opts = kw("init.orthogonal_", table.pack(...), { "gain" })
   if t:dim() < 2 then error("init.orthogonal_: Only tensors with 2 or more dimensions are supported", 2) end
   if t:numel() == 0 then return t end
   local rows = t:size(1)
@@ -272,12 +277,12 @@ I._erfinv = erfinv
 -- trunc_normal_(t, mean=0, std=1, a=-2, b=2): inverse-CDF sampling; a and b are absolute bounds.
 function I.trunc_normal_(t, ...)
   check(t, "init.trunc_normal_")
-  local args, opts = kw(table.pack(...), { "mean", "std", "a", "b" })
+  local args, opts = kw("init.trunc_normal_", table.pack(...), { "mean", "std", "a", "b" })
   local mean, std = args.mean or 0, args.std or 1
   local a, b = args.a or -2, args.b or 2
   if (mean < a - 2 * std) or (mean > b + 2 * std) then
-    if warn then warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. " ..
-      "The distribution of values may be incorrect.") end
+    warnings.warn("init.trunc_normal_: mean is more than 2 std from [a, b]. The distribution " ..
+      "of values may be incorrect.")
   end
   if t:numel() == 0 then return t end
   local function cdf(x) return (1 + lt_erf((x - mean) / std / math.sqrt(2))) / 2 end
@@ -297,7 +302,7 @@ end
 -- sparse_(t, sparsity, std=0.01): N(0, std^2) with ceil(sparsity*rows) zeros per column.
 function I.sparse_(t, ...)
   check(t, "init.sparse_")
-  local args, opts = kw(table.pack(...), { "sparsity", "std" })
+  local args, opts = kw("init.sparse_", table.pack(...), { "sparsity", "std" })
   if t:dim() ~= 2 then error("init.sparse_: Only tensors with 2 dimensions are supported", 2) end
   local rows, cols = t:size(1), t:size(2)
   local nz = math.ceil((args.sparsity or 0) * rows)

@@ -1,6 +1,7 @@
 -- Identity, Linear, Bilinear, Flatten, Unflatten.
 local lt = require "lantern"
 local util = require "lantern.nn.util"
+local check = require("lantern.options").check
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
 local init = require "lantern.nn.initfn"
@@ -8,16 +9,33 @@ local init = require "lantern.nn.initfn"
 local Module = mod.Module
 local L = {}
 
+local LAYER_OPTS = { "bias", "dtype", "device" }
+
 local function opts_of(v, where)
   if v ~= nil and type(v) ~= "table" then
-    error(where .. ": options must be a table, e.g. {bias = false}, got " .. type(v), 3)
+    error(where .. ": options must be a table, e.g. {bias = false}, got " .. type(v), util.user_level())
   end
-  return v or {}
+  return check(where, v, LAYER_OPTS)
 end
 
 -- Factory options shared by the layers: {dtype = "float64"} (device is cpu only).
-local function factory(opts) return { dtype = opts.dtype or "float32" } end
+local function factory(opts, where) return util.factory(opts, where) end
 L._factory = factory
+
+-- A newcomer's commonest slip: integer data (a tensor of Lua integers) into a float layer.
+-- PyTorch reports a dtype clash inside matmul; this names the layer and the conversion.
+function L._check_float_input(where, x, weight)
+  if x.dtype == weight.dtype then return end
+  local conv = weight.dtype == "float64" and "x:double()" or "x:float()"
+  if not util.is_float(x) then
+    error(where .. ": expected a floating-point input, got " .. x.dtype .. " (convert it with " ..
+      conv .. ")", util.user_level())
+  end
+  error(where .. ": input is " .. x.dtype .. " but the layer's weight is " .. weight.dtype ..
+    " (convert the input with " .. conv .. ", or the layer with m:" ..
+    (x.dtype == "float64" and "double()" or "float()") .. ")", util.user_level())
+end
+local check_float_input = L._check_float_input
 
 local function bias_flag(opts)
   if opts.bias == nil then return true end
@@ -43,7 +61,7 @@ function Linear:__init(in_features, out_features, opts)
   end
   self.in_features = util.check_int(in_features, "Linear", "in_features", 0)
   self.out_features = util.check_int(out_features, "Linear", "out_features", 0)
-  local f = factory(opts)
+  local f = factory(opts, "Linear")
   self.weight = lt.empty(out_features, in_features, f)
   if bias_flag(opts) then
     self.bias = lt.empty(out_features, f)
@@ -68,6 +86,7 @@ function Linear:forward(x)
     error("Linear: input of shape " .. util.shape_str(x) .. " does not match in_features=" ..
       self.in_features .. " (last dim must be " .. self.in_features .. ")", 2)
   end
+  check_float_input("Linear", x, self.weight)
   return F.linear(x, self.weight, self.bias)
 end
 
@@ -87,7 +106,7 @@ function Bilinear:__init(in1_features, in2_features, out_features, opts)
   self.in1_features = util.check_int(in1_features, "Bilinear", "in1_features", 0)
   self.in2_features = util.check_int(in2_features, "Bilinear", "in2_features", 0)
   self.out_features = util.check_int(out_features, "Bilinear", "out_features", 0)
-  local f = factory(opts)
+  local f = factory(opts, "Bilinear")
   self.weight = lt.empty(out_features, in1_features, in2_features, f)
   if bias_flag(opts) then
     self.bias = lt.empty(out_features, f)
@@ -113,6 +132,8 @@ function Bilinear:forward(x1, x2)
       " do not match in1_features=" .. self.in1_features .. ", in2_features=" ..
       self.in2_features, 2)
   end
+  check_float_input("Bilinear", x1, self.weight)
+  check_float_input("Bilinear", x2, self.weight)
   return F.bilinear(x1, x2, self.weight, self.bias)
 end
 

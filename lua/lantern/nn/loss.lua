@@ -7,23 +7,28 @@
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local Loss = {}
 
-local function opts_of(v, where)
+local function opts_of(v, where, known)
   if type(v) == "string" then return { reduction = v } end
   if v ~= nil and type(v) ~= "table" then
-    error(where .. ": options must be a table, e.g. {reduction = 'sum'}, got " .. type(v), 3)
+    error(where .. ": options must be a table, e.g. {reduction = 'sum'}, got " .. type(v),
+      util.user_level())
   end
-  return v or {}
+  return check(where, v, known)
 end
 
 local function define(name, fields, weighted, fn)
   local cls = Module:extend(name)
+  local known = { "reduction", "size_average", "reduce" }
+  for _, f in ipairs(fields) do known[#known + 1] = f[1] end
+  for _, w in ipairs(weighted) do known[#known + 1] = w end
   function cls:__init(opts)
     Module.__init(self)
-    opts = opts_of(opts, name)
+    opts = opts_of(opts, name, known)
     if name == "KLDivLoss" and opts.reduction == "batchmean" then
       self.reduction = "batchmean"
     else

@@ -7,6 +7,7 @@
 -- assigning ANY tensor to a new name registers a parameter (register_buffer is the opt-out).
 local lt = require "lantern"
 local util = require "lantern.nn.util"
+local check = require("lantern.options").check
 
 local M = {}
 
@@ -217,6 +218,9 @@ end
 function Module:register_buffer(name, tensor, persistent)
   local st = state(self)
   if not st.buffers then error("cannot assign buffer before Module.__init__() call", 2) end
+  if type(persistent) == "table" then
+    persistent = check("register_buffer", persistent, { "persistent" }).persistent
+  end
   if persistent == nil then persistent = true end
   check_name(self, st, "buffer", name)
   if tensor ~= nil and tensor ~= NONE and not is_tensor(tensor) then
@@ -516,6 +520,24 @@ local function construct(cls, ...)
   return self
 end
 
+-- `model.forward(x)` (a '.' for ':') hands forward the tensor as self and no input, which
+-- fails far from the slip (indexing a tensor for the module's fields). Every forward a class
+-- defines is entered through a check of self that names the slip and the fix.
+local function checked_forward(cls_name, fn)
+  return function(self, ...)
+    if type(self) ~= "table" or rawget(self, ST) == nil then
+      error(cls_name .. ".forward: expected the module as self, got " .. typename(self) ..
+        " (call the module, model(x), or model:forward(x) with ':', not model.forward(x))", 2)
+    end
+    return fn(self, ...)
+  end
+end
+
+local function class_newindex(cls, k, v)
+  if k == "forward" and type(v) == "function" then v = checked_forward(rawget(cls, "__name"), v) end
+  rawset(cls, k, v)
+end
+
 -- Subclassing: local Net = nn.Module:extend("Net"); function Net:__init(...) Net.super.__init(self) ... end
 function Module.extend(parent, name)
   if type(parent) ~= "table" or rawget(parent, "__imt") == nil then
@@ -526,7 +548,7 @@ function Module.extend(parent, name)
   local cls = { __name = name, super = parent }
   cls.__imt = make_instance_mt(cls)
   return setmetatable(cls, {
-    __index = parent, __call = construct,
+    __index = parent, __call = construct, __newindex = class_newindex,
     __tostring = function() return "<class '" .. name .. "'>" end, __name = "class",
   })
 end
@@ -575,9 +597,19 @@ local function named_modules_list(self, memo, prefix, remove_duplicate, out)
   end
 end
 
+-- Whether a table argument is an options table: a plain table with a string key (a memo set
+-- is keyed by modules, a state_dict destination holds tensors or has a metatable).
+local function string_keyed(t)
+  if type(t) ~= "table" or getmetatable(t) ~= nil or is_module(t) then return false end
+  for k, v in pairs(t) do
+    if type(k) ~= "string" or is_tensor(v) then return false end
+  end
+  return next(t) ~= nil
+end
+
 function Module:named_modules(memo, prefix, remove_duplicate)
-  if type(memo) == "table" and getmetatable(memo) == nil and
-    (memo.prefix ~= nil or memo.remove_duplicate ~= nil or memo.memo ~= nil) then
+  if string_keyed(memo) then
+    check("named_modules", memo, { "memo", "prefix", "remove_duplicate" })
     memo, prefix, remove_duplicate = memo.memo, memo.prefix, memo.remove_duplicate
   elseif type(memo) == "string" then
     memo, prefix = nil, memo
@@ -613,6 +645,8 @@ end
 
 local function named_members(self, field, prefix, recurse, remove_duplicate)
   if type(prefix) == "table" then
+    check("named_" .. field:gsub("params", "parameters"), prefix,
+      { "prefix", "recurse", "remove_duplicate" })
     prefix, recurse, remove_duplicate = prefix.prefix, prefix.recurse, prefix.remove_duplicate
   end
   prefix = prefix or ""
@@ -641,7 +675,7 @@ function Module:named_parameters(prefix, recurse, remove_duplicate)
   return named_members(self, "params", prefix, recurse, remove_duplicate)
 end
 function Module:parameters(recurse)
-  if type(recurse) == "table" then recurse = recurse.recurse end
+  if type(recurse) == "table" then recurse = check("parameters", recurse, { "recurse" }).recurse end
   local out = {}
   for _, e in ipairs(named_members(self, "params", "", recurse)) do out[#out + 1] = e[2] end
   return value_list(out)
@@ -650,7 +684,7 @@ function Module:named_buffers(prefix, recurse, remove_duplicate)
   return named_members(self, "buffers", prefix, recurse, remove_duplicate)
 end
 function Module:buffers(recurse)
-  if type(recurse) == "table" then recurse = recurse.recurse end
+  if type(recurse) == "table" then recurse = check("buffers", recurse, { "recurse" }).recurse end
   local out = {}
   for _, e in ipairs(named_members(self, "buffers", "", recurse)) do out[#out + 1] = e[2] end
   return value_list(out)
@@ -710,6 +744,9 @@ function Module:requires_grad_(flag)
 end
 
 function Module:zero_grad(set_to_none)
+  if type(set_to_none) == "table" then
+    set_to_none = check("zero_grad", set_to_none, { "set_to_none" }).set_to_none
+  end
   if set_to_none == nil then set_to_none = true end
   for _, p in ipairs(self:parameters()) do
     local g = p.grad
@@ -790,6 +827,7 @@ function Module:to(...)
     elseif is_tensor(a) then
       dtype, device = a.dtype, a.device
     elseif type(a) == "table" then
+      check("Module:to", a, { "dtype", "device", "non_blocking" })
       if a.dtype then
         dtype = DTYPES[a.dtype] or error("Module:to: unknown dtype '" .. tostring(a.dtype) .. "'", 2)
       end
@@ -836,8 +874,8 @@ local function save_rec(self, dest, prefix, keep_vars)
 end
 
 function Module:state_dict(destination, prefix, keep_vars)
-  if type(destination) == "table" and getmetatable(destination) == nil and
-    (destination.prefix ~= nil or destination.keep_vars ~= nil or destination.destination ~= nil) then
+  if string_keyed(destination) then
+    check("state_dict", destination, { "destination", "prefix", "keep_vars" })
     destination, prefix, keep_vars = destination.destination, destination.prefix, destination.keep_vars
   end
   local dest = destination or odict()
@@ -925,7 +963,7 @@ local Incompatible = {
 -- load_state_dict(sd[, strict]) or load_state_dict(sd, {strict = false}). Every check is made
 -- before anything is copied, so a failed load leaves the module unchanged.
 function Module:load_state_dict(sd, strict)
-  if type(strict) == "table" then strict = strict.strict end
+  if type(strict) == "table" then strict = check("load_state_dict", strict, { "strict" }).strict end
   if strict == nil then strict = true end
   if type(sd) ~= "table" or is_module(sd) then
     error("Expected state_dict to be dict-like, got " .. typename(sd) .. ".", 2)

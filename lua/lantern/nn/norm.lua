@@ -4,15 +4,16 @@ local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
 local init = require "lantern.nn.initfn"
+local check = require("lantern.options").check
 
 local Module, NONE = mod.Module, mod.NONE
 local N = {}
 
-local function opts_of(v, where)
+local function opts_of(v, where, known)
   if v ~= nil and type(v) ~= "table" then
-    error(where .. ": options must be a table, e.g. {eps = 1e-3}, got " .. type(v), 3)
+    error(where .. ": options must be a table, e.g. {eps = 1e-3}, got " .. type(v), util.user_level())
   end
-  return v or {}
+  return check(where, v, known)
 end
 
 local function flag(v, default)
@@ -42,7 +43,7 @@ BatchNorm._version = 2
 function BatchNorm:__init(num_features, opts)
   Module.__init(self)
   local name = self:type_name()
-  opts = opts_of(opts, name)
+  opts = opts_of(opts, name, { "eps", "momentum", "affine", "track_running_stats", "dtype", "device" })
   self.num_features = util.check_int(num_features, name, "num_features", 1)
   self.eps = opts.eps or 1e-5
   local m = opts.momentum
@@ -50,7 +51,7 @@ function BatchNorm:__init(num_features, opts)
   self.momentum = m
   self.affine = flag(opts.affine, true)
   self.track_running_stats = flag(opts.track_running_stats, true)
-  local f = { dtype = opts.dtype or "float32" }
+  local f = util.factory(opts, name)
   affine_params(self, self.affine, num_features, f)
   if self.track_running_stats then
     self:register_buffer("running_mean", lt.zeros(num_features, f))
@@ -162,12 +163,12 @@ local LayerNorm = Module:extend("LayerNorm")
 N.LayerNorm = LayerNorm
 function LayerNorm:__init(normalized_shape, opts)
   Module.__init(self)
-  opts = opts_of(opts, "LayerNorm")
+  opts = opts_of(opts, "LayerNorm", { "eps", "elementwise_affine", "bias", "dtype", "device" })
   self.normalized_shape = shape_of(normalized_shape, "LayerNorm")
   self.eps = opts.eps or 1e-5
   self.elementwise_affine = flag(opts.elementwise_affine, true)
   affine_params(self, self.elementwise_affine, self.normalized_shape,
-    { dtype = opts.dtype or "float32" }, flag(opts.bias, true))
+    util.factory(opts, "LayerNorm"), flag(opts.bias, true))
   self:_init_parameters()
 end
 function LayerNorm:reset_parameters()
@@ -189,7 +190,7 @@ local GroupNorm = Module:extend("GroupNorm")
 N.GroupNorm = GroupNorm
 function GroupNorm:__init(num_groups, num_channels, opts)
   Module.__init(self)
-  opts = opts_of(opts, "GroupNorm")
+  opts = opts_of(opts, "GroupNorm", { "eps", "affine", "dtype", "device" })
   self.num_groups = util.check_int(num_groups, "GroupNorm", "num_groups", 1)
   self.num_channels = util.check_int(num_channels, "GroupNorm", "num_channels", 1)
   if num_channels % num_groups ~= 0 then
@@ -197,7 +198,7 @@ function GroupNorm:__init(num_groups, num_channels, opts)
   end
   self.eps = opts.eps or 1e-5
   self.affine = flag(opts.affine, true)
-  affine_params(self, self.affine, num_channels, { dtype = opts.dtype or "float32" })
+  affine_params(self, self.affine, num_channels, util.factory(opts, "GroupNorm"))
   self:_init_parameters()
 end
 function GroupNorm:reset_parameters()
@@ -225,12 +226,12 @@ local RMSNorm = Module:extend("RMSNorm")
 N.RMSNorm = RMSNorm
 function RMSNorm:__init(normalized_shape, opts)
   Module.__init(self)
-  opts = opts_of(opts, "RMSNorm")
+  opts = opts_of(opts, "RMSNorm", { "eps", "elementwise_affine", "dtype", "device" })
   self.normalized_shape = shape_of(normalized_shape, "RMSNorm")
   self.eps = opts.eps
   self.elementwise_affine = flag(opts.elementwise_affine, true)
   if self.elementwise_affine then
-    self.weight = lt.empty(self.normalized_shape, { dtype = opts.dtype or "float32" })
+    self.weight = lt.empty(self.normalized_shape, util.factory(opts, "RMSNorm"))
   else
     self:register_parameter("weight", nil)
   end

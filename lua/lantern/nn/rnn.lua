@@ -8,6 +8,7 @@ local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
 local init = require "lantern.nn.initfn"
+local check = require("lantern.options").check
 
 local Module = mod.Module
 local R = {}
@@ -23,7 +24,10 @@ function RNNBase:__init(mode, input_size, hidden_size, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(name .. ": options must be a table, e.g. {num_layers = 2, batch_first = true}", 3)
   end
-  opts = opts or {}
+  local known = { "num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size",
+    "dtype", "device" }
+  if mode == "RNN_TANH" or mode == "RNN_RELU" then known[#known + 1] = "nonlinearity" end
+  opts = check(name, opts, known)
   self.mode = mode
   self.input_size = util.check_int(input_size, name, "input_size", 1)
   self.hidden_size = util.check_int(hidden_size, name, "hidden_size", 1)
@@ -44,7 +48,7 @@ function RNNBase:__init(mode, input_size, hidden_size, opts)
   local real_h = self.proj_size > 0 and self.proj_size or hidden_size
   local dirs = self.bidirectional and 2 or 1
   local gate = GATES[mode] * hidden_size
-  local f = { dtype = opts.dtype or "float32" }
+  local f = util.factory(opts, name)
   for layer = 0, self.num_layers - 1 do
     for dir = 0, dirs - 1 do
       local in_size = layer == 0 and input_size or real_h * dirs
@@ -205,7 +209,7 @@ end
 local RNN = RNNBase:extend("RNN")
 R.RNN = RNN
 function RNN:__init(input_size, hidden_size, opts)
-  local nl = opts and opts.nonlinearity or "tanh"
+  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
   if nl ~= "tanh" and nl ~= "relu" then error("RNN: Unknown nonlinearity '" .. tostring(nl) .. "'", 2) end
   RNNBase.__init(self, nl == "tanh" and "RNN_TANH" or "RNN_RELU", input_size, hidden_size, opts)
   self.nonlinearity = nl

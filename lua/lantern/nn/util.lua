@@ -106,6 +106,34 @@ end
 
 function U.bool_str(b) return b and "True" or "False" end
 
+-- Whether a trailing argument is an options table rather than a positional value given as a
+-- table (a size such as {2, 2}): a plain table that is empty or has a key other than 1..n.
+function U.is_options(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  if next(v) == nil then return true end
+  for k in pairs(v) do
+    if math.type(k) ~= "integer" or k < 1 or k > #v then return true end
+  end
+  return false
+end
+
+-- Factory options of the layers that own parameters: {dtype = ..., device = ...}. Lantern's
+-- tensors live on the cpu; another device is refused by the core's own check, naming the layer.
+function U.factory(opts, where)
+  local device = opts.device
+  if device ~= nil and device ~= "cpu" then
+    local ok, err = pcall(function() return lt.zeros(1):to(device) end)
+    if not ok then
+      error(where .. ": " .. tostring(err):gsub("^.-:%d+: ", ""), U.user_level())
+    end
+  end
+  return { dtype = opts.dtype or "float32" }
+end
+
+-- The level of the caller's own line (outside Lantern) for `error`, counted from the function
+-- that calls user_level.
+function U.user_level() return (require("lantern.options").user_level(3) or 3) - 1 end
+
 -- Reads an options table field with a type check.
 function U.opt(opts, name, default, kind, where)
   if opts == nil then return default end
