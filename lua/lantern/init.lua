@@ -21,6 +21,9 @@ local lazy = {
   load = { "lantern.serialization", "load" },
   save_module = { "lantern.serialization", "save_module" },
   load_module = { "lantern.serialization", "load_module" },
+  warnings = { "lantern.warnings" },
+  set_warnings = { "lantern.warnings", "set" },
+  get_warnings = { "lantern.warnings", "get" },
 }
 
 setmetatable(lt, {
