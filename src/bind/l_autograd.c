@@ -37,6 +37,8 @@ static int l_backward(lua_State *L) {
   if (!seed && lua_istable(L, 2)) opts = 2;
   else if (!seed && !lua_isnoneornil(L, 2))
     return luaL_error(L, "backward: gradient must be a Tensor, got %s", luaL_typename(L, 2));
+  static const char *const known[] = {"retain_graph", NULL};
+  ltL_checkopts(L, opts, "backward", known);
   bool retain = ltL_optbool_field(L, opts, "retain_graph", false);
   void *old = ctx->host;
   ctx->host = L;
@@ -54,6 +56,8 @@ static int l_grad(lua_State *L) {
   lt_tensor **ins = check_list(L, 2, &ni, false);
   lt_tensor **seeds = NULL;
   if (lua_istable(L, 3)) {
+    static const char *const known[] = {"grad_outputs", "retain_graph", "allow_unused", NULL};
+    ltL_checkopts(L, 3, "grad", known);
     if (lua_getfield(L, 3, "grad_outputs") != LUA_TNIL) {
       seeds = check_list(L, lua_gettop(L), &ng, true);
       if (ng != no)

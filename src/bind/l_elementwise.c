@@ -107,11 +107,15 @@ static int binop_(lua_State *L, int op, const char *name) {
 /* ============================================================ add/sub with alpha */
 
 /* Reads alpha from the options table (or number) at idx; 1 when absent. */
-static double opt_alpha(lua_State *L, int idx) {
+static double opt_alpha(lua_State *L, int idx, const char *name) {
+  static const char *const known[] = {"alpha", NULL};
   if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
-  if (lua_istable(L, idx) && !ltL_test(L, idx)) return ltL_optnum_field(L, idx, "alpha", 1.0);
+  if (lua_istable(L, idx) && !ltL_test(L, idx)) {
+    ltL_checkopts(L, idx, name, known);
+    return ltL_optnum_field(L, idx, "alpha", 1.0);
+  }
   if (!lua_isnoneornil(L, idx))
-    luaL_error(L, "bad argument #%d (options table or number expected, got %s)", idx,
+    luaL_error(L, "%s: bad argument #%d (options table or number expected, got %s)", name, idx,
                luaL_typename(L, idx));
   return 1.0;
 }
@@ -138,7 +142,7 @@ static void apply_alpha(lua_State *L, lt_ctx *ctx, double alpha, const char *nam
 
 static int e_add(lua_State *L) {
   if (lua_gettop(L) >= 3) {
-    double alpha = opt_alpha(L, 3);
+    double alpha = opt_alpha(L, 3, "add");
     lua_settop(L, 2);
     apply_alpha(L, LTL_CTX(L), alpha, "add");
   }
@@ -147,7 +151,7 @@ static int e_add(lua_State *L) {
 
 static int e_sub(lua_State *L) {
   if (lua_gettop(L) >= 3) {
-    double alpha = opt_alpha(L, 3);
+    double alpha = opt_alpha(L, 3, "sub");
     lua_settop(L, 2);
     apply_alpha(L, LTL_CTX(L), alpha, "sub");
   }
@@ -156,7 +160,7 @@ static int e_sub(lua_State *L) {
 
 static int e_add_(lua_State *L) {
   if (lua_gettop(L) >= 3) {
-    double alpha = opt_alpha(L, 3);
+    double alpha = opt_alpha(L, 3, "add_");
     lua_settop(L, 2);
     apply_alpha(L, LTL_CTX(L), alpha, "add_");
   }
@@ -165,7 +169,7 @@ static int e_add_(lua_State *L) {
 
 static int e_sub_(lua_State *L) {
   if (lua_gettop(L) >= 3) {
-    double alpha = opt_alpha(L, 3);
+    double alpha = opt_alpha(L, 3, "sub_");
     lua_settop(L, 2);
     apply_alpha(L, LTL_CTX(L), alpha, "sub_");
   }
@@ -306,13 +310,17 @@ UNOP(e_acos, LT_ACOS)
 UNOP(e_atan, LT_ATAN)
 
 /* A numeric parameter given positionally at idx or as field `field` of an options table at
-** idx (or at opts_idx). */
+** idx, which may hold no other key. */
 static double param(lua_State *L, int idx, const char *field, double def) {
   if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
   if (lua_isnoneornil(L, idx)) return def;
-  if (lua_istable(L, idx)) return ltL_optnum_field(L, idx, field, def);
-  return luaL_error(L, "bad argument #%d ('%s' must be a number, got %s)", idx, field,
-                    luaL_typename(L, idx));
+  if (lua_istable(L, idx)) {
+    const char *const known[] = {field, NULL};
+    ltL_checkopts(L, idx, ltL_opname(L), known);
+    return ltL_optnum_field(L, idx, field, def);
+  }
+  return luaL_error(L, "%s: bad argument #%d ('%s' must be a number, got %s)", ltL_opname(L),
+                    idx, field, luaL_typename(L, idx));
 }
 
 /* gelu(x[, approximate]) with approximate 'none' | 'tanh', or {approximate=...} */
@@ -321,6 +329,8 @@ static int gelu_op(lua_State *L) {
   if (lua_type(L, 2) == LUA_TSTRING) {
     approx = lua_tostring(L, 2);
   } else if (lua_istable(L, 2)) {
+    static const char *const known[] = {"approximate", NULL};
+    ltL_checkopts(L, 2, ltL_opname(L), known);
     lua_getfield(L, 2, "approximate");
     if (!lua_isnil(L, -1)) approx = luaL_checkstring(L, -1);
     lua_pop(L, 1);
@@ -345,7 +355,9 @@ static int e_elu(lua_State *L) { return unop(L, LT_ELU, param(L, 2, "alpha", 1.0
 static int e_elu_(lua_State *L) { return unop_(L, LT_ELU, param(L, 2, "alpha", 1.0), 0); }
 
 static void softplus_params(lua_State *L, double *beta, double *thr) {
+  static const char *const known[] = {"beta", "threshold", NULL};
   if (lua_istable(L, 2)) {
+    ltL_checkopts(L, 2, "softplus", known);
     *beta = ltL_optnum_field(L, 2, "beta", 1.0);
     *thr = ltL_optnum_field(L, 2, "threshold", 20.0);
   } else {
@@ -367,6 +379,8 @@ static int clamp_impl(lua_State *L, bool inplace) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *x = ltL_check(L, 1);
   if (lua_istable(L, 2) && !ltL_test(L, 2)) {
+    static const char *const known[] = {"min", "max", NULL};
+    ltL_checkopts(L, 2, name, known);
     lua_settop(L, 2);
     lua_getfield(L, 2, "min");
     lua_getfield(L, 2, "max");
@@ -453,7 +467,9 @@ static void close_params(lua_State *L, double *rtol, double *atol, bool *equal_n
   *rtol = 1e-5;
   *atol = 1e-8;
   *equal_nan = false;
-  if (lua_istable(L, 3)) {
+  if (lua_istable(L, 3) && !ltL_test(L, 3)) {
+    static const char *const known[] = {"rtol", "atol", "equal_nan", NULL};
+    ltL_checkopts(L, 3, ltL_opname(L), known);
     *rtol = ltL_optnum_field(L, 3, "rtol", *rtol);
     *atol = ltL_optnum_field(L, 3, "atol", *atol);
     *equal_nan = ltL_optbool_field(L, 3, "equal_nan", false);

@@ -28,6 +28,8 @@ static int l_addmm(lua_State *L) {
   if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
     return luaL_error(L, "addmm: bad argument #4 (options table {beta=, alpha=} expected, "
                       "got %s)", luaL_typename(L, 4));
+  static const char *const known[] = {"beta", "alpha", NULL};
+  ltL_checkopts(L, 4, "addmm", known);
   double beta = ltL_optnum_field(L, 4, "beta", 1.0);
   double alpha = ltL_optnum_field(L, 4, "alpha", 1.0);
   LTL_TRY(L, ctx, lt_addmm(ctx, &r, in, a, b, beta, alpha));

@@ -101,8 +101,12 @@ typedef int (*conv_fn)(lt_ctx *, lt_tensor **, lt_tensor *, lt_tensor *, lt_tens
 
 static int conv_common(lua_State *L, const char *op, int sd, bool transposed, conv_fn fn) {
   lt_ctx *ctx = LTL_CTX(L);
+  static const char *const known[] = {"stride", "padding", "dilation", "groups", NULL};
+  static const char *const known_t[] = {"stride", "padding", "dilation", "groups",
+                                        "output_padding", NULL};
   lt_tensor *x = ltL_check(L, 1), *w = ltL_check(L, 2), *b = opt_tensor(L, 3), *r;
   check_opts(L, 4, op);
+  ltL_checkopts(L, 4, op, transposed ? known_t : known);
   lt_conv_args a;
   lt_conv_args_init(&a);
   opt_ints(L, 4, op, "stride", sd, 1, a.stride);
@@ -184,7 +188,12 @@ static int pool_args(lua_State *L, const char *op, int sd, bool is_max, lt_pool_
     ints_at_top(L, op, "kernel_size", sd, a->kernel);
     opts = 3;
   }
+  static const char *const known_max[] = {"kernel_size", "stride", "padding", "dilation",
+                                          "ceil_mode", "return_indices", NULL};
+  static const char *const known_avg[] = {"kernel_size", "stride", "padding", "ceil_mode",
+                                          "count_include_pad", "divisor_override", NULL};
   check_opts(L, opts, op);
+  ltL_checkopts(L, opts, op, is_max ? known_max : known_avg);
   if (!have_k && !opt_ints(L, opts, op, "kernel_size", sd, 0, a->kernel))
     luaL_error(L, "%s: kernel_size is required", op);
   /* PyTorch's stride defaults to the kernel size; a stride given as 0 reaches the kernel's
@@ -284,8 +293,10 @@ static int adaptive_max_common(lua_State *L, const char *op, int sd) {
   lt_tensor *x = ltL_check(L, 1), *r, *ix = NULL;
   int64_t os[2];
   adaptive_size(L, op, sd, x, os);
-  bool want = lua_toboolean(L, 3) ||
-              (lua_istable(L, 3) && ltL_optbool_field(L, 3, "return_indices", false));
+  static const char *const known[] = {"return_indices", NULL};
+  ltL_checkopts(L, 3, op, known);
+  bool want = lua_istable(L, 3) ? ltL_optbool_field(L, 3, "return_indices", false)
+                                : lua_toboolean(L, 3);
   if (sd == 1)
     LTL_TRY(L, ctx, lt_adaptive_max_pool1d(ctx, &r, &ix, x, os[0]));
   else
@@ -407,7 +418,9 @@ static int l_dropout(lua_State *L) {
   lt_tensor *x = ltL_check(L, 1), *r;
   double p = opt_number(L, 2, "dropout", "p", 0.5);
   bool training = lua_isnoneornil(L, 3) ? true : lua_toboolean(L, 3);
+  static const char *const known[] = {"generator", NULL};
   check_opts(L, 4, "dropout");
+  ltL_checkopts(L, 4, "dropout", known);
   lt_generator *g = ltL_optgen_field(L, 4);
   LTL_TRY(L, ctx, lt_dropout(ctx, &r, x, p, training, g));
   ltL_push(L, r);
@@ -418,8 +431,12 @@ static int l_dropout(lua_State *L) {
 
 static int loss_common(lua_State *L, const char *op, bool logits) {
   lt_ctx *ctx = LTL_CTX(L);
+  static const char *const known_ce[] = {"weight", "ignore_index", "reduction",
+                                         "label_smoothing", NULL};
+  static const char *const known_nll[] = {"weight", "ignore_index", "reduction", NULL};
   lt_tensor *x = ltL_check(L, 1), *t = ltL_check(L, 2), *r, *w = NULL;
   check_opts(L, 3, op);
+  ltL_checkopts(L, 3, op, logits ? known_ce : known_nll);
   int reduction = 1;
   int64_t ignore = -100;
   double ls = 0;

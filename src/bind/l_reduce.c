@@ -7,6 +7,8 @@
 ** takes its dims as a number, a list of numbers or nothing (all dims), then keepdim as a
 ** boolean or an options table; the whole tail may also be one options table:
 **     x:sum()   x:sum(2)   x:sum(2, true)   x:sum({1, 2}, true)   x:sum({dim = 2, keepdim = true})
+** sum, mean, prod, softmax, log_softmax and cumsum also take {dtype=}: the input is converted to
+** it first, as in PyTorch. An options table holds only the keys its op takes.
 ** Indices returned by max/min/argmax/argmin are 1-based, like every position in Lua.
 */
 #include <math.h>
@@ -69,7 +71,14 @@ static bool bool_arg(lua_State *L, int idx, const char *op, const char *what) {
   return lua_toboolean(L, idx);
 }
 
-/* The tail (dims?, keepdim|opts?) starting at idx. *opts is the options table's index or 0. */
+static const char *const OPTS_DIM_KEEPDIM[] = {"dim", "keepdim", NULL};
+static const char *const OPTS_WITH_DTYPE[] = {"dim", "keepdim", "dtype", NULL};
+static const char *const OPTS_ALONG_DIM[] = {"dim", "dtype", NULL};
+static const char *const OPTS_VAR[] = {"dim", "keepdim", "correction", "unbiased", NULL};
+static const char *const OPTS_NORM[] = {"p", "dim", "keepdim", NULL};
+
+/* The tail (dims?, keepdim|opts?) starting at idx. *opts is the options table's index or 0;
+** its keys must be among `known`. */
 typedef struct rargs {
   int ndims;
   int dims[LT_MAX_DIMS];
@@ -77,17 +86,20 @@ typedef struct rargs {
   int opts;
 } rargs;
 
-static void reduce_args(lua_State *L, int idx, const char *op, rargs *r) {
+static void reduce_args(lua_State *L, int idx, const char *op, const char *const *known,
+                        rargs *r) {
   r->opts = 0;
   r->keepdim = false;
   if (is_opts(L, idx)) {
     r->opts = idx;
+    ltL_checkopts(L, idx, op, known);
     r->ndims = dims_field(L, idx, op, r->dims);
   } else {
     r->ndims = dims_value(L, idx, op, r->dims);
-    if (is_opts(L, idx + 1))
+    if (is_opts(L, idx + 1)) {
       r->opts = idx + 1;
-    else if (!lua_isnoneornil(L, idx + 1))
+      ltL_checkopts(L, idx + 1, op, known);
+    } else if (!lua_isnoneornil(L, idx + 1))
       r->keepdim = bool_arg(L, idx + 1, op, "keepdim");
   }
   if (r->opts) r->keepdim = ltL_optbool_field(L, r->opts, "keepdim", r->keepdim);
@@ -99,11 +111,25 @@ static int one_dim(lua_State *L, const rargs *r, const char *op) {
   return r->dims[0];
 }
 
+/* a converted to the options' dtype (anchored on the stack), or a itself without one. */
+static lt_tensor *with_dtype(lua_State *L, lt_tensor *a, int opts) {
+  if (!opts) return a;
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_dtype dt = ltL_optdtype_field(L, opts, a->dtype);
+  if (dt == a->dtype) return a;
+  lt_tensor *c;
+  LTL_TRY(L, ctx, lt_to_dtype(ctx, &c, a, dt));
+  ltL_push(L, c);
+  return c;
+}
+
 static int reduction(lua_State *L, int op, const char *name) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *out;
   rargs r;
-  reduce_args(L, 2, name, &r);
+  bool takes_dtype = op == LT_RSUM || op == LT_RMEAN || op == LT_RPROD;
+  reduce_args(L, 2, name, takes_dtype ? OPTS_WITH_DTYPE : OPTS_DIM_KEEPDIM, &r);
+  if (takes_dtype) a = with_dtype(L, a, r.opts);
   LTL_TRY(L, ctx, lt_reduce(ctx, &out, op, a, r.ndims, r.dims, r.keepdim));
   ltL_push(L, out);
   return 1;
@@ -129,7 +155,7 @@ static int maxmin(lua_State *L, bool is_max) {
     return 1;
   }
   rargs r;
-  reduce_args(L, 2, name, &r);
+  reduce_args(L, 2, name, OPTS_DIM_KEEPDIM, &r);
   if (r.ndims == 0) {
     LTL_TRY(L, ctx, is_max ? lt_max(ctx, &out, a) : lt_min(ctx, &out, a));
     ltL_push(L, out);
@@ -151,7 +177,7 @@ static int argsearch(lua_State *L, bool is_max) {
   const char *name = is_max ? "argmax" : "argmin";
   lt_tensor *a = ltL_check(L, 1), *out;
   rargs r;
-  reduce_args(L, 2, name, &r);
+  reduce_args(L, 2, name, OPTS_DIM_KEEPDIM, &r);
   int d = r.ndims ? one_dim(L, &r, name) : 0;
   const int *dp = r.ndims ? &d : NULL;
   LTL_TRY(L, ctx, is_max ? lt_argmax(ctx, &out, a, dp, r.keepdim, 1)
@@ -189,6 +215,7 @@ static int varstd(lua_State *L, bool is_std) {
     }
   }
   if (r.opts) {
+    ltL_checkopts(L, r.opts, name, OPTS_VAR);
     r.keepdim = ltL_optbool_field(L, r.opts, "keepdim", false);
     correction = ltL_optbool_field(L, r.opts, "unbiased", true) ? 1 : 0;
     correction = ltL_optnum_field(L, r.opts, "correction", correction);
@@ -223,13 +250,13 @@ static int l_norm(lua_State *L) {
   double p;
   rargs r;
   if (is_opts(L, 2)) {
+    reduce_args(L, 2, "norm", OPTS_NORM, &r);
     lua_getfield(L, 2, "p");
     p = p_value(L, lua_gettop(L));
     lua_pop(L, 1);
-    reduce_args(L, 2, "norm", &r);
   } else {
     p = p_value(L, 2);
-    reduce_args(L, 3, "norm", &r);
+    reduce_args(L, 3, "norm", OPTS_NORM, &r);
   }
   LTL_TRY(L, ctx, lt_norm(ctx, &out, a, p, r.ndims, r.dims, r.keepdim));
   ltL_push(L, out);
@@ -240,30 +267,25 @@ static int l_logsumexp(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *out;
   rargs r;
-  reduce_args(L, 2, "logsumexp", &r);
+  reduce_args(L, 2, "logsumexp", OPTS_DIM_KEEPDIM, &r);
   LTL_TRY(L, ctx, lt_logsumexp(ctx, &out, a, r.ndims, r.dims, r.keepdim));
   ltL_push(L, out);
   return 1;
 }
 
-/* The required dim of softmax / log_softmax / cumsum: a number or {dim=}. */
-static int required_dim(lua_State *L, int idx, const char *op) {
-  rargs r;
-  if (lua_isnoneornil(L, idx))
-    luaL_error(L, "%s: dim is required (for example x:%s(-1))", op, op);
-  reduce_args(L, idx, op, &r);
-  if (r.ndims != 1) luaL_error(L, "%s: expected one dim, got %d", op, r.ndims);
-  return r.dims[0];
-}
-
-/* x:op(dim) for the ops along one required dim. */
+/* x:op(dim, {dtype=}) or x:op({dim=, dtype=}) for the ops along one required dim. */
 typedef int (*dim_op)(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
 
 static int along_dim(lua_State *L, const char *name, dim_op op) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *out;
-  int d = required_dim(L, 2, name);
-  LTL_TRY(L, ctx, op(ctx, &out, a, d));
+  rargs r;
+  if (lua_isnoneornil(L, 2))
+    luaL_error(L, "%s: dim is required (for example x:%s(-1))", name, name);
+  reduce_args(L, 2, name, OPTS_ALONG_DIM, &r);
+  if (r.ndims != 1) luaL_error(L, "%s: expected one dim, got %d", name, r.ndims);
+  a = with_dtype(L, a, r.opts);
+  LTL_TRY(L, ctx, op(ctx, &out, a, r.dims[0]));
   ltL_push(L, out);
   return 1;
 }

@@ -57,17 +57,46 @@ static int t_tolist(lua_State *L) {
   return 1;
 }
 
+/* A size list prints as PyTorch's torch.Size does, "{5, 2}" in Lua's braces; it stays a plain
+** array (no __index, __len or __eq), so indexing, #, ipairs, table.unpack and deep comparison
+** see the numbers alone. */
+static int size_tostring(lua_State *L) {
+  luaL_Buffer b;
+  lua_Integer n = luaL_len(L, 1);
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '{');
+  for (lua_Integer i = 1; i <= n; i++) {
+    if (i > 1) luaL_addstring(&b, ", ");
+    lua_geti(L, 1, i);
+    luaL_tolstring(L, -1, NULL);
+    luaL_addvalue(&b);
+    lua_pop(L, 1);
+  }
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* Pushes {v[0], ..., v[n-1]} with the shared size metatable (by registry integer key: a name
+** lookup would hash a string on every x.shape). */
+static void push_size_list(lua_State *L, int n, const int64_t *v) {
+  ltL_state *st = (ltL_state *)(LTL_CTX(L) + 1);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushinteger(L, v[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, st->size_mt_ref);
+  lua_setmetatable(L, -2);
+}
+
 static int t_size(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     lua_pushinteger(L, t->size[ltL_checkdim(L, 2, t->ndim)]);
     return 1;
   }
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, t->size[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_size_list(L, t->ndim, t->size);
   return 1;
 }
 
@@ -77,11 +106,7 @@ static int t_stride(lua_State *L) {
     lua_pushinteger(L, t->stride[ltL_checkdim(L, 2, t->ndim)]);
     return 1;
   }
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, t->stride[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_size_list(L, t->ndim, t->stride);
   return 1;
 }
 
@@ -196,6 +221,8 @@ static int t_to(lua_State *L) {
   if (other) {
     dt = other->dtype;
   } else if (lua_istable(L, 2)) {
+    static const char *const known[] = {"dtype", "device", NULL};
+    ltL_checkopts(L, 2, "to", known);
     dt = ltL_optdtype_field(L, 2, t->dtype);
     if (lua_getfield(L, 2, "device") != LUA_TNIL && strcmp(luaL_checkstring(L, -1), "cpu"))
       return luaL_error(L, "to: unknown device '%s' (available: cpu)", lua_tostring(L, -1));
@@ -246,14 +273,19 @@ static int t_cpu(lua_State *L) {
 
 /* ------------------------------------------------------------ indexing */
 
-/* x[i]: select along dim 1 (1-based, negative from the end). */
+/* x[i]: select along dim 1 (1-based, negative from the end). ipairs(x) ends by reading x[n+1],
+** which raises here, so that message names the idiom that does iterate over rows. */
 static lt_tensor *select_index(lua_State *L, lt_tensor *t, lua_Integer i) {
   lt_ctx *ctx = LTL_CTX(L);
   if (t->ndim == 0) luaL_error(L, "index: cannot index a 0-d tensor");
   int64_t n = t->size[0];
-  if (i == 0 || i > n || i < -n)
-    luaL_error(L, "index: index %d is out of bounds for dimension 1 with size %d", (int)i,
-               (int)n);
+  if (i == 0)
+    luaL_error(L, "index: index 0 is out of range (positions count from 1: expected 1..%I or "
+               "-%I..-1)", (lua_Integer)n, (lua_Integer)n);
+  if (i > n || i < -n)
+    luaL_error(L, "index: index %I is out of range for dimension 1 of size %I (expected 1..%I "
+               "or -%I..-1; to iterate over rows use: for i, row in pairs(x))", (lua_Integer)i,
+               (lua_Integer)n, (lua_Integer)n, (lua_Integer)n);
   lt_tensor *r;
   LTL_TRY(L, ctx, lt_select(ctx, &r, t, 0, i > 0 ? i - 1 : i + n));
   return r;
@@ -457,6 +489,13 @@ static const ltL_Reg tensor_regs[] = {
 };
 
 void ltL_open_tensor(lua_State *L) {
+  ltL_state *st = ltL_state_of(L);
+  if (!st->size_mt_ref) {
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, size_tostring);
+    lua_setfield(L, -2, "__tostring");
+    st->size_mt_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
   ltL_register(L, tensor_regs);
   luaL_getmetatable(L, LTL_TENSOR_MT);
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");

@@ -46,6 +46,7 @@ typedef struct ltL_state {
   int nscopes;               /* open release scopes, innermost last */
   uint64_t scope_serial;
   ltL_scope scopes[LTL_MAX_SCOPES];
+  int size_mt_ref;           /* registry integer key of the metatable of x:size() lists */
 } ltL_state;
 
 /* The state of L, found through the registry (valid from any C function). */
