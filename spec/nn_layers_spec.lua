@@ -367,8 +367,15 @@ describe("nn.init", function()
     assert.is_true(lo >= -bound and hi <= bound and hi > 0.99 * bound)
     init.kaiming_normal_(w, 0, "fan_out", "relu")
     assert.is_true(math.abs(w:std():item() - math.sqrt(2 / 300)) < 0.002)
-    local z = lt.empty(0, 3)
-    init.kaiming_uniform_(z)   -- a no-op
+    -- a no-op that warns, as PyTorch does
+    local z, got = lt.empty(0, 3), {}
+    local old = lt.set_warnings(function(t) got[#got + 1] = t end)
+    local ok = pcall(init.kaiming_uniform_, z)
+    lt.set_warnings(old)
+    assert.is_true(ok)
+    assert.are.equal(1, #got)
+    assert.matches("warning: init.kaiming_uniform_: Initializing zero-element tensors is a no-op",
+      got[1], nil, true)
   end)
 
   it("uniform_, normal_, constant_, zeros_, ones_, eye_, dirac_", function()
