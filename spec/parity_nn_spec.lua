@@ -277,7 +277,7 @@ describe("parity: losses whose target differs in shape", function()
       assert.is_true(res[1])
       assert.are.equal(1, #msgs, cls)
       assert.matches("^%S*parity_nn_spec%.lua:" .. line .. ": warning: ", texts[1])
-      assert.matches("Using a target size ([4, 1]) that is different to the input size ([4, 3])",
+      assert.matches("Using a target size ({4, 1}) that is different to the input size ({4, 3})",
         msgs[1], nil, true)
     end
   end)
@@ -363,10 +363,10 @@ print("done")
     for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
     local name = script:match("[^/]+$")
     assert.are.equal(3, #lines, out)
-    assert.matches(name .. ":4: warning: mse_loss: Using a target size ([4, 1]) that is different " ..
-      "to the input size ([4, 3]). This will likely lead to incorrect results due to broadcasting. " ..
+    assert.matches(name .. ":4: warning: mse_loss: Using a target size ({4, 1}) that is different " ..
+      "to the input size ({4, 3}). This will likely lead to incorrect results due to broadcasting. " ..
       "Please ensure they have the same size.", lines[1], nil, true)
-    assert.matches(name .. ":5: warning: l1_loss: Using a target size ([1])", lines[2], nil, true)
+    assert.matches(name .. ":5: warning: l1_loss: Using a target size ({1})", lines[2], nil, true)
     assert.are.equal("done", lines[3])
   end)
 end)

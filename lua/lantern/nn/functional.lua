@@ -700,8 +700,8 @@ local function check_pair(where, input, target)
   check_same(where, input, target)
   if util.same_shape(input, target) then return end
   check_broadcast(where, input, target)
-  warnings.warn(where .. ": Using a target size (" .. shape_str(target) .. ") that is different " ..
-    "to the input size (" .. shape_str(input) .. "). This will likely lead to incorrect " ..
+  warnings.warn(where .. ": Using a target size (" .. util.size_str(target) .. ") that is " ..
+    "different to the input size (" .. util.size_str(input) .. "). This will likely lead to incorrect " ..
     "results due to broadcasting. Please ensure they have the same size.")
 end
 
@@ -856,8 +856,8 @@ function F.binary_cross_entropy(input, target, opts)
   check_same("binary_cross_entropy", input, target)
   local r = reduction_of(opts, "binary_cross_entropy")
   if not util.same_shape(input, target) then
-    error("binary_cross_entropy: Using a target size (" .. shape_str(target) .. ") that is " ..
-      "different to the input size (" .. shape_str(input) .. ") is deprecated. Please ensure " ..
+    error("binary_cross_entropy: Using a target size (" .. util.size_str(target) .. ") that is " ..
+      "different to the input size (" .. util.size_str(input) .. ") is deprecated. Please ensure " ..
       "they have the same size.", 2)
   end
   local logx = input:log():clamp(-100, nil)
@@ -873,8 +873,8 @@ function F.binary_cross_entropy_with_logits(input, target, opts)
   check_same("binary_cross_entropy_with_logits", input, target)
   local r = reduction_of(opts, "binary_cross_entropy_with_logits")
   if not util.same_shape(input, target) then
-    error("binary_cross_entropy_with_logits: target size (" .. shape_str(target) ..
-      ") must be the same as input size (" .. shape_str(input) .. ")", 2)
+    error("binary_cross_entropy_with_logits: target size (" .. util.size_str(target) ..
+      ") must be the same as input size (" .. util.size_str(input) .. ")", 2)
   end
   local softplus_neg = (-input:abs()):exp():log1p() + (-input):clamp(0, nil)
   local loss

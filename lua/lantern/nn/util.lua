@@ -51,6 +51,8 @@ function U.shape_str(t)
   return "[" .. table.concat(U.sizes(t), ", ") .. "]"
 end
 function U.torch_size(t) return "torch.Size(" .. U.shape_str(t) .. ")" end
+-- A size as x:size() prints it, "{4, 1}": where PyTorch's message shows torch.Size([4, 1]).
+function U.size_str(t) return "{" .. table.concat(U.sizes(t), ", ") .. "}" end
 
 function U.same_shape(a, b)
   if a:dim() ~= b:dim() then return false end
