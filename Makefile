@@ -23,10 +23,16 @@ $(BUILD)/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS) -c $< -o $@
 
-# The Lua half compiled into the library, so `lantern_open` needs no files on disk.
-$(BUILD)/luasrc.c: $(LUASRC) tools/embed_lua.lua
+# The Lua half compiled into the library, so `lantern_open` needs no files on disk, with the
+# reference text of the doc comments (what LDoc reads) that the session's help() shows.
+DOCSRC = $(wildcard docs/api_*.lua)
+HELPDATA = $(BUILD)/helpdata.lua
+$(HELPDATA): $(LUASRC) $(DOCSRC) tools/gen_help.lua
 	@mkdir -p $(BUILD)
-	lua5.4 tools/embed_lua.lua $(LUASRC) > $@
+	lua5.4 tools/gen_help.lua $(LUASRC) $(DOCSRC) > $@.tmp && mv $@.tmp $@
+$(BUILD)/luasrc.c: $(LUASRC) $(HELPDATA) tools/embed_lua.lua
+	@mkdir -p $(BUILD)
+	lua5.4 tools/embed_lua.lua $(LUASRC) lantern.helpdata=$(HELPDATA) > $@.tmp && mv $@.tmp $@
 $(BUILD)/luasrc.o: $(BUILD)/luasrc.c
 	$(CC) $(CFLAGS_BASE) -O1 -w -c $< -o $@
 

@@ -49,7 +49,60 @@ describe("lantern session on standard input", function()
 
   it("prints nothing for statements and keeps globals between chunks", function()
     local out = session("x = 5\nlocal y = 1\nx * 3\ny\n")
-    assert.are.equal("15\nnil\n", out)
+    assert.are.equal("15\n1\n", out)
+  end)
+
+  it("keeps top-level locals from one input to the next, not those of inner blocks", function()
+    local out, err = session(table.concat({
+      "local a, b = 1, 2",
+      "local function f(n) if n == 0 then return 0 end return n + f(n - 1) end",
+      "local c <const> = 10",
+      "local unset",
+      "do local inner = 5 end",
+      "for i = 1, 2 do local loopvar = i end",
+      "local g = function() local hidden = 3 return hidden end",
+      "a + b, f(4), c, unset, inner, loopvar, hidden, g()",
+      "local s = 'local z = 1' .. [[ local w ]] -- local q = 2",
+      "z, w, q, s",
+      "local x = 1; local y = x + 1",
+      "x, y",
+    }, "\n") .. "\n")
+    assert.are.equal("", err)
+    assert.are.equal("3\t10\t10\tnil\tnil\tnil\tnil\t3\n" ..
+      "nil\tnil\tnil\tlocal z = 1 local w \n" .. "1\t2\n", out)
+  end)
+
+  it("runs the README's First model block pasted line by line", function()
+    local f = assert(io.open("README.md"))
+    local readme = f:read("a")
+    f:close()
+    local block = readme:match("## First model.-```lua\n(.-)```")
+    assert.truthy(block, "README has a First model block")
+    local out, err = session(block .. "scores.shape[1], scores.shape[2], #net:parameters()\n")
+    assert.are.equal("", err)
+    assert.truthy(out:find("8\t3\t4\n$"), out)
+  end)
+
+  it("prints the reference text with help(f) and ?f", function()
+    local out, err = session("help(lt.zeros)\n?lt.zeros\n? lt.tidy\n")
+    assert.are.equal("", err)
+    local text = "lt.zeros(...)\nA tensor of zeros."
+    local first = out:find(text, 1, true)
+    assert.truthy(first, out)
+    assert.truthy(out:find(text, first + 1, true), out)
+    assert.truthy(out:find("Parameters:\n  ...   sizes, as numbers or one table\n", 1, true), out)
+    assert.truthy(out:find("lt.tidy(fn, ...)\nRuns `fn(...)` in a release scope", 1, true), out)
+    -- help() alone, and a misspelt name, say how to use it
+    out = session("help()\n?\n?lt.zeroes\n")
+    local _, n = out:gsub("help%(lt%.zeros%)", "")
+    assert.are.equal(2, n, out)
+    assert.truthy(out:find("no reference text for 'lt.zeroes'", 1, true), out)
+  end)
+
+  it("times each statement after :time", function()
+    local out, err = session(":time\n1 + 1\nx = 2\n:time off\n3\n:tim\n")
+    assert.truthy(out:find("^timer on\n2\ntime: [%d%.]+ ms\ntime: [%d%.]+ ms\ntimer off\n3\n$"), out)
+    assert.truthy(err:find("unknown command :tim", 1, true), err)
   end)
 
   it("continues an unfinished chunk on the next lines", function()
@@ -73,7 +126,8 @@ describe("lantern session on standard input", function()
       "'after'\n")
     assert.are.equal("after\n", out)
     assert.truthy(err:find("stdin:1: boom\nstack traceback:\n", 1, true), err)
-    assert.truthy(err:find("in upvalue 'inner'", 1, true) or err:find("in local 'inner'", 1, true), err)
+    -- top-level locals are globals of the session
+    assert.truthy(err:find("in function 'inner'", 1, true), err)
     assert.truthy(err:find("in main chunk", 1, true), err)
     -- the session's own frames are not shown
     assert.falsy(err:find("repl.lua", 1, true), err)
@@ -300,6 +354,84 @@ describe("lantern session in a terminal", function()
     -- drop carriage returns and terminal control sequences (bracketed paste and the like)
     return (out:gsub("\r", ""):gsub("\27%[[%d;?]*%a", ""))
   end
+
+  -- A session driven step by step: {send = bytes} writes to the terminal, {wait = text, n = k}
+  -- waits (up to 20 s) until the output holds text k times. Returns the output and exit code.
+  local function tty_steps(steps, extra_env)
+    local base = os.tmpname()
+    local sh = { "out=$1",
+      'waitfor() { i=0; while [ "$(grep -o -F -- "$1" "$out" | wc -l)" -lt "$2" ] && [ $i -lt 400 ]; ' ..
+        "do sleep 0.05; i=$((i+1)); done; }" }
+    for _, st in ipairs(steps) do
+      if st.send then
+        local oct = st.send:gsub(".", function(c) return string.format("\\%03o", c:byte()) end)
+        sh[#sh + 1] = "printf '" .. oct .. "'"
+      else
+        sh[#sh + 1] = "waitfor " .. shq(st.wait) .. " " .. (st.n or 1)
+      end
+    end
+    writefile(base .. ".sh", table.concat(sh, "\n") .. "\n")
+    local env = string.format("HOME=%s LANTERN_HISTORY=%s %s", shq(home), shq(home .. "/history"),
+      extra_env or "")
+    local cmd = string.format("sh %s %s | %s timeout 60 script -qec %s /dev/null > %s 2>&1",
+      shq(base .. ".sh"), shq(base .. ".out"), env, shq(BIN), shq(base .. ".out"))
+    local ok, _, code = os.execute(cmd)
+    local out = readfile(base .. ".out") or ""
+    os.remove(base); os.remove(base .. ".sh"); os.remove(base .. ".out")
+    return (out:gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")), ok and 0 or code
+  end
+
+  local function count(s, text)
+    local n, i = 0, 1
+    while true do
+      local a, b = s:find(text, i, true)
+      if not a then return n end
+      n, i = n + 1, b + 1
+    end
+  end
+
+  -- Two long evaluations interrupted with Ctrl-C, then a line abandoned with Ctrl-C at the
+  -- prompt (had it been kept, the next line would read 1+6*7), then an expression.
+  local INTERRUPTS = {
+    { wait = "> ", n = 1 },
+    { send = "print('g' .. 'o!') while true do end\n" }, { wait = "go!" }, { send = "\3" },
+    { wait = "> ", n = 2 },
+    { send = "print('a' .. 'gain!') local n = 0 while true do n = n + 1 end\n" },
+    { wait = "again!" }, { send = "\3" },
+    { wait = "> ", n = 3 },
+    { send = "1+" }, { wait = "1+" }, { send = "\3" },
+    { wait = "> ", n = 4 },
+    { send = "6*7\n" }, { wait = "42" }, { send = "\4" },
+  }
+
+  local function check_interrupts(out, code)
+    assert.are.equal(0, code, out)
+    assert.are.equal(2, count(out, "stdin:1: interrupted!"), out)
+    assert.truthy(out:find("\n42\n", 1, true), out)
+    assert.falsy(out:find("43", 1, true), out)
+    assert.falsy(out:find("readline.lua", 1, true), out)
+  end
+
+  it("interrupts evaluations with Ctrl-C any number of times, and clears the line at the prompt", function()
+    if not has_readline then return pending("lua-readline is not installed") end
+    check_interrupts(tty_steps(INTERRUPTS))
+  end)
+
+  it("handles Ctrl-C the same way without readline", function()
+    check_interrupts(tty_steps(INTERRUPTS, "LANTERN_NO_READLINE=1"))
+  end)
+
+  it("without readline drops arrow keys and Tab from the line and says once how to get them", function()
+    local out, code = tty_steps({
+      { wait = "> ", n = 1 }, { send = "\27[A1 +\t1\27[D\n" }, { wait = "> ", n = 2 },
+      { send = "\27OA3\n" }, { wait = "> ", n = 3 }, { send = "\4" },
+    }, "LANTERN_NO_READLINE=1")
+    assert.are.equal(0, code, out)
+    assert.truthy(out:find("\n2\n", 1, true), out)
+    assert.truthy(out:find("\n3\n", 1, true), out)
+    assert.falsy(out:find("binary chunk", 1, true), out)
+    assert.are.equal(1, count(out, "apt-get install lua-readline"), out)
+  end)
 
   it("shows the banner and prompts, and prints values", function()
     local out = tty("6 * 7\n", "LANTERN_NO_READLINE=1")

@@ -19,11 +19,14 @@ local function cstring(s)
 end
 
 local out = { "#include <stddef.h>", "const char *const lantern_lua_sources[] = {" }
-for _, path in ipairs(arg) do
+-- an argument NAME=PATH embeds a generated file (outside lua/) under module name NAME
+for _, a in ipairs(arg) do
+  local mod, path = a:match("^([%w_%.]+)=(.+)$")
+  path = path or a
   local f = assert(io.open(path, "rb"))
   local src = f:read("a")
   f:close()
-  local mod = path:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
+  mod = mod or path:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
   out[#out + 1] = string.format("  %s,\n  %s,", cstring(mod), cstring(src))
 end
 out[#out + 1] = "  NULL, NULL\n};"

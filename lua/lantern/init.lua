@@ -49,6 +49,24 @@ mt.__tostring = function(t)
 end
 lt.set_printoptions = print_mod.set_printoptions
 
+--- `for i, row in pairs(x) do ... end` visits the rows of `x` (its slices along dim 1, the
+-- views `x[i]`) with their 1-based positions, as Python's `for row in x` does; `ipairs` stops
+-- with an error past the last row, since `x[#x + 1]` is out of range. A 0-dim tensor has no
+-- rows, as in PyTorch.
+-- @usage for i, row in pairs(lt.zeros(5, 2)) do print(i, row.shape) end   -- 1 {2} ... 5 {2}
+mt.__pairs = function(t)
+  local ndim = t:dim()
+  if ndim == 0 then
+    error("pairs: iteration over a 0-dim tensor (it has no rows; x:item() gives its value)", 2)
+  end
+  local n = t:size(1)
+  return function(x, i)
+    i = i + 1
+    if i > n then return nil end
+    return i, x[i]
+  end, t, 0
+end
+
 --- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises.
 function lt.no_grad(fn, ...)
   local old = core.set_grad_enabled(false)

@@ -6,10 +6,15 @@
 --
 -- In the session an expression's value is printed (tensors and modules pretty-printed, tables
 -- shown one level deep), `=expr` works too, an unfinished chunk continues on the next line,
--- and an error is shown with a short traceback without ending the session. When standard input
--- is a terminal and Debian's `lua-readline` is installed, lines are edited with GNU readline,
--- history persists in `~/.lantern_history` (`LANTERN_HISTORY` overrides it, empty disables it)
--- and Tab completes globals and the fields and methods after `.` and `:`.
+-- and an error is shown with a short traceback without ending the session. Top-level `local`
+-- definitions become globals of the session, so they survive from one input to the next.
+-- `help(f)` or `?f` shows the reference text of a function, module or class; `:time` switches
+-- a timer of each statement on and off. Ctrl-C at the prompt clears the line, and during an
+-- evaluation interrupts it (any number of times). When standard input is a terminal and
+-- Debian's `lua-readline` is installed, lines are edited with GNU readline, history persists
+-- in `~/.lantern_history` (`LANTERN_HISTORY` overrides it, empty disables it) and Tab
+-- completes globals and the fields and methods after `.` and `:`; without it, the terminal's
+-- own line editing is used, with arrow keys and Tab dropped from the line.
 -- `LANTERN_NO_READLINE=1` turns readline off.
 -- @module lantern.repl
 local M = {}
@@ -90,10 +95,13 @@ local function traceback(e)
   local tb = debug.traceback("", 2)
   local all = {}
   for line in tb:gmatch("[^\n]+") do all[#all + 1] = line end
-  -- the user's frames end at the last xpcall (the one this file made)
+  -- the user's frames end at the last xpcall or _repl_eval (the one this file made)
   local stop = #all + 1
   for i = #all, 1, -1 do
-    if all[i]:find("in function 'xpcall'", 1, true) then stop = i; break end
+    if all[i]:find("in function 'xpcall'", 1, true) or all[i]:find("_repl_eval'", 1, true) then
+      stop = i
+      break
+    end
   end
   local lines = {}
   for i = 1, stop - 1 do
@@ -225,8 +233,9 @@ local LAZY = {
   nn = function() return require("lantern").nn end,
   F = function() return require("lantern").nn.functional end,
   optim = function() return require("lantern").optim end,
+  help = function() return require("lantern.help").help end,
 }
-local LAZY_ORDER = { "lt", "nn", "F", "optim" }
+local LAZY_ORDER = { "lt", "nn", "F", "optim", "help" }
 
 local function install_lazy_globals(env)
   local mt = getmetatable(env) or {}
@@ -346,8 +355,28 @@ end
 
 -------------------------------------------------------------------------------- input
 
+-- The session's C helpers (src/bind/l_repl.c), or nil when lantern.core does not load: the
+-- session then works as plain Lua, without Ctrl-C handling.
+local function repl_core()
+  local ok, core = pcall(require, "lantern.core")
+  if ok and type(core) == "table" and core._repl_eval then return core end
+  return nil
+end
+
+-- What a terminal sends for keys that a line without readline cannot use: CSI and SS3
+-- sequences (arrows, Home, F-keys), other ESC pairs, and Tab. Left in, an Up arrow makes the
+-- line start with ESC, which load() takes for a binary chunk.
+local function strip_keys(line)
+  line = line:gsub("\27%[[%d;?]*[ -/]*[@-~]", ""):gsub("\27O.", ""):gsub("\27.?", "")
+  return (line:gsub("\t", " "))
+end
+M.strip_keys = strip_keys
+
+local NO_READLINE_HINT = "(no line editing or Tab completion: they need lua-readline, " ..
+  "e.g. sudo apt-get install lua-readline)\n"
+
 -- Returns an object with :read(prompt) -> line, or nil at end of input.
-local function make_reader(interactive_tty, env)
+local function make_reader(interactive_tty, env, core)
   local reader = {}
   local rl
   if interactive_tty and os.getenv("LANTERN_NO_READLINE") ~= "1" then
@@ -356,7 +385,7 @@ local function make_reader(interactive_tty, env)
   end
   if rl then
     -- History: kept in memory by readline and appended to the file line by line, so that it
-    -- survives a session that is killed (Ctrl-C at the prompt ends it, as with lua).
+    -- survives a session that is killed.
     local histfile = os.getenv("LANTERN_HISTORY")
     if histfile == nil then histfile = (os.getenv("HOME") or ".") .. "/.lantern_history" end
     pcall(rl.set_options, { histfile = "", auto_add = false, completion = true })
@@ -391,8 +420,22 @@ local function make_reader(interactive_tty, env)
         return ok and res or {}
       end)
     end
+    local read_line = rl.readline
+    if core and core._repl_readline then
+      read_line = function(prompt)
+        while true do
+          local r = table.pack(core._repl_readline(prompt))
+          -- nothing: the readline library could not be reached, lua-readline's call serves
+          if r.n == 0 then
+            read_line = rl.readline
+            return rl.readline(prompt)
+          end
+          if r[1] ~= false then return r[1] end
+        end
+      end
+    end
     function reader.read(_, prompt)
-      local line = rl.readline(prompt)
+      local line = read_line(prompt)
       if line and line:find("%S") and line ~= last then
         rl.add_history(line)
         last = line
@@ -408,12 +451,20 @@ local function make_reader(interactive_tty, env)
     end
     reader.readline = true
   else
+    reader.hint = interactive_tty and NO_READLINE_HINT or nil
     function reader.read(_, prompt)
-      if interactive_tty then
-        stdout:write(prompt)
+      while true do
+        if interactive_tty then
+          stdout:write(prompt)
+          stdout:flush()
+        end
+        local line = io.read("l")
+        if line then return interactive_tty and strip_keys(line) or line end
+        -- a Ctrl-C interrupts the read (the terminal has already dropped the typed text)
+        if not (core and core._repl_interrupted()) then return nil end
+        stdout:write("^C\n")
         stdout:flush()
       end
-      return io.read("l")
     end
   end
   return reader
@@ -438,19 +489,148 @@ local function print_results(res)
   stdout:flush()
 end
 
--- Reads one complete chunk: returns the compiled function, or nil and an error message, or
--- nothing at end of input.
-local function read_chunk(reader, env)
+-- The tokens of a chunk that matter for finding its top-level statements: names and keywords
+-- with their positions; strings, comments and numbers are skipped, other symbols kept.
+local function tokens(src)
+  local toks, i, n = {}, 1, #src
+  while i <= n do
+    local c = src:sub(i, i)
+    if c:match("%s") then
+      i = i + 1
+    elseif src:sub(i, i + 1) == "--" then
+      local eq = src:match("^%[(=*)%[", i + 2)
+      if eq then
+        local _, e = src:find("]" .. eq .. "]", i, true)
+        i = (e or n) + 1
+      else
+        i = (src:find("\n", i, true) or n) + 1
+      end
+    elseif c == "[" and src:match("^%[=*%[", i) then
+      local eq = src:match("^%[(=*)%[", i)
+      local _, e = src:find("]" .. eq .. "]", i, true)
+      i = (e or n) + 1
+    elseif c == '"' or c == "'" then
+      local j = i + 1
+      while j <= n do
+        local d = src:sub(j, j)
+        if d == "\\" then j = j + 2
+        elseif d == c or d == "\n" then break
+        else j = j + 1 end
+      end
+      i = j + 1
+    elseif c:match("[%a_]") then
+      local s, e = src:find("^[%w_]+", i)
+      toks[#toks + 1] = { src:sub(s, e), s, e }
+      i = e + 1
+    elseif c:match("%d") then
+      local _, e = src:find("^[%w%.]+", i)
+      i = e + 1
+    else
+      toks[#toks + 1] = { c, i, i }
+      i = i + 1
+    end
+  end
+  return toks
+end
+
+local OPENS = { ["do"] = true, ["if"] = true, ["function"] = true, ["repeat"] = true }
+local CLOSES = { ["end"] = true, ["until"] = true }
+
+--- The chunk with its top-level `local` statements made assignments to globals, which is how
+-- the session keeps them from one input to the next (each input is compiled as its own chunk):
+-- `local x, y = 1` -> `x, y = 1`, `local z` -> `z = nil`, `local function f` -> `function f`,
+-- `<const>` dropped. Locals inside blocks and functions, and `<close>` variables, whose point is
+-- to be closed at the end of the chunk, stay local.
+function M.globalize(src)
+  local toks = tokens(src)
+  local edits = {}   -- {from, to, replacement}
+  local depth, k = 0, 1
+  while k <= #toks do
+    local t = toks[k][1]
+    if OPENS[t] then
+      depth = depth + 1
+    elseif CLOSES[t] then
+      depth = math.max(depth - 1, 0)
+    elseif t == "local" and depth == 0 then
+      local nxt = toks[k + 1]
+      if nxt and nxt[1] == "function" then
+        edits[#edits + 1] = { toks[k][2], toks[k][3], "" }
+      elseif nxt and nxt[1]:match("^[%a_]") then
+        local j, close, attrs = k + 1, false, {}
+        while toks[j] and toks[j][1]:match("^[%a_]") do
+          local lt_tok = toks[j + 1]
+          if lt_tok and lt_tok[1] == "<" and toks[j + 2] and toks[j + 3] and toks[j + 3][1] == ">" then
+            if toks[j + 2][1] == "close" then close = true end
+            attrs[#attrs + 1] = { lt_tok[2], toks[j + 3][3] }
+            j = j + 3
+          end
+          if toks[j + 1] and toks[j + 1][1] == "," then j = j + 2 else break end
+        end
+        if not close then
+          edits[#edits + 1] = { toks[k][2], toks[k][3], "" }
+          for _, a in ipairs(attrs) do edits[#edits + 1] = { a[1], a[2], "" } end
+          local after = toks[j + 1]
+          if not (after and after[1] == "=" and not (toks[j + 2] and toks[j + 2][1] == "=")) then
+            edits[#edits + 1] = { toks[j][3] + 1, toks[j][3], " = nil" }
+          end
+        end
+        k = j
+      end
+    end
+    k = k + 1
+  end
+  table.sort(edits, function(a, b) return a[1] > b[1] end)
+  for _, e in ipairs(edits) do src = src:sub(1, e[1] - 1) .. e[3] .. src:sub(e[2] + 1) end
+  return src
+end
+
+-- Session commands, typed on a line of their own.
+local COMMANDS = {
+  time = function(state, arg)
+    if arg == "on" then state.timer = true
+    elseif arg == "off" then state.timer = false
+    elseif arg == "" then state.timer = not state.timer
+    else return "usage: :time [on|off]" end
+    stdout:write("timer ", state.timer and "on" or "off", "\n")
+    stdout:flush()
+  end,
+}
+
+-- `?expr`: the help of what expr evaluates to, or of the text when that is nil or an error
+-- (`?narrow` looks the name up).
+local function help_chunk(text, env)
+  text = text:match("^%s*(.-)%s*$")
+  return function()
+    local help = env.help or require("lantern.help").help
+    if text == "" then return help() end
+    local f = load("return " .. text, "=stdin", "t", env)
+    local ok, v = false, nil
+    if f then ok, v = pcall(f) end
+    if ok and v ~= nil then return help(v) end
+    return help(text)
+  end
+end
+
+-- Reads one complete chunk: returns the compiled function (or a command's function), or nil
+-- and an error message, or nothing at end of input.
+local function read_chunk(reader, env, state)
   local prompt = rawget(env, "_PROMPT") or "> "
   local line = reader:read(tostring(prompt))
   if line == nil then return end
+  local cmd, arg = line:match("^%s*:(%a+)%s*(.-)%s*$")
+  if cmd then
+    local fn = COMMANDS[cmd]
+    if not fn then return nil, "unknown command :" .. cmd .. " (commands: :time)" end
+    return function() local msg = fn(state, arg) if msg then report(msg) end end, nil, true
+  end
+  if line:match("^%s*%?") then return help_chunk(line:match("^%s*%?(.*)$"), env), nil, true end
   if line:sub(1, 1) == "=" then line = "return " .. line:sub(2) end
   local buf = line
   while true do
     -- an expression first, as lua.c does, then a statement
     local fe, eerr = load("return " .. buf, "=stdin", "t", env)
     if fe then return fe end
-    local fn, err = load(buf, "=stdin", "t", env)
+    local fn, err = load(M.globalize(buf), "=stdin", "t", env)
     if fn then return fn end
     if not incomplete(err) and not incomplete(eerr) then
       -- `1 +* 2`: the expression's message says more than "unexpected symbol near '1'"
@@ -467,36 +647,67 @@ local function read_chunk(reader, env)
   end
 end
 
+local function clock_fn(core)
+  if core and type(core.clock) == "function" then return core.clock end
+  return os.clock
+end
+
+local function show_time(dt)
+  if dt < 1 then
+    stdout:write(string.format("time: %.3f ms\n", dt * 1000))
+  else
+    stdout:write(string.format("time: %.3f s\n", dt))
+  end
+  stdout:flush()
+end
+
 --- Runs the interactive loop until end of input.
 function M.session(env, interactive_tty, show_banner)
-  local reader = make_reader(interactive_tty, env)
+  local core = repl_core()
+  local reader = make_reader(interactive_tty, env, core)
   if show_banner then
     local ok, err = pcall(function() return env.lt end)
     stdout:write(version_line(), "\n")
     if ok and err ~= nil then
-      stdout:write("lt = require \"lantern\"; nn, F, optim are bound.  Ctrl-D quits.\n")
+      stdout:write("lt = require \"lantern\"; nn, F, optim are bound.  help() for help, Ctrl-D quits.\n")
     else
       stdout:write("(lantern failed to load; plain Lua)\n")
     end
+    if reader.hint then stdout:write(reader.hint) end
     stdout:flush()
   end
+  local state = { timer = false }
+  local clock = clock_fn(core)
+  -- a Ctrl-C interrupts the evaluation and the printing of its values
+  local function eval(f, ...)
+    if core then return core._repl_eval(traceback, f, ...) end
+    return xpcall(f, traceback, ...)
+  end
+  if core then core._repl_prompt(true) end
   while true do
-    local ok, f, err = pcall(read_chunk, reader, env)
+    local ok, f, err, is_command = pcall(read_chunk, reader, env, state)
     if not ok then
-      report(errtext(f))        -- e.g. an interrupted read
+      report(errtext(f))
     elseif f == nil and err == nil then
       break
     elseif not f then
       report(err)
     else
-      local res = table.pack(xpcall(f, traceback))
-      if res[1] then
-        print_results(table.pack(table.unpack(res, 2, res.n)))
-      else
+      local t0 = clock()
+      local res = table.pack(eval(f))
+      local dt = clock() - t0
+      if not res[1] then
+        -- the terminal has echoed ^C without a newline
+        if interactive_tty and errtext(res[2]):match("^[^\n]*interrupted!") then stderr:write("\n") end
         report(res[2])
+      elseif not is_command then
+        local pok, perr = eval(print_results, table.pack(table.unpack(res, 2, res.n)))
+        if not pok then report(perr) end
+        if state.timer then show_time(dt) end
       end
     end
   end
+  if core then core._repl_prompt(false) end
   if interactive_tty then stdout:write("\n") end
 end
 
