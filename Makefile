@@ -54,7 +54,11 @@ setup:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "Lantern needs these Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; fi; fi
 
-test: setup all
+# Each of test, bench and demo may be the first command on a fresh machine, so the build runs
+# only after setup has installed the headers it needs (as a prerequisite beside setup it would
+# start at once under -j, and fail on a missing zlib.h).
+test: setup
+	$(MAKE) all
 	bin/lantern-busted
 
 check: setup
@@ -65,7 +69,8 @@ check: setup
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp:print_suppressions=0 \
 	  bin/lantern-busted --exclude-tags=nosan
 
-bench: setup all $(BUILD)/bench/bare.so
+bench: setup
+	$(MAKE) all $(BUILD)/bench/bare.so
 	bin/lantern bench/run.lua 1
 	bin/lantern bench/run.lua 2 small_add add_16m gemm mlp lenet demo
 	bin/lantern bench/mem.lua 2
@@ -76,9 +81,12 @@ $(BUILD)/bench/bare.so: bench/bare.c
 	$(CC) -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -fPIC -I$(LUA_INC) -shared -o $@ $< -lopenblas
 
 # README's first command: trains the Fashion-MNIST CNN (installs the dataset package).
-demo: all
+# DEMO_ARGS passes options to the script, e.g. make demo DEMO_ARGS="--epochs 1 --limit 2000".
+DEMO_ARGS ?=
+demo:
 	$(MAKE) setup EXTRA_PKGS=dataset-fashion-mnist
-	bin/lantern examples/fashion_mnist.lua
+	$(MAKE) all
+	bin/lantern examples/fashion_mnist.lua $(DEMO_ARGS)
 
 clean:
 	rm -rf build build-asan
