@@ -39,8 +39,14 @@ function M.nearest(key, known)
 end
 
 -- Lantern's Lua files all live under the directory of this one; a frame whose source starts
--- with it is the library's, any other frame is the caller's code.
-local LIB = debug.getinfo(1, "S").source:match("^(@.*[/\\])[^/\\]*$")
+-- with it is the library's, any other frame is the caller's code. Embedded in a C host
+-- (lantern_open), each file is a chunk named by its module ("lantern.nn.functional").
+local SELF = debug.getinfo(1, "S").source
+local LIB = SELF:match("^(@.*[/\\])[^/\\]*$")
+local function is_lib(src)
+  if LIB then return src:sub(1, #LIB) == LIB end
+  return SELF == "lantern.options" and src:match("^lantern[%w_%.]*$") ~= nil
+end
 
 --- The level, counted as `debug.getinfo` counts from the function that calls user_level, of the
 -- first Lua frame at or above level `from` that is not in Lantern's Lua files (the user's line
@@ -51,7 +57,7 @@ function M.user_level(from)
     local info = debug.getinfo(level, "S")
     if info == nil then return nil end
     local src = info.source
-    if info.what ~= "C" and not (LIB and src:sub(1, #LIB) == LIB) then return level - 1 end
+    if info.what ~= "C" and not is_lib(src) then return level - 1 end
     level = level + 1
   end
 end
