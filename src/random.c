@@ -153,7 +153,8 @@ int lt_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator 
 
 int lt_bernoulli_(lt_ctx *ctx, lt_tensor *t, double prob, lt_generator *gen) {
   if (!(prob >= 0 && prob <= 1))
-    return lt_fail(ctx, "bernoulli_: expects p to be in [0, 1], but got p=%g", prob);
+    return lt_fail(ctx, "bernoulli_: expects p to be in [0, 1], but got p=%g",
+                   prob != prob ? NAN : prob);
   double p[1] = {prob};
   return fill_with(ctx, "bernoulli_", &bernoulli_type, t, gen, draw_bernoulli, p);
 }

@@ -326,6 +326,18 @@ int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_
                      lt_sizes_str(ndim, size, a, sizeof a), LT_SHAPE(t, b));
     }
   }
+  /* the element count of a view must fit in int64, or it wraps (to 0 for [2^62, 4]) and every
+  ** op after would see an empty tensor */
+  int64_t n = 1;
+  bool empty = false;
+  for (int i = 0; i < ndim; i++) empty = empty || sz[i] == 0;
+  for (int i = 0; i < ndim && !empty; i++) {
+    if (n > INT64_MAX / sz[i])
+      return lt_fail(ctx, "expand: the target sizes %s hold more elements than int64 counts "
+                     "(numel: integer multiplication overflow)", lt_sizes_str(ndim, sz, a,
+                     sizeof a));
+    n *= sz[i];
+  }
   lt_tensor *r = lt_alias(t, ndim, sz, st, t->offset);
   if (!r) return alias_fail(ctx, "expand");
   if (record_shape(ctx, &expand_type, t, &r)) return -1;

@@ -9,6 +9,7 @@
 ** thread count. randperm returns 1..n (Lantern positions are 1-based); randint/random_ return
 ** values in [low, high) exactly as PyTorch (they are values, not positions).
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -587,7 +588,8 @@ static int l_bernoulli(lua_State *L) {
     double p = lua_tonumber(L, 2);
     if (!(p >= 0 && p <= 1)) {
       char num[32];
-      snprintf(num, sizeof num, "%g", p);   /* "2" as PyTorch prints it, not Lua's "2.0" */
+      /* "2" as PyTorch prints it, not Lua's "2.0"; any NaN as "nan" (0/0 has its sign set) */
+      snprintf(num, sizeof num, "%g", p != p ? NAN : p);
       return luaL_error(L, "bernoulli: expects p to be in [0, 1], but got p=%s", num);
     }
     LTL_TRY(L, ctx, lt_empty(ctx, &t, pr->dtype, pr->ndim, pr->size));

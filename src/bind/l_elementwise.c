@@ -181,7 +181,6 @@ static int e_sub_(lua_State *L) {
   static int fn##_(lua_State *L) { return binop_(L, op, name "_"); }
 
 BINOP(e_mul, LT_MUL, "mul")
-BINOP(e_true_divide, LT_DIV, "true_divide")
 BINOP(e_floor_divide, LT_FLOOR_DIVIDE, "floor_divide")
 BINOP(e_pow, LT_POW, "pow")
 BINOP(e_eq, LT_EQ, "eq")
@@ -222,6 +221,20 @@ static int div_op(lua_State *L, const char *name) {
   return op;
 }
 
+/* true_divide takes no rounding_mode (PyTorch's neither) */
+static int true_divide_check(lua_State *L, const char *name) {
+  static const char *const none[] = {NULL};
+  ltL_checkopts(L, 3, name, none);
+  lua_settop(L, 2);
+  return LT_DIV;
+}
+
+static int e_true_divide(lua_State *L) {
+  return binop(L, true_divide_check(L, "true_divide"), "true_divide");
+}
+static int e_true_divide_(lua_State *L) {
+  return binop_(L, true_divide_check(L, "true_divide_"), "true_divide_");
+}
 static int e_div(lua_State *L) { return binop(L, div_op(L, "div"), "div"); }
 static int e_div_(lua_State *L) { return binop_(L, div_op(L, "div_"), "div_"); }
 static int e_divide(lua_State *L) { return binop(L, div_op(L, "divide"), "divide"); }
@@ -663,13 +676,19 @@ static const ltL_Reg elementwise_regs[] = {
 
 void ltL_open_elementwise(lua_State *L) {
   ltL_register(L, elementwise_regs);
-  static const luaL_Reg meta[] = {
-      {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
-      {"__pow", m_pow}, {"__mod", m_mod}, {"__idiv", m_idiv}, {"__unm", m_unm},
-      {NULL, NULL},
+  /* each operator carries the name of the op it runs (upvalue 2, as ltL_register gives), which
+  ** its messages use */
+  static const struct { const char *key, *op; lua_CFunction fn; } meta[] = {
+      {"__add", "add", m_add}, {"__sub", "sub", m_sub}, {"__mul", "mul", m_mul},
+      {"__div", "div", m_div}, {"__pow", "pow", m_pow}, {"__mod", "remainder", m_mod},
+      {"__idiv", "floor_divide", m_idiv}, {"__unm", "neg", m_unm},
   };
   luaL_getmetatable(L, LTL_TENSOR_MT);
-  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
-  luaL_setfuncs(L, meta, 1);
+  for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+    lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+    lua_pushstring(L, meta[i].op);
+    lua_pushcclosure(L, meta[i].fn, 2);
+    lua_setfield(L, -2, meta[i].key);
+  }
   lua_pop(L, 1);
 }
