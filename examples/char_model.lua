@@ -55,8 +55,11 @@ for step = 1, steps do
   end
 end
 
--- sample 200 characters from the model
+-- sample 200 characters from the model, with a generator of its own so the sample is the same
+-- on every run (the characters drawn by inverse transform: the first class whose cumulative
+-- probability reaches a uniform draw)
 local out = { "T", "h", "e", " " }
+local sample_gen = lt.Generator(2)
 lt.no_grad(function()
   local h
   local x = lt.tensor({ { index["T"], index["h"], index["e"], index[" "] } })
@@ -64,11 +67,10 @@ lt.no_grad(function()
     local logits
     logits, h = model(x, h)
     local probs = (logits:select(2, -1):squeeze(1) / 0.8):softmax(1)
-    local r, acc, pick = math.random(), 0, V
-    for i, p in ipairs(probs:tolist()) do
-      acc = acc + p
-      if r <= acc then pick = i break end
-    end
+    local u = lt.rand(1, { generator = sample_gen })
+    -- classes whose cumulative probability is below u come before the pick; rounding may leave
+    -- the total just under 1, hence the clamp to the last class
+    local pick = math.min(probs:cumsum(1):lt(u):sum():item() + 1, V)
     out[#out + 1] = vocab[pick]
     x = lt.tensor({ { pick } })
   end

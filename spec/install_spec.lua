@@ -56,6 +56,33 @@ print(lt.nn.Linear(2, 3).weight.shape[1])']], shq(tree)))
     os.execute("rm -rf " .. shq(tree))
   end)
 
+  it("installs into the default prefix where a stock lua5.4 looks", function()
+    -- staged with DESTDIR: the files land where /usr/local would have them
+    local stage = tmpdir()
+    local out, ok = clean_sh(string.format("make -s BUILD=%s install DESTDIR=%s",
+      shq(cc.build_dir), shq(stage)))
+    assert(ok, "make install failed:\n" .. out)
+    -- lua5.4's own search paths, each absolute template moved under the staging directory
+    out, ok = clean_sh("lua5.4 -e 'print(package.path) print(package.cpath)'")
+    assert(ok, out)
+    local path, cpath = out:match("^([^\n]*)\n([^\n]*)\n$")
+    local function staged(p)
+      local t = {}
+      for tpl in p:gmatch("[^;]+") do
+        if tpl:sub(1, 1) == "/" then t[#t + 1] = stage .. tpl end
+      end
+      return table.concat(t, ";")
+    end
+    out, ok = clean_sh(string.format("cd /tmp && LUA_PATH=%s LUA_CPATH=%s lua5.4 -e " ..
+      "'local lt = require \"lantern\" print(package.searchpath(\"lantern\", package.path)) " ..
+      "print(package.searchpath(\"lantern.core\", package.cpath)) print(lt.ones(3):sum():item())'",
+      shq(staged(path)), shq(staged(cpath))))
+    assert(ok, out)
+    assert.are.equal(stage .. "/usr/local/share/lua/5.4/lantern/init.lua\n" ..
+      stage .. "/usr/local/lib/lua/5.4/lantern/core.so\n3.0\n", out)
+    os.execute("rm -rf " .. shq(stage))
+  end)
+
   it("installs with make install PREFIX=..., with a pkg-config file for C hosts", function()
     local prefix = tmpdir()
     local out, ok = clean_sh(string.format("make -s BUILD=%s install PREFIX=%s",
@@ -73,6 +100,21 @@ print(lt.nn.Linear(2, 3).weight.shape[1])']], shq(tree)))
       shq(prefix .. "/bin/lantern")))
     assert(ok, out)
     assert.are.equal(prefix .. "/share/lua/5.4/lantern/init.lua\n", out)
+
+    -- a plain lua5.4 with the LUA_PATH and LUA_CPATH that README.md gives for $HOME/.local
+    local f = assert(io.open("README.md"))
+    local readme = f:read("a")
+    f:close()
+    local exports = {}
+    for var, val in readme:gmatch('\nexport (LUA_C?PATH)="([^"\n]*)"') do
+      exports[#exports + 1] = var .. "=" .. shq((val:gsub("%$HOME/%.local", prefix)))
+    end
+    assert.are.equal(2, #exports, "README.md should export LUA_PATH and LUA_CPATH")
+    out, ok = clean_sh(string.format("cd /tmp && %s lua5.4 -e 'local lt = require \"lantern\" " ..
+      "print(package.searchpath(\"lantern.core\", package.cpath)) print(lt.ones(2, 2):sum():item())'",
+      table.concat(exports, " ")))
+    assert(ok, out)
+    assert.are.equal(prefix .. "/lib/lua/5.4/lantern/core.so\n4.0\n", out)
 
     -- a C host built only from the installed files, through pkg-config
     local exe = prefix .. "/embed"

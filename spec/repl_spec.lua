@@ -83,6 +83,42 @@ describe("lantern session on standard input", function()
     assert.truthy(out:find("8\t3\t4\n$"), out)
   end)
 
+  it("gives what the README's session transcripts show", function()
+    local f = assert(io.open("README.md"))
+    local readme = f:read("a")
+    f:close()
+    local n = 0
+    -- transcripts: plain ``` blocks whose lines start with the prompt
+    local blocks, fence, cur = {}, nil, nil
+    for line in readme:gmatch("([^\n]*)\n") do
+      if fence then
+        if line:match("^```%s*$") then
+          if fence == "" then blocks[#blocks + 1] = table.concat(cur, "\n") end
+          fence = nil
+        else
+          cur[#cur + 1] = line
+        end
+      else
+        fence = line:match("^```(%w*)%s*$")
+        cur = {}
+      end
+    end
+    for _, block in ipairs(blocks) do
+      if block:match("^> ") then
+        n = n + 1
+        local input, expected = {}, {}
+        for line in (block .. "\n"):gmatch("(.-)\n") do
+          local typed = line:match("^>>? (.*)$")
+          if typed then input[#input + 1] = typed else expected[#expected + 1] = line end
+        end
+        local out, err = session(table.concat(input, "\n") .. "\n")
+        assert.are.equal("", err)
+        assert.are.equal(table.concat(expected, "\n") .. "\n", out)
+      end
+    end
+    assert.is_true(n >= 1, "no transcript found in README.md")
+  end)
+
   it("prints the reference text with help(f) and ?f", function()
     local out, err = session("help(lt.zeros)\n?lt.zeros\n? lt.tidy\n")
     assert.are.equal("", err)
@@ -360,7 +396,7 @@ describe("lantern session in a terminal", function()
   local function tty_steps(steps, extra_env)
     local base = os.tmpname()
     local sh = { "out=$1",
-      'waitfor() { i=0; while [ "$(grep -o -F -- "$1" "$out" | wc -l)" -lt "$2" ] && [ $i -lt 400 ]; ' ..
+      'waitfor() { i=0; while [ "$(grep -o -F -- "$1" "$out" 2>/dev/null | wc -l)" -lt "$2" ] && [ $i -lt 400 ]; ' ..
         "do sleep 0.05; i=$((i+1)); done; }" }
     for _, st in ipairs(steps) do
       if st.send then
