@@ -59,6 +59,7 @@ static void done_doc(docbox *b) {
 
 typedef struct conv {
   lt_sdoc *d;
+  size_t pushed;             /* tensor handles made, for the collector's accounting */
   int memo, helpers;
   const char *op;
   char path[256];
@@ -168,8 +169,34 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
       lua_settop(L, t);
       return;
     }
+    case LT_SV_TENSORS: {   /* names are unique: no repeated-key check */
+      size_t n = v->u.flat.n;
+      lua_createtable(L, 0, n > 1000000 ? 1000000 : (int)n);
+      int t = lua_gettop(L);
+      lua_pushvalue(L, -1);
+      lua_rawsetp(L, c->memo, v);
+      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);   /* key order */
+      int keys = lua_gettop(L);
+      for (size_t i = 0; i < n; i++) {   /* three slots at a time: push_value checked ten */
+        lua_pushlstring(L, v->u.flat.e[i].name, v->u.flat.e[i].len);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, keys, (lua_Integer)i + 1);
+        ltL_push(L, lt_retain(v->u.flat.e[i].t));
+        c->pushed++;
+        lua_rawset(L, t);
+      }
+      lua_getfield(L, c->helpers, "make_dict");
+      lua_pushvalue(L, t);
+      lua_pushvalue(L, keys);
+      lua_pushnil(L);
+      lua_pushboolean(L, 1);
+      lua_call(L, 4, 0);
+      lua_settop(L, t);
+      return;
+    }
     case LT_SV_TENSOR:
       ltL_push(L, lt_retain(v->u.ten->t));
+      c->pushed++;
       break;
     case LT_SV_STORAGE: {
       lt_sstorage *s = v->u.stor;
@@ -177,6 +204,7 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
       lt_tensor *t = lt_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
       if (!t) raise(L, "%s: out of memory", c->op);
       ltL_push(L, t);
+      c->pushed++;
       break;
     }
     default:
@@ -245,15 +273,43 @@ static lt_sdoc *run_loader(lua_State *L, const char *op, loader_fn fn, conv *c) 
   lt_src_close(&src);
   if (rc) ltL_raise(L, ctx);
   /* the collector learns the size of what was loaded */
-  size_t total = 0;
-  for (size_t i = 0; i < lt_sdoc_nstorages(b->d); i++) {
-    lt_sstorage *s = lt_sdoc_storage_at(b->d, i)->u.stor;
-    if (s->st) total += s->st->nbytes;
-  }
+  size_t total = lt_sdoc_loaded_bytes(b->d);
   if (total) ltL_gc_account(L, total);
   c->d = b->d;
   c->op = op;
   return b->d;
+}
+
+/* push_value under a protected call: (conv, node, helpers, memo). */
+static int push_protected(lua_State *L) {
+  conv *c = lua_touserdata(L, 1);
+  int helpers = c->helpers, memo = c->memo;
+  c->helpers = 3;
+  c->memo = 4;
+  push_value(L, c, lua_touserdata(L, 2), 0);
+  c->helpers = helpers;
+  c->memo = memo;
+  return 1;
+}
+
+/* The conversion makes only objects that its result keeps, so a collection during it frees
+** nothing and re-traverses the growing tables, which for a file of a million tensors costs
+** more than the conversion itself. The collector is stopped around it (when it was running;
+** restarted on errors too) and then told of the tensor structs it was not told of meanwhile
+** (run_loader told it of the storages). */
+static void push_root(lua_State *L, conv *c, lt_sval *v) {
+  bool running = lua_gc(L, LUA_GCISRUNNING);
+  size_t pushed = c->pushed;
+  if (running) lua_gc(L, LUA_GCSTOP);
+  lua_pushcfunction(L, push_protected);
+  lua_pushlightuserdata(L, c);
+  lua_pushlightuserdata(L, v);
+  lua_pushvalue(L, c->helpers);
+  lua_pushvalue(L, c->memo);
+  int rc = lua_pcall(L, 4, 1, 0);
+  if (running) lua_gc(L, LUA_GCRESTART);
+  if (rc != LUA_OK) lua_error(L);
+  if (running && c->pushed > pushed) ltL_gc_account(L, (c->pushed - pushed) * sizeof(lt_tensor));
 }
 
 static int l_serial_load(lua_State *L) {
@@ -264,7 +320,7 @@ static int l_serial_load(lua_State *L) {
   if (!root || root->kind == LT_SV_NONE)
     lua_pushnil(L);
   else
-    push_value(L, &c, root, 0);
+    push_root(L, &c, root);
   done_doc(lua_touserdata(L, box));
   return 1;
 }
@@ -273,9 +329,9 @@ static int l_st_load(lua_State *L) {
   conv c = {0};
   lt_sdoc *d = run_loader(L, "safetensors.load", lt_st_load, &c);
   int box = lua_gettop(L);
-  push_value(L, &c, lt_sdoc_root(d), 0);
+  push_root(L, &c, lt_sdoc_root(d));
   if (lt_sdoc_meta(d))
-    push_value(L, &c, lt_sdoc_meta(d), 0);
+    push_root(L, &c, lt_sdoc_meta(d));
   else
     lua_pushnil(L);
   done_doc(lua_touserdata(L, box));

@@ -80,6 +80,7 @@ typedef struct up {
   size_t memocap, memolen;
   bool legacy;
   bool truncated;
+  uint64_t wanted;           /* when truncated: bytes from base the pickle needs at least */
 } up;
 
 static int fail(up *u, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -98,7 +99,7 @@ static int oom(up *u) { return fail(u, "out of memory"); }
 static const char *kind_name(const lt_sval *v) {
   static const char *const names[] = {"None",   "bool",  "int",    "int",     "float",
                                       "str",    "bytes", "list",   "tuple",   "dict",
-                                      "tensor", "storage", "global", "dtype"};
+                                      "tensor", "storage", "global", "dtype", "dict"};
   return names[v->kind];
 }
 
@@ -136,9 +137,11 @@ static int pop_mark(up *u, size_t *k) {
   return 0;
 }
 
-static int need(up *u, size_t n) {
-  if ((size_t)(u->end - u->p) < n) {
+static int need(up *u, uint64_t n) {
+  if ((uint64_t)(u->end - u->p) < n) {
+    uint64_t at = (uint64_t)(u->p - u->base);
     u->truncated = true;
+    u->wanted = n > UINT64_MAX - at ? UINT64_MAX : at + n;
     return fail(u, "pickle is truncated");
   }
   return 0;
@@ -240,10 +243,13 @@ static int make_tensor(up *u, lt_sval *const *a, bool rg, lt_sval **out) {
   t->storage = a[0];
   t->offset = a[1]->u.i;
   int ns, nt;
-  if (int_tuple(u, a[2], "size", &ns, t->size) || int_tuple(u, a[3], "stride", &nt, t->stride))
+  int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS];
+  if (int_tuple(u, a[2], "size", &ns, size) || int_tuple(u, a[3], "stride", &nt, stride))
     return -1;
   if (ns != nt) return fail(u, "tensor has %d sizes but %d strides", ns, nt);
-  t->ndim = ns;
+  if (lt_stensor_dims(u->d, t, ns)) return oom(u);
+  memcpy(t->size, size, (size_t)ns * sizeof *size);
+  memcpy(t->stride, stride, (size_t)ns * sizeof *stride);
   *out = v;
   return 0;
 }
@@ -724,7 +730,8 @@ int lt_unpickle(lt_ctx *ctx, const char *op, lt_sdoc *d, const uint8_t *data, si
           .legacy = legacy};
   int rc = run(&u, out);
   if (rc && u.truncated) rc = -2;
-  if (used) *used = (size_t)(u.p - data);
+  if (used)
+    *used = rc == -2 ? (u.wanted > SIZE_MAX ? SIZE_MAX : (size_t)u.wanted) : (size_t)(u.p - data);
   free(u.st);
   free(u.marks);
   free(u.memo);

@@ -74,6 +74,12 @@ static int load_zip(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sd
   bool big = false;
   memcpy(name + plen, "/byteorder", 11);
   const lt_zentry *bo = lt_zip_find(&z, name);
+  /* the record is "little" or "big": a larger one is refused before it is inflated */
+  if (bo && bo->usize > 16) {
+    lt_fail(ctx, "%s: %s: byteorder record %s declares %llu bytes (expected 'little' or 'big')",
+            OP, src->name, bo->name, (unsigned long long)bo->usize);
+    goto done;
+  }
   if (bo) {
     uint8_t *txt;
     size_t nt;
@@ -108,6 +114,14 @@ static int load_zip(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sd
       goto done;
     }
     if (lt_zip_check_method(ctx, OP, src, r->name, r->method, r->csize, r->usize)) goto done;
+    size_t rl = strlen(r->name);
+    char *rn = lt_sdoc_alloc(d, rl + 1);   /* for messages; the zip's names go with it */
+    if (!rn) {
+      lt_fail(ctx, "%s: out of memory", OP);
+      goto done;
+    }
+    memcpy(rn, r->name, rl + 1);
+    s->rec_name = rn;
     s->rec_deflated = r->method == 8;
     s->rec_csize = r->csize;
     s->have_rec = true;
@@ -130,7 +144,9 @@ static const uint8_t legacy_magic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6
 
 static int load_legacy(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc *d) {
   /* the pickles come first; they are small next to the storages that follow, but their end
-  ** is only known by parsing, so read a growing prefix */
+  ** is only known by parsing, so read a growing prefix. A truncated parse says how many bytes
+  ** it needs at least: a claim past the end of the file fails at once instead of reading the
+  ** whole file in doublings first. */
   uint64_t pos = 0;
   size_t have = 0;
   uint8_t *buf = NULL;
@@ -142,6 +158,7 @@ static int load_legacy(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt
       /* try to unpickle from what we have; grow on truncation */
       uint64_t avail = src->size - pos;
       size_t want = have ? have * 2 : 1 << 16;
+      if (want < used) want = used;
       if (want > avail) want = (size_t)avail;
       if (want > have) {
         uint8_t *nb = realloc(buf, want ? want : 1);
@@ -158,7 +175,7 @@ static int load_legacy(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt
                                           "legacy pickle", "storage key list"};
       int r = lt_unpickle(ctx, OP, d, buf, have, i == 3, what[i], &parts[i], &used);
       if (r == 0) break;
-      if (r != -2 || have == avail) goto done;   /* -2: ran out of bytes, read more */
+      if (r != -2 || have == avail || used > avail) goto done;   /* -2: read more */
     }
     pos += used;
     memmove(buf, buf + used, have - used);

@@ -33,10 +33,13 @@ bool lt_st_sniff(const uint8_t *head, size_t n, uint64_t file_size) {
 
 /* ============================================================ a small JSON reader */
 
+/* The header buffer is the loader's own copy, so strings are decoded in place: a JSON string
+** never decodes to more bytes than it is written with, and its closing quote leaves room for
+** the NUL. Names then cost no allocation however many tensors there are. */
 typedef struct js {
   lt_ctx *ctx;
   const char *name;
-  const uint8_t *p, *end, *base;
+  uint8_t *p, *end, *base;
 } js;
 
 static int jfail(js *j, const char *what) {
@@ -44,23 +47,26 @@ static int jfail(js *j, const char *what) {
                  (size_t)(j->p - j->base));
 }
 
-static void ws(js *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+static inline void ws(js *j) {
+  while (j->p < j->end && *j->p <= ' ' &&
+         (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
     j->p++;
 }
 
-static int expect(js *j, char c) {
+static int expect_fail(js *j, char c) {
+  char msg[32];
+  snprintf(msg, sizeof msg, "expected '%c'", c);
+  return jfail(j, msg);
+}
+
+static inline int expect(js *j, char c) {
   ws(j);
-  if (j->p >= j->end || *j->p != (uint8_t)c) {
-    char msg[32];
-    snprintf(msg, sizeof msg, "expected '%c'", c);
-    return jfail(j, msg);
-  }
+  if (j->p >= j->end || *j->p != (uint8_t)c) return expect_fail(j, c);
   j->p++;
   return 0;
 }
 
-static bool peek(js *j, char c) {
+static inline bool peek(js *j, char c) {
   ws(j);
   return j->p < j->end && *j->p == (uint8_t)c;
 }
@@ -78,24 +84,42 @@ static int hex4(js *j, uint32_t *v) {
   return 0;
 }
 
-/* Parses a string into a malloc'd buffer (decoded, NUL-terminated; *n is its length). */
+/* Bytes that a JSON string holds as themselves: all but controls, '"' and '\\'. */
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+static const unsigned char plain[256] = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, P16, P16, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  0, 1, 1, 1, P16, P16, P16, P16, P16, P16, P16, P16, P16, P16};
+#undef P16
+
+/* Parses a string, decoding it in place; *out points at it (NUL-terminated, *n bytes). */
 static int jstring(js *j, char **out, size_t *n) {
   if (expect(j, '"')) return -1;
-  const uint8_t *s = j->p;
-  while (s < j->end && *s != '"') s += *s == '\\' && s + 1 < j->end ? 2 : 1;
-  if (s >= j->end) return jfail(j, "unterminated string");
-  char *b = malloc((size_t)(s - j->p) + 1), *q = b;
-  if (!b) return lt_fail(j->ctx, "%s: out of memory", OP);
-  while (*j->p != '"') {
+  uint8_t *b = j->p, *q = b, *end = j->end;
+  /* names are plain text: find the closing quote, unless an escape or control character comes
+  ** first (then decode from there) */
+  while (q < end && plain[*q]) q++;
+  if (q < end && *q == '"') {
+    *q = 0;
+    j->p = q + 1;
+    *out = (char *)b;
+    *n = (size_t)(q - b);
+    return 0;
+  }
+  j->p = q;
+  for (;;) {
+    if (j->p >= j->end) return jfail(j, "unterminated string");
     uint8_t c = *j->p++;
+    if (c == '"') break;
     if (c < 0x20) {
-      free(b);
+      j->p--;
       return jfail(j, "control character in string");
     }
     if (c != '\\') {
-      *q++ = (char)c;
+      *q++ = c;
       continue;
     }
+    if (j->p >= j->end) return jfail(j, "unterminated string");
     c = *j->p++;
     uint32_t cp;
     switch (c) {
@@ -108,51 +132,42 @@ static int jstring(js *j, char **out, size_t *n) {
       case 'r': *q++ = '\r'; continue;
       case 't': *q++ = '\t'; continue;
       case 'u':
-        if (hex4(j, &cp)) {
-          free(b);
-          return -1;
-        }
+        if (hex4(j, &cp)) return -1;
         if (cp >= 0xd800 && cp < 0xdc00) {   /* surrogate pair */
           uint32_t lo;
-          if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u') {
-            free(b);
+          if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u')
             return jfail(j, "lone surrogate in \\u escape");
-          }
           j->p += 2;
-          if (hex4(j, &lo) || lo < 0xdc00 || lo >= 0xe000) {
-            free(b);
-            return lo < 0xdc00 || lo >= 0xe000 ? jfail(j, "bad surrogate pair") : -1;
-          }
+          if (hex4(j, &lo)) return -1;
+          if (lo < 0xdc00 || lo >= 0xe000) return jfail(j, "bad surrogate pair");
           cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
         } else if (cp >= 0xdc00 && cp < 0xe000) {
-          free(b);
           return jfail(j, "lone surrogate in \\u escape");
         }
         /* a \u escape is at least 6 input bytes and at most 4 output bytes */
         if (cp < 0x80) {
-          *q++ = (char)cp;
+          *q++ = (uint8_t)cp;
         } else if (cp < 0x800) {
-          *q++ = (char)(0xc0 | cp >> 6);
-          *q++ = (char)(0x80 | (cp & 0x3f));
+          *q++ = (uint8_t)(0xc0 | cp >> 6);
+          *q++ = (uint8_t)(0x80 | (cp & 0x3f));
         } else if (cp < 0x10000) {
-          *q++ = (char)(0xe0 | cp >> 12);
-          *q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-          *q++ = (char)(0x80 | (cp & 0x3f));
+          *q++ = (uint8_t)(0xe0 | cp >> 12);
+          *q++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+          *q++ = (uint8_t)(0x80 | (cp & 0x3f));
         } else {
-          *q++ = (char)(0xf0 | cp >> 18);
-          *q++ = (char)(0x80 | ((cp >> 12) & 0x3f));
-          *q++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-          *q++ = (char)(0x80 | (cp & 0x3f));
+          *q++ = (uint8_t)(0xf0 | cp >> 18);
+          *q++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
+          *q++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+          *q++ = (uint8_t)(0x80 | (cp & 0x3f));
         }
         continue;
       default:
-        free(b);
+        j->p--;
         return jfail(j, "bad escape");
     }
   }
-  j->p++;
-  *q = 0;
-  *out = b;
+  *q = 0;   /* q < j->p: the closing quote is behind it */
+  *out = (char *)b;
   *n = (size_t)(q - b);
   return 0;
 }
@@ -161,11 +176,17 @@ static int jstring(js *j, char **out, size_t *n) {
 static int juint(js *j, uint64_t *v) {
   ws(j);
   if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "expected a non-negative integer");
-  *v = 0;
-  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-    if (*v > (UINT64_MAX - 9) / 10) return jfail(j, "integer too large");
-    *v = *v * 10 + (uint64_t)(*j->p++ - '0');
+  uint64_t x = 0;
+  const uint8_t *d0 = j->p;
+  while (j->p < j->end && (unsigned)(*j->p - '0') < 10) {
+    /* 19 digits always fit in 64 bits; only a longer number needs checking */
+    if (j->p - d0 >= 19 && (__builtin_mul_overflow(x, 10, &x) ||
+                            __builtin_add_overflow(x, (uint64_t)(*j->p - '0'), &x)))
+      return jfail(j, "integer too large");
+    if (j->p - d0 < 19) x = x * 10 + (uint64_t)(*j->p - '0');
+    j->p++;
   }
+  *v = x;
   if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
     return jfail(j, "expected an integer");
   return 0;
@@ -179,9 +200,7 @@ static int jskip(js *j, int depth) {
   if (c == '"') {
     char *s;
     size_t n;
-    if (jstring(j, &s, &n)) return -1;
-    free(s);
-    return 0;
+    return jstring(j, &s, &n);
   }
   if (c == '{' || c == '[') {
     char close = c == '{' ? '}' : ']';
@@ -194,9 +213,7 @@ static int jskip(js *j, int depth) {
       if (c == '{') {
         char *s;
         size_t n;
-        if (jstring(j, &s, &n)) return -1;
-        free(s);
-        if (expect(j, ':')) return -1;
+        if (jstring(j, &s, &n) || expect(j, ':')) return -1;
       }
       if (jskip(j, depth + 1)) return -1;
       if (peek(j, ',')) {
@@ -224,6 +241,14 @@ static int jskip(js *j, int depth) {
 
 static bool valid_utf8(const uint8_t *s, size_t n) {
   for (size_t i = 0; i < n;) {
+    if (n - i >= 8) {   /* headers are mostly ASCII: eight bytes at a time */
+      uint64_t w;
+      memcpy(&w, s + i, 8);
+      if (!(w & 0x8080808080808080ull)) {
+        i += 8;
+        continue;
+      }
+    }
     uint8_t c = s[i];
     size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
                : (c & 0xf8) == 0xf0 ? 4 : 0;
@@ -243,15 +268,25 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
 
 /* ============================================================ reader */
 
+/* One header entry, kept small: a header may list millions. Names point into the header
+** buffer; shapes live in one shared pool. */
 typedef struct stent {
-  char *name;
-  size_t nlen;
-  int fdt;
-  const char *dtname;
-  int ndim;
-  int64_t shape[LT_MAX_DIMS];
+  const char *name;
   uint64_t begin, end;
+  uint32_t nlen;
+  uint32_t dim0;             /* first of ndim sizes in the shape pool */
+  signed char fdt;
+  unsigned char dti;         /* row of st_dtypes */
+  unsigned char ndim;
 } stent;
+
+typedef struct stparse {
+  stent *e;
+  size_t n, cap;
+  int64_t *dims;
+  size_t nd, cd;
+  bool sorted;               /* entries are in offset order (writers list them so) */
+} stparse;
 
 static int cmp_off(const void *a, const void *b) {
   const stent *x = *(const stent *const *)a, *y = *(const stent *const *)b;
@@ -260,16 +295,17 @@ static int cmp_off(const void *a, const void *b) {
   return 0;
 }
 
-static int cmp_name(const void *a, const void *b) {
-  const stent *x = *(const stent *const *)a, *y = *(const stent *const *)b;
-  size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
-  int c = memcmp(x->name, y->name, n);
-  return c ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+static uint64_t name_hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+  return h;
 }
 
 /* One tensor's {"dtype":..,"shape":[..],"data_offsets":[b,e]}. */
-static int parse_info(js *j, stent *e) {
+static int parse_info(js *j, stparse *ps, stent *e) {
   bool have_dt = false, have_shape = false, have_off = false;
+  int64_t shape[LT_MAX_DIMS];
+  int ndim = 0;
   if (expect(j, '{')) return -1;
   if (peek(j, '}')) {
     j->p++;
@@ -279,27 +315,27 @@ static int parse_info(js *j, stent *e) {
       size_t kn;
       if (jstring(j, &k, &kn)) return -1;
       int rc = expect(j, ':');
-      if (!rc && strcmp(k, "dtype") == 0) {
+      if (!rc && kn == 5 && memcmp(k, "dtype", 5) == 0) {
         char *dt;
         size_t dn;
         rc = jstring(j, &dt, &dn);
         if (!rc) {
           e->fdt = -2;
           for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
-            if (strcmp(dt, st_dtypes[i].name) == 0) {
-              e->fdt = st_dtypes[i].fdt;
-              e->dtname = st_dtypes[i].name;
+            if (dt[0] == st_dtypes[i].name[0] && strcmp(dt, st_dtypes[i].name) == 0) {
+              e->fdt = (signed char)st_dtypes[i].fdt;
+              e->dti = (unsigned char)i;
+              break;
             }
           if (e->fdt < 0)
             rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has %s dtype '%.40s' (supported: BOOL, U8, "
                          "I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)", OP, j->name,
                          e->name, e->fdt == -1 ? "unsupported" : "unknown", dt);
-          free(dt);
           have_dt = true;
         }
-      } else if (!rc && strcmp(k, "shape") == 0) {
+      } else if (!rc && kn == 5 && memcmp(k, "shape", 5) == 0) {
         rc = expect(j, '[');
-        e->ndim = 0;
+        ndim = 0;
         if (!rc && peek(j, ']')) {
           j->p++;
         } else {
@@ -307,7 +343,7 @@ static int parse_info(js *j, stent *e) {
             uint64_t v;
             rc = juint(j, &v);
             if (rc) break;
-            if (e->ndim == LT_MAX_DIMS) {
+            if (ndim == LT_MAX_DIMS) {
               rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has more than %d dimensions", OP, j->name,
                            e->name, LT_MAX_DIMS);
               break;
@@ -316,7 +352,7 @@ static int parse_info(js *j, stent *e) {
               rc = jfail(j, "dimension too large");
               break;
             }
-            e->shape[e->ndim++] = (int64_t)v;
+            shape[ndim++] = (int64_t)v;
             if (peek(j, ',')) {
               j->p++;
               continue;
@@ -326,7 +362,7 @@ static int parse_info(js *j, stent *e) {
           }
         }
         have_shape = true;
-      } else if (!rc && strcmp(k, "data_offsets") == 0) {
+      } else if (!rc && kn == 12 && memcmp(k, "data_offsets", 12) == 0) {
         rc = expect(j, '[');
         if (!rc) rc = juint(j, &e->begin);
         if (!rc) rc = expect(j, ',');
@@ -336,7 +372,6 @@ static int parse_info(js *j, stent *e) {
       } else if (!rc) {
         rc = jskip(j, 1);
       }
-      free(k);
       if (rc) return -1;
       if (peek(j, ',')) {
         j->p++;
@@ -349,12 +384,145 @@ static int parse_info(js *j, stent *e) {
   if (!have_dt || !have_shape || !have_off)
     return lt_fail(j->ctx, "%s: %s: tensor '%s' lacks %s", OP, j->name, e->name,
                    !have_dt ? "a dtype" : !have_shape ? "a shape" : "data_offsets");
+  if (ps->cd - ps->nd < (size_t)ndim) {
+    size_t nc = ps->cd ? ps->cd * 2 : 64;
+    int64_t *p = realloc(ps->dims, nc * sizeof *p);
+    if (!p) return lt_fail(j->ctx, "%s: out of memory", OP);
+    ps->dims = p;
+    ps->cd = nc;
+  }
+  if (ndim) memcpy(ps->dims + ps->nd, shape, (size_t)ndim * sizeof *shape);
+  e->dim0 = (uint32_t)ps->nd;
+  e->ndim = (unsigned char)ndim;
+  ps->nd += (size_t)ndim;
   return 0;
 }
 
-static void free_ents(stent *e, size_t n) {
-  for (size_t i = 0; i < n; i++) free(e[i].name);
-  free(e);
+/* Duplicate names through a hash set of entry indices: sorting a million names costs more. */
+static int check_duplicates(lt_ctx *ctx, const lt_src *src, const stparse *ps) {
+  size_t cap = 16;
+  while (cap < ps->n * 2) cap *= 2;
+  uint32_t *set = malloc(cap * sizeof *set);
+  if (!set) return lt_fail(ctx, "%s: out of memory", OP);
+  memset(set, 0xff, cap * sizeof *set);
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < ps->n; i++) {
+    const stent *e = &ps->e[i];
+    size_t k = name_hash(e->name, e->nlen) & (cap - 1);
+    for (; set[k] != UINT32_MAX; k = (k + 1) & (cap - 1)) {
+      const stent *o = &ps->e[set[k]];
+      if (o->nlen == e->nlen && memcmp(o->name, e->name, e->nlen) == 0) {
+        rc = lt_fail(ctx, "%s: %s: tensor name '%s' appears twice in the header", OP, src->name,
+                     e->name);
+        break;
+      }
+    }
+    set[k] = (uint32_t)i;
+  }
+  free(set);
+  return rc;
+}
+
+/* Offsets must tile the data buffer exactly, and each range must match shape x dtype. */
+static int check_offsets(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t buflen) {
+  const stent **ord = NULL;
+  bool sorted = true;
+  for (size_t i = 1; i < ps->n && sorted; i++)
+    sorted = ps->e[i - 1].begin < ps->e[i].begin ||
+             (ps->e[i - 1].begin == ps->e[i].begin && ps->e[i - 1].end <= ps->e[i].end);
+  ps->sorted = sorted;
+  if (!sorted) {   /* the rare case */
+    ord = malloc(ps->n * sizeof *ord);
+    if (!ord) return lt_fail(ctx, "%s: out of memory", OP);
+    for (size_t i = 0; i < ps->n; i++) ord[i] = &ps->e[i];
+    qsort(ord, ps->n, sizeof *ord, cmp_off);
+  }
+  uint64_t start = 0;
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < ps->n; i++) {
+    const stent *e = ord ? ord[i] : &ps->e[i];
+    if (e->begin != start || e->end < e->begin) {
+      rc = lt_fail(ctx, "%s: %s: tensor '%s' has data_offsets [%llu, %llu] but the previous "
+                   "tensor ends at %llu (offsets must tile the buffer: no hole, overlap or "
+                   "reversed range)", OP, src->name, e->name, (unsigned long long)e->begin,
+                   (unsigned long long)e->end, (unsigned long long)start);
+      break;
+    }
+    start = e->end;
+    const int64_t *shape = ps->dims + e->dim0;
+    uint64_t cnt = 1, bytes;
+    bool ovf = false;
+    for (int k = 0; k < e->ndim; k++) ovf |= __builtin_mul_overflow(cnt, (uint64_t)shape[k], &cnt);
+    ovf |= __builtin_mul_overflow(cnt, lt_fdtype_size((lt_fdtype)e->fdt), &bytes);
+    if (ovf || cnt > (uint64_t)INT64_MAX || bytes != e->end - e->begin) {
+      char sz[256];
+      lt_sizes_str(e->ndim, shape, sz, sizeof sz);
+      if (ovf || cnt > (uint64_t)INT64_MAX)
+        rc = lt_fail(ctx, "%s: %s: tensor '%s' of shape %s overflows (huge declared size)", OP,
+                     src->name, e->name, sz);
+      else
+        rc = lt_fail(ctx, "%s: %s: tensor '%s' of dtype %s and shape %s needs %llu bytes but its "
+                     "data_offsets [%llu, %llu] span %llu", OP, src->name, e->name,
+                     st_dtypes[e->dti].name, sz, (unsigned long long)bytes,
+                     (unsigned long long)e->begin, (unsigned long long)e->end,
+                     (unsigned long long)(e->end - e->begin));
+    }
+  }
+  if (!rc && start != buflen)
+    rc = lt_fail(ctx, "%s: %s: tensors cover %llu bytes but the data buffer holds %llu (%s)", OP,
+                 src->name, (unsigned long long)start, (unsigned long long)buflen,
+                 start < buflen ? "trailing bytes" : "offsets out of range or file truncated");
+  free(ord);
+  return rc;
+}
+
+/* The value tree: a TENSORS node in header order, whose names the doc's arena copies. */
+static int build_doc(lt_ctx *ctx, const stparse *ps, lt_sdoc *d) {
+  lt_sval *root = lt_sdoc_flat(d, ps->n);
+  if (!root) return lt_fail(ctx, "%s: out of memory", OP);
+  lt_sdoc_set_root(d, root);
+  for (size_t i = 0; i < ps->n; i++) {
+    const stent *e = &ps->e[i];
+    char *name = lt_sdoc_alloc(d, (size_t)e->nlen + 1);
+    if (!name) return lt_fail(ctx, "%s: out of memory", OP);
+    memcpy(name, e->name, e->nlen);
+    name[e->nlen] = 0;
+    root->u.flat.e[i].name = name;
+    root->u.flat.e[i].len = e->nlen;
+  }
+  return 0;
+}
+
+/* One storage and one tensor per entry, read in file order. */
+static int materialize(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o,
+                       const stparse *ps, uint64_t data0, lt_sval *root) {
+  const stent **ord = NULL;
+  if (!ps->sorted) {
+    ord = malloc(ps->n * sizeof *ord);
+    if (!ord) return lt_fail(ctx, "%s: out of memory", OP);
+    for (size_t i = 0; i < ps->n; i++) ord[i] = &ps->e[i];
+    qsort(ord, ps->n, sizeof *ord, cmp_off);
+  }
+  lt_rload r;
+  lt_rload_init(&r, src, ps->n);
+  int rc = 0;
+  for (size_t k = 0; rc == 0 && k < ps->n; k++) {
+    const stent *e = ord ? ord[k] : &ps->e[k];
+    lt_sflat *f = &root->u.flat.e[e - ps->e];
+    const int64_t *shape = ps->dims + e->dim0;
+    lt_sstorage s = {.key = f->name, .numel = lt_shape_numel(e->ndim, shape),
+                     .rec_off = data0 + e->begin, .rec_len = e->end - e->begin,
+                     .fdt = (lt_fdtype)e->fdt, .have_rec = true};
+    rc = lt_record_check(ctx, OP, &s, src, o);
+    if (rc == 0) rc = lt_record_load(ctx, OP, &r, &s, o, false);
+    if (rc) break;
+    f->t = lt_tensor_wrap(s.st, s.dt, e->ndim, shape, NULL, 0);
+    lt_storage_release(s.st);   /* the tensor holds it now */
+    if (!f->t) rc = lt_fail(ctx, "%s: out of memory", OP);
+  }
+  lt_rload_free(&r);
+  free(ord);
+  return rc;
 }
 
 int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **out) {
@@ -386,13 +554,11 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
     return lt_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
   }
   js j = {ctx, src->name, h, h + n, h};
-  stent *ents = NULL;
-  size_t ne = 0, ce = 0;
-  char **mk = NULL, **mv = NULL;
-  size_t *mkl = NULL, *mvl = NULL, nm = 0, cm = 0;
+  stparse ps = {0};
+  struct mpair { char *k, *v; size_t kl, vl; } *meta = NULL;
+  size_t nm = 0, cm = 0;
   bool have_meta = false;
   lt_sdoc *d = NULL;
-  stent **ord = NULL;
   int rc = expect(&j, '{');
   if (!rc && peek(&j, '}')) {
     j.p++;
@@ -401,12 +567,8 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
       char *key;
       size_t kl;
       if ((rc = jstring(&j, &key, &kl)) != 0) break;
-      if ((rc = expect(&j, ':')) != 0) {
-        free(key);
-        break;
-      }
-      if (strcmp(key, "__metadata__") == 0 && kl == 12) {
-        free(key);
+      if ((rc = expect(&j, ':')) != 0) break;
+      if (kl == 12 && memcmp(key, "__metadata__", 12) == 0) {
         if (have_meta) {
           rc = jfail(&j, "duplicate __metadata__");
           break;
@@ -419,33 +581,25 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
           while (!rc) {
             if (nm == cm) {
               size_t nc = cm ? cm * 2 : 8;
-              char **a = realloc(mk, nc * sizeof *a), **b2;
-              if (a) mk = a;
-              b2 = a ? realloc(mv, nc * sizeof *b2) : NULL;
-              if (b2) mv = b2;
-              size_t *c1 = b2 ? realloc(mkl, nc * sizeof *c1) : NULL, *c2;
-              if (c1) mkl = c1;
-              c2 = c1 ? realloc(mvl, nc * sizeof *c2) : NULL;
-              if (c2) mvl = c2;
-              if (!c2) {
+              struct mpair *a = realloc(meta, nc * sizeof *a);
+              if (!a) {
                 rc = lt_fail(ctx, "%s: out of memory", OP);
                 break;
               }
+              meta = a;
               cm = nc;
             }
-            if ((rc = jstring(&j, &mk[nm], &mkl[nm])) != 0) break;
+            struct mpair *m = &meta[nm];
+            if ((rc = jstring(&j, &m->k, &m->kl)) != 0) break;
             if ((rc = expect(&j, ':')) == 0) {
               ws(&j);
               if (!peek(&j, '"'))
                 rc = lt_fail(ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
-                             "values must be strings)", OP, src->name, mk[nm]);
+                             "values must be strings)", OP, src->name, m->k);
               else
-                rc = jstring(&j, &mv[nm], &mvl[nm]);
+                rc = jstring(&j, &m->v, &m->vl);
             }
-            if (rc) {
-              free(mk[nm]);
-              break;
-            }
+            if (rc) break;
             nm++;
             if (peek(&j, ',')) {
               j.p++;
@@ -456,22 +610,21 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
           }
         }
       } else {
-        if (ne == ce) {
-          size_t nc = ce ? ce * 2 : 16;
-          stent *a = realloc(ents, nc * sizeof *a);
+        if (ps.n == ps.cap) {
+          size_t nc = ps.cap ? ps.cap * 2 : 16;
+          stent *a = nc <= UINT32_MAX ? realloc(ps.e, nc * sizeof *a) : NULL;
           if (!a) {
-            free(key);
             rc = lt_fail(ctx, "%s: out of memory", OP);
             break;
           }
-          ents = a;
-          ce = nc;
+          ps.e = a;
+          ps.cap = nc;
         }
-        memset(&ents[ne], 0, sizeof ents[ne]);
-        ents[ne].name = key;
-        ents[ne].nlen = kl;
-        ne++;
-        rc = parse_info(&j, &ents[ne - 1]);
+        stent *e = &ps.e[ps.n++];
+        memset(e, 0, sizeof *e);
+        e->name = key;
+        e->nlen = (uint32_t)kl;   /* the header is at most MAX_HEADER bytes */
+        rc = parse_info(&j, &ps, e);
       }
       if (rc) break;
       if (peek(&j, ',')) {
@@ -487,107 +640,34 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
     if (j.p != j.end) rc = jfail(&j, "trailing characters after the header object");
   }
   uint64_t buflen = src->size - 8 - n;
-  if (!rc && ne) {
-    ord = malloc(ne * sizeof *ord);
-    if (!ord) rc = lt_fail(ctx, "%s: out of memory", OP);
-    for (size_t i = 0; !rc && i < ne; i++) ord[i] = &ents[i];
-    if (!rc) {   /* duplicate names */
-      qsort(ord, ne, sizeof *ord, cmp_name);
-      for (size_t i = 1; !rc && i < ne; i++)
-        if (cmp_name(&ord[i - 1], &ord[i]) == 0)
-          rc = lt_fail(ctx, "%s: %s: tensor name '%s' appears twice in the header", OP, src->name,
-                       ord[i]->name);
-    }
-    if (!rc) qsort(ord, ne, sizeof *ord, cmp_off);
-    uint64_t start = 0;
-    for (size_t i = 0; !rc && i < ne; i++) {
-      stent *e = ord[i];
-      if (e->begin != start || e->end < e->begin) {
-        rc = lt_fail(ctx, "%s: %s: tensor '%s' has data_offsets [%llu, %llu] but the previous "
-                     "tensor ends at %llu (offsets must tile the buffer: no hole, overlap or "
-                     "reversed range)", OP, src->name, e->name, (unsigned long long)e->begin,
-                     (unsigned long long)e->end, (unsigned long long)start);
-        break;
-      }
-      start = e->end;
-      uint64_t cnt = 1, bytes;
-      bool ovf = false;
-      for (int k = 0; k < e->ndim; k++) ovf |= __builtin_mul_overflow(cnt, (uint64_t)e->shape[k], &cnt);
-      ovf |= __builtin_mul_overflow(cnt, lt_fdtype_size((lt_fdtype)e->fdt), &bytes);
-      char sz[256];
-      lt_sizes_str(e->ndim, e->shape, sz, sizeof sz);
-      if (ovf || cnt > (uint64_t)INT64_MAX)
-        rc = lt_fail(ctx, "%s: %s: tensor '%s' of shape %s overflows (huge declared size)", OP,
-                     src->name, e->name, sz);
-      else if (bytes != e->end - e->begin)
-        rc = lt_fail(ctx, "%s: %s: tensor '%s' of dtype %s and shape %s needs %llu bytes but its "
-                     "data_offsets [%llu, %llu] span %llu", OP, src->name, e->name, e->dtname, sz,
-                     (unsigned long long)bytes, (unsigned long long)e->begin,
-                     (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
-    }
-    if (!rc && start != buflen)
-      rc = lt_fail(ctx, "%s: %s: tensors cover %llu bytes but the data buffer holds %llu (%s)", OP,
-                   src->name, (unsigned long long)start, (unsigned long long)buflen,
-                   start < buflen ? "trailing bytes" : "offsets out of range or file truncated");
+  if (!rc && ps.n) {
+    rc = check_duplicates(ctx, src, &ps);
+    if (!rc) rc = check_offsets(ctx, src, &ps, buflen);
   } else if (!rc && buflen != 0) {
     rc = lt_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
                  (unsigned long long)buflen);
   }
-  /* the value tree: an ordered dict in header order */
   if (!rc) {
     d = lt_sdoc_new();
-    lt_sval *root = d ? lt_sv_new(d, LT_SV_DICT) : NULL;
-    if (!root) rc = lt_fail(ctx, "%s: out of memory", OP);
-    if (!rc) {
-      root->ordered = true;
-      lt_sdoc_set_root(d, root);
-    }
-    for (size_t i = 0; !rc && i < ne; i++) {
-      stent *e = &ents[i];
-      bool created;
-      lt_sval *sv = lt_sdoc_storage(d, e->name, e->nlen, &created);
-      lt_sval *tv = sv ? lt_sv_new(d, LT_SV_TENSOR) : NULL;
-      lt_stensor *t = tv ? lt_sdoc_alloc(d, sizeof *t) : NULL;
-      lt_sval *k = t ? lt_sv_str(d, LT_SV_STR, e->name, e->nlen) : NULL;
-      if (!k || lt_sdoc_add_tensor(d, tv) || lt_sv_set(d, root, k, tv)) {
-        rc = lt_fail(ctx, "%s: out of memory", OP);
-        break;
-      }
-      lt_sstorage *s = sv->u.stor;
-      s->fdt = (lt_fdtype)e->fdt;
-      s->numel = lt_shape_numel(e->ndim, e->shape);
-      s->have_rec = true;
-      s->rec_off = 8 + n + e->begin;
-      s->rec_len = e->end - e->begin;
-      tv->u.ten = t;
-      t->storage = sv;
-      t->ndim = e->ndim;
-      memcpy(t->size, e->shape, sizeof e->shape);
-      lt_contiguous_strides(e->ndim, e->shape, t->stride);
-    }
-    if (!rc && have_meta) {
-      lt_sval *m = lt_sv_new(d, LT_SV_DICT);
-      if (!m) rc = lt_fail(ctx, "%s: out of memory", OP);
-      for (size_t i = 0; !rc && i < nm; i++) {
-        lt_sval *k = lt_sv_str(d, LT_SV_STR, mk[i], mkl[i]);
-        lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, mv[i], mvl[i]) : NULL;
-        if (!v || lt_sv_set(d, m, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
-      }
-      if (!rc) lt_sdoc_set_meta(d, m);
-    }
-    if (!rc) rc = lt_sdoc_materialize(ctx, OP, d, src, o, false);
+    if (!d) rc = lt_fail(ctx, "%s: out of memory", OP);
   }
-  for (size_t i = 0; i < nm; i++) {
-    free(mk[i]);
-    free(mv[i]);
+  if (!rc) rc = build_doc(ctx, &ps, d);
+  if (!rc && have_meta) {
+    lt_sval *m = lt_sv_new(d, LT_SV_DICT);
+    if (!m) rc = lt_fail(ctx, "%s: out of memory", OP);
+    for (size_t i = 0; !rc && i < nm; i++) {
+      lt_sval *k = lt_sv_str(d, LT_SV_STR, meta[i].k, meta[i].kl);
+      lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, meta[i].v, meta[i].vl) : NULL;
+      if (!v || lt_sv_set(d, m, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
+    }
+    if (!rc) lt_sdoc_set_meta(d, m);
   }
-  free(mk);
-  free(mv);
-  free(mkl);
-  free(mvl);
-  free(ord);
-  free_ents(ents, ne);
+  /* the doc has copied every name: the header goes before the storages are allocated */
+  free(meta);
   free(h);
+  if (!rc && ps.n) rc = materialize(ctx, src, o, &ps, 8 + n, lt_sdoc_root(d));
+  free(ps.e);
+  free(ps.dims);
   if (rc) {
     lt_sdoc_free(d);
     return -1;

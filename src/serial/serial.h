@@ -44,27 +44,38 @@ void lt_load_opts_init(lt_load_opts *o);
 
 typedef enum lt_skind {
   LT_SV_NONE, LT_SV_BOOL, LT_SV_INT, LT_SV_BIGINT, LT_SV_FLOAT, LT_SV_STR, LT_SV_BYTES,
-  LT_SV_LIST, LT_SV_TUPLE, LT_SV_DICT, LT_SV_TENSOR, LT_SV_STORAGE, LT_SV_GLOBAL, LT_SV_DTYPE
+  LT_SV_LIST, LT_SV_TUPLE, LT_SV_DICT, LT_SV_TENSOR, LT_SV_STORAGE, LT_SV_GLOBAL, LT_SV_DTYPE,
+  LT_SV_TENSORS
 } lt_skind;
 
 typedef struct lt_sval lt_sval;
+
+/* One entry of a TENSORS node: a flat ordered dict name -> tensor that costs one array slot per
+** tensor instead of three nodes (a safetensors file may hold millions of tensors). Names are
+** unique (the loader checks) and live in the doc's arena; the doc owns the tensors. */
+typedef struct lt_sflat {
+  const char *name;
+  size_t len;
+  lt_tensor *t;
+} lt_sflat;
 
 /* A storage named by a file: its key, element type and element count, where its bytes are
 ** (rec_off/rec_len in the source, found by the container parser) and, once materialised, the
 ** Lantern storage and dtype it became. */
 typedef struct lt_sstorage {
   const char *key;
-  lt_fdtype fdt;
-  bool untyped;              /* torch.UntypedStorage: numel counts bytes until a view types it */
-  bool have_rec;
+  const char *rec_name;      /* the record's name in the container, for messages (or NULL) */
   int64_t numel;
   uint64_t rec_off, rec_len;  /* rec_len: uncompressed bytes */
   uint64_t rec_csize;        /* deflated records: compressed bytes at rec_off */
-  bool rec_deflated;
-  uint32_t rec_crc;          /* expected CRC-32 when check_crc */
-  bool check_crc;
   lt_storage *st;            /* materialised (one reference held by the doc) */
+  lt_fdtype fdt;
   lt_dtype dt;
+  uint32_t rec_crc;          /* expected CRC-32 when check_crc */
+  bool untyped;              /* torch.UntypedStorage: numel counts bytes until a view types it */
+  bool have_rec;
+  bool rec_deflated;
+  bool check_crc;
 } lt_sstorage;
 
 /* A tensor: when loading, a view (offset/size/stride) on a storage node, wrapped into `t` by
@@ -73,8 +84,7 @@ typedef struct lt_stensor {
   lt_sval *storage;
   int64_t offset;
   int ndim;
-  int64_t size[LT_MAX_DIMS];
-  int64_t stride[LT_MAX_DIMS];
+  int64_t *size, *stride;    /* ndim each, in the doc's arena (files may hold millions) */
   lt_tensor *t;              /* one reference held by the doc */
 } lt_stensor;
 
@@ -94,6 +104,7 @@ struct lt_sval {
     struct { lt_sval **k, **v; size_t n, cap; lt_sval *meta; } dict;   /* DICT (+_metadata) */
     lt_stensor *ten;
     lt_sstorage *stor;
+    struct { lt_sflat *e; size_t n; } flat;                     /* TENSORS */
   } u;
 };
 
@@ -107,6 +118,11 @@ lt_sval *lt_sdoc_root(const lt_sdoc *d);
 void lt_sdoc_set_root(lt_sdoc *d, lt_sval *root);
 lt_sval *lt_sdoc_meta(const lt_sdoc *d);                 /* safetensors __metadata__ dict */
 void lt_sdoc_set_meta(lt_sdoc *d, lt_sval *meta);
+/* The doc's TENSORS node with n zeroed entries (one such node per doc; NULL on out-of-memory or
+** when the doc has one already). */
+lt_sval *lt_sdoc_flat(lt_sdoc *d, size_t n);
+/* Bytes of the storages the doc holds (for the collector's accounting). */
+size_t lt_sdoc_loaded_bytes(const lt_sdoc *d);
 
 /* Node constructors (NULL on out-of-memory). */
 lt_sval *lt_sv_new(lt_sdoc *d, lt_skind kind);
@@ -116,10 +132,13 @@ lt_sval *lt_sv_bool(lt_sdoc *d, bool v);
 lt_sval *lt_sv_str(lt_sdoc *d, lt_skind kind, const char *p, size_t n);   /* copies */
 int lt_sv_push(lt_sdoc *d, lt_sval *seq, lt_sval *item);                  /* LIST/TUPLE */
 int lt_sv_set(lt_sdoc *d, lt_sval *dict, lt_sval *k, lt_sval *v);         /* appends a pair */
+/* Arena room for a loading tensor's sizes and strides (ndim each). */
+int lt_stensor_dims(lt_sdoc *d, lt_stensor *t, int ndim);
 /* A saving tensor node holding a new reference to t. */
 lt_sval *lt_sv_tensor(lt_sdoc *d, lt_tensor *t, bool requires_grad);
 /* A loading storage node for key (one node per distinct key: returns the existing one). */
 lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *created);
+
 size_t lt_sdoc_nstorages(const lt_sdoc *d);
 lt_sval *lt_sdoc_storage_at(const lt_sdoc *d, size_t i);
 /* Registers a loading tensor node for materialisation. */
@@ -142,8 +161,29 @@ void lt_src_close(lt_src *s);
 int lt_src_read(lt_ctx *ctx, const char *op, const lt_src *s, uint64_t off, void *dst, size_t n,
                 const char *what);
 
+/* Reads records into storages. A record must hold exactly its storage (lt_record_check), and
+** loads share a window on the source, so that many small records in file order cost one read
+** between them, and a scratch buffer for dtype conversion. */
+typedef struct lt_rload {
+  const lt_src *src;
+  uint8_t *win;              /* NULL: every read goes to the source */
+  uint64_t woff;
+  size_t wlen;
+  uint8_t *scratch;
+  size_t scap;
+} lt_rload;
+void lt_rload_init(lt_rload *r, const lt_src *src, size_t nrecords);
+void lt_rload_free(lt_rload *r);
+/* Checks s's record against its declared size (resolving an untyped storage to bytes). */
+int lt_record_check(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
+                    const lt_load_opts *o);
+/* Reads s's checked record into a new storage: s->st (one reference) and s->dt. */
+int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *r, lt_sstorage *s,
+                   const lt_load_opts *o, bool big_endian);
+
 /* Materialises every storage of the doc (reading rec_off/rec_len from src, converting dtypes,
-** swapping bytes when big_endian) and wraps every tensor node. */
+** swapping bytes when big_endian) and wraps every tensor node. Every record is checked first,
+** so nothing is allocated or read for a file whose records lie about their sizes. */
 int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *src,
                         const lt_load_opts *o, bool big_endian);
 /* Converts n elements of file type f (little-endian) into dst of Lantern type dt. */
@@ -179,6 +219,27 @@ const lt_zentry *lt_zip_first(const lt_zip *z);           /* first in directory 
 /* Checks an entry's method (0 stored, 8 deflated) and sizes. */
 int lt_zip_check_method(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
                         unsigned method, uint64_t csize, uint64_t usize);
+/* A raw deflate stream read piece by piece: compressed bytes are fetched in bounded slices as
+** output is asked for, and nothing past the declared uncompressed size is ever produced, so a
+** record costs what its reader asks for, not what its compressed bytes could expand to. */
+struct z_stream_s;
+typedef struct lt_zin {
+  struct z_stream_s *zs;
+  const lt_src *src;
+  const char *name;          /* the entry, for messages */
+  uint64_t off, cleft;       /* next compressed byte and how many remain */
+  uint64_t usize, uleft;     /* declared uncompressed size and how much is still unread */
+  uint8_t *in;
+  size_t incap;
+  bool ended;
+} lt_zin;
+int lt_zin_open(lt_ctx *ctx, const char *op, lt_zin *z, const lt_src *src, const char *name,
+                uint64_t off, uint64_t csize, uint64_t usize);
+/* Exactly n more uncompressed bytes, or an error naming the entry. */
+int lt_zin_read(lt_ctx *ctx, const char *op, lt_zin *z, void *dst, size_t n);
+/* After usize bytes: checks that the stream ends there and produces nothing more. */
+int lt_zin_finish(lt_ctx *ctx, const char *op, lt_zin *z);
+void lt_zin_close(lt_zin *z);
 /* Inflates the raw deflate stream at off (csize bytes) into dst, which holds exactly usize. */
 int lt_zip_inflate(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
                    uint64_t off, uint64_t csize, uint64_t usize, uint8_t *dst);
@@ -222,7 +283,8 @@ void lt_afile_abort(lt_afile *a);
 
 /* Unpickles one pickle from data[0..n) into *out; *used is the number of bytes consumed.
 ** `legacy`: persistent ids are the 6-tuples of the pre-1.6 stream format. Returns 0, -1 on
-** error, or -2 when the bytes ended before the pickle did (the error is set either way). */
+** error, or -2 when the bytes ended before the pickle did (the error is set either way; *used
+** is then the number of bytes the pickle needs at least, which may exceed n). */
 int lt_unpickle(lt_ctx *ctx, const char *op, lt_sdoc *d, const uint8_t *data, size_t n,
                 bool legacy, const char *what, lt_sval **out, size_t *used);
 

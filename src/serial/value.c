@@ -198,7 +198,7 @@ typedef struct blk {
   _Alignas(16) unsigned char data[];
 } blk;
 
-typedef struct skey { const char *key; lt_sval *v; } skey;
+typedef struct skey { const char *key; size_t len; lt_sval *v; } skey;
 
 struct lt_sdoc {
   blk *blocks;
@@ -209,6 +209,7 @@ struct lt_sdoc {
   size_t ns, cs;
   skey *map;                   /* open-addressing hash of storage keys */
   size_t mapcap;
+  lt_sval *flat;               /* the TENSORS node, if any */
 };
 
 lt_sdoc *lt_sdoc_new(void) { return calloc(1, sizeof(lt_sdoc)); }
@@ -218,6 +219,10 @@ void lt_sdoc_free(lt_sdoc *d) {
   for (size_t i = 0; i < d->nt; i++) lt_release(d->tensors[i]->u.ten->t);
   for (size_t i = 0; i < d->ns; i++)
     if (d->stor[i]->u.stor->st) lt_storage_release(d->stor[i]->u.stor->st);
+  if (d->flat) {
+    for (size_t i = 0; i < d->flat->u.flat.n; i++) lt_release(d->flat->u.flat.e[i].t);
+    free(d->flat->u.flat.e);
+  }
   free(d->tensors);
   free(d->stor);
   free(d->map);
@@ -256,6 +261,25 @@ lt_sval *lt_sdoc_root(const lt_sdoc *d) { return d->root; }
 void lt_sdoc_set_root(lt_sdoc *d, lt_sval *root) { d->root = root; }
 lt_sval *lt_sdoc_meta(const lt_sdoc *d) { return d->meta; }
 void lt_sdoc_set_meta(lt_sdoc *d, lt_sval *meta) { d->meta = meta; }
+lt_sval *lt_sdoc_flat(lt_sdoc *d, size_t n) {
+  if (d->flat) return NULL;
+  lt_sval *v = lt_sv_new(d, LT_SV_TENSORS);
+  if (!v) return NULL;
+  v->u.flat.e = calloc(n ? n : 1, sizeof *v->u.flat.e);
+  if (!v->u.flat.e) return NULL;
+  v->u.flat.n = n;
+  d->flat = v;
+  return v;
+}
+
+size_t lt_sdoc_loaded_bytes(const lt_sdoc *d) {
+  size_t total = 0;
+  for (size_t i = 0; i < d->ns; i++)
+    if (d->stor[i]->u.stor->st) total += d->stor[i]->u.stor->st->nbytes;
+  for (size_t i = 0; d->flat && i < d->flat->u.flat.n; i++)
+    if (d->flat->u.flat.e[i].t) total += d->flat->u.flat.e[i].t->storage->nbytes;
+  return total;
+}
 
 lt_sval *lt_sv_new(lt_sdoc *d, lt_skind kind) {
   lt_sval *v = lt_sdoc_alloc(d, sizeof *v);
@@ -315,6 +339,15 @@ int lt_sv_push(lt_sdoc *d, lt_sval *seq, lt_sval *item) {
   return 0;
 }
 
+int lt_stensor_dims(lt_sdoc *d, lt_stensor *t, int ndim) {
+  int64_t *p = lt_sdoc_alloc(d, 2 * (size_t)(ndim > 0 ? ndim : 1) * sizeof *p);
+  if (!p) return -1;
+  t->ndim = ndim;
+  t->size = p;
+  t->stride = p + (ndim > 0 ? ndim : 1);
+  return 0;
+}
+
 int lt_sv_set(lt_sdoc *d, lt_sval *dict, lt_sval *k, lt_sval *v) {
   size_t cap = dict->u.dict.cap, cap2 = cap;
   lt_sval **ks = grow(d, dict->u.dict.k, dict->u.dict.n, &cap);
@@ -359,10 +392,11 @@ static uint64_t hash_key(const char *s, size_t n) {
   return h;
 }
 
-static int map_put(skey *map, size_t cap, const char *key, lt_sval *v) {
-  size_t i = hash_key(key, strlen(key)) & (cap - 1);
+static int map_put(skey *map, size_t cap, const char *key, size_t len, lt_sval *v) {
+  size_t i = hash_key(key, len) & (cap - 1);
   while (map[i].key) i = (i + 1) & (cap - 1);
   map[i].key = key;
+  map[i].len = len;
   map[i].v = v;
   return 0;
 }
@@ -372,7 +406,7 @@ lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *creat
   if (d->mapcap) {
     size_t i = hash_key(key, keylen) & (d->mapcap - 1);
     for (; d->map[i].key; i = (i + 1) & (d->mapcap - 1))
-      if (strlen(d->map[i].key) == keylen && memcmp(d->map[i].key, key, keylen) == 0)
+      if (d->map[i].len == keylen && memcmp(d->map[i].key, key, keylen) == 0)
         return d->map[i].v;
   }
   if ((d->ns + 1) * 2 > d->mapcap) {            /* rehash */
@@ -380,7 +414,7 @@ lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *creat
     skey *m = calloc(nc, sizeof *m);
     if (!m) return NULL;
     for (size_t i = 0; i < d->mapcap; i++)
-      if (d->map[i].key) map_put(m, nc, d->map[i].key, d->map[i].v);
+      if (d->map[i].key) map_put(m, nc, d->map[i].key, d->map[i].len, d->map[i].v);
     free(d->map);
     d->map = m;
     d->mapcap = nc;
@@ -395,7 +429,7 @@ lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *creat
   s->key = k;
   v->u.stor = s;
   if (push_ptr(&d->stor, &d->ns, &d->cs, v) != 0) return NULL;
-  map_put(d->map, d->mapcap, k, v);
+  map_put(d->map, d->mapcap, k, keylen, v);
   *created = true;
   return v;
 }
@@ -466,47 +500,23 @@ static bool same_layout(lt_fdtype f, lt_dtype dt) {
          (f == LT_F_I64 && dt == LT_INT64) || (f == LT_F_BOOL && dt == LT_BOOL);
 }
 
-static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
-                        const lt_load_opts *o, bool big);
+static const char *rec_name(const lt_sstorage *s) { return s->rec_name ? s->rec_name : s->key; }
 
-/* A deflated record: check its size claim first, inflate it, then load from memory. */
-static int load_deflated(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
-                         const lt_load_opts *o, bool big) {
-  uint64_t need;
-  size_t fs = lt_fdtype_size(s->untyped ? LT_F_U8 : s->fdt);
-  if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) || need > s->rec_len)
-    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld elements but its record holds only "
-                   "%llu bytes", op, src->name, s->key, (long long)s->numel,
-                   (unsigned long long)s->rec_len);
-  uint8_t *buf = malloc(s->rec_len ? (size_t)s->rec_len : 1);
-  if (!buf) return lt_fail(ctx, "%s: out of memory inflating storage '%s'", op, s->key);
-  if (lt_zip_inflate(ctx, op, src, s->key, s->rec_off, s->rec_csize, s->rec_len, buf)) {
-    free(buf);
-    return -1;
-  }
-  lt_src m;
-  lt_src_mem(&m, buf, (size_t)s->rec_len, src->name);
-  uint64_t off = s->rec_off;
-  s->rec_off = 0;
-  s->rec_deflated = false;
-  int rc = load_storage(ctx, op, s, &m, o, big);
-  s->rec_off = off;
-  free(buf);
-  return rc;
-}
-
-static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
-                        const lt_load_opts *o, bool big) {
-  if (s->have_rec && s->rec_deflated) return load_deflated(ctx, op, s, src, o, big);
+/* A storage's record must hold exactly its storage: numel elements of the file type, plus at
+** most one element's worth less a byte (PyTorch writes a typed storage's whole untyped buffer,
+** whose byte count it divides down to get numel). The storage's own numel is the reference,
+** not the views on it, which may use only part of it. Checked for every storage before any
+** memory is allocated, so a record that claims gigabytes behind a storage of a few bytes is
+** refused without being read, and a record that claims less than its storage is too. */
+int lt_record_check(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
+                    const lt_load_opts *o) {
   if (!s->have_rec)
     return lt_fail(ctx, "%s: %s: storage '%s' has no data record", op, src->name, s->key);
   if (s->untyped) {   /* a raw UntypedStorage no view typed: bytes */
     s->fdt = LT_F_U8;
     s->untyped = false;
   }
-  size_t fs = lt_fdtype_size(s->fdt);
-  lt_dtype dt = target_dtype(o, s->fdt);
-  size_t es = lt_dtype_size(dt);
+  size_t fs = lt_fdtype_size(s->fdt), es = lt_dtype_size(target_dtype(o, s->fdt));
   uint64_t need, outb;
   if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) ||
       __builtin_mul_overflow((uint64_t)s->numel, es, &outb) || outb > (uint64_t)SIZE_MAX / 2)
@@ -515,17 +525,89 @@ static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_sr
                    lt_fdtype_name(s->fdt));
   if (s->rec_len < need)
     return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
-                   "holds only %llu", op, src->name, s->key, (unsigned long long)need,
-                   (long long)s->numel, lt_fdtype_name(s->fdt), (unsigned long long)s->rec_len);
+                   "holds only %llu (record %s)", op, src->name, s->key,
+                   (unsigned long long)need, (long long)s->numel, lt_fdtype_name(s->fdt),
+                   (unsigned long long)s->rec_len, rec_name(s));
+  if (s->rec_len - need >= fs)
+    return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
+                   "%s declares %llu (expected %llu%s; refusing to read a record larger than "
+                   "its storage)", op, src->name, s->key, (unsigned long long)need,
+                   (long long)s->numel, lt_fdtype_name(s->fdt), rec_name(s),
+                   (unsigned long long)s->rec_len, (unsigned long long)need,
+                   fs > 1 ? " plus at most one partial element" : "");
+  return 0;
+}
+
+/* The window makes a file of a million one-byte tensors cost a few reads instead of a million
+** syscalls; a memory source needs none. */
+#define WIN_CAP ((size_t)256 << 10)
+#define SCRATCH_CAP ((size_t)1 << 20)
+
+void lt_rload_init(lt_rload *r, const lt_src *src, size_t nrecords) {
+  memset(r, 0, sizeof *r);
+  r->src = src;
+  if (!src->mem && nrecords > 1) r->win = malloc(WIN_CAP);   /* without it, just slower */
+}
+
+void lt_rload_free(lt_rload *r) {
+  free(r->win);
+  free(r->scratch);
+  memset(r, 0, sizeof *r);
+}
+
+/* Reads of at most a quarter window go through it; bigger ones go straight to dst. */
+static int src_read(lt_ctx *ctx, const char *op, lt_rload *m, uint64_t off, void *dst, size_t n,
+                    const char *what) {
+  const lt_src *src = m->src;
+  if (!m->win || n > WIN_CAP / 4) return lt_src_read(ctx, op, src, off, dst, n, what);
+  if (off < m->woff || off - m->woff > m->wlen || n > m->wlen - (off - m->woff)) {
+    if (off > src->size || n > src->size - off)   /* the error names the real range */
+      return lt_src_read(ctx, op, src, off, dst, n, what);
+    size_t k = src->size - off < WIN_CAP ? (size_t)(src->size - off) : WIN_CAP;
+    m->wlen = 0;
+    if (lt_src_read(ctx, op, src, off, m->win, k, what)) return -1;
+    m->woff = off;
+    m->wlen = k;
+  }
+  if (n) memcpy(dst, m->win + (off - m->woff), n);
+  return 0;
+}
+
+/* One record read front to back: stored bytes at pos, or a deflate stream. */
+typedef struct recrd {
+  lt_rload *m;
+  uint64_t pos;
+  bool deflated;
+  lt_zin z;
+} recrd;
+
+static int rec_read(lt_ctx *ctx, const char *op, recrd *r, void *dst, size_t n) {
+  if (r->deflated) return lt_zin_read(ctx, op, &r->z, dst, n);
+  if (src_read(ctx, op, r->m, r->pos, dst, n, "storage data")) return -1;
+  r->pos += n;
+  return 0;
+}
+
+int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *m, lt_sstorage *s,
+                   const lt_load_opts *o, bool big) {
+  size_t fs = lt_fdtype_size(s->fdt);
+  lt_dtype dt = target_dtype(o, s->fdt);
+  size_t es = lt_dtype_size(dt);
+  uint64_t need = (uint64_t)s->numel * fs, outb = (uint64_t)s->numel * es;   /* checked */
   lt_storage *st = lt_storage_new((size_t)outb);
   if (!st)
     return lt_fail(ctx, "%s: out of memory allocating %llu bytes for storage '%s'", op,
                    (unsigned long long)outb, s->key);
+  recrd r = {.m = m, .pos = s->rec_off, .deflated = s->rec_deflated};
+  if (r.deflated &&
+      lt_zin_open(ctx, op, &r.z, m->src, rec_name(s), s->rec_off, s->rec_csize, s->rec_len)) {
+    lt_storage_release(st);
+    return -1;
+  }
   uint32_t crc = 0;
   int rc = 0;
-  uint8_t *tmp = NULL;
   if (same_layout(s->fdt, dt)) {
-    rc = lt_src_read(ctx, op, src, s->rec_off, st->data, (size_t)need, "storage data");
+    rc = rec_read(ctx, op, &r, st->data, (size_t)need);
     if (rc == 0 && s->check_crc) crc = lt_crc32(0, st->data, (size_t)need);
     if (rc == 0 && big) lt_swap_bytes(st->data, (size_t)s->numel, fs);
     if (rc == 0 && dt == LT_BOOL) {
@@ -533,31 +615,40 @@ static int load_storage(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_sr
       for (size_t i = 0; i < (size_t)need; i++) b[i] = b[i] != 0;
     }
   } else {
-    size_t per = ((size_t)1 << 20) / fs;        /* elements per 1 MiB chunk */
-    tmp = malloc(per * fs);
-    if (!tmp) rc = lt_fail(ctx, "%s: out of memory", op);
+    size_t want = need < SCRATCH_CAP ? (size_t)need : SCRATCH_CAP;
+    if (want < 4096) want = 4096;   /* then most small storages share the first buffer */
+    if (m->scap < want) {
+      uint8_t *b = realloc(m->scratch, want);
+      if (b) {
+        m->scratch = b;
+        m->scap = want;
+      } else {
+        rc = lt_fail(ctx, "%s: out of memory", op);
+      }
+    }
+    size_t per = m->scap / fs;                  /* elements per chunk */
     for (uint64_t i = 0; rc == 0 && i < (uint64_t)s->numel; i += per) {
-      size_t m = (uint64_t)s->numel - i < per ? (size_t)((uint64_t)s->numel - i) : per;
-      rc = lt_src_read(ctx, op, src, s->rec_off + i * fs, tmp, m * fs, "storage data");
+      size_t k = (uint64_t)s->numel - i < per ? (size_t)((uint64_t)s->numel - i) : per;
+      rc = rec_read(ctx, op, &r, m->scratch, k * fs);
       if (rc) break;
-      if (s->check_crc) crc = lt_crc32(crc, tmp, m * fs);
-      if (big) lt_swap_bytes(tmp, m, fs);
-      rc = lt_convert_elems(ctx, op, (uint8_t *)st->data + i * es, dt, tmp, s->fdt, m);
+      if (s->check_crc) crc = lt_crc32(crc, m->scratch, k * fs);
+      if (big) lt_swap_bytes(m->scratch, k, fs);
+      rc = lt_convert_elems(ctx, op, (uint8_t *)st->data + i * es, dt, m->scratch, s->fdt, k);
     }
   }
-  /* the CRC covers the whole record, including bytes past the storage (rare) */
-  if (rc == 0 && s->check_crc) {
-    uint8_t buf[4096];
-    for (uint64_t off = need; rc == 0 && off < s->rec_len; off += sizeof buf) {
-      size_t m = s->rec_len - off < sizeof buf ? (size_t)(s->rec_len - off) : sizeof buf;
-      rc = lt_src_read(ctx, op, src, s->rec_off + off, buf, m, "storage data");
-      if (rc == 0) crc = lt_crc32(crc, buf, m);
-    }
-    if (rc == 0 && crc != s->rec_crc)
-      rc = lt_fail(ctx, "%s: %s: CRC-32 mismatch in the record of storage '%s' (file is "
-                   "corrupted)", op, src->name, s->key);
+  /* the CRC covers the whole record, including the partial element past the storage (rare);
+  ** a deflate stream is read to its end either way, to be sure it ends where it says */
+  if (rc == 0 && (s->check_crc || r.deflated) && s->rec_len > need) {
+    uint8_t tail[8];   /* less than one element (lt_record_check) */
+    size_t k = (size_t)(s->rec_len - need);
+    rc = rec_read(ctx, op, &r, tail, k);
+    if (rc == 0) crc = lt_crc32(crc, tail, k);
   }
-  free(tmp);
+  if (rc == 0 && r.deflated) rc = lt_zin_finish(ctx, op, &r.z);
+  if (rc == 0 && s->check_crc && crc != s->rec_crc)
+    rc = lt_fail(ctx, "%s: %s: CRC-32 mismatch in the record of storage '%s' (file is "
+                 "corrupted)", op, m->src->name, s->key);
+  if (r.deflated) lt_zin_close(&r.z);
   if (rc) {
     lt_storage_release(st);
     return -1;
@@ -583,19 +674,20 @@ static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
       overflow |= __builtin_add_overflow(hi, span, &hi);
     }
   }
-  char sz[256];
-  lt_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
-  if (overflow)
-    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' spans more elements than fit in "
-                   "64 bits (huge declared size)", op, sz, s->key);
-  if (ts->offset < 0)
-    return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has a negative offset", op, sz,
-                   s->key);
   int64_t offset = ts->offset;
-  if (numel > 0 && hi >= s->numel)
+  if (overflow || offset < 0 || (numel > 0 && hi >= s->numel)) {
+    char sz[256];   /* formatted only here: a million tensors should not pay for messages */
+    lt_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
+    if (overflow)
+      return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' spans more elements than fit "
+                     "in 64 bits (huge declared size)", op, sz, s->key);
+    if (offset < 0)
+      return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has a negative offset", op,
+                     sz, s->key);
     return lt_fail(ctx, "%s: tensor of shape %s at offset %lld needs a storage of %lld elements "
                    "but storage '%s' has %lld (storage too small)", op, sz,
                    (long long)ts->offset, (long long)hi + 1, s->key, (long long)s->numel);
+  }
   if (numel == 0 && offset > s->numel) offset = 0;
   lt_tensor *t = lt_tensor_wrap(s->st, s->dt, ts->ndim, ts->size, ts->stride, offset);
   if (!t) return lt_fail(ctx, "%s: out of memory", op);
@@ -604,13 +696,37 @@ static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
   return 0;
 }
 
+static int cmp_rec_off(const void *a, const void *b) {
+  const lt_sstorage *x = *(lt_sstorage *const *)a, *y = *(lt_sstorage *const *)b;
+  return (x->rec_off > y->rec_off) - (x->rec_off < y->rec_off);
+}
+
 int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *src,
                         const lt_load_opts *o, bool big_endian) {
   for (size_t i = 0; i < d->ns; i++)
-    if (load_storage(ctx, op, d->stor[i]->u.stor, src, o, big_endian) != 0) return -1;
-  for (size_t i = 0; i < d->nt; i++)
-    if (!d->tensors[i]->u.ten->t && wrap_tensor(ctx, op, d->tensors[i]) != 0) return -1;
-  return 0;
+    if (lt_record_check(ctx, op, d->stor[i]->u.stor, src, o) != 0) return -1;
+  lt_rload m;
+  lt_rload_init(&m, src, d->ns);
+  lt_sstorage **ord = NULL;
+  int rc = 0;
+  if (m.win) {   /* in file order, so that consecutive small records come from one window */
+    ord = malloc(d->ns * sizeof *ord);
+    if (ord) {
+      bool sorted = true;
+      for (size_t i = 0; i < d->ns; i++) {
+        ord[i] = d->stor[i]->u.stor;
+        sorted &= i == 0 || ord[i - 1]->rec_off <= ord[i]->rec_off;
+      }
+      if (!sorted) qsort(ord, d->ns, sizeof *ord, cmp_rec_off);
+    }
+  }
+  for (size_t i = 0; rc == 0 && i < d->ns; i++)
+    rc = lt_record_load(ctx, op, &m, ord ? ord[i] : d->stor[i]->u.stor, o, big_endian);
+  free(ord);
+  lt_rload_free(&m);
+  for (size_t i = 0; rc == 0 && i < d->nt; i++)
+    if (!d->tensors[i]->u.ten->t) rc = wrap_tensor(ctx, op, d->tensors[i]);
+  return rc;
 }
 
 /* ============================================================ CRC-32 */

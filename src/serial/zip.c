@@ -211,46 +211,120 @@ int lt_zip_check_method(lt_ctx *ctx, const char *op, const lt_src *src, const ch
   return 0;
 }
 
-int lt_zip_inflate(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
-                   uint64_t off, uint64_t csize, uint64_t usize, uint8_t *dst) {
-  uint8_t *in = malloc(csize ? (size_t)csize : 1);
-  if (!in) return lt_fail(ctx, "%s: out of memory inflating %s", op, name);
-  if (lt_src_read(ctx, op, src, off, in, (size_t)csize, name)) {
-    free(in);
-    return -1;
+/* Compressed bytes are read in slices of this size, so inflating a record costs this much
+** memory beyond its output however large the compressed entry is. */
+#define ZIN_CHUNK ((size_t)256 << 10)
+
+int lt_zin_open(lt_ctx *ctx, const char *op, lt_zin *z, const lt_src *src, const char *name,
+                uint64_t off, uint64_t csize, uint64_t usize) {
+  memset(z, 0, sizeof *z);
+  z->src = src;
+  z->name = name;
+  z->off = off;
+  z->cleft = csize;
+  z->uleft = usize;
+  z->usize = usize;
+  z->incap = csize < ZIN_CHUNK ? (size_t)csize + 1 : ZIN_CHUNK;
+  z->in = malloc(z->incap);
+  z->zs = calloc(1, sizeof *z->zs);
+  if (!z->in || !z->zs) {
+    free(z->in);
+    free(z->zs);
+    memset(z, 0, sizeof *z);
+    return lt_fail(ctx, "%s: out of memory inflating %s", op, name);
   }
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
-    free(in);
+  if (inflateInit2(z->zs, -MAX_WBITS) != Z_OK) {
+    free(z->in);
+    free(z->zs);
+    memset(z, 0, sizeof *z);
     return lt_fail(ctx, "%s: zlib initialisation failed", op);
   }
-  uint64_t done_in = 0, done_out = 0;
-  int zr = Z_OK;
-  while (zr == Z_OK) {   /* zlib counts in uInt: feed in slices */
-    if (zs.avail_in == 0 && done_in < csize) {
-      uint64_t k = csize - done_in > (1u << 30) ? (1u << 30) : csize - done_in;
-      zs.next_in = in + done_in;
-      zs.avail_in = (uInt)k;
-      done_in += k;
-    }
-    if (zs.avail_out == 0 && done_out < usize) {
-      uint64_t k = usize - done_out > (1u << 30) ? (1u << 30) : usize - done_out;
-      zs.next_out = dst + done_out;
-      zs.avail_out = (uInt)k;
-      done_out += k;
-    }
-    if (zs.avail_out == 0 && zs.avail_in == 0 && done_in == csize) break;
-    zr = inflate(&zs, Z_NO_FLUSH);
-    if (zr == Z_BUF_ERROR && (zs.avail_in || done_in < csize) && (zs.avail_out || done_out < usize))
-      zr = Z_OK;
-  }
-  uint64_t produced = done_out - zs.avail_out;
-  inflateEnd(&zs);
-  free(in);
-  if (zr != Z_STREAM_END || produced != usize)
-    return lt_fail(ctx, "%s: %s: deflated zip entry %s is corrupted", op, src->name, name);
   return 0;
+}
+
+void lt_zin_close(lt_zin *z) {
+  if (!z->zs) return;
+  inflateEnd(z->zs);
+  free(z->zs);
+  free(z->in);
+  memset(z, 0, sizeof *z);
+}
+
+static int zin_corrupt(lt_ctx *ctx, const char *op, const lt_zin *z, const char *why) {
+  return lt_fail(ctx, "%s: %s: deflated zip entry %s is corrupted (%s; its directory entry "
+                 "declares %llu bytes)", op, z->src->name, z->name, why,
+                 (unsigned long long)z->usize);
+}
+
+/* Inflates into dst[0..n); *got is how much came out. Stops at the stream's end, at n, or when
+** zlib can make no more progress (the caller decides whether that is an error). Compressed
+** bytes are fetched only as zlib asks for them. */
+static int zin_pump(lt_ctx *ctx, const char *op, lt_zin *z, uint8_t *dst, size_t n,
+                    size_t *got) {
+  z_stream *zs = z->zs;
+  *got = 0;
+  while (!z->ended && *got < n) {
+    if (zs->avail_in == 0 && z->cleft > 0) {
+      size_t k = z->cleft < z->incap ? (size_t)z->cleft : z->incap;
+      if (lt_src_read(ctx, op, z->src, z->off, z->in, k, z->name)) return -1;
+      z->off += k;
+      z->cleft -= k;
+      zs->next_in = z->in;
+      zs->avail_in = (uInt)k;
+    }
+    size_t room = n - *got;
+    if (room > (1u << 30)) room = 1u << 30;   /* zlib counts in uInt */
+    zs->next_out = dst + *got;
+    zs->avail_out = (uInt)room;
+    uInt in0 = zs->avail_in;
+    int zr = inflate(zs, Z_NO_FLUSH);
+    size_t out = room - zs->avail_out;
+    *got += out;
+    if (zr == Z_STREAM_END) {
+      z->ended = true;
+      break;
+    }
+    if (zr != Z_OK && zr != Z_BUF_ERROR) return zin_corrupt(ctx, op, z, "bad deflate data");
+    /* with room for output, no progress means zlib wants input that the entry lacks */
+    if (out == 0 && zs->avail_in == in0 && z->cleft == 0) break;
+  }
+  return 0;
+}
+
+int lt_zin_read(lt_ctx *ctx, const char *op, lt_zin *z, void *dst, size_t n) {
+  if (n > z->uleft) return zin_corrupt(ctx, op, z, "read past the declared size");
+  size_t got;
+  if (zin_pump(ctx, op, z, dst, n, &got)) return -1;
+  z->uleft -= got;
+  if (got < n) return zin_corrupt(ctx, op, z, "the data ends early");
+  return 0;
+}
+
+int lt_zin_finish(lt_ctx *ctx, const char *op, lt_zin *z) {
+  if (z->uleft) return zin_corrupt(ctx, op, z, "not all of it was read");
+  /* one byte of room: a stream that still produces output is longer than declared, and
+  ** stopping there is what keeps a lying size from costing more than it declares */
+  uint8_t extra;
+  size_t got;
+  if (zin_pump(ctx, op, z, &extra, 1, &got)) return -1;
+  if (got) return zin_corrupt(ctx, op, z, "it inflates to more bytes than declared");
+  if (!z->ended) return zin_corrupt(ctx, op, z, "the deflate stream does not end");
+  return 0;
+}
+
+int lt_zip_inflate(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
+                   uint64_t off, uint64_t csize, uint64_t usize, uint8_t *dst) {
+  lt_zin z;
+  if (lt_zin_open(ctx, op, &z, src, name, off, csize, usize)) return -1;
+  int rc = 0;
+  for (uint64_t done = 0; rc == 0 && done < usize;) {
+    size_t k = usize - done > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)(usize - done);
+    rc = lt_zin_read(ctx, op, &z, dst + done, k);
+    done += k;
+  }
+  if (rc == 0) rc = lt_zin_finish(ctx, op, &z);
+  lt_zin_close(&z);
+  return rc;
 }
 
 int lt_zip_read_all(lt_ctx *ctx, const char *op, const lt_zip *z, const lt_zentry *e,
