@@ -473,6 +473,14 @@ describe("parity: hints for common slips", function()
     -- the right calls, and a subclass reaching its parent's forward, are untouched
     assert.are.same({ 1, 1 }, net(x):size())
     assert.are.same({ 1, 1 }, net:forward(x):size())
+    -- a forward defined again (as in a REPL session) is checked too
+    function Net:forward(input) return self.fc(input) * 2 end
+    assert.are.equal(2 * net.fc(x):item(), net(x):item())
+    ok, err = pcall(function() local r = net.forward(x); return r end)
+    assert.matches("Net.forward: expected the module as self, got Tensor", err, nil, true)
+    -- a forward set on one instance is what calling that instance runs
+    net.forward = function(_, input) return input end
+    assert.are.equal(x, net(x))
     local Sub = nn.Linear:extend("Sub")
     function Sub:forward(input) return nn.Linear.forward(self, input) * 2 end
     assert.are.same({ 1, 3 }, Sub(2, 3)(x):size())

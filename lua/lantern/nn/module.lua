@@ -131,6 +131,27 @@ local SPECIAL = {
   _non_persistent_buffers_set = "nonpersist",
 }
 
+-- `model.forward(x)` (a '.' for ':') hands forward the tensor as self and no input, which
+-- fails far from the slip (indexing a tensor for the module's fields). Reading `forward` from an
+-- instance gives the class's function behind a check of self that names the slip and the fix;
+-- calling the module, model(x), reaches the function directly and pays nothing for it.
+local forward_checks = setmetatable({}, { __mode = "k" })   -- class -> {function, wrapper}
+local function checked_forward(cls, fn)
+  local c = forward_checks[cls]
+  if c and c[1] == fn then return c[2] end
+  if type(fn) ~= "function" then return fn end
+  local name = cls.__name
+  local w = function(self, ...)
+    if type(self) ~= "table" or rawget(self, ST) == nil then
+      error(name .. ".forward: expected the module as self, got " .. typename(self) ..
+        " (call the module, model(x), or model:forward(x) with ':', not model.forward(x))", 2)
+    end
+    return fn(self, ...)
+  end
+  forward_checks[cls] = { fn, w }
+  return w
+end
+
 local function inst_index(self, k)
   local st = rawget(self, ST)
   if type(k) == "number" then
@@ -149,7 +170,9 @@ local function inst_index(self, k)
   end
   local sp = SPECIAL[k]
   if sp then return st[sp] end
-  return st.cls[k]
+  v = st.cls[k]
+  if k == "forward" then return checked_forward(st.cls, v) end
+  return v
 end
 
 -- Whether `name` exists as an attribute of another kind than `kind` (PyTorch's hasattr check,
@@ -457,6 +480,14 @@ local function run_forward_hooks(self, st, input, output)
   return output
 end
 
+-- What self:forward would find, without the check of self (a module call passes itself).
+-- A plain field set on the instance wins, as with any method.
+local function forward_of(st)
+  local f = st.attrs.forward
+  if f == nil then f = st.cls.forward end
+  return f
+end
+
 local function call_with_hooks(self, st, ...)
   local input = table.pack(...)
   if st.pre_hooks then
@@ -479,7 +510,7 @@ local function call_with_hooks(self, st, ...)
     for _, hook in st.bw_hooks:items() do call.hooks[#call.hooks + 1] = hook end
     call.has_input = #wrap_tensors(HookIn, call, input) > 0
   end
-  local output = table.pack(self:forward(table.unpack(input, 1, input.n)))
+  local output = table.pack(forward_of(st)(self, table.unpack(input, 1, input.n)))
   if st.fwd_hooks then output = run_forward_hooks(self, st, input, output) end
   if call then
     call.n_out = output.n
@@ -491,7 +522,7 @@ end
 local inst_call = function(self, ...)
   local st = rawget(self, ST)
   if st.pre_hooks or st.fwd_hooks or st.bw_hooks then return call_with_hooks(self, st, ...) end
-  return self:forward(...)
+  return forward_of(st)(self, ...)
 end
 
 local repr -- defined below
@@ -520,24 +551,6 @@ local function construct(cls, ...)
   return self
 end
 
--- `model.forward(x)` (a '.' for ':') hands forward the tensor as self and no input, which
--- fails far from the slip (indexing a tensor for the module's fields). Every forward a class
--- defines is entered through a check of self that names the slip and the fix.
-local function checked_forward(cls_name, fn)
-  return function(self, ...)
-    if type(self) ~= "table" or rawget(self, ST) == nil then
-      error(cls_name .. ".forward: expected the module as self, got " .. typename(self) ..
-        " (call the module, model(x), or model:forward(x) with ':', not model.forward(x))", 2)
-    end
-    return fn(self, ...)
-  end
-end
-
-local function class_newindex(cls, k, v)
-  if k == "forward" and type(v) == "function" then v = checked_forward(rawget(cls, "__name"), v) end
-  rawset(cls, k, v)
-end
-
 -- Subclassing: local Net = nn.Module:extend("Net"); function Net:__init(...) Net.super.__init(self) ... end
 function Module.extend(parent, name)
   if type(parent) ~= "table" or rawget(parent, "__imt") == nil then
@@ -548,7 +561,7 @@ function Module.extend(parent, name)
   local cls = { __name = name, super = parent }
   cls.__imt = make_instance_mt(cls)
   return setmetatable(cls, {
-    __index = parent, __call = construct, __newindex = class_newindex,
+    __index = parent, __call = construct,
     __tostring = function() return "<class '" .. name .. "'>" end, __name = "class",
   })
 end
