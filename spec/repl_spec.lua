@@ -369,6 +369,11 @@ describe("lantern session in a terminal", function()
     return
   end
 
+  -- under the sanitizer build (make check) only the session is instrumented, not script(1)
+  local preload = os.getenv("LD_PRELOAD")
+  local child = preload and ("env LD_PRELOAD=" .. shq(preload) .. " " .. BIN) or BIN
+  local script_cmd = preload and "env -u LD_PRELOAD script" or "script"
+
   local home
   before_each(function()
     home = os.tmpname()
@@ -382,8 +387,8 @@ describe("lantern session in a terminal", function()
     writefile(base .. ".in", input)
     local env = string.format("HOME=%s LANTERN_HISTORY=%s %s", shq(home), shq(home .. "/history"),
       extra_env or "")
-    local cmd = string.format("%s timeout 20 script -qec %s /dev/null < %s > %s 2>&1", env,
-      shq(BIN), shq(base .. ".in"), shq(base .. ".out"))
+    local cmd = string.format("%s timeout 20 %s -qec %s /dev/null < %s > %s 2>&1", env,
+      script_cmd, shq(child), shq(base .. ".in"), shq(base .. ".out"))
     os.execute(cmd)
     local out = readfile(base .. ".out") or ""
     os.remove(base); os.remove(base .. ".in"); os.remove(base .. ".out")
@@ -409,8 +414,8 @@ describe("lantern session in a terminal", function()
     writefile(base .. ".sh", table.concat(sh, "\n") .. "\n")
     local env = string.format("HOME=%s LANTERN_HISTORY=%s %s", shq(home), shq(home .. "/history"),
       extra_env or "")
-    local cmd = string.format("sh %s %s | %s timeout 60 script -qec %s /dev/null > %s 2>&1",
-      shq(base .. ".sh"), shq(base .. ".out"), env, shq(BIN), shq(base .. ".out"))
+    local cmd = string.format("sh %s %s | %s timeout 60 %s -qec %s /dev/null > %s 2>&1",
+      shq(base .. ".sh"), shq(base .. ".out"), env, script_cmd, shq(child), shq(base .. ".out"))
     local ok, _, code = os.execute(cmd)
     local out = readfile(base .. ".out") or ""
     os.remove(base); os.remove(base .. ".sh"); os.remove(base .. ".out")

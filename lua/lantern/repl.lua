@@ -460,9 +460,9 @@ local function make_reader(interactive_tty, env, core)
         end
         local line = io.read("l")
         if line then return interactive_tty and strip_keys(line) or line end
-        -- a Ctrl-C interrupts the read (the terminal has already dropped the typed text)
+        -- a Ctrl-C interrupts the read (the terminal has dropped the typed text and echoed ^C)
         if not (core and core._repl_interrupted()) then return nil end
-        stdout:write("^C\n")
+        stdout:write("\n")
         stdout:flush()
       end
     end
