@@ -22,7 +22,8 @@ function autograd.grad(outputs, inputs, opts)
   opts = options.check("grad", opts, { "grad_outputs", "retain_graph", "create_graph",
     "allow_unused" })
   no_create_graph("grad", opts)
-  local res = core._grad(outputs, inputs, opts)
+  local res = core._grad(outputs, inputs, { grad_outputs = opts.grad_outputs,
+    retain_graph = opts.retain_graph, allow_unused = opts.allow_unused })
   for i = 1, #res do
     if res[i] == false then res[i] = nil end
   end

@@ -164,18 +164,19 @@ function M.load_module(m, path, opts)
   if type(m) ~= "table" or type(m.load_state_dict) ~= "function" then
     error("load_module: expected a Module, got " .. type(m), 2)
   end
-  check("load_module", opts, { "strict", "map_dtype", "verify_crc" })
+  opts = check("load_module", opts, { "strict", "map_dtype", "verify_crc" })
+  local lopts = { map_dtype = opts.map_dtype, verify_crc = opts.verify_crc }
   local sd
   if is_safetensors(path) then
-    sd = core._st_load(path, nil, opts)
+    sd = core._st_load(path, nil, lopts)
   else
-    sd = core._serial_load(path, nil, opts)
+    sd = core._serial_load(path, nil, lopts)
   end
   if type(sd) ~= "table" then
     error("load_module: " .. path .. " does not hold a state_dict (got " .. type(sd) .. ")", 2)
   end
   local strict = true
-  if type(opts) == "table" and opts.strict ~= nil then strict = opts.strict end
+  if opts.strict ~= nil then strict = opts.strict end
   return m:load_state_dict(sd, strict)
 end
 
