@@ -570,7 +570,7 @@ function M.globalize(src)
           edits[#edits + 1] = { toks[k][2], toks[k][3], "" }
           for _, a in ipairs(attrs) do edits[#edits + 1] = { a[1], a[2], "" } end
           local after = toks[j + 1]
-          if not (after and after[1] == "=" and not (toks[j + 2] and toks[j + 2][1] == "=")) then
+          if not (after and after[1] == "=") then
             edits[#edits + 1] = { toks[j][3] + 1, toks[j][3], " = nil" }
           end
         end

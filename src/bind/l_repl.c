@@ -180,10 +180,15 @@ static int l_repl_readline(lua_State *L) {
   rl_line = NULL;
   rl_done = 0;
   pending = 0;
+  /* SIGINT stays blocked except inside ppoll and readline, so that one arriving between the
+  ** check of `pending` and the wait cannot leave the wait blocked until the next key */
+  sigset_t block, orig;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &orig);
   rl.install(prompt, rl_on_line);
+  int err = 0;
   while (!rl_done) {
-    struct pollfd p = {.fd = 0, .events = POLLIN};
-    int r = poll(&p, 1, -1);
     if (pending) {
       /* what Python's prompt does on Ctrl-C: drop the line and readline's state for it */
       pending = 0;
@@ -193,17 +198,24 @@ static int l_repl_readline(lua_State *L) {
       rl.remove();
       fputs("^C\n", stdout);
       fflush(stdout);
+      pthread_sigmask(SIG_SETMASK, &orig, NULL);
       lua_pushboolean(L, 0);
       return 1;
     }
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    int r = ppoll(&p, 1, NULL, &orig);
     if (r > 0) {
+      pthread_sigmask(SIG_SETMASK, &orig, NULL);
       rl.read_char();   /* may run the Lua completion function (lua-readline's) */
+      pthread_sigmask(SIG_BLOCK, &block, NULL);
     } else if (r < 0 && errno != EINTR) {
-      int e = errno;
+      err = errno;
       rl.remove();
-      return luaL_error(L, "_repl_readline: poll failed: %s", strerror(e));
+      break;
     }
   }
+  pthread_sigmask(SIG_SETMASK, &orig, NULL);
+  if (err) return luaL_error(L, "_repl_readline: poll failed: %s", strerror(err));
   if (!rl_line) {
     lua_pushnil(L);
     return 1;
