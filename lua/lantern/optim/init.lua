@@ -6,7 +6,6 @@ local core = require "lantern.core"
 
 local check = require "lantern.optim.check"
 local fail = check.fail
-check.internal_source(debug.getinfo(1, "S").source)
 
 local optim = {}
 

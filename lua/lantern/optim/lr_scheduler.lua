@@ -8,7 +8,6 @@
 -- @module lantern.optim.lr_scheduler
 local check = require "lantern.optim.check"
 local fail, typename, show = check.fail, check.typename, check.show
-check.internal_source(debug.getinfo(1, "S").source)
 
 local sched = {}
 
