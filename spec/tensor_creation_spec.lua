@@ -316,7 +316,7 @@ describe("random tensors", function()
     assert.matches("uniform_: expected a floating point dtype",
       err_of(function() lt.zeros(2, { dtype = "int64" }):uniform_() end))
     assert.matches("normal_: expects std >= 0", err_of(function() lt.zeros(2):normal_(0, -1) end))
-    assert.matches("bernoulli_: expects 0 <= p <= 1", err_of(function() lt.zeros(2):bernoulli_(2) end))
+    assert.matches("bernoulli_: expects p to be in %[0, 1%], but got p=2", err_of(function() lt.zeros(2):bernoulli_(2) end))
     local leaf = lt.zeros(2, { requires_grad = true })
     assert.matches("leaf Variable that requires grad", err_of(function() leaf:uniform_() end))
   end)
