@@ -387,7 +387,9 @@ describe("lantern session in a terminal", function()
 
   -- under the sanitizer build (make check) only the session is instrumented, not script(1)
   local preload = os.getenv("LD_PRELOAD")
-  local child = preload and ("env LD_PRELOAD=" .. shq(preload) .. " " .. BIN) or BIN
+  -- exec: script(1) runs the command with $SHELL -c, and a shell that stays as the session's
+  -- parent (dash does) is killed by the Ctrl-C's the specs send
+  local child = "exec " .. (preload and ("env LD_PRELOAD=" .. shq(preload) .. " " .. BIN) or BIN)
   local script_cmd = preload and "env -u LD_PRELOAD script" or "script"
 
   local home
