@@ -24,6 +24,7 @@ local lazy = {
   warnings = { "lantern.warnings" },
   set_warnings = { "lantern.warnings", "set" },
   get_warnings = { "lantern.warnings", "get" },
+  utils = { "lantern.utils" },
 }
 
 setmetatable(lt, {

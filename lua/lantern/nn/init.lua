@@ -42,6 +42,7 @@ nn.F = nn.functional
 nn.utils = {
   skip_init = mod.skip_init,
 }
+for k, v in pairs(require "lantern.nn.summary") do nn.utils[k] = v end
 -- Training utilities (clip_grad_norm_, ...) may be provided by the optim side.
 do
   local name = "lantern.nn.clip"
