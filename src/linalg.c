@@ -12,7 +12,9 @@
 */
 #include <cblas.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core.h"
 
@@ -81,8 +83,32 @@ static int vec_inc(int64_t n, int64_t st) {
   return (st >= 1 && st <= INT_MAX) ? (int)st : 0;
 }
 
+/* OpenBLAS's pthread build keeps its workers busy-waiting for 2^28 TSC cycles (~0.1 s) after
+** each threaded call, so a training loop at 2 threads burned a third core's worth of CPU and a
+** pure-Lua loop after a matmul cost twice its time. The timeout is read from the environment
+** only when OpenBLAS starts its pool, in its constructor, before Lantern can act. So, once and
+** unless the user chose a timeout, Lantern has OpenBLAS read a short one and stops the pool; the
+** next threaded call restarts it (OpenBLAS does the same after fork) with workers that poll for
+** 2^BLAS_SPIN_LOG2 cycles, tens of microseconds, then sleep. Those two entry points are
+** internal to OpenBLAS, so they are weak: a build without them is left as it is. */
+#define BLAS_SPIN_LOG2 "16"
+extern void openblas_read_env(void) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+static void quiet_blas_workers(void) {
+  if (!openblas_read_env || !blas_thread_shutdown_) return;
+  if (openblas_get_parallel() != 1 || getenv("OPENBLAS_THREAD_TIMEOUT")) return;   /* 1: pthreads */
+  /* unset again at once, so child processes see the environment the user gave */
+  if (setenv("OPENBLAS_THREAD_TIMEOUT", BLAS_SPIN_LOG2, 0) != 0) return;
+  openblas_read_env();
+  unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  blas_thread_shutdown_();
+}
+
 /* One thread budget for OpenBLAS and Lantern's loops: follow ctx before every call. */
 static void blas_threads(lt_ctx *ctx) {
+  static pthread_once_t quiet = PTHREAD_ONCE_INIT;
+  pthread_once(&quiet, quiet_blas_workers);
   int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
   if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
 }

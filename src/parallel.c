@@ -1,19 +1,24 @@
 /*
 ** parallel.c -- the worker pool behind lt_parallel_for.
 **
-** Workers spin for a few microseconds after a job and then sleep on a condition variable, so an
-** idle worker never takes a core from OpenBLAS or from the caller's serial work. (OpenMP's
-** default spin-wait did exactly that here: a 2-thread training step took twice as long.)
+** Workers poll for SPIN_NS after a job and then sleep on a condition variable, so an idle worker
+** never takes a core from OpenBLAS or from the caller's serial work. (OpenMP's default spin-wait
+** did exactly that here: a 2-thread training step took twice as long.)
 ** One caller uses the pool at a time; a second caller that finds it busy (another lua_State in
 ** another thread) runs its loop inline instead of waiting.
 */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "core.h"
 
 #define MAX_WORKERS 63
-#define SPIN 2000
+/* How long a worker polls for the next job (and the caller for the workers' parts) before it
+** sleeps: long enough to catch the next op of a step, short enough that an idle Lantern costs no
+** CPU. Bounded by the clock rather than a count of pauses, as one pause takes ~10 cycles on some
+** cores and ~140 on others. */
+#define SPIN_NS 30000
 
 static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;   /* held by the pool's user */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,14 +49,50 @@ static void cpu_relax(void) {
 #endif
 }
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Polls until the generation differs from seen (true, *g set) or SPIN_NS has passed (false). The
+** clock is read once per 32 pauses: a vDSO call costs about as much as a few pauses. */
+static bool spin_for_job(uint64_t seen, uint64_t *g) {
+  int64_t deadline = 0;
+  for (unsigned k = 0;; k++) {
+    if ((*g = atomic_load(&generation)) != seen) return true;
+    if ((k & 31) == 0) {
+      int64_t t = now_ns();
+      if (deadline == 0)
+        deadline = t + SPIN_NS;
+      else if (t > deadline)
+        return false;
+    }
+    cpu_relax();
+  }
+}
+
+static bool spin_for_parts(void) {
+  int64_t deadline = 0;
+  for (unsigned k = 0;; k++) {
+    if (atomic_load(&remaining) <= 0) return true;
+    if ((k & 31) == 0) {
+      int64_t t = now_ns();
+      if (deadline == 0)
+        deadline = t + SPIN_NS;
+      else if (t > deadline)
+        return false;
+    }
+    cpu_relax();
+  }
+}
+
 static void *worker(void *arg) {
   int id = (int)(intptr_t)arg;   /* parts 1..; the caller runs part 0 */
   uint64_t seen = 0;
   for (;;) {
     uint64_t g;
-    int k = 0;
-    while ((g = atomic_load(&generation)) == seen && k++ < SPIN) cpu_relax();
-    if (g == seen) {
+    if (!spin_for_job(seen, &g)) {
       pthread_mutex_lock(&lock);
       while ((g = atomic_load(&generation)) == seen) pthread_cond_wait(&wake, &lock);
       pthread_mutex_unlock(&lock);
@@ -112,9 +153,7 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
   run_part(0);
-  int k = 0;
-  while (atomic_load(&remaining) > 0 && k++ < SPIN) cpu_relax();
-  if (atomic_load(&remaining) > 0) {
+  if (!spin_for_parts()) {
     pthread_mutex_lock(&lock);
     while (atomic_load(&remaining) > 0) pthread_cond_wait(&done, &lock);
     pthread_mutex_unlock(&lock);

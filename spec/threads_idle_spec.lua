@@ -1,0 +1,60 @@
+-- Idle threads sleep: after matmuls (OpenBLAS's workers) and large elementwise ops (Lantern's
+-- pool), a pure-Lua loop on the main thread is the only thing that runs. Counted in CPU ticks
+-- (USER_HZ, 100 a second): the process's ticks minus the main thread's own are what every other
+-- thread used during the loop. OpenBLAS's default busy-wait of ~0.1 s after each threaded call
+-- showed up here as ~10 ticks; a worker that polls tens of microseconds shows as none.
+local lt = require "lantern"
+
+-- utime + stime, fields 14 and 15 of a /proc stat line (after the parenthesised name)
+local function ticks(path)
+  local f = assert(io.open(path))
+  local s = f:read("a")
+  f:close()
+  local fields = {}
+  for w in s:match("%) (.*)"):gmatch("%S+") do fields[#fields + 1] = w end
+  return tonumber(fields[12]) + tonumber(fields[13])
+end
+
+-- Runs Lua arithmetic until the main thread has used `want` ticks of CPU (a count of CPU
+-- used, not of elapsed time, so a slow or loaded machine only makes it take longer).
+local function busy_main(want)
+  local m0 = ticks("/proc/thread-self/stat")
+  local s = 0
+  repeat
+    for i = 1, 100000 do s = s + i % 7 end
+  until ticks("/proc/thread-self/stat") - m0 >= want
+  return s
+end
+
+describe("idle threads", function()
+  local saved
+  before_each(function() saved = lt.get_num_threads() end)
+  after_each(function() lt.set_num_threads(saved) end)
+
+  for _, nt in ipairs { 1, 2 } do
+    it("use no CPU while the main thread runs Lua after parallel work, at " .. nt .. " threads",
+      function()
+        lt.set_num_threads(nt)
+        lt.manual_seed(0)
+        local a, b = lt.randn(256, 256), lt.randn(256, 256)
+        local x = lt.randn(1 << 21)
+        local p0, m0 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
+        -- rounds of parallel work, each followed by Lua: a pool that spins ~0.1 s after each
+        -- job would keep a core busy through most of every Lua stretch
+        for _ = 1, 8 do
+          local c = a:matmul(b)
+          local y = x * 2 + 1
+          -- the work happened
+          assert.is_true(math.abs(c[1][1]:item() - (a[1] * b:select(2, 1)):sum():item()) < 1e-3)
+          assert.are.equal(x[7]:item() * 2 + 1, y[7]:item())
+          busy_main(5)
+        end
+        local p1, m1 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
+        local main, others = m1 - m0, (p1 - p0) - (m1 - m0)
+        assert.is_true(main >= 40)   -- the parallel work took some of that too
+        -- each reading rounds on its own, so a thread that used nothing can show a tick or two
+        assert.is_true(others <= 3, string.format("other threads used %d ticks while the main " ..
+          "thread used %d", others, main))
+      end)
+  end
+end)
