@@ -36,6 +36,8 @@ local model = CharModel(V, 32, 128)
 local opt = lt.optim.Adam(model:parameters(), { lr = 3e-3 })
 local gen = lt.Generator(1)
 local t0 = lt.clock()
+local last_loss
+local bar <close> = lt.utils.progress(steps, { desc = "train", unit = "step", file = io.stdout })
 for step = 1, steps do
   local starts = lt.randint(1, data:size(1) - T - 1, { B }, { generator = gen })
   local xs, ys = {}, {}
@@ -50,10 +52,12 @@ for step = 1, steps do
   loss:backward()
   lt.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
   opt:step()
-  if step % 50 == 0 then
-    print(string.format("step %d  loss %.3f  (%.1f s)", step, loss:item(), lt.clock() - t0))
-  end
+  last_loss = loss:item()
+  bar:set_postfix({ loss = last_loss })
+  bar:update(1)
 end
+bar:close()
+print(string.format("trained %d steps in %.1f s, last loss %.3f", steps, lt.clock() - t0, last_loss))
 
 -- sample 200 characters from the model, with a generator of its own so the sample is the same
 -- on every run (the characters drawn by inverse transform: the first class whose cumulative

@@ -23,6 +23,7 @@ local train = lt.data.DataLoader(split[1], { batch_size = 32, shuffle = true, ge
 local model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
 local opt = lt.optim.SGD(model:parameters(), { lr = 0.1, momentum = 0.9 })
 local t0 = lt.clock()
+local bar <close> = lt.utils.progress(epochs, { desc = "train", unit = "epoch", file = io.stdout })
 for epoch = 1, epochs do
   local total, n = 0, 0
   for xb, yb in train:iter() do
@@ -32,8 +33,10 @@ for epoch = 1, epochs do
     opt:step()
     total, n = total + loss:item() * xb:size(1), n + xb:size(1)
   end
-  if epoch % 10 == 0 then print(string.format("epoch %d  train loss %.4f", epoch, total / n)) end
+  bar:set_postfix({ loss = total / n })
+  bar:update(1)
 end
+bar:close()
 
 local correct, n = 0, #split[2]
 lt.no_grad(function()

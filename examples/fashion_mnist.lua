@@ -86,15 +86,6 @@ end
 
 ---------------------------------------------------------------- loops
 
-local function progress(epoch, b, nb, loss, acc, ips)
-  if opts.quiet then return end
-  local width = 30
-  local done = math.floor(width * b / nb)
-  io.write(string.format("\repoch %d [%s%s] %d/%d  loss %.4f  acc %5.1f%%  %6.0f img/s",
-    epoch, string.rep("=", done), string.rep(" ", width - done), b, nb, loss, 100 * acc, ips))
-  io.flush()
-end
-
 -- Metrics are aggregated over samples, not averaged over batches of unequal size.
 local function evaluate(X, Y)
   model:eval()
@@ -118,9 +109,9 @@ for epoch = start_epoch, opts.epochs do
   model:train()
   local loss_sum, correct, seen = 0, 0, 0
   local t0 = lt.clock()
-  local b = 0
-  for xb, yb in loader:iter() do
-    b = b + 1
+  local bar = lt.utils.progress(loader:iter(), { total = steps_per_epoch, desc = "epoch " .. epoch,
+    unit = "batch", file = io.stdout, disable = opts.quiet })
+  for xb, yb in bar do
     local logits = model(xb)
     local loss = F.cross_entropy(logits, yb)
     opt:zero_grad()
@@ -131,14 +122,11 @@ for epoch = start_epoch, opts.epochs do
     loss_sum = loss_sum + loss:item() * bs
     correct = correct + logits:argmax(2):eq(yb):sum():item()
     seen = seen + bs
-    if b % 10 == 0 or b == steps_per_epoch then
-      progress(epoch, b, steps_per_epoch, loss_sum / seen, correct / seen, seen / (lt.clock() - t0))
-    end
+    bar:set_postfix({ loss = loss_sum / seen, acc = correct / seen })
   end
   local dt = lt.clock() - t0
   train_time, images_seen = train_time + dt, images_seen + seen
   local test_loss, test_acc = evaluate(Xte, Yte)
-  if not opts.quiet then io.write("\n") end
   print(string.format("epoch %d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, %.0f img/s",
     epoch, loss_sum / seen, 100 * correct / seen, test_loss, 100 * test_acc, dt, seen / dt))
   history.train[#history.train + 1] = { epoch, loss_sum / seen, correct / seen }
