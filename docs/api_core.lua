@@ -1,16 +1,21 @@
---- Tensor functions of `lantern` that are written in C (the core and its binding).
+--- Tensors, autograd and neural networks for Lua 5.4: `local lt = require "lantern"`.
 --
--- LDoc cannot read C, so this file holds documentation stubs for the functions that
--- `require "lantern"` gets from `lantern.core`; it is never loaded. Every function here is
--- also a `Tensor` method where PyTorch has one (`lt.add(x, y)` is `x:add(y)`); see the
--- `lantern.Tensor` page for methods and properties.
+-- `lt` holds the tensor functions (written in C, documented by the stubs of docs/api_core.lua,
+-- which is never loaded) and a few written in Lua. Every function here that takes a tensor
+-- first is also a method of it where PyTorch has one (`lt.add(x, y)` is `x:add(y)`); the
+-- `lantern.Tensor` page lists the methods of their own and the properties. Submodules load on
+-- first use: `lt.nn` (with `lt.nn.functional`, `lt.nn.init` and `lt.nn.utils`), `lt.optim`
+-- (with `lt.optim.lr_scheduler`), `lt.data`, `lt.autograd`, `lt.serialization`,
+-- `lt.safetensors`, `lt.warnings` and `lt.utils`; `lt.Tensor` is the table of tensor methods.
 --
 -- Conventions:
 --
--- * Options come as a trailing table: `lt.zeros(2, 3, {dtype = "float64", requires_grad = true})`.
+-- * Options come as a trailing table: `lt.zeros(2, 3, {dtype = "float64", requires_grad = true})`;
+--   an unknown option is an error naming the nearest known one.
 -- * Sizes are given as separate numbers or as one table: `lt.zeros(2, 3)` or `lt.zeros({2, 3})`.
 -- * Dtypes are `"float32"` (the default), `"float64"`, `"int64"` and `"bool"` (also `"float"`,
---   `"double"`, `"long"`). Lua integers make int64 tensors, Lua floats float32.
+--   `"double"`, `"long"`). Lua integers make int64 tensors, Lua floats float32, and a Lua
+--   number never widens a float tensor (PyTorch's promotion).
 -- * **Positions are 1-based**: dims, indices and index tensors count from 1; negative values
 --   count from the end (-1 is the last). `lt.randperm`, `max`'s indices and `argmax` return
 --   1-based positions.
@@ -26,14 +31,16 @@ local lt = {}
 
 --- A tensor from Lua data (copied).
 -- `data` is a rectangular nested table, a number, a boolean or a tensor. Lua integers give
--- int64, any float gives float32, booleans give bool, unless `opts.dtype` says otherwise.
+-- int64, any float gives float32, booleans give bool, unless `opts.dtype` says otherwise; a
+-- ragged table or a value that is not a number names its position in the error.
 -- @param data nested table, number, boolean or Tensor
--- @tparam[opt] table opts `{dtype=, requires_grad=}`
+-- @tparam[opt] table opts `{dtype=, requires_grad=, device="cpu"}`
 -- @treturn Tensor
 -- @usage local x = lt.tensor{{1.5, 2}, {3, 4}}   -- float32, 2x2
 function lt.tensor(data, opts) end
 
---- A tensor of zeros. Also `lt.ones`, `lt.empty` (uninitialised memory from the buffer cache).
+--- A tensor of zeros. Also `lt.ones` (ones) and `lt.empty` (uninitialised memory from the
+-- buffer cache).
 -- @param ... sizes, as numbers or one table
 -- @tparam[opt] table opts `{dtype=, requires_grad=}`
 -- @treturn Tensor
@@ -49,10 +56,12 @@ function lt.zeros(...) end
 -- @usage lt.full({2, 2}, 7)
 function lt.full(sizes, value, opts) end
 
---- Tensors shaped like `t`: `lt.zeros_like`, `lt.ones_like`, `lt.empty_like`,
--- `lt.full_like(t, value)`, `lt.rand_like`, `lt.randn_like`, `lt.randint_like(t, low?, high)`.
+--- Tensors shaped like `t`: `lt.zeros_like(t)`, `lt.ones_like(t)`, `lt.empty_like(t)`,
+-- `lt.full_like(t, value)`, `lt.rand_like(t)`, `lt.randn_like(t)`,
+-- `lt.randint_like(t, low?, high)`.
 -- @tparam Tensor t
--- @tparam[opt] table opts `{dtype=, requires_grad=}` (dtype defaults to t's)
+-- @tparam[opt] table opts `{dtype=, requires_grad=}` (dtype defaults to t's), and
+-- `generator=` for the random ones
 -- @treturn Tensor
 function lt.zeros_like(t, opts) end
 
@@ -81,15 +90,38 @@ function lt.linspace(start, stop, steps, opts) end
 -- @treturn Tensor
 function lt.eye(n, m, opts) end
 
+--- A copy with its own storage (contiguous), recorded by autograd (`CloneBackward0`).
+-- Method: `x:clone`.
+-- @tparam Tensor x
+-- @treturn Tensor
+function lt.clone(x) end
+
+--- Whether `v` is a Tensor (a released one included; `lt.is_released(v)` tells those).
+-- @param v
+-- @treturn boolean
+function lt.is_tensor(v) end
+
+--- The number of elements of `x` (also `x:numel()`, `x:nelement()`).
+-- @tparam Tensor x
+-- @treturn int
+function lt.numel(x) end
+
+--- Whether `x`'s dtype is float32 or float64 (also `x:is_floating_point()`).
+-- @tparam Tensor x
+-- @treturn boolean
+function lt.is_floating_point(x) end
+
 ---------------------------------------------------------------------------------------------
---- Random numbers. Each `lua_State` has its own default generator; values are drawn in
--- row-major order, so a seed gives the same tensor whatever the thread count.
+--- Random numbers. Each `lua_State` has its own default generator (xoshiro256**, so the
+-- sequences differ from PyTorch's); values are drawn in row-major order, so a seed gives the
+-- same tensor whatever the thread count.
 -- @section random
 
 --- Uniform values in [0, 1). `lt.randn` draws from the standard normal distribution.
 -- @param ... sizes, as numbers or one table
 -- @tparam[opt] table opts `{dtype=, requires_grad=, generator=}`
 -- @treturn Tensor
+-- @usage lt.rand(2, 3); lt.randn({4}, {generator = g})
 function lt.rand(...) end
 
 --- Random integers in [low, high) (values, as PyTorch's randint).
@@ -115,7 +147,8 @@ function lt.randperm(n, opts) end
 -- @treturn Tensor
 function lt.normal(mean, std, sizes, opts) end
 
---- 1 with probability `probs[i]`, elementwise; same dtype as `probs`.
+--- 1 with probability `probs[i]`, elementwise, in `probs`' dtype; `x:bernoulli(p)` draws a
+-- tensor of x's shape and dtype with probability `p` (PyTorch's `Tensor.bernoulli(p)`).
 -- @tparam Tensor probs
 -- @tparam[opt] table opts `{generator=}`
 -- @treturn Tensor
@@ -123,53 +156,105 @@ function lt.bernoulli(probs, opts) end
 
 --- Seeds the default generator of this Lua state. `lt.seed()` seeds it non-deterministically
 -- and returns the seed; `lt.initial_seed()` returns the last seed;
--- `lt.get_rng_state()` / `lt.set_rng_state(state)` save and restore it.
+-- `lt.get_rng_state()` returns the state as an int64 tensor (which `lt.save` writes) and
+-- `lt.set_rng_state(state)` restores it.
 -- @int seed
+-- @usage lt.manual_seed(0)
+-- local s = lt.get_rng_state(); local a = lt.rand(3); lt.set_rng_state(s)   -- lt.rand(3) == a
 function lt.manual_seed(seed) end
 
 --- A new random generator, to pass as `{generator = g}`.
 -- @int[opt] seed (default 67280421310721, PyTorch's)
--- @return a Generator with methods `manual_seed`, `seed`, `initial_seed`, `get_state`, `set_state`
+-- @return a Generator with methods `g:manual_seed(n)`, `g:seed()`, `g:initial_seed()`,
+-- `g:get_state()` and `g:set_state(s)`
 function lt.Generator(seed) end
 
----------------------------------------------------------------------------------------------
---- Elementwise operations. Every binary op takes a tensor or a number on either side and
--- broadcasts as PyTorch does; the operators `+ - * / % ^` and unary `-` call them. Each has
--- an in-place method form with a trailing underscore (`x:add_(y)`).
--- @section elementwise
+--- The default generator of this Lua state, as a Generator (`lt.manual_seed(n)` is
+-- `lt.default_generator:manual_seed(n)`).
+-- @table default_generator
 
---- `x + alpha * y`. Also `lt.sub` (`lt.subtract`), `lt.mul` (`lt.multiply`), `lt.div`
--- (`lt.divide`, `lt.true_divide`), `lt.pow`, `lt.remainder` (sign of the divisor, Lua's `%`),
--- `lt.fmod` (sign of the dividend), `lt.atan2` (`lt.arctan2`), `lt.maximum`, `lt.minimum`.
+---------------------------------------------------------------------------------------------
+--- Arithmetic. Every binary op takes a tensor or a number on either side and broadcasts as
+-- PyTorch does; the operators `+ - * / // % ^` and unary `-` call them. Each has an in-place
+-- method form with a trailing underscore (`x:add_(y)`), which writes into x and returns it.
+-- @section arithmetic
+
+--- `x + alpha * y`. Also `lt.sub` (`lt.subtract`), `lt.mul` (`lt.multiply`), `lt.pow`,
+-- `lt.maximum`, `lt.minimum`, `lt.atan2` (`lt.arctan2`), `lt.fmod` (the sign of the dividend,
+-- C's fmod) and `lt.remainder` (the sign of the divisor, Lua's and Python's `%`).
+-- In place: `x:add_(y)`, `x:sub_(y)` (`x:subtract_`), `x:mul_(y)` (`x:multiply_`),
+-- `x:pow_(y)`, `x:atan2_(y)`, `x:fmod_(y)`, `x:remainder_(y)`; each is also a function,
+-- `lt.add_(x, y)`.
+-- Methods: `x:add`, `x:sub`, `x:subtract`, `x:mul`, `x:multiply`, `x:pow`,
+-- `x:maximum`, `x:minimum`, `x:atan2`, `x:arctan2`, `x:fmod`, `x:remainder`.
 -- @param x Tensor or number
 -- @param y Tensor or number
--- @tparam[opt] table opts `{alpha=1}` (add and sub)
+-- @tparam[opt] table opts `{alpha=1}` (add and sub; alpha may also be the number itself)
 -- @treturn Tensor
+-- @usage lt.add(x, y, {alpha = 2}); x + 1; 2 ^ x; lt.tensor{7, -7} % 3   --> [1, 2]
 function lt.add(x, y, opts) end
 
---- Elementwise math, one tensor in, one out: `abs` (`absolute`), `neg` (`negative`), `sign`,
--- `sqrt`, `rsqrt`, `square`, `exp`, `expm1`, `log`, `log1p`, `log2`, `sin`, `cos`, `tan`,
--- `asin` (`arcsin`), `acos` (`arccos`), `atan` (`arctan`), `tanh`, `sigmoid`, `erf`,
--- `reciprocal`, `floor`, `ceil`, `round`, `trunc` (`fix`).
+--- True division (integers give float32), or with `rounding_mode` the quotient rounded toward
+-- zero (`"trunc"`) or down (`"floor"`), when integer inputs stay integer and an integer
+-- division by zero raises `ZeroDivisionError`; a rounded quotient has a zero gradient.
+-- Also `lt.divide` (the same) and `lt.true_divide` (no rounding_mode). `lt.floor_divide`
+-- (`x // y`) is floor division, as PyTorch 1.13 (no gradient: backward through it raises).
+-- In place: `x:div_(y)`, `x:divide_(y)`, `x:true_divide_(y)`, `x:floor_divide_(y)`.
+-- Methods: `x:div`, `x:divide`, `x:true_divide`, `x:floor_divide`.
+-- @param x Tensor or number
+-- @param y Tensor or number
+-- @tparam[opt] table opts `{rounding_mode = nil | "trunc" | "floor"}`
+-- @treturn Tensor
+-- @usage lt.tensor{7, -7}:div(2, {rounding_mode = "floor"})   --> tensor([ 3, -4])
+function lt.div(x, y, opts) end
+
+--- Elementwise math, one tensor in, one out: `lt.abs` (`lt.absolute`), `lt.neg`
+-- (`lt.negative`), `lt.sign`, `lt.sqrt`, `lt.rsqrt`, `lt.square`, `lt.exp`, `lt.expm1`,
+-- `lt.log`, `lt.log1p`, `lt.log2`, `lt.sin`, `lt.cos`, `lt.tan`, `lt.asin` (`lt.arcsin`),
+-- `lt.acos` (`lt.arccos`), `lt.atan` (`lt.arctan`), `lt.tanh`, `lt.sigmoid`, `lt.erf`,
+-- `lt.reciprocal`, `lt.floor`, `lt.ceil`, `lt.round` (half to even), `lt.trunc` (`lt.fix`).
+-- In place: `x:abs_()`, `x:neg_()` (`x:negative_`), `x:sign_()`, `x:sqrt_()`, `x:rsqrt_()`,
+-- `x:square_()`, `x:exp_()`, `x:expm1_()`, `x:log_()`, `x:log1p_()`, `x:log2_()`, `x:sin_()`,
+-- `x:cos_()`, `x:tan_()`, `x:asin_()`, `x:acos_()`, `x:atan_()`, `x:tanh_()`, `x:sigmoid_()`,
+-- `x:erf_()`, `x:reciprocal_()`, `x:floor_()`, `x:ceil_()`, `x:round_()`, `x:trunc_()`; each
+-- also `lt.exp_(x)`, ...
+-- Methods: `x:exp`, `x:abs`, `x:absolute`, `x:neg`, `x:negative`, `x:sign`,
+-- `x:sqrt`, `x:rsqrt`, `x:square`, `x:expm1`, `x:log`, `x:log1p`, `x:log2`,
+-- `x:sin`, `x:cos`, `x:tan`, `x:asin`, `x:arcsin`, `x:acos`, `x:arccos`,
+-- `x:atan`, `x:arctan`, `x:tanh`, `x:sigmoid`, `x:erf`, `x:reciprocal`,
+-- `x:floor`, `x:ceil`, `x:round`, `x:trunc`, `x:fix`.
 -- @tparam Tensor x
 -- @treturn Tensor
 function lt.exp(x) end
 
---- Activations: `relu`, `silu`, `softplus`, `elu(x, alpha=1)`, `leaky_relu(x, slope=0.01)`,
--- `gelu(x, approximate="none"|"tanh")`.
+--- Activations: `lt.relu`, `lt.silu`, `lt.gelu(x, approximate)` (`"none"`, the default, or
+-- `"tanh"`), `lt.elu(x, alpha=1)`, `lt.leaky_relu(x, negative_slope=0.01)`,
+-- `lt.softplus(x, beta=1, threshold=20)`; the parameters may also come as an options table
+-- (`lt.elu(x, {alpha = 0.5})`). In place: `x:relu_()`, `x:silu_()`, `x:gelu_()`, `x:elu_()`,
+-- `x:leaky_relu_()`.
+-- Methods: `x:relu`, `x:silu`, `x:gelu`, `x:elu`, `x:leaky_relu`, `x:softplus`.
 -- @tparam Tensor x
+-- @param[opt] ... the activation's parameters
 -- @treturn Tensor
-function lt.relu(x) end
+function lt.relu(x, ...) end
 
---- Comparisons, giving bool tensors: `eq`, `ne` (`not_equal`), `lt` (`less`), `le`
--- (`less_equal`), `gt` (`greater`), `ge` (`greater_equal`); logical `logical_and`,
--- `logical_or`, `logical_xor`, `logical_not`; `isnan`, `isfinite`.
+--- Comparisons, giving bool tensors: `lt.eq`, `lt.ne` (`lt.not_equal`), `lt.lt`
+-- (`lt.less`), `lt.le` (`lt.less_equal`), `lt.gt` (`lt.greater`), `lt.ge`
+-- (`lt.greater_equal`); logical `lt.logical_and`, `lt.logical_or`, `lt.logical_xor`,
+-- `lt.logical_not`; `lt.isnan`, `lt.isfinite`. In place (keeping x's dtype): `x:eq_(y)`,
+-- `x:ne_(y)`, `x:lt_(y)`, `x:le_(y)`, `x:gt_(y)`, `x:ge_(y)`, `x:logical_and_(y)`,
+-- `x:logical_or_(y)`, `x:logical_xor_(y)`, `x:logical_not_()`.
+-- Methods: `x:eq`, `x:ne`, `x:not_equal`, `x:lt`, `x:less`, `x:le`,
+-- `x:less_equal`, `x:gt`, `x:greater`, `x:ge`, `x:greater_equal`, `x:logical_and`,
+-- `x:logical_or`, `x:logical_xor`, `x:logical_not`, `x:isnan`, `x:isfinite`.
 -- @param x Tensor or number
 -- @param y Tensor or number
 -- @treturn Tensor bool
 function lt.eq(x, y) end
 
---- Limits values to [min, max]; either bound may be nil, a number or a tensor. Also `clip`.
+--- Limits values to [min, max]; either bound may be nil, a number or a tensor. Also `lt.clip`;
+-- in place `x:clamp_(min, max)` (`x:clip_`).
+-- Methods: `x:clamp`, `x:clip`.
 -- @tparam Tensor x
 -- @param min
 -- @param max
@@ -178,6 +263,8 @@ function lt.eq(x, y) end
 function lt.clamp(x, min, max) end
 
 --- Picks `a` where `cond` is true and `b` elsewhere (broadcasting; a and b may be numbers).
+-- The method form is PyTorch's: `a:where(cond, b)`.
+-- Method: `x:where`.
 -- @tparam Tensor cond bool
 -- @param a
 -- @param b
@@ -185,10 +272,12 @@ function lt.clamp(x, min, max) end
 function lt.where(cond, a, b) end
 
 --- Whether all elements are close: `|x - y| <= atol + rtol * |y|`. `lt.isclose` gives the
--- elementwise bool tensor; `lt.equal` asks for the same shape and values.
+-- elementwise bool tensor; `lt.equal(x, y)` asks for the same shape and values.
+-- Methods: `x:allclose`, `x:isclose`, `x:equal`.
 -- @tparam Tensor x
 -- @tparam Tensor y
--- @tparam[opt] table opts `{rtol=1e-5, atol=1e-8, equal_nan=false}`
+-- @tparam[opt] table opts `{rtol=1e-5, atol=1e-8, equal_nan=false}` (or rtol, atol, equal_nan
+-- as arguments)
 -- @treturn boolean
 function lt.allclose(x, y, opts) end
 
@@ -196,57 +285,74 @@ function lt.allclose(x, y, opts) end
 --- Reductions. Dims are 1-based (negative from the end); a reduction takes its dims as a
 -- number, a list or nothing (all dims), then keepdim as a boolean or an options table:
 -- `x:sum()`, `x:sum(2)`, `x:sum(2, true)`, `x:sum({1, 2}, true)`, `x:sum({dim = 2, keepdim = true})`.
+-- `sum`, `mean`, `prod`, `softmax`, `log_softmax` and `cumsum` also take `{dtype=}` (the input
+-- is converted first, as in PyTorch).
 -- @section reduce
 
---- Sum of elements. Also `mean`, `prod`, `amax`, `amin`, `all`, `any`, `logsumexp`.
+--- Sum of elements. Also `lt.mean`, `lt.prod`, `lt.amax`, `lt.amin`, `lt.all`, `lt.any`
+-- (bool results), `lt.logsumexp`.
+-- Methods: `x:sum`, `x:mean`, `x:prod`, `x:amax`, `x:amin`, `x:all`, `x:any`,
+-- `x:logsumexp`.
 -- @tparam Tensor x
 -- @param[opt] dim number or list of dims (all when absent)
--- @param[opt] keepdim boolean or `{dim=, keepdim=}`
+-- @param[opt] keepdim boolean or `{dim=, keepdim=, dtype=}`
 -- @treturn Tensor
 function lt.sum(x, dim, keepdim) end
 
 --- Largest value; with a dim, the values and their 1-based positions along it; with a second
--- tensor, the elementwise maximum. Also `lt.min`; `lt.argmax` / `lt.argmin` give positions.
+-- tensor, the elementwise maximum. Also `lt.min`; `lt.argmax` / `lt.argmin` give positions
+-- (of the flattened tensor without a dim).
+-- Methods: `x:max`, `x:min`, `x:argmax`, `x:argmin`.
 -- @tparam Tensor x
 -- @param[opt] dim
 -- @param[opt] keepdim
 -- @treturn Tensor values
 -- @treturn[opt] Tensor indices (int64, 1-based) when a dim is given
+-- @usage local values, idx = x:max(2)
 function lt.max(x, dim, keepdim) end
 
---- Variance with Bessel's correction by default. Also `lt.std`.
+--- Variance with Bessel's correction by default. Also `lt.std`. PyTorch's positional forms
+-- `var(dim, unbiased, keepdim)` and `var(unbiased)` work too.
+-- Methods: `x:var`, `x:std`.
 -- @tparam Tensor x
 -- @param[opt] dim
--- @tparam[opt] table opts `{correction=1, unbiased=true, keepdim=false}`
+-- @tparam[opt] table opts `{dim=, correction=1, unbiased=true, keepdim=false}`
 -- @treturn Tensor
 function lt.var(x, dim, opts) end
 
 --- The p-norm (`p` a number, `"fro"`, `"inf"` or `"-inf"`).
+-- Method: `x:norm`.
 -- @tparam Tensor x
 -- @param[opt=2] p
 -- @param[opt] dim
--- @param[opt] keepdim
+-- @param[opt] keepdim (or `{p=, dim=, keepdim=}` in place of all three)
 -- @treturn Tensor
 function lt.norm(x, p, dim, keepdim) end
 
---- Softmax along `dim` (required). Also `lt.log_softmax`, `lt.cumsum`.
+--- Softmax along `dim` (required). Also `lt.log_softmax` and `lt.cumsum` (cumulative sum
+-- along `dim`).
+-- Methods: `x:softmax`, `x:log_softmax`, `x:cumsum`.
 -- @tparam Tensor x
--- @param dim number or `{dim=}`
+-- @param dim number or `{dim=, dtype=}`
 -- @treturn Tensor
 function lt.softmax(x, dim) end
 
 ---------------------------------------------------------------------------------------------
---- Matrix products (OpenBLAS).
+--- Matrix products (float32/float64 GEMM through OpenBLAS, transposes passed as flags).
 -- @section linalg
 
---- Matrix product with PyTorch's broadcasting rules for 1-D and batched operands. Also
--- `lt.mm` (2-D), `lt.bmm` (3-D), `lt.mv`, `lt.dot`, `lt.outer` (`lt.ger`).
+--- Matrix product with PyTorch's rules for every rank: 1-D operands are vectors, batched and
+-- broadcast for 3-D and more. Also `lt.mm` (2-D x 2-D), `lt.bmm` (3-D batches), `lt.mv`
+-- (matrix x vector), `lt.dot` (vector . vector), `lt.outer` (`lt.ger`, vector outer product).
+-- Methods: `x:matmul`, `x:mm`, `x:bmm`, `x:mv`, `x:dot`, `x:outer`, `x:ger`.
 -- @tparam Tensor a
 -- @tparam Tensor b
 -- @treturn Tensor
+-- @usage x:matmul(w); lt.mm(a, b); lt.outer(u, v)
 function lt.matmul(a, b) end
 
 --- `beta * input + alpha * (mat1 @ mat2)`.
+-- Method: `x:addmm`.
 -- @tparam Tensor input
 -- @tparam Tensor mat1
 -- @tparam Tensor mat2
@@ -256,35 +362,50 @@ function lt.addmm(input, mat1, mat2, opts) end
 
 ---------------------------------------------------------------------------------------------
 --- Shapes, views and indexing. Dims and positions are 1-based; index tensors hold 1-based
--- positions.
+-- positions. A view shares its base's storage, so writing through it writes the base.
 -- @section shape
 
---- Joins tensors along an existing dim. `lt.stack` joins along a new dim. Also `lt.concat`.
+--- Joins tensors along an existing dim. `lt.stack(tensors, dim)` joins along a new dim. Also
+-- `lt.concat`.
 -- @tab tensors
 -- @int[opt=1] dim
 -- @treturn Tensor
 function lt.cat(tensors, dim) end
 
---- Splits into pieces of `size` (or of the listed sizes) along `dim`. `lt.chunk(x, n, dim)`
--- makes n pieces; `lt.unbind(x, dim)` removes the dim.
+--- Splits into views of `size` elements (the last one shorter) or of the listed sizes along
+-- `dim`. `lt.chunk(x, n, dim)` makes n pieces; `lt.unbind(x, dim)` gives the slices without
+-- the dim.
+-- Methods: `x:split`, `x:chunk`, `x:unbind`.
 -- @tparam Tensor x
 -- @param size number or list of sizes
 -- @int[opt=1] dim
 -- @treturn table of Tensor views
 function lt.split(x, size, dim) end
 
---- Shape functions that are also methods: `reshape(x, sizes...)`, `flatten(x, start=1, end=-1)`,
--- `unflatten(x, dim, sizes)`, `squeeze(x, dim?)`, `unsqueeze(x, dim)`, `permute(x, dims...)`,
--- `transpose(x, d1, d2)` (`swapaxes`, `swapdims`), `t(x)`, `narrow(x, dim, start, length)`,
--- `select(x, dim, index)`, `flip(x, dims)`, `tile(x, reps)`, `tril(x, k=0)`, `triu(x, k=0)`.
+--- Shape functions that are also methods: `lt.reshape(x, sizes...)` (a view when possible,
+-- else a copy), `lt.flatten(x, start=1, end=-1)`, `lt.unflatten(x, dim, sizes)`,
+-- `lt.squeeze(x, dim?)`, `lt.unsqueeze(x, dim)`, `lt.permute(x, dims...)`,
+-- `lt.transpose(x, d1, d2)` (`lt.swapaxes`, `lt.swapdims`), `lt.t(x)` (2-D or less),
+-- `lt.narrow(x, dim, start, length)` (1-based start), `lt.select(x, dim, index)`,
+-- `lt.flip(x, dims)`, `lt.tile(x, reps)`, `lt.tril(x, k=0)`, `lt.triu(x, k=0)`. The views
+-- (`narrow`, `select`, `transpose`, `permute`, `squeeze`, `unsqueeze`, `flatten` when
+-- contiguous) share storage; `flip`, `tile`, `tril` and `triu` copy.
+-- Methods: `x:reshape`, `x:flatten`, `x:unflatten`, `x:squeeze`, `x:unsqueeze`,
+-- `x:permute`, `x:transpose`, `x:swapaxes`, `x:swapdims`, `x:t`, `x:narrow`,
+-- `x:select`, `x:flip`, `x:tile`, `x:tril`, `x:triu`.
 -- @tparam Tensor x
 -- @param ...
 -- @treturn Tensor
+-- @usage x:reshape(2, -1); x:narrow(1, 2, 3); x:permute(2, 1); x:flatten(2)
 function lt.reshape(x, ...) end
 
---- Gathers along `dim` at the 1-based positions in `index`. Also `index_select(x, dim, idx)`,
--- `scatter(x, dim, index, src)`, `scatter_add`, `index_add(x, dim, index, src)`,
--- `masked_fill(x, mask, value)`, `masked_select(x, mask)`.
+--- Gathers along `dim` at the 1-based positions in `index`. Also `lt.index_select(x, dim,
+-- idx)`, `lt.scatter(x, dim, index, src_or_value)`, `lt.scatter_add(x, dim, index, src)`,
+-- `lt.index_add(x, dim, index, src)`, `lt.masked_fill(x, mask, value)` and
+-- `lt.masked_select(x, mask)`; in place `x:scatter_(...)`, `x:scatter_add_(...)`,
+-- `x:index_add_(...)`, `x:masked_fill_(mask, value)`.
+-- Methods: `x:gather`, `x:index_select`, `x:scatter`, `x:scatter_add`,
+-- `x:index_add`, `x:masked_fill`, `x:masked_select`.
 -- @tparam Tensor x
 -- @int dim
 -- @tparam Tensor index int64, 1-based
@@ -292,6 +413,7 @@ function lt.reshape(x, ...) end
 function lt.gather(x, dim, index) end
 
 --- One-hot encoding of 1-based class positions.
+-- Method: `x:one_hot`.
 -- @tparam Tensor index int64, values in 1..num_classes
 -- @int[opt] num_classes (default: the largest value)
 -- @treturn Tensor int64 with a new last dim
@@ -302,7 +424,9 @@ function lt.one_hot(index, num_classes) end
 -- absent optional tensor; per-dim values are a number or a table of one number per dim.
 -- @section nn
 
---- 2-D convolution (`lt.conv1d` for 1-D; `lt.conv_transpose1d`, `lt.conv_transpose2d`).
+--- 2-D convolution of `(N, C_in, H, W)` input with `(C_out, C_in / groups, kH, kW)` weights
+-- (im2col and GEMM). Also `lt.conv1d` (`(N, C, L)` input), `lt.conv_transpose1d` and
+-- `lt.conv_transpose2d` (options `{stride, padding, output_padding, groups, dilation}`).
 -- @tparam Tensor x (N, C, H, W)
 -- @tparam Tensor w (out, C/groups, kH, kW)
 -- @tparam ?Tensor b or nil
@@ -311,20 +435,25 @@ function lt.one_hot(index, num_classes) end
 -- @treturn Tensor
 function lt.conv2d(x, w, b, opts) end
 
---- Max pooling (`lt.max_pool1d`; `lt.avg_pool1d`, `lt.avg_pool2d`; `lt.adaptive_avg_pool1d/2d`,
--- `lt.adaptive_max_pool1d/2d`). Indices, when asked for, are 1-based flat positions in each
--- input plane.
+--- Max pooling over `(N, C, H, W)` or `(C, H, W)` input. Also `lt.max_pool1d`,
+-- `lt.avg_pool1d`, `lt.avg_pool2d` (options `{kernel_size, stride, padding, ceil_mode,
+-- count_include_pad=true, divisor_override}`), `lt.adaptive_avg_pool1d(x, size)`,
+-- `lt.adaptive_avg_pool2d(x, size)`, `lt.adaptive_max_pool1d(x, size, return_indices)` and
+-- `lt.adaptive_max_pool2d(x, size, return_indices)` (size a number or `{h, w}`, -1 keeping
+-- the input's). Indices, when asked for, are 1-based flat positions in each input plane.
 -- @tparam Tensor x
 -- @tparam table opts `{kernel_size=, stride=kernel_size, padding=0, dilation=1,
--- ceil_mode=false, return_indices=false}`
+-- ceil_mode=false, return_indices=false}` (kernel_size may instead be argument 2)
 -- @treturn Tensor
 -- @treturn[opt] Tensor indices
 function lt.max_pool2d(x, opts) end
 
---- Normalisation kernels: `batch_norm(x, running_mean, running_var, weight, bias, training,
--- momentum, eps)`, `layer_norm(x, shape, weight, bias, eps)`, `group_norm(x, groups, weight,
--- bias, eps)`, `rms_norm(x, shape, weight, eps)`.
+--- Normalisation kernels: `lt.batch_norm(x, running_mean, running_var, weight, bias,
+-- training, momentum, eps)` (running statistics updated in place when training),
+-- `lt.layer_norm(x, shape, weight, bias, eps)`, `lt.group_norm(x, groups, weight, bias, eps)`,
+-- `lt.rms_norm(x, shape, weight, eps)` (eps nil: the dtype's epsilon).
 -- @tparam Tensor x
+-- @param ... as listed
 -- @return Tensor
 function lt.layer_norm(x, ...) end
 
@@ -344,8 +473,18 @@ function lt.embedding(indices, weight, padding_idx) end
 -- @treturn Tensor
 function lt.dropout(x, p, training, opts) end
 
+--- Cross entropy of `(N, C)` (or `(N, C, d...)`) logits against 1-based class indices, one
+-- fused log-softmax and NLL pass. `lt.nll_loss(log_probs, target, opts)` takes
+-- log-probabilities. `F.cross_entropy` adds class probabilities as targets.
+-- @tparam Tensor logits
+-- @tparam Tensor target int64, 1-based
+-- @tparam[opt] table opts `{weight=, ignore_index=-100, reduction="mean", label_smoothing=0}`
+-- (`nll_loss`: no `label_smoothing`)
+-- @treturn Tensor
+function lt.cross_entropy(logits, target, opts) end
+
 ---------------------------------------------------------------------------------------------
---- Autograd, threads and memory.
+--- Autograd mode, threads, memory and printing.
 -- @section runtime
 
 --- Turns gradient recording on or off for this Lua state; returns the previous mode.
@@ -354,25 +493,70 @@ function lt.dropout(x, p, training, opts) end
 -- @treturn boolean previous mode
 function lt.set_grad_enabled(on) end
 
---- Sets the thread budget shared by Lantern's parallel loops and OpenBLAS.
--- `lt.get_num_threads()` reads it.
+--- Sets the thread budget shared by Lantern's parallel loops and OpenBLAS (default: the
+-- number of cores). Elementwise ops and reductions on 32K elements or more split across the
+-- threads. `lt.get_num_threads()` reads it.
 -- @int n >= 1
 function lt.set_num_threads(n) end
 
 --- Statistics of the buffer cache behind every tensor (process-wide).
--- @treturn table `{in_use=, cached=, peak_in_use=, fresh_allocs=, reused=}` (bytes and counts)
+-- `lt.reset_peak_memory_stats()` starts `peak_in_use` again from `in_use`.
+-- @treturn table `{in_use=, cached=, peak_in_use=, fresh_allocs=, reused=, full_collections=}`
+-- (bytes and counts; full_collections counts the collections Lantern started for tensor
+-- memory)
 function lt.memory_stats() end
 
 --- Returns every cached buffer to the system.
 function lt.empty_cache() end
 
---- Whether `v` is a Tensor.
--- @param v
+--- Settings of the buffer cache: blocks unused for `release_after` seconds go back to the
+-- system (0 keeps them until `lt.empty_cache()`), and at most `max_cached` bytes stay cached.
+-- @tparam table opts `{release_after=, max_cached=}`
+-- @treturn table the previous settings
+function lt.set_cache_options(opts) end
+
+--- Takes `t` out of every release scope (`lt.tidy`), so it outlives them; other values pass
+-- through unchanged.
+-- @param t a tensor (or anything)
+-- @return t
+function lt.keep(t) end
+
+--- Whether the handle `t` was released (by `t:free()`, a `<close>` variable or the end of a
+-- `lt.tidy` scope); a released handle raises when used.
+-- @tparam Tensor t
 -- @treturn boolean
-function lt.is_tensor(v) end
+function lt.is_released(t) end
 
 --- A monotonic wall clock in seconds, for timing.
 -- @treturn number
 function lt.clock() end
+
+---------------------------------------------------------------------------------------------
+--- Submodules and functions that load on first use.
+-- @section lazy
+
+--- Saves `obj` (tensors, nested tables, numbers, strings, booleans) in PyTorch's `torch.save`
+-- format; the same function as `lt.serialization.save`. `lt.load(path, opts)` reads such
+-- files (`lt.serialization.load`), `lt.save_module(m, path)` and `lt.load_module(m, path)`
+-- save and load a module's state_dict atomically, in `.pt` or `.safetensors` format by the
+-- extension; `lt.safetensors` is `lt.serialization.safetensors`.
+-- @param obj
+-- @string path
+-- @usage lt.save(model:state_dict(), "model.pt"); model:load_state_dict(lt.load("model.pt"))
+function lt.save(obj, path) end
+
+--- Where warnings go: `true` (stderr, the default), `false` (nowhere) or a function that
+-- receives each warning's text; returns the previous setting. `lt.get_warnings()` reads it.
+-- The same functions as `lt.warnings.set` and `lt.warnings.get`.
+-- @param v boolean or function
+function lt.set_warnings(v) end
+
+--- The submodules, each loaded when first read: `lt.nn` (layers, `lt.nn.functional`,
+-- `lt.nn.init`, `lt.nn.utils`), `lt.optim` (optimisers, `lt.optim.lr_scheduler`), `lt.data`
+-- (datasets and loaders), `lt.autograd` (`grad`, custom `Function`, `gradcheck`),
+-- `lt.serialization` (PyTorch checkpoints, safetensors), `lt.warnings`, `lt.utils` (the
+-- progress bar `lt.utils.progress`), and `lt.Tensor`, the table of tensor methods (add one to
+-- give every tensor a method).
+-- @table submodules
 
 return lt

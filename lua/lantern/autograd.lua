@@ -1,4 +1,9 @@
---- Autograd helpers written in Lua: autograd.grad, custom Functions and gradcheck.
+--- Autograd helpers written in Lua: `autograd.grad`, custom Functions and `gradcheck`
+-- (`lt.autograd`). The graph itself is recorded and run in C: `y:backward()`, `x.grad`,
+-- `x:register_hook(fn)` and `lt.no_grad` are on the Tensor and lantern pages. The backward pass
+-- runs newest node first and frees the graph unless `retain_graph` is given; gradients
+-- accumulate in `.grad` until set to nil. Only first-order gradients are computed
+-- (`create_graph = true` is refused).
 -- @module lantern.autograd
 local lt = require "lantern"
 local core = require "lantern.core"
@@ -15,9 +20,15 @@ local function no_create_graph(op, opts)
   end
 end
 
---- Gradients of `outputs` with respect to `inputs` (a tensor or a list of tensors), with
--- options {grad_outputs, retain_graph = false, allow_unused = false}.
--- Returns a list with one gradient per input (nil for unused inputs with allow_unused).
+--- Gradients of `outputs` with respect to `inputs`, returned instead of accumulated into
+-- `.grad`.
+-- @param outputs a tensor or a list of tensors
+-- @param inputs a tensor or a list of tensors
+-- @tparam[opt] table opts `grad_outputs` (a tensor or list: the seeds, needed for outputs of
+-- more than one element), `retain_graph` (default false), `allow_unused` (default false:
+-- an input the outputs do not depend on raises)
+-- @treturn table one gradient per input (nil for an unused input with `allow_unused`)
+-- @usage local gx = lt.autograd.grad(y:sum(), {x})[1]
 function autograd.grad(outputs, inputs, opts)
   opts = options.check("grad", opts, { "grad_outputs", "retain_graph", "create_graph",
     "allow_unused" })
@@ -30,7 +41,10 @@ function autograd.grad(outputs, inputs, opts)
   return res
 end
 
---- t:backward(gradient, opts) as a function; the gradient may be left out (opts second).
+--- `t:backward(gradient, opts)` as a function; the gradient may be left out (opts second).
+-- @tparam Tensor t
+-- @tparam[opt] Tensor g the gradient
+-- @tparam[opt] table opts `{retain_graph=false}`
 function autograd.backward(t, g, opts)
   if type(g) == "table" then g, opts = nil, g end
   opts = options.check("backward", opts, { "retain_graph", "create_graph" })
@@ -38,26 +52,47 @@ function autograd.backward(t, g, opts)
   return t:backward(g, { retain_graph = opts.retain_graph })
 end
 
---------------------------------------------------------------------- Function
+---------------------------------------------------------------------------------------------
+--- Custom Functions: ops with a forward and a backward written in Lua.
+-- @section functions
 
 local Ctx = {}
 Ctx.__index = Ctx
 
---- Saves tensors for backward; they come back as `ctx.saved_tensors`.
+--- In `forward`: saves tensors for backward; they come back as `ctx.saved_tensors`. The
+-- context also has `ctx.needs_input_grad[i]` (whether argument i requires grad) and takes any
+-- other field forward wants to leave for backward.
+-- @param ... tensors
 function Ctx:save_for_backward(...)
   self.saved_tensors = table.pack(...)
 end
 
+--- In `forward`: marks outputs that have no gradient (PyTorch's call; Lantern records it
+-- and gives them none).
+-- @param ... output tensors
 function Ctx:mark_non_differentiable(...)
   self._non_diff = table.pack(...)
 end
 
+--- The base of custom ops (PyTorch's `torch.autograd.Function`). A subclass defines
+-- `forward(ctx, ...)`, which runs under `no_grad` and returns tensors, and
+-- `backward(ctx, grad...)`, which gets one gradient per output and returns one gradient (or
+-- nil) per argument of forward; `Cube.apply(...)` runs it and records a node named after the
+-- class (`grad_fn == "CubeBackward"`). A gradient that only broadcasts to its input's shape
+-- is summed down to it; a wrong count, type or shape raises naming the position.
+-- @type Function
 local Function = {}
 Function.__index = Function
 Function.__name = "Function"
 
 --- Declares a user op: `local Cube = lt.autograd.Function:extend("Cube")`, then define
 -- `Cube.forward(ctx, ...)` and `Cube.backward(ctx, grad...)`, and call `Cube.apply(...)`.
+-- @string name the class name (the node is named name .. "Backward")
+-- @return the class, with `apply`
+-- @usage local Cube = lt.autograd.Function:extend("Cube")
+-- function Cube.forward(ctx, x) ctx:save_for_backward(x); return x * x * x end
+-- function Cube.backward(ctx, g) local x = ctx.saved_tensors[1]; return g * 3 * x * x end
+-- local y = Cube.apply(x)                    -- y.grad_fn == "CubeBackward"
 function Function:extend(name)
   assert(type(name) == "string", "Function:extend expects a class name")
   local cls = setmetatable({ __name = name }, { __index = self })
@@ -171,10 +206,21 @@ end
 
 autograd.Function = Function
 
---------------------------------------------------------------------- gradcheck
+---------------------------------------------------------------------------------------------
+--- Checking gradients.
+-- @section gradcheck
 
---- Compares analytic and finite-difference Jacobians of `fn(inputs...)` in float64.
--- Returns true, or raises naming the first mismatch (input, index, both values).
+--- Compares analytic and finite-difference Jacobians of `fn(inputs...)` in float64: one
+-- backward pass per output element against central differences of every element of the
+-- inputs that require grad. Returns true, or raises naming the first mismatch (output
+-- element, input, element, both values).
+-- @func fn returns a tensor
+-- @param inputs a tensor or a list of arguments (the float64 tensors that require grad are
+-- checked)
+-- @tparam[opt] table opts `{eps=1e-6, atol=1e-5, rtol=1e-3}`
+-- @treturn boolean true
+-- @usage local x = lt.randn(3, {dtype = "float64", requires_grad = true})
+-- lt.autograd.gradcheck(function(a) return (a * a):sum() end, {x})
 function autograd.gradcheck(fn, inputs, opts)
   opts = options.check("gradcheck", opts, { "eps", "atol", "rtol" })
   local eps = opts.eps or 1e-6

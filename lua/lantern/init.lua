@@ -1,6 +1,6 @@
 --- Lantern: tensors, autograd and neural networks for Lua 5.4.
 -- `local lt = require "lantern"` returns the core's functions plus the Lua half. Submodules
--- (`lt.nn`, `lt.optim`, `lt.data`, `lt.autograd`, ...) load on first use.
+-- (`lt.nn`, `lt.optim`, `lt.data`, `lt.autograd`, `lt.utils`, ...) load on first use.
 -- @module lantern
 local core = require "lantern.core"
 
@@ -53,8 +53,9 @@ lt.set_printoptions = print_mod.set_printoptions
 --- `for i, row in pairs(x) do ... end` visits the rows of `x` (its slices along dim 1, the
 -- views `x[i]`) with their 1-based positions, as Python's `for row in x` does; `ipairs` stops
 -- with an error past the last row, since `x[#x + 1]` is out of range. A 0-dim tensor has no
--- rows, as in PyTorch.
+-- rows, as in PyTorch. (The reference shows it on the Tensor page.)
 -- @usage for i, row in pairs(lt.zeros(5, 2)) do print(i, row.shape) end   -- 1 {2} ... 5 {2}
+-- @local
 mt.__pairs = function(t)
   local ndim = t:dim()
   if ndim == 0 then
@@ -68,7 +69,16 @@ mt.__pairs = function(t)
   end, t, 0
 end
 
---- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises.
+---------------------------------------------------------------------------------------------
+--- Gradient mode and release scopes (written in Lua).
+-- @section scopes
+
+--- Runs `fn(...)` with gradient recording off, restoring the mode even if fn raises, and
+-- returns what fn returns. Parameter updates and evaluation go inside it.
+-- @func fn
+-- @param ... fn's arguments
+-- @return fn's results
+-- @usage local y = lt.no_grad(function() return model(x) end)   -- y.grad_fn == nil
 function lt.no_grad(fn, ...)
   local old = core.set_grad_enabled(false)
   local res = table.pack(pcall(fn, ...))
@@ -77,7 +87,11 @@ function lt.no_grad(fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
---- Runs `fn(...)` with gradient recording on, restoring the mode even if fn raises.
+--- Runs `fn(...)` with gradient recording on, restoring the mode even if fn raises (inside
+-- `lt.no_grad`, a part that must record).
+-- @func fn
+-- @param ... fn's arguments
+-- @return fn's results
 function lt.enable_grad(fn, ...)
   local old = core.set_grad_enabled(true)
   local res = table.pack(pcall(fn, ...))
@@ -92,6 +106,15 @@ end
 -- releases its reference at once, so memory goes back to the cache without the collector; a
 -- tensor that something else still holds (a view, the autograd graph, a module) lives on.
 -- Parameters and buffers registered in a Module and optimiser state are kept automatically.
+-- @func fn
+-- @param ... fn's arguments
+-- @return fn's results
+-- @usage for step = 1, steps do
+--   lt.tidy(function()
+--     local loss = F.mse_loss(model(x), y)
+--     opt:zero_grad(); loss:backward(); opt:step()
+--   end)
+-- end
 function lt.tidy(fn, ...)
   if type(fn) ~= "function" then
     error("tidy: bad argument #1 (function expected, got " .. type(fn) .. ")", 2)

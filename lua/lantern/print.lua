@@ -3,8 +3,9 @@
 -- integer mode for integral floats, scientific mode for wide ranges, columns aligned to the
 -- widest element, lines wrapped at 80 characters, summarised with `...` past 1000 elements
 -- (3 edge items per dimension), and the `dtype=` / `requires_grad=True` / `grad_fn=<...>`
--- suffixes.
--- @module lantern.print
+-- suffixes. `lt.set_printoptions` is its one function for users; `tostring(x)` and `print(x)`
+-- use it.
+-- @module lantern
 local M = {}
 
 local floor, max, huge = math.floor, math.max, math.huge
@@ -13,14 +14,22 @@ local concat, srep, sformat = table.concat, string.rep, string.format
 local defaults = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80 }
 
 --- Current options (precision, threshold, edgeitems, linewidth, sci_mode).
+-- @local
 M.options = { precision = 4, threshold = 1000, edgeitems = 3, linewidth = 80, sci_mode = nil }
 
---- Sets print options like torch.set_printoptions: a table with any of precision, threshold,
--- edgeitems, linewidth, sci_mode (true/false, or nil for automatic) and profile
--- ("default", "short" or "full", applied first).
+-- The keys set_printoptions takes.
 local known = { precision = true, threshold = true, edgeitems = true, linewidth = true,
   sci_mode = true, profile = true }
 
+--- Sets how tensors print, like torch.set_printoptions. The options stay until set again.
+-- @tparam table o any of `precision` (digits after the point, default 4), `threshold`
+-- (elements past which the print is summarised with `...`, default 1000), `edgeitems` (items
+-- shown at each end of a summarised dim, default 3), `linewidth` (characters per line,
+-- default 80), `sci_mode` (true or false; nil for automatic) and `profile` (`"default"`,
+-- `"short"` or `"full"`, applied first)
+-- @usage lt.set_printoptions{precision = 2}
+-- print(lt.tensor{1 / 3})   --> tensor([0.33])
+-- lt.set_printoptions{profile = "default"}
 function M.set_printoptions(o)
   o = o or {}
   for k in pairs(o) do
@@ -56,6 +65,7 @@ function M.set_printoptions(o)
 end
 
 --- Restores the default options.
+-- @local
 function M.reset_printoptions()
   for k, v in pairs(defaults) do M.options[k] = v end
   M.options.sci_mode = nil
@@ -236,13 +246,14 @@ local function add_suffixes(s, suffixes, indent)
   return concat(parts)
 end
 
---- Python's tuple repr of a size list: "(2, 0)", "(5,)", "()".
+-- Python's tuple repr of a size list: "(2, 0)", "(5,)", "()".
 local function size_tuple(size)
   if #size == 1 then return "(" .. size[1] .. ",)" end
   return "(" .. concat(size, ", ") .. ")"
 end
 
 --- The body of a tensor's repr, between `tensor(` and the suffixes.
+-- @local
 function M.data_str(t, indent)
   indent = indent or 7
   local numel = t:numel()
@@ -259,6 +270,7 @@ function M.data_str(t, indent)
 end
 
 --- PyTorch's repr of tensor t. opts.parameter = true prefixes "Parameter containing:\n".
+-- @local
 function M.tensor(t, opts)
   local prefix = "tensor("
   local indent = #prefix
@@ -287,6 +299,7 @@ function M.tensor(t, opts)
 end
 
 --- "torch.Size([2, 3])" for a tensor (or a size table).
+-- @local
 function M.size(t)
   local size = type(t) == "table" and t or t:size()
   return "torch.Size([" .. concat(size, ", ") .. "])"

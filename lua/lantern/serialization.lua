@@ -34,7 +34,7 @@
 --   tables tagged by a loaded metatable keep their kind (list, tuple, dict, OrderedDict);
 --   untagged tables with keys exactly 1..n (n >= 1) become lists, others dicts (an
 --   OrderedDict when every value is a tensor, i.e. a state_dict). Dict order: `pairs` order
---   for tables with a __pairs metamethod (state_dict() results, loaded dicts), otherwise keys
+--   for tables with a `__pairs` metamethod (`state_dict()` results, loaded dicts), otherwise keys
 --   sorted (numbers, booleans, then strings). Lua floats become Python floats, integers ints,
 --   strings str (bytes when not valid UTF-8), `lt.serialization.None` None.
 -- @module lantern.serialization
@@ -48,6 +48,10 @@ local M = {}
 --- The value that stands for Python's None inside lists and tuples.
 M.None = setmetatable({}, { __name = "None", __tostring = function() return "None" end })
 
+--- The metatable of a loaded Python list (`__name` `"list"`); `setmetatable(t,
+-- lt.serialization.list_mt)` makes an array save as a list. `lt.serialization.tuple_mt` is
+-- the same for tuples.
+-- @table list_mt
 M.list_mt = { __name = "list" }
 M.tuple_mt = { __name = "tuple" }
 
@@ -56,18 +60,27 @@ local function make_dict(t, keys, meta, ordered)
 end
 
 --- A new empty ordered dict (keys iterate in insertion order; saved as an OrderedDict).
+-- @treturn table
 function M.OrderedDict()
   return make_dict({}, {}, nil, true)
 end
 
---- Tags an array as a Python tuple for saving (returns it).
+--- Tags an array as a Python tuple for saving.
+-- @tab t
+-- @treturn table t
 function M.tuple(t) return setmetatable(t, M.tuple_mt) end
---- Tags an array as a Python list for saving (an empty one too). Returns it.
+--- Tags an array as a Python list for saving (an empty one too).
+-- @tab t
+-- @treturn table t
 function M.list(t) return setmetatable(t, M.list_mt) end
---- Tags a table as a plain Python dict (returns it).
+--- Tags a table as a plain Python dict for saving.
+-- @tab t
+-- @treturn table t
 function M.dict(t) return make_dict(t, {}, nil, false) end
 
---- The file's `_metadata` of a loaded state_dict (prefix -> {version = n}), or nil.
+--- The file's `_metadata` of a loaded state_dict (module prefix -> `{version = n}`), or nil.
+-- @tab t
+-- @treturn ?table
 function M.metadata(t)
   local mt = getmetatable(t)
   return type(mt) == "table" and mt.__metadata or nil
@@ -86,8 +99,11 @@ local function is_safetensors(path)
   return path:lower():match("%.safetensors$") ~= nil
 end
 
---- Writes obj to path in torch.save's format (or, for a path ending in .safetensors, a flat
---- table of tensors as safetensors).
+--- Writes `obj` to `path` in `torch.save`'s format (or, for a path ending in `.safetensors`,
+-- a flat table of tensors as safetensors), atomically. Also `lt.save(obj, path)`.
+-- @param obj tensors, tables of them, numbers, strings, booleans
+-- @string path
+-- @usage lt.save({model = model:state_dict(), step = 7}, "ckpt.pt")
 function M.save(obj, path)
   check_path("save", path)
   if is_safetensors(path) and type(obj) == "table" then
@@ -101,13 +117,23 @@ end
 --- Reads a torch.save file (zip or legacy) or a safetensors file. See the module notes.
 local LOAD_OPTS = { "map_dtype", "verify_crc" }
 
+--- Reads a `torch.save` file (zip or legacy) or a safetensors file; see the module notes for
+-- how values map. Also `lt.load(path, opts)`.
+-- @string path
+-- @tparam[opt] table opts `map_dtype` (file dtype -> Lantern dtype, e.g.
+-- `{float16 = "float64"}`), `verify_crc` (true)
+-- @return the value
+-- @usage local sd = lt.load("resnet18.pth")
 function M.load(path, opts)
   check_path("load", path)
   check("load", opts, LOAD_OPTS)
   return core._serial_load(path, nil, opts)
 end
 
---- Like load, from the bytes of a file held in a string.
+--- Like `load`, from the bytes of a file held in a string.
+-- @string bytes
+-- @tparam[opt] table opts as load's
+-- @return the value
 function M.loads(bytes, opts)
   if type(bytes) ~= "string" then error("loads: bytes must be a string", 2) end
   check("loads", opts, LOAD_OPTS)
@@ -117,7 +143,11 @@ end
 M.safetensors = {}
 
 --- Writes a flat table name -> tensor (and optional string -> string metadata) as
---- safetensors, byte for byte as the reference implementation does.
+-- safetensors, byte for byte as the reference implementation does. Also
+-- `lt.safetensors.save(tensors, path, metadata)`.
+-- @tab tensors
+-- @string path
+-- @tab[opt] metadata
 function M.safetensors.save(tensors, path, metadata)
   check_path("safetensors.save", path)
   if type(tensors) ~= "table" then
@@ -126,21 +156,32 @@ function M.safetensors.save(tensors, path, metadata)
   core._st_save(tensors, path, metadata)
 end
 
---- Reads a safetensors file: returns the tensors (in file order) and the metadata or nil.
+--- Reads a safetensors file (every check of the reference implementation is made).
+-- @string path
+-- @tparam[opt] table opts `map_dtype`
+-- @return the tensors by name (in file order)
+-- @return the metadata table, or nil
 function M.safetensors.load(path, opts)
   check_path("safetensors.load", path)
   check("safetensors.load", opts, LOAD_OPTS)
   return core._st_load(path, nil, opts)
 end
 
---- Like safetensors.load, from bytes in a string.
+--- Like `safetensors.load`, from bytes in a string.
+-- @string bytes
+-- @tparam[opt] table opts
+-- @return the tensors, and the metadata or nil
 function M.safetensors.loads(bytes, opts)
   if type(bytes) ~= "string" then error("safetensors.loads: bytes must be a string", 2) end
   check("safetensors.loads", opts, LOAD_OPTS)
   return core._st_load(nil, bytes, opts)
 end
 
---- Saves m:state_dict() to path (.safetensors by extension, else .pt), atomically.
+--- Saves `m:state_dict()` to `path` (`.safetensors` by extension, else `.pt`), atomically:
+-- an unnamed temporary file (O_TMPFILE on Linux) named only at the rename, so a save killed
+-- midway leaves nothing behind. Also `lt.save_module(m, path)`.
+-- @param m a Module
+-- @string path
 function M.save_module(m, path)
   check_path("save_module", path)
   if type(m) ~= "table" or type(m.state_dict) ~= "function" then
@@ -156,9 +197,13 @@ function M.save_module(m, path)
   end
 end
 
---- Loads a state_dict from path into m with m:load_state_dict (full key checking: missing,
---- unexpected and mis-shaped keys raise; opts.strict = false returns them instead).
---- opts are also passed to the loader (map_dtype, verify_crc).
+--- Loads a state_dict from `path` into `m` with `m:load_state_dict` (full key checking:
+-- missing, unexpected and mis-shaped keys raise). Also `lt.load_module(m, path, opts)`.
+-- @param m a Module
+-- @string path
+-- @tparam[opt] table opts `strict` (true; false returns the missing and unexpected keys),
+-- `map_dtype`, `verify_crc`
+-- @return `{missing_keys=, unexpected_keys=}`
 function M.load_module(m, path, opts)
   check_path("load_module", path)
   if type(m) ~= "table" or type(m.load_state_dict) ~= "function" then

@@ -247,10 +247,9 @@ Bar.__tostring = function(self) return self:_line() end
 -- tests)
 -- @return the bar (callable as a `for` iterator, with `update`, `set_postfix`,
 -- `set_description`, `close`; fields `n`, `total`)
--- @usage for xb, yb in lt.utils.progress(loader, {desc = "train"}) do
---   local loss = step(xb, yb)
---   bar:set_postfix{loss = loss}   -- with `local bar = lt.utils.progress(...)` before the loop
--- end
+-- @usage for xb, yb in lt.utils.progress(loader, {desc = "train"}) do step(xb, yb) end
+-- local bar = lt.utils.progress(loader:iter(), {total = #loader, desc = "epoch 1"})
+-- for xb, yb in bar do bar:set_postfix{loss = step(xb, yb)} end
 -- local bar <close> = lt.utils.progress(1000, {unit = "img"})
 -- for i = 1, 1000, 50 do work(i); bar:update(50) end
 function M.progress(what, opts)

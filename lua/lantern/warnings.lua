@@ -17,8 +17,12 @@ local M = {}
 local setting = true
 local seen = {}
 
---- Sets where warnings go: true (stderr), false (nowhere) or a function that receives the text.
--- Returns the previous setting.
+--- Sets where warnings go: true (stderr), false (nowhere) or a function that receives the
+-- text. Returns the previous setting. Also `lt.set_warnings(v)`.
+-- @param v boolean or function
+-- @return the previous setting
+-- @usage local old = lt.set_warnings(false)   -- quiet
+-- lt.set_warnings(function(text) log:write(text, "\n") end)
 function M.set(v)
   if type(v) ~= "boolean" and type(v) ~= "function" then
     error("set_warnings: expected true, false or a function, got " .. type(v), 2)
@@ -28,11 +32,13 @@ function M.set(v)
   return old
 end
 
---- The current setting: true, false or the handler function.
+--- The current setting: true, false or the handler function. Also `lt.get_warnings()`.
 function M.get() return setting end
 
 --- Issues `message` (already prefixed with the op's name) for the caller's call site, unless
--- warnings are off or this site has shown this message before.
+-- warnings are off or this site has shown this message before. Lantern's own code calls it;
+-- so may a library built on Lantern.
+-- @string message
 function M.warn(message)
   if setting == false then return end
   local level = options.user_level(2)

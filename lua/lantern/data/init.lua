@@ -1,5 +1,11 @@
---- Datasets and loaders: Dataset, TensorDataset, Subset, random_split, DataLoader, and readers
--- for IDX (MNIST-style) and CSV files.
+--- Datasets and loaders (`lt.data`, PyTorch's `torch.utils.data`): Dataset, TensorDataset,
+-- Subset, random_split, DataLoader, and readers for IDX (MNIST-style) and CSV files. Samples
+-- are indexed from 1.
+--
+--     local ds = lt.data.TensorDataset(x, y)
+--     local train, val = table.unpack(lt.data.random_split(ds, {0.9, 0.1}))
+--     local loader = lt.data.DataLoader(train, {batch_size = 64, shuffle = true})
+--     for xb, yb in loader:iter() do ... end   -- #loader batches
 -- @module lantern.data
 local lt = require "lantern"
 local core = require "lantern.core"
@@ -15,9 +21,19 @@ local function class(name, parent)
   return cls
 end
 
---- Base class: subclasses define `len()` and `get(i)` (1-based).
+--- The base class of datasets: a subclass defines `len()` and `get(i)` (1-based, returning
+-- the sample's values), and `#ds` is its length.
+-- @type Dataset
+-- @usage local Squares = lt.data.Dataset:extend("Squares")
+-- function Squares:__init(n) self.n = n end
+-- function Squares:len() return self.n end
+-- function Squares:get(i) return lt.tensor{i * 1.0}, lt.tensor{i * i * 1.0} end
+-- local loader = lt.data.DataLoader(Squares(100), {batch_size = 10})
 local Dataset = class("Dataset")
 data.Dataset = Dataset
+--- Declares a dataset class; constructing it calls its `__init` with the arguments.
+-- @string name
+-- @return the class
 function Dataset:extend(name)
   local cls = class(name, self)
   -- a subclass is constructed with its arguments passed to its __init (if it has one)
@@ -29,11 +45,22 @@ function Dataset:extend(name)
   return cls
 end
 function Dataset.new(cls, t) return setmetatable(t or {}, cls) end
+--- The number of samples (defined by each subclass; the base raises).
 function Dataset:len() error(self.__name .. ": len() not implemented", 2) end
+--- Sample i (1-based) as one or more values, tensors or numbers (defined by each
+-- subclass; the base raises). `TensorDataset` and `Subset` also have `ds:get_batch(idx)`,
+-- which gathers a batch from an int64 tensor of positions in one `index_select` per tensor.
 function Dataset:get() error(self.__name .. ": get(i) not implemented", 2) end
 
---- TensorDataset(t1, t2, ...): sample i is (t1[i], t2[i], ...); batches are gathered in one
--- index_select per tensor.
+---------------------------------------------------------------------------------------------
+--- Datasets, splits and batching.
+-- @section datasets
+
+--- Samples from tensors of the same first size: sample i is `(t1[i], t2[i], ...)`; batches
+-- are gathered in one `index_select` per tensor.
+-- @function TensorDataset
+-- @param ... tensors
+-- @usage local ds = lt.data.TensorDataset(images, labels)
 local TensorDataset = class("TensorDataset", Dataset)
 data.TensorDataset = TensorDataset
 function TensorDataset.new(cls, ...)
@@ -60,7 +87,10 @@ function TensorDataset:get_batch(idx)   -- idx: int64 tensor of 1-based position
   return out
 end
 
---- Subset(dataset, indices): a view of some samples (1-based indices).
+--- A view of some samples of a dataset.
+-- @function Subset
+-- @param dataset
+-- @tab indices 1-based positions in dataset
 local Subset = class("Subset", Dataset)
 data.Subset = Subset
 function Subset.new(cls, dataset, indices)
@@ -80,7 +110,12 @@ local function dataset_len(ds)
   return #ds
 end
 
---- random_split(dataset, lengths, {generator=g}): lengths are counts or fractions.
+--- Splits a dataset into Subsets of random, non-overlapping samples.
+-- @param dataset
+-- @tab lengths counts that sum to the length, or fractions that sum to 1 (the remainder
+-- goes round-robin to the first ones)
+-- @tparam[opt] table opts `{generator=}`
+-- @treturn table a list of Subsets
 function data.random_split(dataset, lengths, opts)
   opts = check("random_split", opts, { "generator" })
   local n = dataset_len(dataset)
@@ -108,7 +143,10 @@ function data.random_split(dataset, lengths, opts)
   return out
 end
 
---- Stacks a list of samples (each a tuple of tensors or numbers) into batch tensors.
+--- Stacks a list of samples (each a table of tensors or numbers) into batch tensors: one
+-- `lt.stack` per field (numbers become a tensor). DataLoader's default `collate_fn`.
+-- @tab samples
+-- @treturn table one batch tensor per field
 function data.default_collate(samples)
   local first = samples[1]
   local out = {}
@@ -124,10 +162,19 @@ function data.default_collate(samples)
   return out
 end
 
---- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, generator=g,
--- collate_fn=fn}). `for xb, yb in loader:iter() do ... end`; `#loader` is the batch count.
+--- Batches of a dataset: `for xb, yb in loader:iter() do ... end`, `#loader` batches. The
+-- last batch is shorter unless `drop_last`. A dataset with `get_batch` (TensorDataset,
+-- Subset of one) is batched without collating single samples.
+-- @type DataLoader
 local DataLoader = class("DataLoader")
 data.DataLoader = DataLoader
+--- Makes a loader (called as `lt.data.DataLoader(dataset, opts)`).
+-- @param cls
+-- @param dataset a Dataset (or any table with `len` or `#`, and `get`)
+-- @tparam[opt] table opts `batch_size` (1), `shuffle` (false: a new order each `iter()`),
+-- `drop_last` (false), `generator` (for the shuffle), `collate_fn` (default
+-- `data.default_collate`)
+-- @usage local loader = lt.data.DataLoader(ds, {batch_size = 32, shuffle = true, generator = g})
 function DataLoader.new(cls, dataset, opts)
   opts = check("DataLoader", opts, { "batch_size", "shuffle", "drop_last", "generator", "collate_fn" })
   local self = setmetatable({
@@ -144,13 +191,17 @@ function DataLoader.new(cls, dataset, opts)
   return self
 end
 
+--- The number of batches (also `#loader`).
+-- @treturn int
 function DataLoader:len()
   local n = dataset_len(self.dataset)
   if self.drop_last then return n // self.batch_size end
   return (n + self.batch_size - 1) // self.batch_size
 end
 
---- Iterates over batches; each call draws a new order when shuffling.
+--- An iterator over the batches; each call draws a new order when shuffling. Each batch is
+-- returned as several values (`xb, yb`).
+-- @return iterator function
 function DataLoader:iter()
   local ds = self.dataset
   local n = dataset_len(ds)
@@ -181,10 +232,17 @@ function DataLoader:iter()
   end
 end
 
------------------------------------------------------------------------- readers
+-- readers ---------------------------------------------------------------------
 
---- Reads an IDX file (MNIST-style, gzipped or not) into a tensor of `dtype`
--- (default float32 for images, int64 for 1-d label files).
+---------------------------------------------------------------------------------------------
+--- Readers.
+-- @section readers
+
+--- Reads an IDX file (MNIST-style, gzipped or not, bounded by the sizes the file claims).
+-- @string path
+-- @tparam[opt] table opts `{dtype=}` (default float32, and int64 for 1-d label files)
+-- @treturn Tensor
+-- @usage local images = lt.data.read_idx("train-images-idx3-ubyte.gz")   -- {60000, 28, 28}
 function data.read_idx(path, opts)
   opts = check("read_idx", opts, { "dtype" })
   local t = core._read_idx(path, opts.dtype or "float32")
@@ -217,9 +275,13 @@ local function split_csv_line(line, sep)
   end
 end
 
---- Reads a CSV file: returns rows as a list of lists of strings and numbers, and the header
--- (when `header=true`). With `numeric=true` returns a float tensor of the numeric table.
--- Options: sep=",", header=false, numeric=false, dtype="float32", gzip (by extension).
+--- Reads a CSV file (quoted fields, `""` escapes; gzip by the `.gz` extension).
+-- @string path
+-- @tparam[opt] table opts `sep` (`","`), `header` (false: with true the first line is the
+-- header), `numeric` (false: with true the rows form a tensor, every field must be a number
+-- and every row as long), `dtype` (`"float32"`, for numeric)
+-- @return the rows (a list of lists of strings and numbers) or, with numeric, a tensor
+-- @return the header (a list of strings), when `header`
 function data.read_csv(path, opts)
   opts = check("read_csv", opts, { "sep", "header", "numeric", "dtype" })
   local sep = opts.sep or ","

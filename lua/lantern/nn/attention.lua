@@ -1,6 +1,7 @@
--- MultiheadAttention and TransformerEncoderLayer with PyTorch's parameter names
+--- MultiheadAttention and TransformerEncoderLayer with PyTorch's parameter names
 -- (in_proj_weight, in_proj_bias, out_proj.*; self_attn, linear1, dropout, linear2, norm1, norm2,
 -- dropout1, dropout2), shapes and masks.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -14,14 +15,44 @@ local check = require("lantern.options").check
 local Module = mod.Module
 local A = {}
 
--- PyTorch names MultiheadAttention's output projection with this Linear subclass.
+---------------------------------------------------------------------------------------------
+--- Attention and transformers, with PyTorch's parameter names (`in_proj_weight`,
+-- `in_proj_bias`, `out_proj.weight`; `self_attn`, `linear1`, `linear2`, `norm1`, `norm2`),
+-- shapes and mask rules, so PyTorch checkpoints load into them.
+-- @section attention
+
+--- The Linear that PyTorch uses for MultiheadAttention's `out_proj` (the class name shows
+-- in the repr); it is a `Linear` in every other respect.
+-- @function NonDynamicallyQuantizableLinear
+-- @int in_features
+-- @int out_features
+-- @tparam[opt] table opts as Linear's
 local NDQLinear = linear.Linear:extend("NonDynamicallyQuantizableLinear")
 A.NonDynamicallyQuantizableLinear = NDQLinear
 
--------------------------------------------------------------------------------- MultiheadAttention
--- MultiheadAttention(embed_dim, num_heads, {dropout = 0, bias = true, add_bias_kv = false,
--- add_zero_attn = false, kdim, vdim, batch_first = false}). add_bias_kv appends a learned key
--- and value (bias_k, bias_v) to every sequence; add_zero_attn appends a zero key and value.
+--- Multi-head attention (PyTorch's `nn.MultiheadAttention`): the query, key and value are
+-- projected by `in_proj_weight` (or `q_proj_weight`, `k_proj_weight`, `v_proj_weight` when
+-- `kdim` or `vdim` differ from `embed_dim`), split into `num_heads` heads, combined by
+-- scaled dot-product attention and projected by `out_proj`.
+--
+-- `forward(query, key, value, opts)` with opts `key_padding_mask` `(N, S)`, `attn_mask`
+-- `(L, S)` or `(N * num_heads, L, S)`, `need_weights` (true), `average_attn_weights` (true),
+-- `is_causal`; boolean masks mark the positions that may *not* be attended, float masks are
+-- added to the scores. It returns the output and the attention weights (nil without
+-- `need_weights`; averaged over heads, `(N, L, S)`, or per head `(N, num_heads, L, S)`).
+--
+-- Shapes: query `(L, N, embed_dim)`, key `(S, N, kdim)`, value `(S, N, vdim)` (batch first
+-- with `batch_first`; unbatched without N); output `(L, N, embed_dim)`.
+-- @function MultiheadAttention
+-- @int embed_dim must divide by num_heads
+-- @int num_heads
+-- @tparam[opt] table opts `dropout` (0, on the attention weights in training), `bias`
+-- (true), `add_bias_kv` (false: learned `bias_k`, `bias_v` appended to every sequence),
+-- `add_zero_attn` (false: a zero key and value appended), `kdim`, `vdim` (embed_dim),
+-- `batch_first` (false), `dtype`
+-- @usage local mha = nn.MultiheadAttention(64, 8, {batch_first = true})
+-- local x = lt.randn(2, 10, 64)
+-- local out, weights = mha(x, x, x)   -- out {2, 10, 64}, weights {2, 10, 10}
 local MHA = Module:extend("MultiheadAttention")
 A.MultiheadAttention = MHA
 
@@ -224,10 +255,18 @@ function MHA:forward(query, key, value, opts)
   return out, weights
 end
 
--------------------------------------------------------------------------------- TransformerEncoderLayer
--- TransformerEncoderLayer(d_model, nhead, {dim_feedforward = 2048, dropout = 0.1,
--- activation = "relu" | "gelu" | function | Module, layer_norm_eps = 1e-5, batch_first = false,
--- norm_first = false, bias = true})
+--- One transformer encoder layer (PyTorch's `nn.TransformerEncoderLayer`): self-attention
+-- and a feed-forward block (`linear1`, activation, `linear2`), each with dropout, a residual
+-- connection and LayerNorm (after each block, or before with `norm_first`).
+-- `forward(src, opts)` takes `src_mask`, `src_key_padding_mask` and `is_causal`.
+--
+-- Shapes: `src` `(S, N, d_model)` (`(N, S, d_model)` with batch_first), output the same.
+-- @function TransformerEncoderLayer
+-- @int d_model
+-- @int nhead
+-- @tparam[opt] table opts `dim_feedforward` (2048), `dropout` (0.1), `activation` (`"relu"`,
+-- `"gelu"`, a function or a Module), `layer_norm_eps` (1e-5), `batch_first` (false),
+-- `norm_first` (false), `bias` (true), `dtype`
 local TEL = Module:extend("TransformerEncoderLayer")
 A.TransformerEncoderLayer = TEL
 
@@ -294,9 +333,19 @@ function TEL:forward(src, opts)
   return x
 end
 
--------------------------------------------------------------------------------- TransformerEncoder
--- TransformerEncoder(encoder_layer, num_layers, {norm = Module}): num_layers deep copies of the
--- layer under `layers` (layers.0, layers.1, ...) and an optional final norm, as PyTorch names them.
+--- A stack of `num_layers` copies of `encoder_layer` (deep copies, under `layers.0`,
+-- `layers.1`, ... as PyTorch names them) and an optional final norm. `forward(src, opts)`
+-- takes `mask`, `src_key_padding_mask` and `is_causal`.
+--
+-- Shapes: as the layer's.
+-- @function TransformerEncoder
+-- @param encoder_layer a TransformerEncoderLayer
+-- @int num_layers
+-- @tparam[opt] table opts `norm` (a Module applied last), and PyTorch's
+-- `enable_nested_tensor` and `mask_check` (accepted, no effect)
+-- @usage local layer = nn.TransformerEncoderLayer(64, 4, {batch_first = true})
+-- local enc = nn.TransformerEncoder(layer, 3)
+-- enc(lt.randn(2, 10, 64)).shape   --> {2, 10, 64}
 local TE = Module:extend("TransformerEncoder")
 A.TransformerEncoder = TE
 

@@ -1,5 +1,9 @@
---- Gradient clipping and parameter vectors (merged into nn.utils).
--- @module lantern.nn.clip
+--- Training utilities (`lt.nn.utils`): gradient clipping, parameters as one vector,
+-- construction without initialisation, and model summaries (`nn.utils.summary`,
+-- `nn.utils.count_parameters`). `params` is what the optimisers take: a tensor, a list of
+-- tensors, `model:parameters()` or `model:named_parameters()`.
+-- @module lantern.nn.utils
+-- @alias clip
 local lt = require "lantern"
 
 local clip = {}
@@ -7,9 +11,17 @@ local clip = {}
 local param_list = require("lantern.nn.util").param_list
 local check = require("lantern.options").check
 
---- Scales gradients in place so that their joint p-norm is at most max_norm; returns the
--- total norm before clipping (a 0-dim tensor), as PyTorch does. Options {norm_type = 2,
--- error_if_nonfinite = false}; the norm type may also be given as the third argument.
+--- Scales the gradients in place so that their joint p-norm is at most `max_norm`; returns
+-- the total norm before clipping (a 0-dim tensor), as PyTorch does. Parameters without a
+-- gradient are skipped.
+-- @param params
+-- @number max_norm
+-- @param[opt] opts `{norm_type=2, error_if_nonfinite=false}` (`math.huge` for the max norm), or
+-- the norm type as a number
+-- @treturn Tensor the total norm
+-- @usage loss:backward()
+-- nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+-- opt:step()
 function clip.clip_grad_norm_(params, max_norm, opts)
   if type(opts) == "number" then opts = { norm_type = opts } end
   opts = check("clip_grad_norm_", opts, { "norm_type", "error_if_nonfinite" })
@@ -41,7 +53,9 @@ function clip.clip_grad_norm_(params, max_norm, opts)
   end)
 end
 
---- Clamps every gradient in place to [-clip_value, clip_value].
+--- Clamps every gradient in place to `[-clip_value, clip_value]`.
+-- @param params
+-- @number clip_value
 function clip.clip_grad_value_(params, clip_value)
   lt.no_grad(function()
     for _, p in ipairs(param_list(params)) do
@@ -50,14 +64,19 @@ function clip.clip_grad_value_(params, clip_value)
   end)
 end
 
---- Concatenates the parameters into one 1-d tensor.
+--- Concatenates the parameters into one 1-D tensor (a copy), in order.
+-- @param params
+-- @treturn Tensor
 function clip.parameters_to_vector(params)
   local flat = {}
   for i, p in ipairs(param_list(params)) do flat[i] = p:reshape(-1) end
   return lt.cat(flat)
 end
 
---- Copies a 1-d tensor back into the parameters, in order.
+--- Copies a 1-D tensor back into the parameters, in order; its length must be their total
+-- element count.
+-- @tparam Tensor vec
+-- @param params
 function clip.vector_to_parameters(vec, params)
   local pos = 1
   lt.no_grad(function()
@@ -72,4 +91,13 @@ function clip.vector_to_parameters(vec, params)
   end
 end
 
+--- Constructs a module without its default initialisation: the parameters are allocated
+-- but left as they come from `lt.empty` (PyTorch's `torch.nn.utils.skip_init`), for weights
+-- that are loaded or initialised next.
+-- @function skip_init
+-- @param cls a Module class (`nn.Linear`)
+-- @param ... the constructor's arguments
+-- @return the module
+-- @usage local big = nn.utils.skip_init(nn.Linear, 4096, 4096)
+-- big:load_state_dict(lt.load("big.pt"))
 return clip

@@ -1,6 +1,7 @@
--- Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict.
+--- Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict.
 -- Children are named "0", "1", ... (PyTorch's names, in state_dict and repr); Lua indexing is
 -- 1-based, so c[1] is the child "0" and c[-1] the last one.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -53,7 +54,16 @@ local function module_values(self)
   return out
 end
 
--------------------------------------------------------------------------------- ModuleList
+---------------------------------------------------------------------------------------------
+--- Containers. Their children are named `"0"`, `"1"`, ... as in PyTorch (in `state_dict` and
+-- the repr), while Lua indexing is 1-based: `c[1]` is the child named `"0"`, `c[-1]` the last,
+-- `#c` the count, and `for i, m in pairs(c)` visits them in order.
+-- @section containers
+
+--- A list of modules, registered as children but not called as a whole:
+-- `nn.ModuleList{nn.Linear(4, 4), nn.Linear(4, 2)}`; iterate over it in forward. Has
+-- `append`, `extend`, `insert`, `remove` (`pop`) and `slice`; `l[i] = m` replaces one.
+-- @type ModuleList
 local ModuleList = Module:extend("ModuleList")
 C.ModuleList = ModuleList
 
@@ -88,11 +98,17 @@ function ModuleList:__pairs()
   end, self, nil
 end
 
+--- Adds `m` at the end (named by its position).
+-- @param m a Module
+-- @return the list
 function ModuleList:append(m)
   self:add_module(tostring(#self._modules.keys), m)
   return self
 end
 
+--- Appends every module of a list (or of another container).
+-- @param modules a table of modules or a ModuleList / Sequential
+-- @return the list
 function ModuleList:extend(modules)
   if is_module(modules) then
     if modules.__len == nil then
@@ -115,7 +131,11 @@ function ModuleList:extend(modules)
   return self
 end
 
--- insert(i, m): m becomes element i (1-based; i = #list+1 appends); later ones shift.
+--- Makes `m` element `i` (1-based; `#l + 1` appends; negative from the end); later ones
+-- shift and are renamed.
+-- @int i
+-- @param m a Module
+-- @return the list
 function ModuleList:insert(i, m)
   if not is_module(m) then error(typename(m) .. " is not a Module subclass", 2) end
   local list = module_values(self)
@@ -127,7 +147,10 @@ function ModuleList:insert(i, m)
   return self
 end
 
--- Removes element i (PyTorch's `del l[i]`) and renumbers the rest; returns it.
+--- Removes element `i` (PyTorch's `del l[i]`) and renumbers the rest; returns it. Also
+-- `l:pop(i)`.
+-- @int i 1-based, negative from the end
+-- @return the module removed
 function ModuleList:remove(i)
   local list = module_values(self)
   local j = norm_index(self, i, #list, 2)
@@ -138,7 +161,10 @@ function ModuleList:remove(i)
 end
 ModuleList.pop = ModuleList.remove
 
--- slice(i, j): a new container of the same class with elements i..j (inclusive, 1-based).
+--- A new container of the same class with elements `i`..`j` (inclusive, 1-based, negative
+-- from the end; PyTorch's `l[i:j]`).
+-- @int[opt=1] i
+-- @int[opt=-1] j
 function ModuleList:slice(i, j)
   local n = #self._modules.keys
   i = i or 1
@@ -178,7 +204,15 @@ function ModuleList:_child_repr_lines()
   return lines
 end
 
--------------------------------------------------------------------------------- Sequential
+--- Modules called in a chain: `forward(x, ...)` passes x through each child in turn (the
+-- extra arguments go to every child). Children come as arguments, as one list, or named:
+-- `nn.Sequential(nn.OrderedDict{{"fc", nn.Linear(4, 2)}, {"act", nn.ReLU()}})` or
+-- `nn.Sequential{{"fc", ...}, {"act", ...}}`. Has ModuleList's `append`, `extend`, `insert`,
+-- `remove` (`pop`); `s:slice(i, j)` keeps the children's names.
+-- @type Sequential
+-- @usage local net = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+-- net(lt.randn(32, 784)).shape   --> {32, 10}
+-- print(net[1])                  --> Linear(in_features=784, out_features=128, bias=True)
 local Sequential = Module:extend("Sequential")
 C.Sequential = Sequential
 
@@ -212,6 +246,10 @@ Sequential.insert = ModuleList.insert
 Sequential.remove = ModuleList.remove
 Sequential.pop = ModuleList.remove
 
+--- A new Sequential with children `i`..`j` (inclusive, 1-based, negative from the end),
+-- keeping their names.
+-- @int[opt=1] i
+-- @int[opt=-1] j
 function Sequential:slice(i, j)
   local n = #self._modules.keys
   i = i or 1
@@ -237,7 +275,11 @@ function Sequential:forward(input, ...)
   return input
 end
 
--------------------------------------------------------------------------------- ModuleDict
+--- Modules by name, registered as children: `nn.ModuleDict{{"enc", e}, {"dec", d}}` (an
+-- array of `{key, module}` pairs or an `nn.OrderedDict` keeps its order; a plain Lua map is
+-- taken in sorted key order). `d.enc` or `d["enc"]` reads one, `pairs(d)` visits them in
+-- order, `#d` counts them.
+-- @type ModuleDict
 local ModuleDict = Module:extend("ModuleDict")
 C.ModuleDict = ModuleDict
 
@@ -248,6 +290,10 @@ function ModuleDict:__init(modules)
   if modules ~= nil then self:update(modules) end
 end
 
+--- Adds (or replaces) the named modules of `modules` (pairs, ordered dict, map or another
+-- ModuleDict).
+-- @param modules
+-- @return the dict
 function ModuleDict:update(modules)
   if type(modules) ~= "table" or is_module(modules) and not modules:isinstance(ModuleDict) then
     error("ModuleDict.update should be called with a table of named modules, but got " ..
@@ -266,24 +312,35 @@ function ModuleDict:update(modules)
 end
 
 function ModuleDict:__len() return #self._modules.keys end
+--- The keys in order (a list and an iterator). `d:values()` gives the modules,
+-- `d:items()` `{key, module}` pairs, `d:contains(key)` whether a key is present,
+-- `d:pop(key)` removes and returns one, `d:clear()` removes all.
 function ModuleDict:keys() return mod.value_list({ table.unpack(self._modules.keys) }) end
+--- The modules in key order (a list and an iterator).
 function ModuleDict:values()
   local out = {}
   for _, k in ipairs(self._modules.keys) do out[#out + 1] = self[k] end
   return mod.value_list(out)
 end
+--- `{key, module}` pairs in order (a list and an iterator).
 function ModuleDict:items()
   local out = {}
   for _, k in ipairs(self._modules.keys) do out[#out + 1] = { k, self[k] } end
   return mod.named_list(out)
 end
+--- Whether `key` is present.
+-- @string key
+-- @treturn boolean
 function ModuleDict:contains(key) return self._modules:has(key) end
+--- Removes `key` and returns its module; raises when absent.
+-- @string key
 function ModuleDict:pop(key)
   local v = self[key]
   if not self._modules:has(key) then error("ModuleDict.pop: no key '" .. tostring(key) .. "'", 2) end
   self._modules:remove(key)
   return v
 end
+--- Removes every module.
 function ModuleDict:clear()
   for _, k in ipairs({ table.unpack(self._modules.keys) }) do self._modules:remove(k) end
 end
@@ -300,7 +357,10 @@ function ModuleDict:forward()
   error("ModuleDict is not callable: index it and call its modules", 2)
 end
 
--------------------------------------------------------------------------------- ParameterList
+--- A list of parameters, registered under the names `"0"`, `"1"`, ...:
+-- `nn.ParameterList{lt.randn(3), lt.randn(4)}`; `p[i]` (1-based), `p[i] = t`, `#p`,
+-- `p:append(t)`, `p:extend(list)`. Not callable.
+-- @type ParameterList
 local ParameterList = Module:extend("ParameterList")
 C.ParameterList = ParameterList
 
@@ -353,6 +413,9 @@ function ParameterList:__setitem(i, v)
   end
 end
 
+--- Adds `v` at the end (a tensor becomes a parameter).
+-- @param v
+-- @return the list
 function ParameterList:append(v)
   local n = self._size
   local st = rawget(self, util.ST)
@@ -363,6 +426,9 @@ function ParameterList:append(v)
   return self
 end
 
+--- Appends every value of a list.
+-- @tab values
+-- @return the list
 function ParameterList:extend(values)
   if type(values) ~= "table" or is_module(values) and values.__len == nil then
     error("ParameterList.extend should be called with a table, but got " .. typename(values), 2)
@@ -396,7 +462,11 @@ end
 
 function ParameterList:forward() error("ParameterList should not be called.", 2) end
 
--------------------------------------------------------------------------------- ParameterDict
+--- Parameters by name: `nn.ParameterDict{{"scale", lt.ones(3)}}` (pairs, ordered dict or a
+-- map taken in sorted order); `d.scale`, `d:setitem(key, t)`, `d:get(key, default)`,
+-- `d:update(values)`, `d:keys()`, `d:values()`, `d:items()`, `d:contains(key)`, `d:pop(key)`,
+-- `pairs(d)` in order. Not callable.
+-- @type ParameterDict
 local ParameterDict = Module:extend("ParameterDict")
 C.ParameterDict = ParameterDict
 
@@ -417,6 +487,9 @@ local function pd_keys(self)
   return out
 end
 
+--- Sets `key` to `v` (PyTorch's `d[key] = v`): a tensor becomes a parameter.
+-- @string key
+-- @param v
 function ParameterDict:setitem(key, v)
   if type(key) ~= "string" then
     error("ParameterDict: keys must be strings, got " .. typename(key), 2)
@@ -440,12 +513,18 @@ function ParameterDict:setitem(key, v)
   end
 end
 
+--- The value of `key`, or `default`.
+-- @string key
+-- @param[opt] default
 function ParameterDict:get(key, default)
   local v = self[key]
   if v == nil then return default end
   return v
 end
 
+--- Sets every `{key, value}` of `values`.
+-- @param values pairs, an ordered dict, a map or another ParameterDict
+-- @return the dict
 function ParameterDict:update(values)
   if type(values) ~= "table" then
     error("ParameterDict.update should be called with a table, but got " .. typename(values), 2)
@@ -466,19 +545,27 @@ function ParameterDict:update(values)
 end
 
 function ParameterDict:__len() return #pd_keys(self) end
+--- The keys in order (a list and an iterator).
 function ParameterDict:keys() return mod.value_list(pd_keys(self)) end
+--- The values in key order (a list and an iterator).
 function ParameterDict:values()
   local out = {}
   for _, k in ipairs(pd_keys(self)) do out[#out + 1] = self[k] end
   return mod.value_list(out)
 end
+--- `{key, value}` pairs in order (a list and an iterator).
 function ParameterDict:items()
   local out = {}
   for _, k in ipairs(pd_keys(self)) do out[#out + 1] = { k, self[k] } end
   return mod.named_list(out)
 end
+--- Whether `key` is present.
+-- @string key
+-- @treturn boolean
 function ParameterDict:contains(key) return self[key] ~= nil and (rawget(self, util.ST).params:has(key)
   or rawget(self, util.ST).attrs[key] ~= nil) end
+--- Removes `key` and returns its value; raises when absent.
+-- @string key
 function ParameterDict:pop(key)
   if not self:contains(key) then error("ParameterDict.pop: no key '" .. tostring(key) .. "'", 2) end
   local v = self[key]

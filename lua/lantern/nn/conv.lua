@@ -1,5 +1,6 @@
--- Convolution and pooling layers: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
+--- Convolution and pooling layers: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
 -- AdaptiveAvgPool2d. The kernels (and their backward passes) are C ops of the core.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -47,7 +48,10 @@ local function all_eq(t, v)
   return true
 end
 
--------------------------------------------------------------------------------- _ConvNd
+---------------------------------------------------------------------------------------------
+--- Convolution and pooling. The kernels and their backward passes are C (im2col and
+-- OpenBLAS GEMM for convolutions). Each layer also takes unbatched input, without the N dim.
+-- @section conv
 local ConvNd = Module:extend("_ConvNd")
 C._ConvNd = ConvNd
 
@@ -161,7 +165,23 @@ function ConvNd:_conv_opts()
     dilation = self.dilation, groups = self.groups }
 end
 
--- Conv1d(in, out, kernel_size, {stride, padding (n, {n}, "same", "valid"), dilation, groups, bias})
+--- 1-D convolution over `(N, C_in, L)` input.
+--
+-- Shapes: output `(N, C_out, L_out)` with
+-- `L_out = floor((L + 2 padding - dilation (kernel_size - 1) - 1) / stride) + 1`.
+-- Parameters: `weight` `(C_out, C_in / groups, kernel_size)` and `bias` `(C_out)`, uniform in
+-- `(-1/sqrt(k), 1/sqrt(k))` with `k = C_in / groups * kernel_size` (PyTorch's init).
+-- @function Conv1d
+-- @int in_channels `C_in`
+-- @int out_channels `C_out`
+-- @param kernel_size number or `{k}`
+-- @tparam[opt] table opts `stride` (default 1), `padding` (0; a number, one per dim,
+-- `"valid"` or `"same"`, which needs stride 1 and puts an odd extra zero at the end),
+-- `dilation` (1), `groups` (1: `in_channels` and `out_channels` must divide by it), `bias`
+-- (true), `padding_mode` (`"zeros"`, `"reflect"`, `"replicate"` or `"circular"`), `dtype`;
+-- or PyTorch's positional order after kernel_size (stride, padding, dilation, groups, bias,
+-- padding_mode), optionally followed by the table
+-- @usage nn.Conv1d(4, 8, 3, {padding = 1})(lt.randn(2, 4, 10)).shape   --> {2, 8, 10}
 local Conv1d = ConvNd:extend("Conv1d")
 C.Conv1d = Conv1d
 function Conv1d:__init(in_channels, out_channels, kernel_size, ...)
@@ -174,7 +194,27 @@ function Conv1d:forward(x)
   return F.conv1d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
--- Conv2d(in, out, kernel_size, {stride, padding (n, {h, w}, "same", "valid"), dilation, groups, bias})
+--- 2-D convolution over `(N, C_in, H, W)` input.
+--
+-- Shapes: output `(N, C_out, H_out, W_out)` with
+-- `H_out = floor((H + 2 padding[1] - dilation[1] (kernel_size[1] - 1) - 1) / stride[1]) + 1`
+-- and the same for W with the second values.
+-- Parameters: `weight` `(C_out, C_in / groups, kH, kW)` and `bias` `(C_out)`, uniform in
+-- `(-1/sqrt(k), 1/sqrt(k))` with `k = C_in / groups * kH * kW` (PyTorch's init).
+-- An integer input raises naming the conversion.
+-- @function Conv2d
+-- @int in_channels `C_in`
+-- @int out_channels `C_out`
+-- @param kernel_size number or `{kH, kW}`
+-- @tparam[opt] table opts `stride` (default 1), `padding` (0; a number, one per dim,
+-- `"valid"` or `"same"`, which needs stride 1 and puts an odd extra zero at the end),
+-- `dilation` (1), `groups` (1: `in_channels` and `out_channels` must divide by it), `bias`
+-- (true), `padding_mode` (`"zeros"`, `"reflect"`, `"replicate"` or `"circular"`), `dtype`;
+-- or PyTorch's positional order after kernel_size (stride, padding, dilation, groups, bias,
+-- padding_mode), optionally followed by the table
+-- @usage local conv = nn.Conv2d(3, 16, 3, {padding = 1})
+-- conv(lt.randn(8, 3, 32, 32)).shape                      --> {8, 16, 32, 32}
+-- nn.Conv2d(16, 32, 3, 2)(lt.randn(1, 16, 32, 32)).shape  --> {1, 32, 15, 15} (stride 2)
 local Conv2d = ConvNd:extend("Conv2d")
 C.Conv2d = Conv2d
 function Conv2d:__init(in_channels, out_channels, kernel_size, ...)
@@ -187,7 +227,22 @@ function Conv2d:forward(x)
   return F.conv2d(self:_pad_input(x), self.weight, self.bias, self:_conv_opts())
 end
 
--- ConvTranspose2d(in, out, kernel_size, {stride, padding, output_padding, groups, bias, dilation})
+--- 2-D transposed convolution (the gradient of Conv2d with respect to its input), over
+-- `(N, C_in, H, W)` input.
+--
+-- Shapes: output `(N, C_out, H_out, W_out)` with
+-- `H_out = (H - 1) stride - 2 padding + dilation (kernel_size - 1) + output_padding + 1`.
+-- `forward(x, output_size)` picks the output_padding that gives `output_size` (its last two
+-- entries). Parameters: `weight` `(C_in, C_out / groups, kH, kW)` and `bias` `(C_out)`.
+-- `padding_mode` other than `"zeros"` raises, as in PyTorch.
+-- @function ConvTranspose2d
+-- @int in_channels
+-- @int out_channels
+-- @param kernel_size number or `{kH, kW}`
+-- @tparam[opt] table opts `stride` (1), `padding` (0), `output_padding` (0), `groups` (1),
+-- `bias` (true), `dilation` (1), `dtype`; or PyTorch's positional order after kernel_size
+-- (stride, padding, output_padding, groups, bias, dilation)
+-- @usage nn.ConvTranspose2d(8, 4, 2, {stride = 2})(lt.randn(1, 8, 5, 5)).shape   --> {1, 4, 10, 10}
 local ConvTranspose2d = ConvNd:extend("ConvTranspose2d")
 C.ConvTranspose2d = ConvTranspose2d
 function ConvTranspose2d:__init(in_channels, out_channels, kernel_size, ...)
@@ -223,7 +278,7 @@ function ConvTranspose2d:forward(x, output_size)
   })
 end
 
--------------------------------------------------------------------------------- pooling
+-- pooling -----------------------------------------------------------------------------
 local function size_str(v)
   if type(v) == "table" then return tuple_str(v) end
   return tostring(v)
@@ -246,8 +301,18 @@ local function pool_args(where, order, ...)
   return o
 end
 
--- MaxPool2d(kernel_size, {stride = kernel_size, padding = 0, dilation = 1, return_indices,
--- ceil_mode}); with return_indices the forward returns (output, indices).
+--- 2-D max pooling over `(N, C, H, W)` input.
+--
+-- Shapes: output `(N, C, H_out, W_out)` with
+-- `H_out = floor((H + 2 padding - dilation (kernel_size - 1) - 1) / stride) + 1` (ceil with
+-- `ceil_mode`). With `return_indices` forward returns the output and the 1-based flat
+-- positions of the maxima within each input plane.
+-- @function MaxPool2d
+-- @param kernel_size number or `{kH, kW}`
+-- @tparam[opt] table opts `stride` (default kernel_size), `padding` (0, at most half the
+-- kernel), `dilation` (1), `return_indices` (false), `ceil_mode` (false); or those
+-- positionally, in that order
+-- @usage nn.MaxPool2d(2)(lt.randn(1, 3, 8, 8)).shape   --> {1, 3, 4, 4}
 local MaxPool2d = Module:extend("MaxPool2d")
 C.MaxPool2d = MaxPool2d
 function MaxPool2d:__init(kernel_size, ...)
@@ -281,8 +346,14 @@ function MaxPool2d:extra_repr()
     ", ceil_mode=" .. util.bool_str(self.ceil_mode)
 end
 
--- AvgPool2d(kernel_size, {stride = kernel_size, padding = 0, ceil_mode, count_include_pad = true,
--- divisor_override})
+--- 2-D average pooling over `(N, C, H, W)` input.
+--
+-- Shapes: as MaxPool2d (without dilation).
+-- @function AvgPool2d
+-- @param kernel_size number or `{kH, kW}`
+-- @tparam[opt] table opts `stride` (default kernel_size), `padding` (0), `ceil_mode` (false),
+-- `count_include_pad` (true: the padding zeros count in the average), `divisor_override`
+-- (a number to divide by instead); or those positionally, in that order
 local AvgPool2d = Module:extend("AvgPool2d")
 C.AvgPool2d = AvgPool2d
 function AvgPool2d:__init(kernel_size, ...)
@@ -308,7 +379,12 @@ function AvgPool2d:extra_repr()
     ", padding=" .. size_str(self.padding)
 end
 
--- AdaptiveAvgPool2d(output_size): output_size a number or {h, w} (nil entries keep the input size).
+--- 2-D average pooling to a fixed output size, whatever the input's.
+--
+-- Shapes: input `(N, C, H, W)`, output `(N, C, out_H, out_W)`.
+-- @function AdaptiveAvgPool2d
+-- @param output_size a number or `{out_H, out_W}` (nil or -1 keeps that input size)
+-- @usage nn.AdaptiveAvgPool2d(1)(lt.randn(2, 8, 7, 5)).shape   --> {2, 8, 1, 1}
 local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
 C.AdaptiveAvgPool2d = AdaptiveAvgPool2d
 function AdaptiveAvgPool2d:__init(output_size)

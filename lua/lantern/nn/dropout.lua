@@ -1,4 +1,5 @@
--- Dropout layers: active in training mode only (m:train() / m:eval()).
+--- Dropout layers: active in training mode only (m:train() / m:eval()).
+-- @module lantern.nn
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
 local F = require "lantern.nn.functional"
@@ -25,8 +26,20 @@ local function repr(self)
   return "p=" .. util.num_str(self.p) .. ", inplace=" .. util.bool_str(self.inplace)
 end
 
--- Dropout(p = 0.5): zeroes elements with probability p and scales the rest by 1/(1-p).
--- A generator for the mask may be set with m.generator = g.
+---------------------------------------------------------------------------------------------
+--- Dropout and embeddings.
+-- @section dropout
+
+--- Zeroes each element with probability `p` and scales the rest by `1/(1-p)` in training
+-- mode; the identity in eval mode. Setting `m.generator = g` draws the masks from
+-- generator g.
+--
+-- Shapes: output as input.
+-- @function Dropout
+-- @number[opt=0.5] p (or `{p=, inplace=}`)
+-- @bool[opt=false] inplace accepted for PyTorch code
+-- @usage local drop = nn.Dropout(0.2)
+-- drop:eval(); drop(x)   -- x itself
 local Dropout = Module:extend("Dropout")
 D.Dropout = Dropout
 function Dropout:__init(p, inplace)
@@ -40,7 +53,14 @@ function Dropout:forward(x)
 end
 Dropout.extra_repr = repr
 
--- Dropout2d(p): zeroes whole channels of (N, C, H, W) or (N, C, L) input (PyTorch 1.13).
+--- Zeroes whole channels with probability `p` (and scales the rest by `1/(1-p)`) in
+-- training mode. 4-D input is `(N, C, H, W)`; 3-D input is read as `(N, C, L)`, as PyTorch
+-- 1.13 does.
+--
+-- Shapes: output as input.
+-- @function Dropout2d
+-- @number[opt=0.5] p (or `{p=, inplace=}`)
+-- @bool[opt=false] inplace
 local Dropout2d = Module:extend("Dropout2d")
 D.Dropout2d = Dropout2d
 function Dropout2d:__init(p, inplace)

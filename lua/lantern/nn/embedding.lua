@@ -1,4 +1,5 @@
--- Embedding: a lookup table indexed by 1-based int64 indices.
+--- Embedding: a lookup table indexed by 1-based int64 indices.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -9,10 +10,19 @@ local check = require("lantern.options").check
 local Module = mod.Module
 local E = {}
 
--- Embedding(num_embeddings, embedding_dim, {padding_idx, max_norm, norm_type = 2, _weight,
--- dtype}). padding_idx is a 1-based row (negative counts from the end); that row starts at
--- zero and gets no gradient. With max_norm, each forward scales the rows it looks up whose
--- norm exceeds max_norm back to it, in place (PyTorch's renormalisation).
+--- A lookup table: `weight[i]` for each 1-based int64 index i of the input.
+--
+-- Shapes: input `(*)` int64 indices in 1..num_embeddings, output `(*, embedding_dim)`.
+-- Parameter `weight` `(num_embeddings, embedding_dim)`, standard normal. `padding_idx` is a
+-- 1-based row (negative from the end) that starts at zero and gets no gradient; with
+-- `max_norm` each forward scales the rows it looks up whose norm exceeds max_norm back to it,
+-- in place (PyTorch's renormalisation).
+-- @function Embedding
+-- @int num_embeddings
+-- @int embedding_dim
+-- @tparam[opt] table opts `padding_idx`, `max_norm`, `norm_type` (2), `dtype`
+-- @usage local emb = nn.Embedding(1000, 64)
+-- emb(lt.tensor{{1, 2, 3}, {4, 5, 6}}).shape   --> {2, 3, 64}
 local Embedding = Module:extend("Embedding")
 E.Embedding = Embedding
 
@@ -78,7 +88,12 @@ function Embedding:extra_repr()
   return s
 end
 
--- Embedding.from_pretrained(weights, {freeze = true, padding_idx})
+--- An Embedding holding `embeddings` as its weight (shared, not copied).
+-- @tparam Tensor embeddings `(num_embeddings, embedding_dim)`
+-- @tparam[opt] table opts `freeze` (default true: the weight does not require grad),
+-- `padding_idx`, `max_norm`, `norm_type`
+-- @return an Embedding
+-- @usage local emb = nn.Embedding.from_pretrained(vectors, {freeze = false})
 function Embedding.from_pretrained(embeddings, opts)
   opts = check("Embedding.from_pretrained", opts, { "freeze", "padding_idx", "max_norm",
     "norm_type" })

@@ -1,6 +1,9 @@
--- nn.functional (F): the parameter-free form of every layer, and the losses. Every numeric step
--- is a call into the C core (kernels from l_nn.c where they exist, otherwise tensor ops); no
--- per-element Lua loops. Dims are Lua's (1-based, negatives from the end).
+--- The parameter-free form of every layer, and the losses: `lt.nn.functional`, also `lt.nn.F`
+-- (PyTorch's `torch.nn.functional`, usually imported as `local F = lt.nn.functional`). Every
+-- numeric step is a call into the C core (kernels where they exist, otherwise tensor ops); no
+-- per-element Lua loops. Dims are Lua's (1-based, negatives from the end) and class indices
+-- are 1-based. The shapes and options are those of the layers on the `lantern.nn` page.
+-- @module lantern.nn.functional
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local check = require("lantern.options").check
@@ -9,7 +12,7 @@ local warnings = require "lantern.warnings"
 local F = {}
 local is_tensor, check_tensor, ntuple = util.is_tensor, util.check_tensor, util.ntuple
 
--------------------------------------------------------------------------------- helpers
+-- helpers -----------------------------------------------------------------------------
 local function sizes(t) return util.sizes(t) end
 local function shape_str(t) return util.shape_str(t) end
 
@@ -64,7 +67,15 @@ local function numel_of_shape(s)
   return n
 end
 
--------------------------------------------------------------------------------- linear layers
+---------------------------------------------------------------------------------------------
+--- Linear maps and shapes.
+-- @section linear
+
+--- `input W^T + b`, as `nn.Linear`.
+-- @tparam Tensor input `(*, in)`
+-- @tparam Tensor weight `(out, in)`
+-- @tparam[opt] Tensor bias `(out)`
+-- @treturn Tensor `(*, out)`
 function F.linear(input, weight, bias)
   check_tensor(input, "linear", "input")
   check_tensor(weight, "linear", "weight")
@@ -78,7 +89,12 @@ function F.linear(input, weight, bias)
   return out
 end
 
--- bilinear: out[..., k] = x1 W[k] x2 + b[k], W of shape (out, in1, in2).
+--- `out[..., k] = x1 W[k] x2 + b[k]`, as `nn.Bilinear`.
+-- @tparam Tensor input1 `(*, in1)`
+-- @tparam Tensor input2 `(*, in2)`
+-- @tparam Tensor weight `(out, in1, in2)`
+-- @tparam[opt] Tensor bias `(out)`
+-- @treturn Tensor `(*, out)`
 function F.bilinear(input1, input2, weight, bias)
   check_tensor(input1, "bilinear", "input1")
   check_tensor(input2, "bilinear", "input2")
@@ -102,11 +118,20 @@ function F.bilinear(input1, input2, weight, bias)
   return out:reshape(lead)
 end
 
--------------------------------------------------------------------------------- shape helpers
+--- Flattens dims `start_dim`..`end_dim` (default: all, as `torch.flatten`).
+-- @tparam Tensor input
+-- @int[opt=1] start_dim
+-- @int[opt=-1] end_dim
+-- @treturn Tensor
 function F.flatten(input, start_dim, end_dim)
   return input:flatten(start_dim or 1, end_dim or -1)
 end
 
+--- Splits dim `dim` into the sizes `sizes_` (one may be -1).
+-- @tparam Tensor input
+-- @int dim
+-- @tab sizes_
+-- @treturn Tensor
 function F.unflatten(input, dim, sizes_)
   local s = sizes(input)
   local d = wrap_dim(dim, #s, "unflatten")
@@ -153,9 +178,16 @@ local function pad_copy(out, d, l, r, mode)
   return out:index_select(d, lt.tensor(idx, { dtype = "int64" }))
 end
 
--- pad(x, {left, right[, top, bottom[, front, back]]}, mode, value): pads the last dims
--- (PyTorch's order: last dim first). A negative amount crops. mode "constant" (default) fills
--- with value; "reflect", "replicate" and "circular" copy from the (cropped) input.
+--- Pads the last dims: `pad` lists amounts for the last dim first, `{left, right, top,
+-- bottom, front, back}` (PyTorch's order); a negative amount crops. Any rank.
+-- @tparam Tensor input
+-- @tab pad an even number of amounts
+-- @string[opt="constant"] mode `"constant"` (fills with value), `"reflect"` (mirrors about
+-- the edge elements), `"replicate"` (repeats them) or `"circular"` (wraps around)
+-- @number[opt=0] value the fill of `"constant"`
+-- @treturn Tensor
+-- @usage F.pad(lt.ones(1, 2, 2), {1, 1})           -- last dim 2 -> 4
+-- F.pad(x, {1, 1, 2, 2}, "reflect")             -- W by 1 and H by 2 on each side
 function F.pad(input, pad, mode, value)
   mode = mode or "constant"
   if mode ~= "constant" and not PAD_SOURCE[mode] then
@@ -201,7 +233,9 @@ function F.pad(input, pad, mode, value)
   return out
 end
 
--------------------------------------------------------------------------------- convolution
+---------------------------------------------------------------------------------------------
+--- Convolution and pooling.
+-- @section conv
 local function conv_check(where, input, weight, ndim_spatial, groups, transposed)
   check_tensor(input, where, "input")
   check_tensor(weight, where, "weight")
@@ -249,10 +283,32 @@ local function convnd(where, kname, nsp, input, weight, bias, opts)
   return out
 end
 
--- conv1d(x, w, b, {stride, padding (number, table, "same", "valid"), dilation, groups})
+--- 1-D convolution of `(N, C_in, L)` (or `(C_in, L)`) input, as `nn.Conv1d` without its
+-- padding_mode. `F.conv2d(input, weight, bias, opts)` is the 2-D form, over `(N, C_in, H, W)`
+-- (or `(C_in, H, W)`) with weight `(C_out, C_in / groups, kH, kW)`.
+-- @tparam Tensor input
+-- @tparam Tensor weight `(C_out, C_in / groups, k)`
+-- @tparam[opt] Tensor bias `(C_out)`
+-- @tparam[opt] table opts `stride` (1), `padding` (0, a number per dim, `"same"` or
+-- `"valid"`), `dilation` (1), `groups` (1)
+-- @treturn Tensor
+-- @usage F.conv2d(x, w, nil, {padding = 1, stride = 2})
 function F.conv1d(input, weight, bias, opts) return convnd("conv1d", "conv1d", 1, input, weight, bias, opts) end
+--- 2-D convolution (see `F.conv1d(`).
+-- @tparam Tensor input
+-- @tparam Tensor weight
+-- @tparam[opt] Tensor bias
+-- @tparam[opt] table opts
+-- @treturn Tensor
 function F.conv2d(input, weight, bias, opts) return convnd("conv2d", "conv2d", 2, input, weight, bias, opts) end
 
+--- 2-D transposed convolution, as `nn.ConvTranspose2d`.
+-- @tparam Tensor input `(N, C_in, H, W)` or `(C_in, H, W)`
+-- @tparam Tensor weight `(C_in, C_out / groups, kH, kW)`
+-- @tparam[opt] Tensor bias `(C_out)`
+-- @tparam[opt] table opts `stride` (1), `padding` (0), `output_padding` (0), `groups` (1),
+-- `dilation` (1)
+-- @treturn Tensor
 function F.conv_transpose2d(input, weight, bias, opts)
   opts = check("conv_transpose2d", opts, CONV_T)
   local groups = opts.groups or 1
@@ -271,7 +327,7 @@ function F.conv_transpose2d(input, weight, bias, opts)
   return out
 end
 
--------------------------------------------------------------------------------- pooling
+-- pooling -----------------------------------------------------------------------------
 local function pool_input(where, input)
   check_tensor(input, where, "input")
   local nd = input:dim()
@@ -288,6 +344,17 @@ end
 local MAX_POOL = { "stride", "padding", "dilation", "ceil_mode", "return_indices" }
 local AVG_POOL = { "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override" }
 
+--- 2-D max pooling, as `nn.MaxPool2d`; the options as one table or positionally.
+-- @tparam Tensor input `(N, C, H, W)` or `(C, H, W)`
+-- @param kernel_size number or `{kH, kW}`
+-- @param[opt] stride (default kernel_size), or the options table `{stride=, padding=,
+-- dilation=, ceil_mode=, return_indices=}`
+-- @param[opt=0] padding
+-- @param[opt=1] dilation
+-- @bool[opt=false] ceil_mode
+-- @bool[opt=false] return_indices also return the 1-based flat positions of the maxima
+-- @treturn Tensor
+-- @usage F.max_pool2d(x, 2); F.max_pool2d(x, 3, {stride = 2, padding = 1})
 function F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
   local o
   if util.is_options(stride) then
@@ -316,6 +383,15 @@ function F.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, 
   return out
 end
 
+--- 2-D average pooling, as `nn.AvgPool2d`; the options as one table or positionally.
+-- @tparam Tensor input
+-- @param kernel_size
+-- @param[opt] stride (default kernel_size), or the options table
+-- @param[opt=0] padding
+-- @bool[opt=false] ceil_mode
+-- @bool[opt=true] count_include_pad
+-- @param[opt] divisor_override
+-- @treturn Tensor
 function F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
   local o
   if util.is_options(stride) then
@@ -342,6 +418,10 @@ function F.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_incl
   return out
 end
 
+--- Average pooling to `output_size`, as `nn.AdaptiveAvgPool2d`.
+-- @tparam Tensor input
+-- @param output_size number or `{h, w}` (nil or -1 keeps the input's)
+-- @treturn Tensor
 function F.adaptive_avg_pool2d(input, output_size)
   local x, unb = pool_input("adaptive_avg_pool2d", input)
   local os = ntuple(output_size, 2, "adaptive_avg_pool2d output_size")
@@ -359,9 +439,22 @@ function F.adaptive_avg_pool2d(input, output_size)
   return out
 end
 
--------------------------------------------------------------------------------- normalisation
--- batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps): the running
--- statistics (when given and training) are updated in place with the unbiased variance.
+---------------------------------------------------------------------------------------------
+--- Normalisation.
+-- @section norm
+
+--- Batch normalisation over dim 2 (channels), as `nn.BatchNorm2d`: with `training`, the
+-- batch statistics are used and the running statistics (when given) are updated in place
+-- with the unbiased variance; otherwise the running statistics are used.
+-- @tparam Tensor input `(N, C, *)`
+-- @tparam ?Tensor running_mean `(C)` or nil
+-- @tparam ?Tensor running_var `(C)` or nil
+-- @tparam[opt] Tensor weight `(C)`
+-- @tparam[opt] Tensor bias `(C)`
+-- @bool[opt=false] training
+-- @number[opt=0.1] momentum
+-- @number[opt=1e-5] eps
+-- @treturn Tensor
 function F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
   check_tensor(input, "batch_norm", "input")
   if training == nil then training = false end
@@ -420,6 +513,13 @@ local function norm_shape(ns)
   return ns
 end
 
+--- Layer normalisation over the last dims, as `nn.LayerNorm`.
+-- @tparam Tensor input
+-- @param normalized_shape a size or a table of sizes
+-- @tparam[opt] Tensor weight
+-- @tparam[opt] Tensor bias
+-- @number[opt=1e-5] eps
+-- @treturn Tensor
 function F.layer_norm(input, normalized_shape, weight, bias, eps)
   check_tensor(input, "layer_norm", "input")
   local ns = norm_shape(normalized_shape)
@@ -445,6 +545,13 @@ function F.layer_norm(input, normalized_shape, weight, bias, eps)
   return out
 end
 
+--- Group normalisation, as `nn.GroupNorm`.
+-- @tparam Tensor input `(N, C, *)`
+-- @int num_groups
+-- @tparam[opt] Tensor weight `(C)`
+-- @tparam[opt] Tensor bias `(C)`
+-- @number[opt=1e-5] eps
+-- @treturn Tensor
 function F.group_norm(input, num_groups, weight, bias, eps)
   check_tensor(input, "group_norm", "input")
   eps = eps or 1e-5
@@ -471,6 +578,12 @@ end
 
 local FEPS = { float32 = 1.1920928955078125e-07, float64 = 2.220446049250313e-16 }
 
+--- RMS normalisation over the last dims, as `nn.RMSNorm`.
+-- @tparam Tensor input
+-- @param normalized_shape a size or a table of sizes
+-- @tparam[opt] Tensor weight
+-- @number[opt] eps (default: the dtype's machine epsilon)
+-- @treturn Tensor
 function F.rms_norm(input, normalized_shape, weight, eps)
   check_tensor(input, "rms_norm", "input")
   local ns = norm_shape(normalized_shape)
@@ -492,6 +605,12 @@ function F.rms_norm(input, normalized_shape, weight, eps)
   return out
 end
 
+--- `input / max(||input||_p, eps)` along `dim`.
+-- @tparam Tensor input
+-- @number[opt=2] p
+-- @int[opt=2] dim
+-- @number[opt=1e-12] eps
+-- @treturn Tensor
 function F.normalize(input, p, dim, eps)
   p = p or 2
   dim = dim or 2
@@ -500,7 +619,17 @@ function F.normalize(input, p, dim, eps)
   return input / n:clamp(eps, nil)
 end
 
--------------------------------------------------------------------------------- dropout, embedding
+---------------------------------------------------------------------------------------------
+--- Dropout and embeddings.
+-- @section dropout
+
+--- Zeroes elements with probability `p` and scales the rest by `1/(1-p)` when `training`;
+-- returns `input` itself otherwise (or when p is 0).
+-- @tparam Tensor input
+-- @number[opt=0.5] p
+-- @bool[opt=true] training (a model passes `self.training`)
+-- @tparam[opt] table opts `{generator=}`
+-- @treturn Tensor
 function F.dropout(input, p, training, opts)
   opts = opts and check("dropout", opts, { "generator" })
   p = p or 0.5
@@ -517,8 +646,13 @@ function F.dropout(input, p, training, opts)
   return input * mask
 end
 
--- dropout2d(x, p = 0.5, training = true, {generator = g}): zeroes whole channels of (N, C, H, W)
--- or (N, C, L) input with probability p and scales the rest by 1/(1-p).
+--- Zeroes whole channels of `(N, C, H, W)` or `(N, C, L)` input with probability `p` and
+-- scales the rest by `1/(1-p)`, as `nn.Dropout2d`.
+-- @tparam Tensor input
+-- @number[opt=0.5] p
+-- @bool[opt=true] training
+-- @tparam[opt] table opts `{generator=}`
+-- @treturn Tensor
 function F.dropout2d(input, p, training, opts)
   check_tensor(input, "dropout2d", "input")
   opts = opts and check("dropout2d", opts, { "generator" })
@@ -554,9 +688,14 @@ local function embedding_renorm(weight, input, max_norm, norm_type)
   end)
 end
 
--- embedding(indices, weight[, padding_idx[, {max_norm, norm_type = 2}]]), or the options
--- {padding_idx, max_norm, norm_type} in place of padding_idx. With max_norm the weight is
--- renormalised in place, as in PyTorch.
+--- Rows of `weight` at the 1-based int64 positions in `input`, as `nn.Embedding`; with
+-- `max_norm` the rows looked up are renormalised in place first, as in PyTorch.
+-- @tparam Tensor input int64 indices `(*)`
+-- @tparam Tensor weight `(num, dim)`
+-- @param[opt] padding_idx 1-based row with no gradient, or the options
+-- `{padding_idx=, max_norm=, norm_type=}`
+-- @tparam[opt] table opts `{max_norm=, norm_type=2}`
+-- @treturn Tensor `(*, dim)`
 function F.embedding(input, weight, padding_idx, opts)
   check_tensor(input, "embedding", "input")
   check_tensor(weight, "embedding", "weight")
@@ -581,23 +720,51 @@ function F.embedding(input, weight, padding_idx, opts)
   return out:reshape(s)
 end
 
+--- One-hot encoding of 1-based class positions (`x:one_hot(n)`).
+-- @tparam Tensor t int64
+-- @int[opt] num_classes (default: the largest value)
+-- @treturn Tensor int64
 function F.one_hot(t, num_classes) return t:one_hot(num_classes) end
 
--------------------------------------------------------------------------------- activations
+---------------------------------------------------------------------------------------------
+--- Activations, the functions of the activation layers (same formulas and defaults).
+-- @section activations
+
+--- `max(0, x)`. Also `F.relu6(x)` (`min(max(0, x), 6)`), `F.silu`, `F.tanh`, `F.sigmoid`,
+-- `F.mish`, `F.softsign`, `F.logsigmoid`, `F.hardsigmoid` (`clamp(x / 6 + 0.5, 0, 1)`) and
+-- `F.hardswish` (`x * hardsigmoid(x)`).
+-- @tparam Tensor x
+-- @treturn Tensor
 function F.relu(x) return x:relu() end
 function F.relu6(x) return x:clamp(0, 6) end
+--- `x` clamped to `[min_val, max_val]`.
+-- @tparam Tensor x
+-- @number[opt=-1] min_val
+-- @number[opt=1] max_val
+-- @treturn Tensor
 function F.hardtanh(x, min_val, max_val) return x:clamp(min_val or -1, max_val or 1) end
+--- `x` for x >= 0, `negative_slope * x` below.
+-- @tparam Tensor x
+-- @number[opt=0.01] negative_slope
+-- @treturn Tensor
 function F.leaky_relu(x, negative_slope)
   negative_slope = negative_slope or 0.01
   if x.leaky_relu then return x:leaky_relu(negative_slope) end
   return lt.where(x:gt(0), x, x * negative_slope)
 end
+--- `x` for x > 0, `alpha * (exp(x) - 1)` below.
+-- @tparam Tensor x
+-- @number[opt=1] alpha
+-- @treturn Tensor
 function F.elu(x, alpha)
   alpha = alpha or 1.0
   if x.elu then return x:elu(alpha) end
   return lt.where(x:gt(0), x, (x:exp() - 1) * alpha)
 end
--- gelu(x, approximate) with approximate "none" (exact, erf) or "tanh"
+--- `x * Phi(x)` (exact, with erf) or its tanh approximation.
+-- @tparam Tensor x
+-- @string[opt="none"] approximate `"none"` or `"tanh"`
+-- @treturn Tensor
 function F.gelu(x, approximate)
   if type(approximate) == "table" then
     approximate = check("gelu", approximate, { "approximate" }).approximate
@@ -611,6 +778,11 @@ end
 function F.silu(x) return x:silu() end
 function F.tanh(x) return x:tanh() end
 function F.sigmoid(x) return x:sigmoid() end
+--- `log(1 + exp(beta * x)) / beta`, linear where `beta * x > threshold`.
+-- @tparam Tensor x
+-- @number[opt=1] beta
+-- @number[opt=20] threshold
+-- @treturn Tensor
 function F.softplus(x, beta, threshold)
   beta, threshold = beta or 1, threshold or 20
   if x.softplus then return x:softplus(beta, threshold) end
@@ -625,6 +797,10 @@ function F.mish(x) return x * F.softplus(x):tanh() end
 function F.softsign(x) return x / (x:abs() + 1) end
 function F.hardsigmoid(x) return (x / 6 + 0.5):clamp(0, 1) end
 function F.hardswish(x) return x * F.hardsigmoid(x) end
+--- Gated linear unit: the halves a, b of `dim` give `a * sigmoid(b)`.
+-- @tparam Tensor x
+-- @int[opt=-1] dim
+-- @treturn Tensor
 function F.glu(x, dim)
   dim = dim or -1
   local a, b = table.unpack(x:chunk(2, dim))
@@ -639,14 +815,29 @@ local function softmax_dim(x, dim)
   return 2
 end
 F._softmax_dim = softmax_dim
+--- Softmax along `dim`; without dim, PyTorch's legacy choice (dim 1 for 0-, 1- and 3-D
+-- input, else dim 2). Also `F.log_softmax(x, dim)` and `F.softmin(x, dim)`.
+-- @tparam Tensor x
+-- @int[opt] dim
+-- @treturn Tensor
 function F.softmax(x, dim) return x:softmax(softmax_dim(x, dim)) end
 function F.log_softmax(x, dim) return x:log_softmax(softmax_dim(x, dim)) end
 function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
 
--------------------------------------------------------------------------------- attention
--- scaled_dot_product_attention(q, k, v, {attn_mask, dropout_p, is_causal, scale, generator}):
--- softmax(q k^T * scale + mask) v. A bool mask marks positions that TAKE part (PyTorch's rule
--- for this function); a float mask is added. Returns (out, weights).
+---------------------------------------------------------------------------------------------
+--- Attention.
+-- @section attention
+
+--- `softmax(q k^T * scale + mask) v` over the last two dims (any leading batch and head
+-- dims). A bool `attn_mask` marks the positions that *take part* (PyTorch's rule for this
+-- function, the opposite of MultiheadAttention's); a float mask is added to the scores.
+-- @tparam Tensor q `(*, L, E)`
+-- @tparam Tensor k `(*, S, E)`
+-- @tparam Tensor v `(*, S, Ev)`
+-- @tparam[opt] table opts `attn_mask`, `dropout_p` (0), `is_causal` (false), `scale`
+-- (default `1/sqrt(E)`), `generator`
+-- @treturn Tensor `(*, L, Ev)`
+-- @treturn Tensor the attention weights `(*, L, S)`
 function F.scaled_dot_product_attention(q, k, v, opts)
   opts = check("scaled_dot_product_attention", opts, { "attn_mask", "dropout_p", "is_causal",
     "scale", "generator" })
@@ -673,7 +864,7 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   return w:matmul(v), w
 end
 
--------------------------------------------------------------------------------- losses
+-- losses -----------------------------------------------------------------------------
 local function check_same(where, input, target)
   check_tensor(input, where, "input")
   check_tensor(target, where, "target")
@@ -717,6 +908,18 @@ local CROSS_ENTROPY = with_reduction("weight", "ignore_index", "label_smoothing"
 local BCE, BCE_LOGITS = with_reduction("weight"), with_reduction("weight", "pos_weight")
 local KL_DIV = with_reduction("log_target")
 
+---------------------------------------------------------------------------------------------
+--- Losses: the functions of the loss modules, same formulas and options. `input` and
+-- `target` of the same shape unless said otherwise; a target that only broadcasts warns, as
+-- in PyTorch.
+-- @section losses
+
+--- Mean squared error (`nn.MSELoss`).
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `reduction` (`"mean"`, `"sum"` or `"none"`; also `size_average`, `reduce`)
+-- @treturn Tensor
+-- @usage local loss = F.mse_loss(model(x), y)
 function F.mse_loss(input, target, opts)
   opts = check("mse_loss", opts, REDUCTION)
   check_pair("mse_loss", input, target)
@@ -725,6 +928,11 @@ function F.mse_loss(input, target, opts)
   return reduce(d * d, r)
 end
 
+--- Mean absolute error (`nn.L1Loss`).
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `reduction` (`"mean"`, `"sum"` or `"none"`; also `size_average`, `reduce`)
+-- @treturn Tensor
 function F.l1_loss(input, target, opts)
   opts = check("l1_loss", opts, REDUCTION)
   check_pair("l1_loss", input, target)
@@ -732,6 +940,11 @@ function F.l1_loss(input, target, opts)
   return reduce((input - target):abs(), r)
 end
 
+--- Smooth L1 (`nn.SmoothL1Loss`).
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `reduction`, `beta` (1)
+-- @treturn Tensor
 function F.smooth_l1_loss(input, target, opts)
   opts = check("smooth_l1_loss", opts, SMOOTH_L1)
   check_pair("smooth_l1_loss", input, target)
@@ -744,6 +957,11 @@ function F.smooth_l1_loss(input, target, opts)
   return reduce(loss, r)
 end
 
+--- Huber loss (`nn.HuberLoss`).
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `reduction`, `delta` (1)
+-- @treturn Tensor
 function F.huber_loss(input, target, opts)
   opts = check("huber_loss", opts, HUBER)
   check_pair("huber_loss", input, target)
@@ -781,8 +999,11 @@ local function check_class_target(where, input, target)
   end
 end
 
--- nll_loss(log_probs, target, {weight, ignore_index=-100, reduction}) with 1-based class
--- indices in an int64 target.
+--- Negative log-likelihood of log-probabilities (`nn.NLLLoss`).
+-- @tparam Tensor input `(N, C)`, `(C)` or `(N, C, d...)`
+-- @tparam Tensor target int64 classes in 1..C
+-- @tparam[opt] table opts `weight`, `ignore_index` (-100), `reduction`
+-- @treturn Tensor
 function F.nll_loss(input, target, opts)
   opts = check("nll_loss", opts, NLL)
   check_same("nll_loss", input, target)
@@ -803,8 +1024,14 @@ function F.nll_loss(input, target, opts)
     reduction = r })
 end
 
--- cross_entropy(logits, target, {weight, ignore_index, reduction, label_smoothing}): target is
--- int64 class indices (1-based) or float class probabilities of the input's shape.
+--- Cross entropy of logits (`nn.CrossEntropyLoss`): target int64 class indices (1-based)
+-- or float class probabilities of the input's shape.
+-- @tparam Tensor input `(N, C)`, `(C)` or `(N, C, d...)`
+-- @tparam Tensor target
+-- @tparam[opt] table opts `weight`, `ignore_index` (-100), `reduction`, `label_smoothing`
+-- (0)
+-- @treturn Tensor
+-- @usage F.cross_entropy(logits, lt.tensor{2, 1, 3})
 function F.cross_entropy(input, target, opts)
   opts = check("cross_entropy", opts, CROSS_ENTROPY)
   check_same("cross_entropy", input, target)
@@ -851,6 +1078,12 @@ function F.cross_entropy(input, target, opts)
     reduction = r, label_smoothing = ls })
 end
 
+--- Binary cross entropy of probabilities (`nn.BCELoss`); input and target of the same
+-- shape.
+-- @tparam Tensor input in [0, 1]
+-- @tparam Tensor target
+-- @tparam[opt] table opts `weight`, `reduction`
+-- @treturn Tensor
 function F.binary_cross_entropy(input, target, opts)
   opts = check("binary_cross_entropy", opts, BCE)
   check_same("binary_cross_entropy", input, target)
@@ -867,7 +1100,12 @@ function F.binary_cross_entropy(input, target, opts)
   return reduce(loss, r)
 end
 
--- Stable form: (1-y) x + (1 + (pw-1) y) (log(1 + exp(-|x|)) + max(-x, 0)).
+--- Binary cross entropy of logits (`nn.BCEWithLogitsLoss`), in the stable form
+-- `(1 - y) x + (1 + (pw - 1) y) (log(1 + exp(-|x|)) + max(-x, 0))`.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `weight`, `pos_weight`, `reduction`
+-- @treturn Tensor
 function F.binary_cross_entropy_with_logits(input, target, opts)
   opts = check("binary_cross_entropy_with_logits", opts, BCE_LOGITS)
   check_same("binary_cross_entropy_with_logits", input, target)
@@ -888,7 +1126,12 @@ function F.binary_cross_entropy_with_logits(input, target, opts)
   return reduce(loss, r)
 end
 
--- kl_div(input (log-probs), target, {reduction = "mean"|"batchmean"|"sum"|"none", log_target})
+--- Kullback-Leibler divergence of log-probabilities `input` from `target` (`nn.KLDivLoss`).
+-- @tparam Tensor input log-probabilities
+-- @tparam Tensor target probabilities (log-probabilities with `log_target`)
+-- @tparam[opt] table opts `reduction` (`"mean"`, which warns as PyTorch, `"batchmean"`,
+-- `"sum"` or `"none"`), `log_target` (false)
+-- @treturn Tensor
 function F.kl_div(input, target, opts)
   opts = check("kl_div", opts, KL_DIV)
   check_same("kl_div", input, target)
@@ -916,6 +1159,12 @@ function F.kl_div(input, target, opts)
   return reduce(loss, r)
 end
 
+--- Cosine similarity of `x1` and `x2` along `dim`, each norm clamped to at least eps.
+-- @tparam Tensor x1
+-- @tparam Tensor x2
+-- @int[opt=2] dim
+-- @number[opt=1e-8] eps
+-- @treturn Tensor
 function F.cosine_similarity(x1, x2, dim, eps)
   dim = dim or 2
   eps = eps or 1e-8

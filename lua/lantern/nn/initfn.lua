@@ -1,6 +1,15 @@
--- nn.init: in-place initialisers with PyTorch's formulas (torch_semantics.md §5), all under
--- no_grad, each returning the tensor. Random ones accept a trailing {generator = g}.
--- Keyword forms are accepted too: init.kaiming_uniform_(w, {a = math.sqrt(5), mode = "fan_in"}).
+--- Initialisers (`lt.nn.init`), in place with PyTorch's formulas, all under `no_grad`, each
+-- returning the tensor. Random ones accept a trailing `{generator = g}`, and the arguments may
+-- come as keywords: `init.kaiming_uniform_(w, {a = math.sqrt(5), mode = "fan_in"})`. Fans
+-- follow PyTorch: `fan_in = size(2) * receptive field`, `fan_out = size(1) * receptive field`
+-- (the receptive field is the product of the sizes past dim 2).
+--
+-- PyTorch's deprecated names without the underscore are the same functions:
+-- `nn.init.uniform`, `nn.init.normal`, `nn.init.constant`, `nn.init.eye`, `nn.init.dirac`,
+-- `nn.init.xavier_uniform`, `nn.init.xavier_normal`, `nn.init.kaiming_uniform`,
+-- `nn.init.kaiming_normal`, `nn.init.orthogonal`, `nn.init.sparse`.
+-- @module lantern.nn.init
+-- @alias I
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local check_opts = require("lantern.options").check
@@ -52,6 +61,12 @@ local function kw(where, args, names)
   return out, opts
 end
 
+--- The recommended gain for a nonlinearity: 1 for linear, conv and sigmoid, 5/3 for tanh,
+-- sqrt(2) for relu, `sqrt(2 / (1 + slope^2))` for leaky_relu, 3/4 for selu.
+-- @string nonlinearity
+-- @number[opt=0.01] param leaky_relu's negative slope
+-- @treturn number
+-- @usage init.calculate_gain("relu")   --> 1.4142135623731
 function I.calculate_gain(nonlinearity, param)
   local linear = {
     linear = true, conv1d = true, conv2d = true, conv3d = true, conv_transpose1d = true,
@@ -92,6 +107,10 @@ local function correct_fan(t, mode)
   return m == "fan_in" and fi or fo
 end
 
+--- Uniform values in [a, b).
+-- @tparam Tensor t
+-- @param ... `a` (0), `b` (1), then `{generator=}`; or `{a=, b=, generator=}`
+-- @treturn Tensor t
 function I.uniform_(t, ...)
   check(t, "init.uniform_")
   local a, opts = kw("init.uniform_", table.pack(...), { "a", "b" })
@@ -99,6 +118,10 @@ function I.uniform_(t, ...)
   return t
 end
 
+--- Normal values with `mean` and `std`.
+-- @tparam Tensor t
+-- @param ... `mean` (0), `std` (1), then `{generator=}`; or `{mean=, std=, generator=}`
+-- @treturn Tensor t
 function I.normal_(t, ...)
   check(t, "init.normal_")
   local a, opts = kw("init.normal_", table.pack(...), { "mean", "std" })
@@ -106,15 +129,28 @@ function I.normal_(t, ...)
   return t
 end
 
+--- Fills with `val`. Also `init.zeros_(t)` and `init.ones_(t)`.
+-- @tparam Tensor t
+-- @number val
+-- @treturn Tensor t
 function I.constant_(t, val)
   check(t, "init.constant_")
   if type(val) ~= "number" then error("init.constant_: value must be a number, got " .. type(val), 2) end
   no_grad(function() t:fill_(val) end)
   return t
 end
+--- Fills with zeros.
+-- @tparam Tensor t
+-- @treturn Tensor t
 function I.zeros_(t) check(t, "init.zeros_") no_grad(function() t:zero_() end) return t end
+--- Fills with ones.
+-- @tparam Tensor t
+-- @treturn Tensor t
 function I.ones_(t) check(t, "init.ones_") no_grad(function() t:fill_(1) end) return t end
 
+--- The identity matrix (2-D tensors).
+-- @tparam Tensor t
+-- @treturn Tensor t
 function I.eye_(t)
   check(t, "init.eye_")
   if t:dim() ~= 2 then error("init.eye_: Only tensors with 2 dimensions are supported", 2) end
@@ -122,7 +158,11 @@ function I.eye_(t)
   return t
 end
 
--- dirac_(t, groups): identity-preserving conv weights (3, 4 or 5 dims).
+--- The Dirac delta: convolution weights (3, 4 or 5 dims) that keep their input's channels,
+-- in `groups` groups.
+-- @tparam Tensor t
+-- @int[opt=1] groups
+-- @treturn Tensor t
 function I.dirac_(t, groups)
   check(t, "init.dirac_")
   groups = groups or 1
@@ -145,6 +185,10 @@ function I.dirac_(t, groups)
   return t
 end
 
+--- Glorot uniform: bound `gain * sqrt(6 / (fan_in + fan_out))`.
+-- @tparam Tensor t at least 2-D
+-- @param ... `gain` (1), then `{generator=}`; or `{gain=, generator=}`
+-- @treturn Tensor t
 function I.xavier_uniform_(t, ...)
   check(t, "init.xavier_uniform_")
   local a, opts = kw("init.xavier_uniform_", table.pack(...), { "gain" })
@@ -155,6 +199,10 @@ function I.xavier_uniform_(t, ...)
   return t
 end
 
+--- Glorot normal: std `gain * sqrt(2 / (fan_in + fan_out))`.
+-- @tparam Tensor t at least 2-D
+-- @param ... `gain` (1), then `{generator=}`; or `{gain=, generator=}`
+-- @treturn Tensor t
 function I.xavier_normal_(t, ...)
   check(t, "init.xavier_normal_")
   local a, opts = kw("init.xavier_normal_", table.pack(...), { "gain" })
@@ -170,6 +218,13 @@ local function kaiming_std(t, a)
   return gain / math.sqrt(fan)
 end
 
+--- He uniform: bound `sqrt(3) * gain / sqrt(fan)` with the gain of `nonlinearity` at `a`.
+-- An empty tensor is left alone with a warning, as in PyTorch.
+-- @tparam Tensor t at least 2-D
+-- @param ... `a` (0, the negative slope), `mode` (`"fan_in"` or `"fan_out"`), `nonlinearity`
+-- (`"leaky_relu"`), then `{generator=}`; or all as one table
+-- @treturn Tensor t
+-- @usage init.kaiming_uniform_(w, math.sqrt(5))   -- what Linear and Conv2d use
 function I.kaiming_uniform_(t, ...)
   check(t, "init.kaiming_uniform_")
   local a, opts = kw("init.kaiming_uniform_", table.pack(...), { "a", "mode", "nonlinearity" })
@@ -182,6 +237,10 @@ function I.kaiming_uniform_(t, ...)
   return t
 end
 
+--- He normal: std `gain / sqrt(fan)`.
+-- @tparam Tensor t at least 2-D
+-- @param ... `a`, `mode`, `nonlinearity` as `kaiming_uniform_`, then `{generator=}`
+-- @treturn Tensor t
 function I.kaiming_normal_(t, ...)
   check(t, "init.kaiming_normal_")
   local a, opts = kw("init.kaiming_normal_", table.pack(...), { "a", "mode", "nonlinearity" })
@@ -194,9 +253,12 @@ function I.kaiming_normal_(t, ...)
   return t
 end
 
--- orthogonal_(t, gain): a (semi-)orthogonal matrix from the QR decomposition of a Gaussian
--- matrix with R's diagonal made positive (modified Gram-Schmidt, twice, in float64 with
--- tensor ops: the same Q as Householder QR followed by PyTorch's sign correction).
+--- A (semi-)orthogonal matrix, times `gain`, from the QR decomposition of a Gaussian matrix
+-- with R's diagonal made positive (PyTorch's sign correction); dims past the first are
+-- flattened.
+-- @tparam Tensor t at least 2-D
+-- @param ... `gain` (1), then `{generator=}`
+-- @treturn Tensor t
 function I.orthogonal_(t, ...)
   check(t, "init.orthogonal_")
   local a, opts = kw("init.orthogonal_", table.pack(...), { "gain" })
@@ -274,7 +336,11 @@ local function erfinv(x)
 end
 I._erfinv = erfinv
 
--- trunc_normal_(t, mean=0, std=1, a=-2, b=2): inverse-CDF sampling; a and b are absolute bounds.
+--- Normal values with `mean` and `std` truncated to [a, b] (absolute bounds), by
+-- inverse-CDF sampling.
+-- @tparam Tensor t
+-- @param ... `mean` (0), `std` (1), `a` (-2), `b` (2), then `{generator=}`; or one table
+-- @treturn Tensor t
 function I.trunc_normal_(t, ...)
   check(t, "init.trunc_normal_")
   local args, opts = kw("init.trunc_normal_", table.pack(...), { "mean", "std", "a", "b" })
@@ -299,7 +365,10 @@ function I.trunc_normal_(t, ...)
 end
 
 
--- sparse_(t, sparsity, std=0.01): N(0, std^2) with ceil(sparsity*rows) zeros per column.
+--- Normal values N(0, std^2) with `ceil(sparsity * rows)` zeros in each column (2-D).
+-- @tparam Tensor t
+-- @param ... `sparsity`, `std` (0.01), then `{generator=}`; or one table
+-- @treturn Tensor t
 function I.sparse_(t, ...)
   check(t, "init.sparse_")
   local args, opts = kw("init.sparse_", table.pack(...), { "sparsity", "std" })

@@ -1,4 +1,5 @@
--- Identity, Linear, Bilinear, Flatten, Unflatten.
+--- Identity, Linear, Bilinear, Flatten, Unflatten.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local check = require("lantern.options").check
@@ -42,14 +43,30 @@ local function bias_flag(opts)
   return opts.bias and true or false
 end
 
--------------------------------------------------------------------------------- Identity
+---------------------------------------------------------------------------------------------
+--- Linear layers and reshaping.
+-- @section linear
+
+--- Returns its input unchanged (a placeholder, as PyTorch's `nn.Identity`).
+-- @function Identity
 local Identity = Module:extend("Identity")
 L.Identity = Identity
 function Identity:__init() Module.__init(self) end
 function Identity:forward(x) return x end
 
--------------------------------------------------------------------------------- Linear
--- Linear(in_features, out_features, {bias = true, dtype = "float32"}): y = x W^T + b.
+--- `y = x W^T + b`, applied to the last dim.
+--
+-- Shapes: input `(*, in_features)`, output `(*, out_features)`. Parameters: `weight`
+-- `(out_features, in_features)` and `bias` `(out_features)`, both uniform in
+-- `(-1/sqrt(in_features), 1/sqrt(in_features))` (PyTorch's kaiming_uniform with a = sqrt(5)).
+-- An integer input raises naming the conversion (`x:float()`).
+-- @function Linear
+-- @int in_features
+-- @int out_features
+-- @tparam[opt] table opts `bias` (default true), `dtype` (default `"float32"`)
+-- @usage local fc = nn.Linear(4, 2)
+-- fc(lt.randn(8, 4)).shape   --> {8, 2}
+-- nn.Linear(4, 2, {bias = false})
 local Linear = Module:extend("Linear")
 L.Linear = Linear
 
@@ -95,8 +112,17 @@ function Linear:extra_repr()
     self.out_features, util.bool_str(self.bias ~= nil))
 end
 
--------------------------------------------------------------------------------- Bilinear
--- Bilinear(in1, in2, out, {bias = true}): y_k = x1^T W_k x2 + b_k.
+--- `y_k = x1^T W_k x2 + b_k`.
+--
+-- Shapes: inputs `(*, in1_features)` and `(*, in2_features)`, output `(*, out_features)`.
+-- Parameters: `weight` `(out_features, in1_features, in2_features)`, `bias`
+-- `(out_features)`, uniform in `(-1/sqrt(in1_features), 1/sqrt(in1_features))`.
+-- @function Bilinear
+-- @int in1_features
+-- @int in2_features
+-- @int out_features
+-- @tparam[opt] table opts `bias` (default true), `dtype`
+-- @usage nn.Bilinear(3, 4, 2)(lt.randn(5, 3), lt.randn(5, 4)).shape   --> {5, 2}
 local Bilinear = Module:extend("Bilinear")
 L.Bilinear = Bilinear
 
@@ -142,8 +168,14 @@ function Bilinear:extra_repr()
     self.in1_features, self.in2_features, self.out_features, util.bool_str(self.bias ~= nil))
 end
 
--------------------------------------------------------------------------------- Flatten
--- Flatten(start_dim = 2, end_dim = -1) in Lua dims (PyTorch's Flatten(1, -1)).
+--- Flattens dims `start_dim`..`end_dim` into one (Lua dims: the default 2 is PyTorch's
+-- `Flatten(1, -1)`, keeping the batch dim).
+--
+-- Shapes: input `(N, *)`, output `(N, prod(*))` with the defaults.
+-- @function Flatten
+-- @int[opt=2] start_dim
+-- @int[opt=-1] end_dim
+-- @usage nn.Flatten()(lt.zeros(8, 3, 4, 4)).shape   --> {8, 48}
 local Flatten = Module:extend("Flatten")
 L.Flatten = Flatten
 function Flatten:__init(start_dim, end_dim)
@@ -156,7 +188,13 @@ function Flatten:extra_repr()
   return string.format("start_dim=%d, end_dim=%d", self.start_dim, self.end_dim)
 end
 
--- Unflatten(dim, sizes): splits dim into sizes.
+--- Splits dim `dim` into `unflattened_size` (the inverse of Flatten).
+--
+-- Shapes: input `(*, S, *)` with S the product of the sizes, output `(*, s1, s2, ..., *)`.
+-- @function Unflatten
+-- @int dim (1-based)
+-- @tab unflattened_size
+-- @usage nn.Unflatten(2, {2, 3})(lt.zeros(4, 6)).shape   --> {4, 2, 3}
 local Unflatten = Module:extend("Unflatten")
 L.Unflatten = Unflatten
 function Unflatten:__init(dim, unflattened_size)

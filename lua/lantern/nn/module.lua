@@ -1,10 +1,12 @@
--- nn.Module: the base class of every layer, with PyTorch's registration, traversal, state_dict
--- and repr semantics (see ../shared/reference/torch_semantics.md §0-4).
+--- nn.Module, the base class of every layer, and its helpers (`nn.Parameter`,
+-- `nn.isinstance`, `nn.is_module`), with PyTorch's registration, traversal, state_dict and
+-- repr semantics (see ../shared/reference/torch_semantics.md §0-4).
 --
 -- An instance is a proxy: its raw table holds only a private state record, so that every
 -- assignment reaches __newindex and every read reaches __index. Parameters, buffers and
 -- children live in ordered registries; plain fields live in `attrs`. As the seed specifies,
 -- assigning ANY tensor to a new name registers a parameter (register_buffer is the opt-out).
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local check = require("lantern.options").check
@@ -16,7 +18,7 @@ local NONE = util.NONE
 local ST = util.ST               -- key of the private state record in an instance's raw table
 M.NONE = NONE
 
--------------------------------------------------------------------------------- ordered maps
+-- ordered maps -----------------------------------------------------------------------------
 -- keys: array in insertion order; vals: key -> value (NONE stands for a registered nil).
 local OMap = {}
 OMap.__index = OMap
@@ -52,7 +54,7 @@ function OMap:items()
 end
 M.omap = omap
 
--------------------------------------------------------------------------------- iterables
+-- iterables -----------------------------------------------------------------------------
 -- Traversal results are arrays that are also callable iterators, so both
 -- `for name, p in m:named_parameters() do` and `#m:parameters()` / `ipairs(...)` work.
 -- The cursor restarts whenever the generic `for` calls with a nil control value (its start).
@@ -78,7 +80,7 @@ local function value_list(t) return setmetatable(t or {}, ValueList) end
 local function named_list(t) return setmetatable(t or {}, NamedList) end
 M.value_list, M.named_list = value_list, named_list
 
--------------------------------------------------------------------------------- ordered dicts
+-- ordered dicts -----------------------------------------------------------------------------
 -- state_dict() returns a plain Lua table (sd[key] is the tensor) whose metatable records the
 -- key order (`__order`, iterated by pairs through __pairs; new keys are appended by
 -- __newindex) and PyTorch's `_metadata` (`__metadata`: module path -> {version = n}).
@@ -109,7 +111,28 @@ local function ordered_keys(t)
 end
 M.ordered_keys = ordered_keys
 
--------------------------------------------------------------------------------- class system
+--- The base class of layers and models (PyTorch's `nn.Module`). A model is a subclass:
+--
+--     local Net = nn.Module:extend("Net")
+--     function Net:__init(n)
+--       nn.Module.__init(self)              -- the parent's __init first
+--       self.fc = nn.Linear(n, 2)           -- a Module: registered as a child
+--       self.scale = lt.ones(2)             -- a tensor: registered as a parameter
+--       self:register_buffer("steps", lt.zeros(1))
+--     end
+--     function Net:forward(x) return self.fc(x) * self.scale end
+--     local net = Net(4)                    -- calls __init(4)
+--     local y = net(lt.randn(3, 4))         -- calls forward (with the hooks)
+--
+-- Assigning a tensor to an attribute registers a parameter (any tensor, not only
+-- `nn.Parameter`; floating ones are made to require grad), a Module registers a child,
+-- assigning to a buffer's name updates the buffer, and anything else is a plain field;
+-- assigning nil to a registered name keeps the name with no value (absent from
+-- `state_dict`). `m.training` is the mode. `tostring(m)` is PyTorch's repr, with the
+-- `extra_repr()` a layer defines. Layers with parameters define `reset_parameters()`,
+-- which their constructor calls. Registered names and keys follow PyTorch (`0.weight`,
+-- `layers.1.bias`), so a state_dict moves between Lantern and PyTorch unchanged.
+-- @type Module
 local Module = {}
 M.Module = Module
 Module.__name = "Module"
@@ -216,6 +239,10 @@ local function prepare_parameter(name, param)
   return param
 end
 
+--- Registers `param` as a parameter named `name` (`self.name = param` does the same). nil
+-- reserves the name with no value.
+-- @string name
+-- @tparam ?Tensor param a leaf tensor, or nil
 function Module:register_parameter(name, param)
   local st = state(self)
   if not st.params then error("cannot assign parameter before Module.__init__() call", 2) end
@@ -238,6 +265,11 @@ local function check_buffer_tensor(name, tensor, level)
   end
 end
 
+--- Registers a buffer: state saved in `state_dict` but not trained (BatchNorm's running
+-- statistics). Assigning a tensor to the name later updates the buffer.
+-- @string name
+-- @tparam ?Tensor tensor must not require grad; nil reserves the name
+-- @param[opt=true] persistent false keeps it out of `state_dict` (also `{persistent = false}`)
 function Module:register_buffer(name, tensor, persistent)
   local st = state(self)
   if not st.buffers then error("cannot assign buffer before Module.__init__() call", 2) end
@@ -255,6 +287,10 @@ function Module:register_buffer(name, tensor, persistent)
   st.nonpersist[name] = (not persistent) or nil
 end
 
+--- Registers `module` as a child named `name` (`self.name = module` does the same). Also
+-- `m:register_module(name, module)`.
+-- @string name
+-- @param module a Module, or nil to reserve the name
 function Module:add_module(name, module)
   local st = state(self)
   if not st.modules then error("cannot assign module before Module.__init__() call", 2) end
@@ -323,7 +359,8 @@ local function inst_newindex(self, k, v)
   st.attrs[k] = v
 end
 
--- Removes a registered name or plain attribute (Python's `del m.name`).
+--- Removes a registered name or plain attribute (Python's `del m.name`).
+-- @string name
 function Module:delattr(name)
   local st = state(self)
   if st.params and st.params:remove(name) then return end
@@ -335,7 +372,7 @@ function Module:delattr(name)
   st.attrs[name] = nil
 end
 
--------------------------------------------------------------------------------- forward hooks
+-- forward hooks -----------------------------------------------------------------------------
 -- m:register_forward_pre_hook(fn): fn(module, input) runs before forward; `input` is the table
 -- of forward's arguments (with its count in `n`), and a non-nil return replaces them (a table
 -- is unpacked, any other value becomes the one argument).
@@ -367,21 +404,36 @@ local function add_hook(self, field, fn, what)
   }
 end
 
+--- Registers `fn(module, input)`, called before `forward`; `input` is the table of
+-- forward's arguments (with its count in `input.n`), and a non-nil return replaces them (a
+-- table is unpacked, any other value becomes the one argument).
+-- @func fn
+-- @return a handle whose `remove()` unregisters the hook
 function Module:register_forward_pre_hook(fn)
   return add_hook(self, "pre_hooks", fn, "register_forward_pre_hook")
 end
 
+--- Registers `fn(module, input, output)`, called after `forward`, with `output` the value
+-- forward returned (the packed table of them when it returns several, as LSTM and
+-- MultiheadAttention do); a non-nil return replaces it (them). Hooks run in registration
+-- order (those registered when the module was called) and survive `deepcopy`.
+-- @func fn
+-- @return a handle whose `remove()` unregisters the hook
+-- @usage local h = lin:register_forward_hook(function(m, input, output) return output * 0.5 end)
+-- h.remove()
 function Module:register_forward_hook(fn)
   return add_hook(self, "fwd_hooks", fn, "register_forward_hook")
 end
 
--- m:register_full_backward_hook(fn): fn(module, grad_input, grad_output) runs when the
--- gradients with respect to the module's arguments have been computed, if the gradient
--- reached the module through its outputs. Both tables follow positions, with their length in
--- `n`: grad_input[i] is the gradient of argument i (nil for a non-tensor argument or one that
--- needs no gradient), grad_output[i] that of forward's return value i. A table returned (of
--- the same length) replaces grad_input. Handles and order as for forward hooks; the hooks
--- registered when the module was called are the ones that run.
+--- Registers `fn(module, grad_input, grad_output)`, called when the gradients with respect
+-- to the module's arguments have been computed, if the gradient reached the module through
+-- its outputs. Both tables follow positions, with their length in `n`: `grad_input[i]` is
+-- the gradient of argument i (nil for a non-tensor argument or one that needs no gradient),
+-- `grad_output[i]` that of forward's return value i. A table returned (of the same length)
+-- replaces grad_input, and the outputs show `grad_fn == "BackwardHookFunctionBackward"`, as in
+-- PyTorch.
+-- @func fn
+-- @return a handle whose `remove()` unregisters the hook
 function Module:register_full_backward_hook(fn)
   return add_hook(self, "bw_hooks", fn, "register_full_backward_hook")
 end
@@ -551,7 +603,13 @@ local function construct(cls, ...)
   return self
 end
 
--- Subclassing: local Net = nn.Module:extend("Net"); function Net:__init(...) Net.super.__init(self) ... end
+--- Declares a subclass: `local Net = nn.Module:extend("Net")` (also of any layer,
+-- `nn.Linear:extend("MyLinear")`). Define `Net:__init(...)` (calling the parent's
+-- `__init` first) and `Net:forward(...)`; `Net(...)` constructs, `net(...)` calls forward.
+-- The class has `Net.super`, the parent.
+-- @param parent the class being extended (the receiver of `:extend`)
+-- @string name the class name, shown by `tostring` and errors
+-- @return the class
 function Module.extend(parent, name)
   if type(parent) ~= "table" or rawget(parent, "__imt") == nil then
     error("Module.extend: call it on a class, as nn.Module:extend(\"Name\")", 2)
@@ -570,6 +628,8 @@ setmetatable(Module, {
   __call = construct, __tostring = function() return "<class 'Module'>" end, __name = "class",
 })
 
+--- Initialises the registries and `training = true`; a subclass's `__init` calls it (or its
+-- parent's) first, as Python's `super().__init__()`.
 function Module:__init()
   local st = state(self)
   if st.params then return end   -- already initialised (a diamond of __init calls)
@@ -577,7 +637,10 @@ function Module:__init()
   st.attrs.training = true
 end
 
--- Whether `self` is an instance of `cls` (or of a subclass of it).
+--- Whether `self` is an instance of `cls` (or of a subclass of it). `nn.isinstance(v, cls)`
+-- also takes values that are not modules.
+-- @param cls a class
+-- @treturn boolean
 function Module:isinstance(cls)
   local c = state(self).cls
   while c do
@@ -586,16 +649,23 @@ function Module:isinstance(cls)
   end
   return false
 end
+-- nn.isinstance(v, cls), documented in nn/init.lua: true for a module instance of cls.
 function M.isinstance(v, cls) return is_module(v) and Module.isinstance(v, cls) end
 
+--- The instance's class (`net:class() == Net`).
 function Module:class() return state(self).cls end
+--- The class name (`"Linear"`).
+-- @treturn string
 function Module:type_name() return state(self).cls.__name end
 
+--- The computation, defined by every subclass; call the module (`m(x)`) rather than
+-- forward, so that its hooks run. `model.forward(x)` (a `.` for `:`) raises naming the slip.
+-- @param ... the inputs
 function Module:forward()
   error('Module [' .. state(self).cls.__name .. '] is missing the required "forward" function', 2)
 end
 
--------------------------------------------------------------------------------- traversal
+-- traversal -----------------------------------------------------------------------------
 -- Options may be given positionally as in PyTorch or as one table.
 local function named_modules_list(self, memo, prefix, remove_duplicate, out)
   if memo ~= nil and memo[self] then return end
@@ -620,6 +690,14 @@ local function string_keyed(t)
   return next(t) ~= nil
 end
 
+--- Every module of the tree, this one first (named `""`), then each child's subtree in
+-- registration order, as `{name, module}` pairs; a module registered twice comes once. The
+-- result is a list and an iterator: `for name, m in net:named_modules() do`. Options
+-- positional as in PyTorch or as one table.
+-- @param[opt] memo a set of modules to skip (or `{memo=, prefix=, remove_duplicate=}`)
+-- @string[opt] prefix put before every name
+-- @bool[opt=true] remove_duplicate
+-- @usage for name, m in net:named_modules() do print(name, m:type_name()) end
 function Module:named_modules(memo, prefix, remove_duplicate)
   if string_keyed(memo) then
     check("named_modules", memo, { "memo", "prefix", "remove_duplicate" })
@@ -633,12 +711,15 @@ function Module:named_modules(memo, prefix, remove_duplicate)
   return named_list(out)
 end
 
+--- The modules of `named_modules()`, without names (a list and an iterator).
 function Module:modules()
   local out = {}
   for _, e in ipairs(self:named_modules()) do out[#out + 1] = e[2] end
   return value_list(out)
 end
 
+--- The direct children as `{name, module}` pairs, in registration order (a list and an
+-- iterator); `m:children()` without names.
 function Module:named_children()
   local out, seen = {}, {}
   for name, child in state(self).modules:items() do
@@ -650,6 +731,7 @@ function Module:named_children()
   return named_list(out)
 end
 
+--- The direct children, in registration order (a list and an iterator).
 function Module:children()
   local out = {}
   for _, e in ipairs(self:named_children()) do out[#out + 1] = e[2] end
@@ -684,18 +766,37 @@ local function named_members(self, field, prefix, recurse, remove_duplicate)
   return named_list(out)
 end
 
+--- Every parameter of the tree as `{name, tensor}` pairs with PyTorch's dotted names
+-- (`fc.weight`), a shared tensor once; a list and an iterator. `m:parameters()` gives the
+-- tensors alone (what an optimiser takes); `m:named_buffers()` and `m:buffers()` the
+-- buffers.
+-- @string[opt] prefix put before every name (or `{prefix=, recurse=, remove_duplicate=}`)
+-- @bool[opt=true] recurse false: this module's own only
+-- @bool[opt=true] remove_duplicate
+-- @usage for name, p in net:named_parameters() do print(name, p.shape) end
+-- local opt = lt.optim.SGD(net:parameters(), {lr = 0.1})
 function Module:named_parameters(prefix, recurse, remove_duplicate)
   return named_members(self, "params", prefix, recurse, remove_duplicate)
 end
+--- The parameter tensors of the tree, each shared tensor once (a list and an iterator):
+-- what an optimiser takes.
+-- @param[opt=true] recurse false: this module's own only (or `{recurse=}`)
 function Module:parameters(recurse)
   if type(recurse) == "table" then recurse = check("parameters", recurse, { "recurse" }).recurse end
   local out = {}
   for _, e in ipairs(named_members(self, "params", "", recurse)) do out[#out + 1] = e[2] end
   return value_list(out)
 end
+--- Every buffer of the tree as `{name, tensor}` pairs (a list and an iterator), as
+-- `named_parameters` for parameters.
+-- @string[opt] prefix (or `{prefix=, recurse=, remove_duplicate=}`)
+-- @bool[opt=true] recurse
+-- @bool[opt=true] remove_duplicate
 function Module:named_buffers(prefix, recurse, remove_duplicate)
   return named_members(self, "buffers", prefix, recurse, remove_duplicate)
 end
+--- The buffer tensors of the tree (a list and an iterator).
+-- @param[opt=true] recurse
 function Module:buffers(recurse)
   if type(recurse) == "table" then recurse = check("buffers", recurse, { "recurse" }).recurse end
   local out = {}
@@ -718,6 +819,10 @@ local function get_path(self, target, what)
   return mod
 end
 
+--- The module at a dotted path (`"layers.0"`); raises naming the missing part.
+-- `m:get_parameter("fc.weight")` and `m:get_buffer("bn.running_mean")` find a parameter or
+-- buffer the same way.
+-- @string target
 function Module:get_submodule(target)
   if type(target) ~= "string" then error("get_submodule: target must be a string", 2) end
   return get_path(self, target)
@@ -737,10 +842,17 @@ local function get_leaf(self, target, field, kind)
   if v == NONE then return nil end
   return v
 end
+--- The parameter at a dotted path (`"fc.weight"`).
+-- @string target
 function Module:get_parameter(target) return get_leaf(self, target, "params", "parameter") end
+--- The buffer at a dotted path (`"bn.running_mean"`).
+-- @string target
 function Module:get_buffer(target) return get_leaf(self, target, "buffers", "buffer") end
 
--------------------------------------------------------------------------------- mode, grads
+--- Sets training mode (true by default) on this module and every descendant; Dropout and
+-- BatchNorm behave differently in each. `m:eval()` is `m:train(false)`.
+-- @bool[opt=true] mode
+-- @return the module
 function Module:train(mode)
   if mode == nil then mode = true end
   if type(mode) ~= "boolean" then error("training mode is expected to be boolean", 2) end
@@ -748,14 +860,22 @@ function Module:train(mode)
   for _, child in ipairs(self:children()) do child:train(mode) end
   return self
 end
+--- Evaluation mode: `m:train(false)`.
+-- @return the module
 function Module:eval() return self:train(false) end
 
+--- Sets `requires_grad` on every parameter (true by default): false freezes them.
+-- @bool[opt=true] flag
+-- @return the module
 function Module:requires_grad_(flag)
   if flag == nil then flag = true end
   for _, p in ipairs(self:parameters()) do p:requires_grad_(flag) end
   return self
 end
 
+--- Clears the gradients of every parameter: to nil (the default, as PyTorch 2) or, with
+-- false, to zeros.
+-- @param[opt=true] set_to_none boolean or `{set_to_none=}`
 function Module:zero_grad(set_to_none)
   if type(set_to_none) == "table" then
     set_to_none = check("zero_grad", set_to_none, { "set_to_none" }).set_to_none
@@ -774,6 +894,10 @@ function Module:zero_grad(set_to_none)
   end
 end
 
+--- Calls `fn(module)` on every descendant (children first) and on this module, as PyTorch's
+-- apply (for custom initialisation).
+-- @func fn
+-- @return the module
 function Module:apply(fn)
   for _, child in ipairs(self:children()) do child:apply(fn) end
   fn(self)
@@ -830,7 +954,12 @@ local DTYPES = {
 }
 local FLOAT_DTYPES = { float32 = true, float64 = true, float16 = true, bfloat16 = true }
 
--- to("float64"), to("cpu"), to("cpu", "float64"), to{device=, dtype=}, to(tensor)
+--- Converts the parameters and buffers: `m:to("float64")`, `m:to("cpu")`,
+-- `m:to({dtype=, device=})`, `m:to(tensor)` (its dtype); `m:float()`, `m:double()` and
+-- `m:cpu()` are shortcuts. Gradients move with their parameters, integer buffers keep their
+-- dtype, and a tensor shared by several modules stays shared.
+-- @param ... dtype, device, options table or tensor
+-- @return the module
 function Module:to(...)
   local dtype, device
   for i = 1, select("#", ...) do
@@ -869,7 +998,7 @@ function Module:float() return self:to("float32") end
 function Module:double() return self:to("float64") end
 function Module:cpu() return self:to("cpu") end
 
--------------------------------------------------------------------------------- state_dict
+-- state_dict -----------------------------------------------------------------------------
 local function save_rec(self, dest, prefix, keep_vars)
   local st = state(self)
   local md = getmetatable(dest).__metadata
@@ -886,6 +1015,13 @@ local function save_rec(self, dest, prefix, keep_vars)
   end
 end
 
+--- The parameters and persistent buffers by dotted name, as an ordered table (insertion
+-- order in `pairs`) with PyTorch's metadata, so `lt.save(m:state_dict(), "m.pt")` writes what
+-- `torch.load` reads. Values are detached aliases (they share memory with the module).
+-- @param[opt] destination a table to fill (or `{destination=, prefix=, keep_vars=}`)
+-- @string[opt] prefix put before every key
+-- @bool[opt=false] keep_vars true: the parameters themselves, not detached
+-- @treturn table
 function Module:state_dict(destination, prefix, keep_vars)
   if string_keyed(destination) then
     check("state_dict", destination, { "destination", "prefix", "keep_vars" })
@@ -973,8 +1109,13 @@ local Incompatible = {
   end,
 }
 
--- load_state_dict(sd[, strict]) or load_state_dict(sd, {strict = false}). Every check is made
--- before anything is copied, so a failed load leaves the module unchanged.
+--- Copies a state_dict into the module's tensors. Every check is made before anything is
+-- copied, so a failed load leaves the module unchanged; errors use PyTorch's text and list
+-- every missing and unexpected key and every shape mismatch.
+-- @tparam table sd from `state_dict()`, `lt.load` or a PyTorch checkpoint
+-- @param[opt=true] strict false: missing and unexpected keys are allowed (also
+-- `{strict = false}`)
+-- @return `{missing_keys=, unexpected_keys=}` (printing as PyTorch's `_IncompatibleKeys`)
 function Module:load_state_dict(sd, strict)
   if type(strict) == "table" then strict = check("load_state_dict", strict, { "strict" }).strict end
   if strict == nil then strict = true end
@@ -1029,7 +1170,7 @@ function Module:load_state_dict(sd, strict)
   return setmetatable({ missing_keys = missing, unexpected_keys = unexpected }, Incompatible)
 end
 
--------------------------------------------------------------------------------- repr
+-- repr -----------------------------------------------------------------------------
 local function addindent(s, n)
   local lines = {}
   for line in (s .. "\n"):gmatch("(.-)\n") do lines[#lines + 1] = line end
@@ -1040,6 +1181,9 @@ local function addindent(s, n)
 end
 M.addindent = addindent
 
+--- The text inside a layer's parentheses in `tostring(m)` (`in_features=4, ...`); a layer
+-- overrides it. Empty by default.
+-- @treturn string
 function Module:extra_repr() return "" end
 
 -- Lines "(key): child" for the children; containers may override it (ModuleList compresses).
@@ -1075,11 +1219,11 @@ end
 M.repr = repr
 Module.__repr = repr
 
--------------------------------------------------------------------------------- deepcopy
--- m:deepcopy(): an independent copy (Python's copy.deepcopy(m)): new tensors with the same values,
+--- An independent copy (Python's `copy.deepcopy(m)`): new tensors with the same values,
 -- dtypes and requires_grad (gradients are not copied), children copied recursively; sharing
--- inside the module (tied parameters, a module registered twice) is kept. Plain fields are
--- copied shallowly (tables one level deep).
+-- inside the module (tied parameters, a module registered twice) is kept, and so are hooks.
+-- Plain fields are copied shallowly (tables one level deep).
+-- @param[opt] memo table of originals to copies already made
 function Module:deepcopy(memo)
   memo = memo or {}
   if memo[self] then return memo[self] end
@@ -1126,9 +1270,16 @@ function Module:deepcopy(memo)
   return new
 end
 
--------------------------------------------------------------------------------- Parameter
--- nn.Parameter(t[, requires_grad]): a leaf sharing t's storage, marked trainable (for readers
--- of PyTorch code; in Lantern any tensor assigned to a module is registered as a parameter).
+---------------------------------------------------------------------------------------------
+--- Helpers.
+-- @section helpers
+
+--- A leaf sharing `data`'s storage, marked trainable, for readers of PyTorch code: in
+-- Lantern any tensor assigned to a module is registered as a parameter, but one from
+-- `nn.Parameter` keeps its `requires_grad` as given.
+-- @tparam[opt] Tensor data (default: an empty tensor)
+-- @bool[opt=true] requires_grad
+-- @treturn Tensor
 function M.Parameter(data, requires_grad)
   if data == nil then data = lt.empty(0) end
   if not is_tensor(data) then
@@ -1147,10 +1298,16 @@ function M.Parameter(data, requires_grad)
   return p
 end
 
--------------------------------------------------------------------------------- skip_init
--- nn.utils.skip_init(Class, ...): constructs without the default initialisation (parameters are
--- allocated but left as they come from lt.empty).
+-- skip_init -----------------------------------------------------------------------------
+-- How deep skip_init calls are nested: while above 0, layers leave their parameters as
+-- lt.empty made them.
 M.skip_depth = 0
+--- Constructs a module without its default initialisation (`nn.utils.skip_init`): the
+-- parameters are allocated but left as they come from `lt.empty`, for weights that are
+-- loaded or initialised next.
+-- @param cls a Module class (`nn.Linear`)
+-- @param ... the constructor's arguments
+-- @return the module
 function M.skip_init(cls, ...)
   if type(cls) ~= "table" or rawget(cls, "__imt") == nil then
     error("skip_init: expected a Module class, got " .. typename(cls), 2)

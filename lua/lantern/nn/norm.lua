@@ -1,4 +1,5 @@
--- Normalisation layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm.
+--- Normalisation layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm, RMSNorm.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -32,7 +33,11 @@ local function affine_params(self, on, shape, f, with_bias)
   end
 end
 
--------------------------------------------------------------------------------- BatchNorm
+---------------------------------------------------------------------------------------------
+--- Normalisation. The kernels and their backward passes are C.
+-- @section norm
+
+-- BatchNorm -----------------------------------------------------------------------------
 -- _BatchNorm(num_features, {eps = 1e-5, momentum = 0.1, affine = true, track_running_stats =
 -- true, dtype}). momentum = false (or nn.NONE) selects the cumulative moving average (PyTorch's
 -- momentum=None). Buffers: running_mean, running_var, num_batches_tracked (int64).
@@ -127,6 +132,18 @@ function BatchNorm:_load_from_state_dict(sd, keys, prefix, local_metadata, ...)
   return Module._load_from_state_dict(self, sd, keys, prefix, local_metadata, ...)
 end
 
+--- Batch normalisation over `(N, C)` or `(N, C, L)` input: each channel is normalised by
+-- the batch's mean and biased variance while training (updating the running statistics
+-- with `momentum`, the unbiased variance as PyTorch), by the running statistics in eval mode.
+-- `bn:reset_running_stats()` starts them again.
+--
+-- Shapes: output as input.
+-- @function BatchNorm1d
+-- @int num_features C
+-- @tparam[opt] table opts `eps` (1e-5, added to the variance), `momentum` (0.1; false for
+-- the cumulative average, PyTorch's `momentum=None`), `affine` (true: learnable `weight` and
+-- `bias` of size C, ones and zeros), `track_running_stats` (true: buffers `running_mean`,
+-- `running_var` and `num_batches_tracked`, int64), `dtype`
 local BatchNorm1d = BatchNorm:extend("BatchNorm1d")
 N.BatchNorm1d = BatchNorm1d
 function BatchNorm1d:_check_input_dim(input)
@@ -137,6 +154,17 @@ function BatchNorm1d:_check_input_dim(input)
   end
 end
 
+--- Batch normalisation over `(N, C, H, W)` input, per channel C; as BatchNorm1d otherwise.
+--
+-- Shapes: output as input.
+-- @function BatchNorm2d
+-- @int num_features C
+-- @tparam[opt] table opts `eps` (1e-5, added to the variance), `momentum` (0.1; false for
+-- the cumulative average, PyTorch's `momentum=None`), `affine` (true: learnable `weight` and
+-- `bias` of size C, ones and zeros), `track_running_stats` (true: buffers `running_mean`,
+-- `running_var` and `num_batches_tracked`, int64), `dtype`
+-- @usage local bn = nn.BatchNorm2d(16)
+-- bn(lt.randn(8, 16, 4, 4)); bn:eval()   -- running_mean and running_var are updated, then used
 local BatchNorm2d = BatchNorm:extend("BatchNorm2d")
 N.BatchNorm2d = BatchNorm2d
 function BatchNorm2d:_check_input_dim(input)
@@ -147,7 +175,7 @@ function BatchNorm2d:_check_input_dim(input)
   end
 end
 
--------------------------------------------------------------------------------- LayerNorm
+-- LayerNorm -----------------------------------------------------------------------------
 local function shape_of(ns, where)
   if type(ns) == "number" then ns = { ns } end
   if type(ns) ~= "table" or #ns == 0 then
@@ -158,7 +186,15 @@ local function shape_of(ns, where)
   return out
 end
 
--- LayerNorm(normalized_shape, {eps = 1e-5, elementwise_affine = true, bias = true})
+--- Layer normalisation over the last dims (those of `normalized_shape`), per sample:
+-- `(x - mean) / sqrt(var + eps) * weight + bias`.
+--
+-- Shapes: input `(*, normalized_shape...)`, output the same. Parameters `weight` (ones) and
+-- `bias` (zeros) of `normalized_shape`.
+-- @function LayerNorm
+-- @param normalized_shape a size or a table of sizes
+-- @tparam[opt] table opts `eps` (1e-5), `elementwise_affine` (true), `bias` (true), `dtype`
+-- @usage nn.LayerNorm(64)(lt.randn(2, 10, 64)).shape   --> {2, 10, 64}
 local LayerNorm = Module:extend("LayerNorm")
 N.LayerNorm = LayerNorm
 function LayerNorm:__init(normalized_shape, opts)
@@ -184,8 +220,15 @@ function LayerNorm:extra_repr()
     ", elementwise_affine=" .. util.bool_str(self.elementwise_affine)
 end
 
--------------------------------------------------------------------------------- GroupNorm
--- GroupNorm(num_groups, num_channels, {eps = 1e-5, affine = true})
+--- Group normalisation: the C channels split into `num_groups` groups, each normalised over
+-- its channels and spatial positions, per sample.
+--
+-- Shapes: input `(N, C, *)`, output the same. Parameters `weight` (ones) and `bias` (zeros)
+-- of size C.
+-- @function GroupNorm
+-- @int num_groups must divide num_channels
+-- @int num_channels C
+-- @tparam[opt] table opts `eps` (1e-5), `affine` (true), `dtype`
 local GroupNorm = Module:extend("GroupNorm")
 N.GroupNorm = GroupNorm
 function GroupNorm:__init(num_groups, num_channels, opts)
@@ -220,8 +263,14 @@ function GroupNorm:extra_repr()
     ", affine=" .. util.bool_str(self.affine)
 end
 
--------------------------------------------------------------------------------- RMSNorm
--- RMSNorm(normalized_shape, {eps = nil (the dtype's machine epsilon), elementwise_affine = true})
+--- Root-mean-square normalisation over the last dims: `x / sqrt(mean(x^2) + eps) * weight`
+-- (PyTorch 2.4's `nn.RMSNorm`).
+--
+-- Shapes: input `(*, normalized_shape...)`, output the same. Parameter `weight` (ones).
+-- @function RMSNorm
+-- @param normalized_shape a size or a table of sizes
+-- @tparam[opt] table opts `eps` (default: the dtype's machine epsilon), `elementwise_affine`
+-- (true), `dtype`
 local RMSNorm = Module:extend("RMSNorm")
 N.RMSNorm = RMSNorm
 function RMSNorm:__init(normalized_shape, opts)

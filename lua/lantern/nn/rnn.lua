@@ -1,8 +1,9 @@
--- Recurrent layers: RNN, LSTM, GRU with PyTorch's parameter names (weight_ih_l0, weight_hh_l0,
+--- Recurrent layers: RNN, LSTM, GRU with PyTorch's parameter names (weight_ih_l0, weight_hh_l0,
 -- bias_ih_l0, bias_hh_l0, ..._reverse), gate order (LSTM: i, f, g, o; GRU: r, z, n), shapes
 -- ((L, N, H_in), or (N, L, H_in) with batch_first, or unbatched (L, H_in)) and initialisation
 -- (every parameter U(-1/sqrt(hidden), 1/sqrt(hidden))). The input projection of all time steps
 -- is one matmul; the recurrence is one matmul and a few elementwise ops per step.
+-- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
 local mod = require "lantern.nn.module"
@@ -13,6 +14,16 @@ local check = require("lantern.options").check
 local Module = mod.Module
 local R = {}
 
+---------------------------------------------------------------------------------------------
+--- Recurrent layers, with PyTorch's parameter names (`weight_ih_l0`, `weight_hh_l0`,
+-- `bias_ih_l0`, `bias_hh_l0`, `..._reverse` for the second direction), gate order (LSTM:
+-- i, f, g, o; GRU: r, z, n) and initialisation (every parameter uniform in
+-- `(-1/sqrt(hidden_size), 1/sqrt(hidden_size))`), so PyTorch checkpoints load into them.
+-- @section rnn
+
+--- The common base of RNN, LSTM and GRU (PyTorch's `nn.RNNBase`); construct those instead.
+-- `m:forward(input, hx)` is theirs.
+-- @function RNNBase
 local RNNBase = Module:extend("RNNBase")
 R.RNNBase = RNNBase
 
@@ -204,8 +215,18 @@ function RNNBase:forward(input, hx)
   return output, h_n
 end
 
--- RNN(input_size, hidden_size, {nonlinearity = "tanh"|"relu", num_layers, bias, batch_first,
--- dropout, bidirectional})
+--- Elman RNN: `h_t = tanh(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)` (or relu).
+--
+-- Shapes: input `(L, N, input_size)`, or `(N, L, input_size)` with `batch_first`, or
+-- unbatched `(L, input_size)`; output `(L, N, D * H_out)` (batch first as the input) with D = 2
+-- when bidirectional; states `(num_layers * D, N, H)` (`(num_layers * D, H)` unbatched).
+-- `forward(input, h0)` returns `output, h_n`; h0 defaults to zeros.
+-- @function RNN
+-- @int input_size
+-- @int hidden_size H
+-- @tparam[opt] table opts `num_layers` (1), `bias` (true), `batch_first` (false), `dropout`
+-- (0: applied to the outputs of every layer but the last, in training mode),
+-- `bidirectional` (false), `dtype`, and `nonlinearity` (`"tanh"` or `"relu"`)
 local RNN = RNNBase:extend("RNN")
 R.RNN = RNN
 function RNN:__init(input_size, hidden_size, opts)
@@ -215,15 +236,40 @@ function RNN:__init(input_size, hidden_size, opts)
   self.nonlinearity = nl
 end
 
--- LSTM(input_size, hidden_size, {num_layers, bias, batch_first, dropout, bidirectional,
--- proj_size}); with proj_size, h (and the output) have proj_size features, c keeps hidden_size
+--- Long short-term memory.
+--
+-- Shapes: input `(L, N, input_size)`, or `(N, L, input_size)` with `batch_first`, or
+-- unbatched `(L, input_size)`; output `(L, N, D * H_out)` (batch first as the input) with D = 2
+-- when bidirectional; states `(num_layers * D, N, H)` (`(num_layers * D, H)` unbatched).
+-- `forward(input, {h0, c0})` returns `output, {h_n, c_n}`; the states default to zeros.
+-- With `proj_size` > 0, h (and the output) have proj_size features (`weight_hr_l0` projects
+-- them) while c keeps hidden_size.
+-- @function LSTM
+-- @int input_size
+-- @int hidden_size H
+-- @tparam[opt] table opts `num_layers` (1), `bias` (true), `batch_first` (false), `dropout`
+-- (0: applied to the outputs of every layer but the last, in training mode),
+-- `bidirectional` (false), `dtype`, and `proj_size` (0)
+-- @usage local lstm = nn.LSTM(10, 20, {num_layers = 2, batch_first = true})
+-- local out, state = lstm(lt.randn(4, 7, 10))   -- out {4, 7, 20}; state[1], state[2] {2, 4, 20}
 local LSTM = RNNBase:extend("LSTM")
 R.LSTM = LSTM
 function LSTM:__init(input_size, hidden_size, opts)
   RNNBase.__init(self, "LSTM", input_size, hidden_size, opts)
 end
 
--- GRU(input_size, hidden_size, {num_layers, bias, batch_first, dropout, bidirectional})
+--- Gated recurrent unit.
+--
+-- Shapes: input `(L, N, input_size)`, or `(N, L, input_size)` with `batch_first`, or
+-- unbatched `(L, input_size)`; output `(L, N, D * H_out)` (batch first as the input) with D = 2
+-- when bidirectional; states `(num_layers * D, N, H)` (`(num_layers * D, H)` unbatched).
+-- `forward(input, h0)` returns `output, h_n`.
+-- @function GRU
+-- @int input_size
+-- @int hidden_size H
+-- @tparam[opt] table opts `num_layers` (1), `bias` (true), `batch_first` (false), `dropout`
+-- (0: applied to the outputs of every layer but the last, in training mode),
+-- `bidirectional` (false), `dtype`
 local GRU = RNNBase:extend("GRU")
 R.GRU = GRU
 function GRU:__init(input_size, hidden_size, opts)

@@ -228,20 +228,23 @@ end
 --- A summary of a model, as Python's torchinfo prints it: runs one forward pass under
 -- `no_grad` on inputs of the given sizes, with forward hooks on every submodule, and lists per
 -- layer its class and name, indented by depth, the shape of its output and its parameter
--- count, then the totals and torchinfo's memory estimates.
+-- count, then the totals and torchinfo's memory estimates. For torchinfo's example network
+-- (two convolutions, Dropout2d and two linear layers, applied to one 28x28 image):
 --
 --     ==========================================================================================
 --     Layer (type (var_name):depth-idx)        Output Shape              Param #
 --     ==========================================================================================
 --     Net (Net)                                [1, 10]                   --
 --     ├─Conv2d (conv1): 1-1                    [1, 10, 24, 24]           260
---     ├─Sequential (head): 1-2                 [1, 10]                   --
---     │    └─Linear (0): 2-1                   [1, 50]                   16,050
---     ...
+--     ├─Conv2d (conv2): 1-2                    [1, 20, 8, 8]             5,020
+--     ├─Dropout2d (conv2_drop): 1-3            [1, 20, 8, 8]             --
+--     ├─Linear (fc1): 1-4                      [1, 50]                   16,050
+--     ├─Linear (fc2): 1-5                      [1, 10]                   510
+--     ==========================================================================================
 --     Total params: 21,840
 --     Trainable params: 21,840
 --     Non-trainable params: 0
---     Total mult-adds (M): 0.48
+--     Total mult-adds (M): 0.49
 --     ==========================================================================================
 --     Input size (MB): 0.00
 --     Forward/backward pass size (MB): 0.06

@@ -1,5 +1,19 @@
---- Optimisers with PyTorch's names, options, update formulas and state_dict layout.
--- The per-parameter update runs in C (core._sgd_step, ...), one fused pass per parameter.
+--- Optimisers (`lt.optim`) with PyTorch's names, options, update formulas and state_dict
+-- layout: SGD, Adam, AdamW, RMSprop, Adagrad, and `lt.optim.lr_scheduler`. The update of each
+-- parameter is one fused C pass that follows PyTorch's formulas operation by operation, so
+-- trajectories match PyTorch's to float rounding.
+--
+--     local opt = lt.optim.Adam(model:parameters(), {lr = 1e-3})
+--     for step = 1, steps do
+--       local loss = F.mse_loss(model(x), y)
+--       opt:zero_grad(); loss:backward(); opt:step()
+--     end
+--
+-- Arguments are checked when the optimiser is made (and in `add_param_group`), for every
+-- group, with PyTorch's messages after the optimiser's name (`Adam: Invalid learning rate:
+-- -1`); options must be a table, and an unknown option names the nearest known one. Each step
+-- reads its group's hyper-parameters afresh, so a scheduler's lr, momentum or betas take
+-- effect.
 -- @module lantern.optim
 local lt = require "lantern"
 local core = require "lantern.core"
@@ -9,13 +23,26 @@ local fail = check.fail
 
 local optim = {}
 
+--- The base class of the optimisers (PyTorch's `torch.optim.Optimizer`). An instance has
+-- `param_groups` (a list of groups, each `{params = {...}, lr = ..., ...}` with every option),
+-- `defaults` and `state` (per parameter tensor: its buffers and step count).
+-- @type Optimizer
 local Optimizer = {}
 Optimizer.__index = Optimizer
 optim.Optimizer = Optimizer
 
 --- Declares an optimiser class: `local MyOpt = optim.Optimizer:extend("MyOpt", defaults)`.
--- Number and boolean defaults fix the type of their option; an optional
--- `MyOpt.check_group(group, where)` raises for values the class refuses.
+-- The class defines `MyOpt:update(p, grad, state, group)`, which changes `p` in place from
+-- its gradient under `no_grad` (state is p's table in `opt.state`, group its parameter
+-- group). Number and boolean defaults fix the type of their option; optional members:
+-- `MyOpt.check_group(group, where)` raises for values the class refuses, `state_tensors` (the
+-- names of state buffers shaped like the parameter) and `MyOpt.required_state(group)` (the
+-- state keys a loaded state_dict must have).
+-- @string name
+-- @tab defaults option name -> default value
+-- @return the class; `MyOpt(params, opts)` constructs
+-- @usage local Sign = lt.optim.Optimizer:extend("Sign", {lr = 0.01})
+-- function Sign:update(p, grad, state, group) p:sub_(grad:sign() * group.lr) end
 function Optimizer:extend(name, defaults)
   local cls = setmetatable({ __name = name, defaults = defaults }, { __index = self,
     __call = function(c, ...) return c.new(c, ...) end })
@@ -133,7 +160,9 @@ function Optimizer.new(cls, params, opts)
 end
 
 --- Adds a group `{params = {...}, lr = ...}`; missing options come from the defaults. Keys
--- other than the optimiser's options are kept in the group (as PyTorch keeps them).
+-- other than the optimiser's options are kept in the group (as PyTorch keeps them). A
+-- parameter may be in one group only.
+-- @tab group
 function Optimizer:add_param_group(group)
   local name, gi = self.__name, #self.param_groups + 1
   if type(group) ~= "table" then
@@ -172,7 +201,9 @@ function Optimizer:add_param_group(group)
   self.param_groups[gi] = g
 end
 
---- Clears gradients: to nil (default, as PyTorch 2.x) or to zeros.
+--- Clears the gradients of every parameter: to nil (the default, as PyTorch 2) or, with
+-- false, to zeros.
+-- @bool[opt=true] set_to_none
 function Optimizer:zero_grad(set_to_none)
   if set_to_none == nil then set_to_none = true end
   for _, g in ipairs(self.param_groups) do
@@ -189,7 +220,10 @@ local function keep_state(st)
   for _, v in pairs(st) do lt.keep(v) end
 end
 
---- One update; `closure` (optional) re-evaluates the model and returns the loss.
+--- One update of every parameter that has a gradient. `closure` (optional) re-evaluates the
+-- model under grad mode and returns the loss, which step returns.
+-- @func[opt] closure
+-- @return the closure's loss, or nil
 function Optimizer:step(closure)
   local loss
   if closure then loss = lt.enable_grad(closure) end
@@ -225,8 +259,11 @@ local function copy_value(v, like)
   return v
 end
 
---- PyTorch's layout: `state` keyed by 0-based parameter index across groups, and
--- `param_groups` whose `params` lists those indices.
+--- The state in PyTorch's layout: `state` keyed by 0-based parameter index across the
+-- groups, and `param_groups` whose `params` list those indices (Adam's `step` is a 0-dim
+-- float32 tensor as in PyTorch), so `lt.save(opt:state_dict(), "opt.pt")` moves between
+-- Lantern and PyTorch.
+-- @treturn table
 function Optimizer:state_dict()
   local index, n = {}, 0
   local groups = {}
@@ -337,7 +374,11 @@ local function load_entry(self, idx, st, p, group)
 end
 
 --- Loads a state dict of `state_dict()`'s (or PyTorch's) layout. Everything is checked before
--- anything changes: a failed load leaves the optimiser as it was.
+-- anything changes, so a failed load leaves the optimiser as it was: state of another shape
+-- than its parameter, integer state, missing buffers and bad hyper-parameters are refused;
+-- floating state is cast to the parameter's dtype, and PyTorch's None `momentum_buffer`
+-- reads as no buffer yet.
+-- @tab sd
 function Optimizer:load_state_dict(sd)
   local name = self.__name
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
@@ -404,8 +445,20 @@ end
 
 local function zeros_like(p) return lt.zeros_like(p) end
 
------------------------------------------------------------------------- SGD
+---------------------------------------------------------------------------------------------
+--- The optimisers. Each is called as `Name(params, opts)`; `opts` holds the options below,
+-- every one of which may also be set per group.
+-- @section optimizers
 
+--- Stochastic gradient descent, with PyTorch's momentum
+-- (`b = momentum * b + (1 - dampening) * g`, the first step `b = g`) and Nesterov
+-- (`g = g + momentum * b`); weight decay adds `weight_decay * p` to the gradient.
+-- @function SGD
+-- @param params a tensor, a list or iterator of tensors (`model:parameters()`,
+-- `model:named_parameters()`), or a list of group tables `{params = ..., lr = ...}`
+-- @tparam[opt] table opts `lr` (1e-3), `momentum` (0), `dampening` (0), `weight_decay` (0),
+-- `nesterov` (false; needs momentum and zero dampening), `maximize` (false)
+-- @usage local opt = lt.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
 local SGD = Optimizer:extend("SGD", { lr = 1e-3, momentum = 0, dampening = 0, weight_decay = 0,
   nesterov = false, maximize = false })
 
@@ -428,7 +481,7 @@ function SGD:update(p, grad, st, g)
 end
 optim.SGD = SGD
 
------------------------------------------------------------------------- Adam / AdamW
+-- Adam / AdamW ---------------------------------------------------------------------
 
 local function adam_update(decoupled)
   return function(self, p, grad, st, g)
@@ -452,20 +505,43 @@ local function adam_required(g)
   return { "step", "exp_avg", "exp_avg_sq" }
 end
 
+--- Adam: moving averages `m` and `v` of the gradient and its square, bias-corrected; with
+-- `amsgrad` the maximum of v is used. Weight decay is added to the gradient (L2).
+-- @function Adam
+-- @param params a tensor, a list or iterator of tensors (`model:parameters()`,
+-- `model:named_parameters()`), or a list of group tables `{params = ..., lr = ...}`
+-- @tparam[opt] table opts `lr` (1e-3), `betas` ({0.9, 0.999}), `eps` (1e-8), `weight_decay`
+-- (0), `amsgrad` (false), `maximize` (false)
+-- @usage local opt = lt.optim.Adam({{params = enc:parameters(), lr = 1e-4},
+--                                  {params = head:parameters()}}, {lr = 1e-3})
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 0, amsgrad = false, maximize = false })
 Adam.update = adam_update(false)
 Adam.state_tensors, Adam.required_state = ADAM_STATE, adam_required
 optim.Adam = Adam
 
+--- AdamW: Adam with decoupled weight decay (`p = p * (1 - lr * weight_decay)` before the
+-- update).
+-- @function AdamW
+-- @param params a tensor, a list or iterator of tensors (`model:parameters()`,
+-- `model:named_parameters()`), or a list of group tables `{params = ..., lr = ...}`
+-- @tparam[opt] table opts `lr` (1e-3), `betas` ({0.9, 0.999}), `eps` (1e-8), `weight_decay`
+-- (1e-2), `amsgrad` (false), `maximize` (false)
 local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 1e-2, amsgrad = false, maximize = false })
 AdamW.update = adam_update(true)
 AdamW.state_tensors, AdamW.required_state = ADAM_STATE, adam_required
 optim.AdamW = AdamW
 
------------------------------------------------------------------------- RMSprop
+-- RMSprop ---------------------------------------------------------------------
 
+--- RMSprop: divides the gradient by the root of a moving average of its square (`alpha`),
+-- centred (minus the squared mean) with `centered`, with optional momentum.
+-- @function RMSprop
+-- @param params a tensor, a list or iterator of tensors (`model:parameters()`,
+-- `model:named_parameters()`), or a list of group tables `{params = ..., lr = ...}`
+-- @tparam[opt] table opts `lr` (1e-2), `alpha` (0.99), `eps` (1e-8), `weight_decay` (0),
+-- `momentum` (0), `centered` (false), `maximize` (false)
 local RMSprop = Optimizer:extend("RMSprop", { lr = 1e-2, alpha = 0.99, eps = 1e-8,
   weight_decay = 0, momentum = 0, centered = false, maximize = false })
 
@@ -491,8 +567,15 @@ function RMSprop.required_state(g)
 end
 optim.RMSprop = RMSprop
 
------------------------------------------------------------------------- Adagrad
+-- Adagrad ---------------------------------------------------------------------
 
+--- Adagrad: divides by the root of the sum of squared gradients, with the lr decayed as
+-- `lr / (1 + (step - 1) * lr_decay)`.
+-- @function Adagrad
+-- @param params a tensor, a list or iterator of tensors (`model:parameters()`,
+-- `model:named_parameters()`), or a list of group tables `{params = ..., lr = ...}`
+-- @tparam[opt] table opts `lr` (1e-2), `lr_decay` (0), `weight_decay` (0),
+-- `initial_accumulator_value` (0), `eps` (1e-10), `maximize` (false)
 local Adagrad = Optimizer:extend("Adagrad", { lr = 1e-2, lr_decay = 0, weight_decay = 0,
   initial_accumulator_value = 0, eps = 1e-10, maximize = false })
 

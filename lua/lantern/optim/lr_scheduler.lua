@@ -1,16 +1,30 @@
---- Learning-rate schedulers with PyTorch's names, arguments and `step()` arithmetic.
--- Required arguments are positional, the rest go in a trailing options table
--- (`StepLR(opt, 10, {gamma = 0.5})`). Construction performs the initial step (epoch 0), as in
--- PyTorch. `step()` uses PyTorch's chainable forms, which read and scale each group's current
--- lr, so schedulers compose (`ChainedScheduler`, `SequentialLR`) and the lrs equal PyTorch's
--- to the last bit; `step(epoch)` uses the closed forms where PyTorch has them. Each scheduler
--- has `get_last_lr()`, `state_dict()` and `load_state_dict()`.
+--- Learning-rate schedulers (`lt.optim.lr_scheduler`) with PyTorch's names, arguments and
+-- `step()` arithmetic. Required arguments are positional, the rest go in a trailing options
+-- table (`StepLR(opt, 10, {gamma = 0.5})`). Construction performs the initial step (epoch 0),
+-- as in PyTorch, setting each group's `initial_lr`. `step()` uses PyTorch's chainable forms,
+-- which read and scale each group's current lr, so schedulers compose (`ChainedScheduler`,
+-- `SequentialLR`) and the lrs equal PyTorch's to the last bit; `step(epoch)` uses the closed
+-- forms where PyTorch has them. Unknown options and bad arguments (with PyTorch's messages)
+-- are errors; a step that fails changes nothing.
+--
+--     local sched = lt.optim.lr_scheduler
+--     local opt = lt.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
+--     local s = sched.CosineAnnealingLR(opt, epochs)
+--     for epoch = 1, epochs do
+--       train_one_epoch(opt)
+--       s:step()
+--     end
 -- @module lantern.optim.lr_scheduler
+-- @alias sched
 local check = require "lantern.optim.check"
 local fail, typename, show = check.fail, check.typename, check.show
 
 local sched = {}
 
+--- What every scheduler has (PyTorch's `LRScheduler`): `s.optimizer`, `s.last_epoch`,
+-- `s.base_lrs` (the groups' `initial_lr`), and the methods below. Each class computes its
+-- lrs in `s:get_lr()` (the chainable form, called by step).
+-- @type Scheduler
 local Scheduler = {}
 Scheduler.__index = Scheduler
 
@@ -21,7 +35,7 @@ local function class(name, parent)
   return cls
 end
 
------------------------------------------------------------------------- argument checks
+-- argument checks ---------------------------------------------------------------------
 
 local function check_optimizer(name, opt)
   if type(opt) ~= "table" or type(opt.param_groups) ~= "table" then
@@ -102,7 +116,7 @@ local function call_lambda(self, i)
   return f
 end
 
------------------------------------------------------------------------- the base class
+-- the base class ---------------------------------------------------------------------
 
 local function group_lrs(opt)
   local out = {}
@@ -153,6 +167,7 @@ end
 
 --- Advances one step and writes the new lrs into the optimiser's groups. `step(epoch)` jumps
 -- to `epoch` (the closed form where PyTorch has one). A step that fails changes nothing.
+-- @number[opt] epoch
 function Scheduler:step(epoch)
   if epoch ~= nil and type(epoch) ~= "number" then
     fail("%s: step(epoch): epoch must be a number, got %s", self.__name, typename(epoch))
@@ -169,6 +184,7 @@ function Scheduler:step(epoch)
 end
 
 --- The lrs the last step set, one per parameter group.
+-- @treturn table
 function Scheduler:get_last_lr()
   local out = {}
   for i, v in ipairs(self._last_lr) do out[i] = v end
@@ -185,7 +201,10 @@ local function copy_data(v)
   return t
 end
 
---- Every field but the optimiser (and functions), as PyTorch's `__dict__` minus optimizer.
+--- Every field but the optimiser (and functions), as PyTorch's `__dict__` minus optimizer:
+-- plain data (lambdas and `scale_fn` are code, not state). `SequentialLR` and
+-- `ChainedScheduler` save their schedulers' states.
+-- @treturn table
 function Scheduler:state_dict()
   local sd = {}
   for k, v in pairs(self) do
@@ -196,6 +215,7 @@ end
 
 --- Restores the fields of a `state_dict()`; keys that would hide a method, the optimiser or a
 -- function the scheduler was given are ignored.
+-- @tab sd
 function Scheduler:load_state_dict(sd)
   if type(sd) ~= "table" then
     fail("%s: load_state_dict expects a table, got %s", self.__name, typename(sd))
@@ -219,10 +239,19 @@ end
 
 local function same_lrs(self) return group_lrs(self.optimizer) end
 
------------------------------------------------------------------------- LambdaLR
+-- LambdaLR ---------------------------------------------------------------------
 
--- LambdaLR(opt, lr_lambda): lr = initial_lr * lr_lambda(epoch); lr_lambda is a function or a
--- list of one per group.
+---------------------------------------------------------------------------------------------
+--- The schedulers. Each is called as `Name(optimizer, ...)` and has the methods of
+-- Scheduler above.
+-- @section schedulers
+
+--- `lr = initial_lr * lr_lambda(epoch)`.
+-- @function LambdaLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @param lr_lambda a function of the epoch, or a list of one per group
+-- @tparam[opt] table opts `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage sched.LambdaLR(opt, function(epoch) return 0.95 ^ epoch end)
 sched.LambdaLR = class("LambdaLR")
 function sched.LambdaLR.new(cls, opt, lr_lambda, o)
   local name = cls.__name
@@ -243,9 +272,13 @@ function sched.LambdaLR:state_dict()
   return sd
 end
 
------------------------------------------------------------------------- MultiplicativeLR
+-- MultiplicativeLR ---------------------------------------------------------------------
 
--- MultiplicativeLR(opt, lr_lambda): each step multiplies the lr by lr_lambda(epoch).
+--- Each step multiplies the lr by `lr_lambda(epoch)`.
+-- @function MultiplicativeLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @param lr_lambda a function of the epoch, or a list of one per group
+-- @tparam[opt] table opts `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.MultiplicativeLR = class("MultiplicativeLR")
 sched.MultiplicativeLR.new = sched.LambdaLR.new
 sched.MultiplicativeLR.state_dict = sched.LambdaLR.state_dict
@@ -256,9 +289,14 @@ function sched.MultiplicativeLR:get_lr()
   return same_lrs(self)
 end
 
------------------------------------------------------------------------- StepLR
+-- StepLR ---------------------------------------------------------------------
 
--- StepLR(opt, step_size, {gamma=0.1})
+--- Multiplies the lr by `gamma` every `step_size` epochs.
+-- @function StepLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @int step_size
+-- @tparam[opt] table opts `gamma` (0.1), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage sched.StepLR(opt, 30, {gamma = 0.1})   -- lr / 10 at epochs 30, 60, ...
 sched.StepLR = class("StepLR")
 function sched.StepLR.new(cls, opt, step_size, o)
   local name = cls.__name
@@ -279,9 +317,14 @@ function sched.StepLR:_get_closed_form_lr()
   return map_base(self, function(b) return b * self.gamma ^ (self.last_epoch // self.step_size) end)
 end
 
------------------------------------------------------------------------- MultiStepLR
+-- MultiStepLR ---------------------------------------------------------------------
 
--- MultiStepLR(opt, milestones, {gamma=0.1}); a milestone given twice decays twice there.
+--- Multiplies the lr by `gamma` at each milestone (a milestone given twice decays twice
+-- there).
+-- @function MultiStepLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @tab milestones increasing epochs
+-- @tparam[opt] table opts `gamma` (0.1), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.MultiStepLR = class("MultiStepLR")
 function sched.MultiStepLR.new(cls, opt, milestones, o)
   local name = cls.__name
@@ -322,9 +365,12 @@ function sched.MultiStepLR:_get_closed_form_lr()
   return map_base(self, function(b) return b * self.gamma ^ k end)
 end
 
------------------------------------------------------------------------- ConstantLR
+-- ConstantLR ---------------------------------------------------------------------
 
--- ConstantLR(opt, {factor=1/3, total_iters=5}): lr * factor until epoch total_iters.
+--- The lr times `factor` until epoch `total_iters`, then the lr itself.
+-- @function ConstantLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @tparam[opt] table opts `factor` (1/3), `total_iters` (5), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.ConstantLR = class("ConstantLR")
 function sched.ConstantLR.new(cls, opt, o)
   local name = cls.__name
@@ -355,9 +401,13 @@ function sched.ConstantLR:_get_closed_form_lr()
   return map_base(self, function(b) return b * (self.factor + reached) end)
 end
 
------------------------------------------------------------------------- LinearLR
+-- LinearLR ---------------------------------------------------------------------
 
--- LinearLR(opt, {start_factor=1/3, end_factor=1, total_iters=5})
+--- The lr times a factor going linearly from `start_factor` to `end_factor` over
+-- `total_iters` epochs (a warm-up).
+-- @function LinearLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @tparam[opt] table opts `start_factor` (1/3), `end_factor` (1), `total_iters` (5), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.LinearLR = class("LinearLR")
 function sched.LinearLR.new(cls, opt, o)
   local name = cls.__name
@@ -396,9 +446,13 @@ function sched.LinearLR:_get_closed_form_lr()
   end)
 end
 
------------------------------------------------------------------------- ExponentialLR
+-- ExponentialLR ---------------------------------------------------------------------
 
--- ExponentialLR(opt, gamma)
+--- Multiplies the lr by `gamma` every epoch.
+-- @function ExponentialLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @number gamma
+-- @tparam[opt] table opts `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.ExponentialLR = class("ExponentialLR")
 function sched.ExponentialLR.new(cls, opt, gamma, o)
   local name = cls.__name
@@ -418,9 +472,12 @@ function sched.ExponentialLR:_get_closed_form_lr()
   return map_base(self, function(b) return b * self.gamma ^ self.last_epoch end)
 end
 
------------------------------------------------------------------------- PolynomialLR
+-- PolynomialLR ---------------------------------------------------------------------
 
--- PolynomialLR(opt, {total_iters=5, power=1}): lr * (1 - epoch/total_iters)^power.
+--- `lr * (1 - epoch / total_iters)^power` until total_iters.
+-- @function PolynomialLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @tparam[opt] table opts `total_iters` (5), `power` (1), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.PolynomialLR = class("PolynomialLR")
 function sched.PolynomialLR.new(cls, opt, o)
   local name = cls.__name
@@ -446,9 +503,14 @@ function sched.PolynomialLR:_get_closed_form_lr()
   end)
 end
 
------------------------------------------------------------------------- CosineAnnealingLR
+-- CosineAnnealingLR ---------------------------------------------------------------------
 
--- CosineAnnealingLR(opt, T_max, {eta_min=0})
+--- Cosine annealing from the lr down to `eta_min` over `T_max` epochs:
+-- `eta_min + (lr - eta_min) (1 + cos(pi epoch / T_max)) / 2` (in PyTorch's chainable form).
+-- @function CosineAnnealingLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @int T_max
+-- @tparam[opt] table opts `eta_min` (0), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
 sched.CosineAnnealingLR = class("CosineAnnealingLR")
 function sched.CosineAnnealingLR.new(cls, opt, T_max, o)
   local name = cls.__name
@@ -488,10 +550,18 @@ function sched.CosineAnnealingLR:_get_closed_form_lr()
   end)
 end
 
------------------------------------------------------------------------- CosineAnnealingWarmRestarts
+-- CosineAnnealingWarmRestarts ---------------------------------------------------------------------
 
--- CosineAnnealingWarmRestarts(opt, T_0, {T_mult=1, eta_min=0}); step() or step(epoch), where
--- a fractional epoch (epoch + batch / batches) anneals within the epoch.
+--- Cosine annealing restarted every `T_i` epochs, with `T_0` first and each period `T_mult`
+-- times the last. `step()` advances an epoch; `step(epoch)` takes a fractional epoch
+-- (`epoch + batch / batches`), which anneals within the epoch (see
+-- `CosineAnnealingWarmRestarts:step(`).
+-- @function CosineAnnealingWarmRestarts
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @int T_0
+-- @tparam[opt] table opts `T_mult` (1, an integer), `eta_min` (0), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage local s = sched.CosineAnnealingWarmRestarts(opt, 10, {T_mult = 2})
+-- for epoch = 0, 29 do for b = 1, nb do train(b); s:step(epoch + b / nb) end end
 sched.CosineAnnealingWarmRestarts = class("CosineAnnealingWarmRestarts")
 function sched.CosineAnnealingWarmRestarts.new(cls, opt, T_0, o)
   local name = cls.__name
@@ -515,6 +585,10 @@ function sched.CosineAnnealingWarmRestarts:get_lr()
     return eta + (b - eta) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
   end)
 end
+--- Steps to the next epoch, or to `epoch` (a number, fractional for a position within an
+-- epoch).
+-- @function CosineAnnealingWarmRestarts:step
+-- @number[opt] epoch
 function sched.CosineAnnealingWarmRestarts:step(epoch)
   local name = self.__name
   if epoch ~= nil and type(epoch) ~= "number" then
@@ -554,11 +628,23 @@ function sched.CosineAnnealingWarmRestarts:step(epoch)
   self._last_lr = group_lrs(self.optimizer)
 end
 
------------------------------------------------------------------------- CyclicLR
+-- CyclicLR ---------------------------------------------------------------------
 
--- CyclicLR(opt, base_lr, max_lr, {step_size_up=2000, step_size_down=step_size_up,
---   mode="triangular", gamma=1, scale_fn, scale_mode="cycle", cycle_momentum=true,
---   base_momentum=0.8, max_momentum=0.9}); lrs and momenta are numbers or one per group.
+--- Cycles the lr between `base_lr` and `max_lr` (per batch), rising over `step_size_up`
+-- steps and falling over `step_size_down`; `"triangular"` keeps the amplitude,
+-- `"triangular2"` halves it each cycle, `"exp_range"` scales it by `gamma^step`, or
+-- `scale_fn(x)` gives it. With `cycle_momentum` (default true) the momentum of SGD and
+-- RMSprop (also when it was 0) cycles inversely between `max_momentum` and `base_momentum`;
+-- as in PyTorch 1.13, Adam needs `{cycle_momentum = false}`. `s:scale_fn(x)` is the amplitude
+-- at cycle (or step) x.
+-- @function CyclicLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @param base_lr a number or one per group
+-- @param max_lr a number or one per group
+-- @tparam[opt] table opts `step_size_up` (2000), `step_size_down` (`step_size_up`), `mode`
+-- (`"triangular"`), `gamma` (1), `scale_fn`, `scale_mode` (`"cycle"` or `"iterations"`),
+-- `cycle_momentum` (true), `base_momentum` (0.8), `max_momentum` (0.9), `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage sched.CyclicLR(opt, 0.001, 0.1, {step_size_up = 500, mode = "triangular2"})
 sched.CyclicLR = class("CyclicLR")
 local CYCLIC_MODES = { triangular = "cycle", triangular2 = "cycle", exp_range = "iterations" }
 function sched.CyclicLR.new(cls, opt, base_lr, max_lr, o)
@@ -662,12 +748,21 @@ function sched.CyclicLR:get_lr()
   return lrs
 end
 
------------------------------------------------------------------------- OneCycleLR
+-- OneCycleLR ---------------------------------------------------------------------
 
--- OneCycleLR(opt, max_lr, {total_steps | epochs+steps_per_epoch, pct_start=0.3,
---   anneal_strategy="cos", cycle_momentum=true, base_momentum=0.85, max_momentum=0.95,
---   div_factor=25, final_div_factor=1e4, three_phase=false}). Momentum (SGD, RMSprop) or
--- betas[1] (Adam, AdamW) cycles inversely to the lr.
+--- The 1cycle policy (per batch): the lr rises from `max_lr / div_factor` to `max_lr` over
+-- `pct_start` of the steps, then anneals to `initial_lr / final_div_factor` (with
+-- `three_phase`, back to the initial lr first). The momentum of SGD and RMSprop or `betas[1]`
+-- of Adam and AdamW cycles inversely (`cycle_momentum`); Adagrad needs
+-- `{cycle_momentum = false}`. Stepping past `total_steps` raises.
+-- @function OneCycleLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @param max_lr a number or one per group
+-- @tparam table opts `total_steps`, or `epochs` and `steps_per_epoch`; `pct_start` (0.3),
+-- `anneal_strategy` (`"cos"` or `"linear"`), `cycle_momentum` (true), `base_momentum` (0.85),
+-- `max_momentum` (0.95), `div_factor` (25), `final_div_factor` (1e4), `three_phase` (false),
+-- `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage local s = sched.OneCycleLR(opt, 0.01, {epochs = 10, steps_per_epoch = #loader})
 sched.OneCycleLR = class("OneCycleLR")
 function sched.OneCycleLR.new(cls, opt, max_lr, o)
   local name = cls.__name
@@ -788,7 +883,7 @@ function sched.OneCycleLR:get_lr()
   return lrs
 end
 
------------------------------------------------------------------------- SequentialLR / ChainedScheduler
+-- SequentialLR / ChainedScheduler ---------------------------------------------------------------------
 
 local function scheduler_list(name, schedulers)
   if type(schedulers) ~= "table" then
@@ -839,8 +934,15 @@ local function load_nested(self, sd)
   for i, s in ipairs(self._schedulers) do s:load_state_dict(subs[i]) end
 end
 
--- SequentialLR(opt, schedulers, milestones): schedulers[i + 1] takes over at milestones[i],
--- starting from its own epoch 0.
+--- `schedulers[i + 1]` takes over at `milestones[i]`, starting from its own epoch 0 (a
+-- warm-up followed by a decay).
+-- @function SequentialLR
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...) (the one every scheduler was made for)
+-- @tab schedulers
+-- @tab milestones one fewer than the schedulers
+-- @tparam[opt] table opts `last_epoch` (-1; to resume, with `initial_lr` in the groups)
+-- @usage local warm = sched.LinearLR(opt, {start_factor = 0.1, total_iters = 5})
+-- local s = sched.SequentialLR(opt, {warm, sched.CosineAnnealingLR(opt, 95)}, {5})
 sched.SequentialLR = class("SequentialLR")
 function sched.SequentialLR.new(cls, opt, schedulers, milestones, o)
   local name = cls.__name
@@ -895,7 +997,11 @@ end
 sched.SequentialLR.state_dict = nested_state
 sched.SequentialLR.load_state_dict = load_nested
 
--- ChainedScheduler(schedulers): one step() steps every scheduler in turn.
+--- One `step()` steps every scheduler in turn, so their factors multiply.
+-- @function ChainedScheduler
+-- @tab schedulers of one optimiser
+-- @tparam[opt] table opts none (an empty table is accepted)
+-- @usage sched.ChainedScheduler({sched.ConstantLR(opt, {factor = 0.5}), sched.ExponentialLR(opt, 0.9)})
 sched.ChainedScheduler = class("ChainedScheduler")
 function sched.ChainedScheduler.new(cls, schedulers, o)
   local name = cls.__name
@@ -919,10 +1025,18 @@ end
 sched.ChainedScheduler.state_dict = nested_state
 sched.ChainedScheduler.load_state_dict = load_nested
 
------------------------------------------------------------------------- ReduceLROnPlateau
+-- ReduceLROnPlateau ---------------------------------------------------------------------
 
--- ReduceLROnPlateau(opt, {mode="min", factor=0.1, patience=10, threshold=1e-4,
---   threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8}); step(metric)
+--- Multiplies the lr by `factor` when a metric has stopped improving for `patience` steps:
+-- call `s:step(metric)` after each evaluation. `s:is_better(metric)` tells whether a value
+-- beats the best so far by the threshold.
+-- @function ReduceLROnPlateau
+-- @param optimizer an optimiser (`lt.optim.SGD(...)`, ...)
+-- @tparam[opt] table opts `mode` (`"min"` or `"max"`), `factor` (0.1), `patience` (10),
+-- `threshold` (1e-4), `threshold_mode` (`"rel"` or `"abs"`), `cooldown` (0), `min_lr` (0, or
+-- one per group), `eps` (1e-8: smaller changes of the lr are skipped)
+-- @usage local s = sched.ReduceLROnPlateau(opt, {patience = 3})
+-- s:step(val_loss)
 sched.ReduceLROnPlateau = class("ReduceLROnPlateau")
 function sched.ReduceLROnPlateau.new(cls, opt, o)
   local name = cls.__name
@@ -966,7 +1080,11 @@ function sched.ReduceLROnPlateau:is_better(a)
   end
   return a > (rel and self.best * (1 + self.threshold) or self.best + self.threshold)
 end
---- step(metric[, epoch]): metric is a number or a one-element tensor.
+--- Takes the metric of this step (a number or a one-element tensor) and lowers the lrs
+-- when it has not improved for `patience` steps.
+-- @function ReduceLROnPlateau:step
+-- @param metric
+-- @int[opt] epoch
 function sched.ReduceLROnPlateau:step(metric, epoch)
   local name = self.__name
   if type(metric) ~= "number" then
