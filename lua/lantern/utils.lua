@@ -1,4 +1,4 @@
---- General utilities: `lt.utils.progress`, a progress bar for loops after Python's tqdm.
+--- A progress bar for loops, after Python's tqdm (`progress` in `lt.utils`).
 --
 --     for xb, yb in lt.utils.progress(loader, {desc = "epoch 1"}) do ... end
 --     -- epoch 1:  40%|██████████               | 188/469 [00:05<00:07, 37.12it/s, loss=0.412]
