@@ -1,0 +1,66 @@
+/*
+** cpu_isa.c -- which vector instruction set the float32 kernels use.
+**
+** The default build targets x86-64-v2 (SSE4.2) so that one binary runs on every x86-64 machine
+** of the last decade; the kernels that gain from wider vectors are also compiled for AVX2+FMA
+** and AVX-512 (elementwise_kernels.c), and the widest the CPU and OS support is chosen on first
+** use. LANTERN_ISA=sse4|avx2|avx512 forces a level, to compare levels or to test each one on a
+** machine that has them all.
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_isa.h"
+
+static const char *const names[LT_NISA] = {"sse4", "avx2", "avx512"};
+static int level;
+static pthread_once_t chosen = PTHREAD_ONCE_INIT;
+
+bool lt_cpu_isa_supported(int lv) {
+  switch (lv) {
+    case LT_ISA_SSE4: return true;
+#ifdef LT_ISA_DISPATCH
+    /* __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0) */
+    case LT_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case LT_ISA_AVX512:
+      return lt_cpu_isa_supported(LT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl");
+#endif
+    default: return false;
+  }
+}
+
+const char *lt_cpu_isa_name(int lv) { return lv >= 0 && lv < LT_NISA ? names[lv] : "?"; }
+
+/* A bad LANTERN_ISA cannot be a Lua error (the choice is made inside a kernel, possibly in a
+** host without Lua), so it is reported once on stderr and the best level is used instead. */
+static void choose(void) {
+#ifdef LT_ISA_DISPATCH
+  __builtin_cpu_init();
+#endif
+  int best = LT_ISA_SSE4;
+  for (int lv = LT_ISA_SSE4 + 1; lv < LT_NISA; lv++)
+    if (lt_cpu_isa_supported(lv)) best = lv;
+  level = best;
+  const char *want = getenv("LANTERN_ISA");
+  if (!want || !*want) return;
+  for (int lv = 0; lv < LT_NISA; lv++) {
+    if (strcmp(want, names[lv]) != 0) continue;
+    if (lt_cpu_isa_supported(lv))
+      level = lv;
+    else
+      fprintf(stderr, "lantern: LANTERN_ISA=%s: this CPU does not support %s; using %s\n", want,
+              names[lv], names[best]);
+    return;
+  }
+  fprintf(stderr, "lantern: LANTERN_ISA=%s: expected one of sse4, avx2, avx512; using %s\n", want,
+          names[best]);
+}
+
+int lt_cpu_isa(void) {
+  pthread_once(&chosen, choose);
+  return level;
+}

@@ -1,0 +1,21 @@
+/*
+** cpu_isa.h -- the vector instruction set the float32 cpu kernels run with, chosen once.
+*/
+#ifndef LT_CPU_ISA_H
+#define LT_CPU_ISA_H
+
+#include <stdbool.h>
+
+/* Levels in increasing order; each needs what the ones below it need. */
+enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
+
+/* Kernels of every level exist only on x86-64 (GCC/Clang target attributes). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LT_ISA_DISPATCH 1
+#endif
+
+int lt_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
+bool lt_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
+const char *lt_cpu_isa_name(int level);
+
+#endif
