@@ -7,8 +7,8 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hi
 OPT ?= -O3 -march=x86-64-v2 -fno-math-errno
 LDLIBS = -lopenblas -lz -lm -lpthread
 
-SRC = $(wildcard src/*.c src/bind/*.c src/serial/*.c)
-HDR = $(wildcard include/*.h src/*.h src/bind/*.h src/serial/*.h)
+SRC = $(wildcard src/*.c src/cpu/*.c src/bind/*.c src/serial/*.c)
+HDR = $(wildcard include/*.h src/*.h src/cpu/*.h src/bind/*.h src/serial/*.h)
 LUASRC = $(shell find lua -name '*.lua' | sort)
 
 BUILD ?= build
@@ -64,6 +64,14 @@ setup:
 test: setup
 	$(MAKE) all
 	bin/lantern-busted
+
+# The per-device op suite: every entry of the device's kernel table, forward and backward,
+# against a plain-Lua reference (spec/device_ops_spec.lua, which `make test` runs too).
+LANTERN_DEVICE ?= cpu
+.PHONY: test-device
+test-device: setup
+	$(MAKE) all
+	LANTERN_DEVICE=$(LANTERN_DEVICE) bin/lantern-busted --tags=device spec/device_ops_spec.lua
 
 check: setup
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \

@@ -97,11 +97,6 @@ void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v) {
   lt_iter_run(ctx, &it, fill_row, &fa);
 }
 
-const lt_backend lt_cpu_backend = {
-    "cpu", lt_cpu_copy, lt_cpu_fill, lt_cpu_binary, lt_cpu_binary_flat, lt_cpu_unary,
-    lt_cpu_gemm,
-};
-
 /* ------------------------------------------------------------ ops */
 
 int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v) {

@@ -172,14 +172,19 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
 
 /* ======================================================= device kernel table
 ** Every op reaches its kernels through the table of its tensors' device; only cpu exists.
-** A CUDA backend fills the same table. Kernels get already-checked arguments. */
+** A CUDA backend fills the same table. Kernels get already-checked arguments, never call ops
+** and never fail except for out-of-memory (the int entries: 0 or -1 with the message set). */
+
+/* reductions of lt_reduce (the kernel's `op`) */
+enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
+
 typedef struct lt_backend {
   const char *name;
   /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
   void (*copy)(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
   void (*fill)(lt_ctx *ctx, lt_tensor *dst, double v);
   /* out = op(a, b) elementwise, a and b already broadcastable to out; compute in out's
-  ** dtype except comparisons, which compute in `cmp` dtype and write bool */
+  ** dtype except comparisons, which compute in the `compute` dtype and write bool */
   void (*binary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                  lt_dtype compute);
   /* out[i] = op(a[i * sa], b[i * sb]) for i < n < LT_PAR_MIN over flat buffers of dtype dt,
@@ -191,11 +196,40 @@ typedef struct lt_backend {
   /* C = alpha * op(A) @ op(B) + beta * C for 2-D float matrices (row-major views allowed) */
   void (*gemm)(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+  /* out = op folded over the dims of a marked in mask; out is contiguous with the kept dims
+  ** in order (keepdim or not), of the dtype the op layer chose; `name` is for messages */
+  int (*reduce)(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
+                const lt_tensor *a, const bool *mask);
+  /* gi[m][j] = g[m] * (the product of x[m][k] for k != j) over `rows` contiguous rows of n
+  ** (x, g, gi contiguous, one float dtype; zeros handled exactly) */
+  void (*prod_backward)(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
+                        int64_t n);
+  /* whether a float tensor holds a NaN (a non-contiguous one: assumed to) */
+  bool (*has_nan)(const lt_tensor *t);
+  /* the first best element along dim of a (size > 0): idx (int64) gets its index + base and
+  ** values (may be NULL) its value; idx and values have a's shape with stride 0 along dim */
+  void (*search_dim)(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
+                     const lt_tensor *a, int dim, int64_t base);
+  /* the same over all of the contiguous a (numel > 0): out's one int64 element gets it */
+  int (*search_flat)(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
+                     const lt_tensor *a, int64_t base);
+  /* y = softmax or log_softmax of x along dim (y fresh, x's float dtype and shape) */
+  void (*softmax)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_);
+  /* gi from the forward's output y and the gradient g (y's dtype and shape) */
+  void (*softmax_backward)(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
+                           int dim, bool log_);
+  /* y = running sum of x along dim, from the end when reverse; y is float for a float x (its
+  ** dtype), int64 otherwise */
+  void (*cumsum)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 } lt_backend;
 
 extern const lt_backend lt_cpu_backend;
-/* cpu kernels behind the table: copy/fill in copy.c, binary/unary in elementwise.c,
-** gemm in linalg.c */
+/* The entries' names in the struct's order, NULL-terminated (cpu/backend.c). */
+extern const char *const lt_backend_entries[];
+/* The table of a device (NULL: none). */
+const lt_backend *lt_backend_of(lt_devtype device);
+/* cpu kernels behind the table: copy/fill in copy.c, binary/unary in elementwise_kernels.c,
+** gemm in linalg.c, the rest in src/cpu/ (the table itself in cpu/backend.c) */
 void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
@@ -205,6 +239,19 @@ void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a
 void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
 void lt_cpu_gemm(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                  const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
+                  const lt_tensor *a, const bool *mask);
+void lt_cpu_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
+                          int64_t n);
+bool lt_cpu_has_nan(const lt_tensor *t);
+void lt_cpu_search_dim(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
+                       const lt_tensor *a, int dim, int64_t base);
+int lt_cpu_search_flat(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
+                       const lt_tensor *a, int64_t base);
+void lt_cpu_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_);
+void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
+                             int dim, bool log_);
+void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {
   (void)t;
   return &lt_cpu_backend;
@@ -437,10 +484,10 @@ int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask
 /* int64 classes (from base) to an int64 tensor of shape [..., num_classes]; -1 infers it */
 int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, int64_t base);
 
-/* reductions (reduce.c); dims NULL/ndims 0 means all */
-enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
-int lt_reduce(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, int ndims, const int *dims,
-              bool keepdim);
+/* reductions (reduce.c, search.c: max/min along a dim and arg search, reduce_composed.c:
+** var/std/norm/logsumexp, softmax.c, scan.c); dims NULL/ndims 0 means all */
+int lt_reduce(lt_ctx *ctx, lt_tensor **out, enum lt_redop op, lt_tensor *a, int ndims,
+              const int *dims, bool keepdim);
 /* Full max/min (0-dim result; gradient shared among ties as PyTorch's MaxBackward1). */
 int lt_max(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
 int lt_min(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);

@@ -1,0 +1,42 @@
+/*
+** cpu/backend.c -- the cpu device's kernel table. Kernels not yet moved into src/cpu/ stay
+** where they were (copy/fill in copy.c, binary/unary in elementwise_kernels.c, gemm in
+** linalg.c); the table is the one place that names them all.
+*/
+#include "../core.h"
+
+const lt_backend lt_cpu_backend = {
+    .name = "cpu",
+    .copy = lt_cpu_copy,
+    .fill = lt_cpu_fill,
+    .binary = lt_cpu_binary,
+    .binary_flat = lt_cpu_binary_flat,
+    .unary = lt_cpu_unary,
+    .gemm = lt_cpu_gemm,
+    .reduce = lt_cpu_reduce,
+    .prod_backward = lt_cpu_prod_backward,
+    .has_nan = lt_cpu_has_nan,
+    .search_dim = lt_cpu_search_dim,
+    .search_flat = lt_cpu_search_flat,
+    .softmax = lt_cpu_softmax,
+    .softmax_backward = lt_cpu_softmax_backward,
+    .cumsum = lt_cpu_cumsum,
+};
+
+/* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
+** of each, so a kernel added to the table without a test fails the suite. */
+const char *const lt_backend_entries[] = {
+    "copy", "fill", "binary", "binary_flat", "unary", "gemm", "reduce", "prod_backward",
+    "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum", NULL,
+};
+
+/* A table entry added to the struct but not to the list above fails the build. */
+_Static_assert(sizeof(lt_backend) ==
+                   sizeof(const char *) +
+                       (sizeof lt_backend_entries / sizeof *lt_backend_entries - 1) *
+                           sizeof(void (*)(void)),
+               "lt_backend_entries must name every entry of struct lt_backend");
+
+const lt_backend *lt_backend_of(lt_devtype device) {
+  return device == LT_CPU ? &lt_cpu_backend : NULL;
+}

@@ -1,0 +1,93 @@
+/*
+** cpu/cpu.h -- helpers shared by the cpu kernels of src/cpu/ (never included by the op layer).
+**
+** Rows along one dim: single-dim kernels (softmax, search along a dim, cumsum) walk one row per
+** position of the other dims, of length size[dim] and stride stride[dim], rows in parallel.
+*/
+#ifndef LT_CPU_H
+#define LT_CPU_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../core.h"
+
+/* R elements per partial result: long reductions and flat searches are cut into chunks of this
+** size, combined in chunk order, so results never depend on the number of threads. */
+#define LT_CPU_CHUNK 32768
+
+static inline int64_t lt_cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Units of work per parallel task so that each task has about LT_PAR_MIN element steps. */
+static inline int64_t lt_cpu_grain(int64_t work_per_unit) {
+  if (work_per_unit < 1) work_per_unit = 1;
+  return (LT_PAR_MIN + work_per_unit - 1) / work_per_unit;
+}
+
+/* ================================================================ rows along one dim */
+
+#define LT_ROW_MAXOP 4
+
+typedef struct lt_rowit {
+  int nops, nd;
+  int64_t n, nrows;                 /* row length, number of rows */
+  int64_t rs[LT_ROW_MAXOP];         /* element strides along the row */
+  int64_t es[LT_ROW_MAXOP];         /* element sizes */
+  char *base[LT_ROW_MAXOP];
+  int64_t size[LT_MAX_DIMS];        /* the other dims, collapsed */
+  int64_t st[LT_ROW_MAXOP][LT_MAX_DIMS];
+} lt_rowit;
+
+typedef void (*lt_cpu_row_fn)(const lt_rowit *it, char **p, void *ud);
+
+/* Rows along `dim` of ops[0]'s shape; every operand has that shape (views with stride 0 are
+** fine). A 0-d shape is one row of one element. */
+void lt_rowit_init(lt_rowit *it, int nops, const lt_tensor *const *ops, int dim);
+/* Calls fn on every row, rows split across threads. */
+void lt_rows_run(lt_ctx *ctx, const lt_rowit *it, lt_cpu_row_fn fn, void *ud);
+
+/* ================================================================ float32 vector helpers
+** Four-lane GCC/clang vector extensions (SSE on x86-64, NEON on arm64), with scalar
+** fallbacks. exp4 reduces x = n ln2 + r (|r| <= ln2/2, two-part ln2) and sums the Taylor
+** series of e^r to degree 7 (truncation 5e-9, a few ulp in all); for x < -87 it gives 0
+** (denormal results flushed), NaN stays NaN. It is meant for x <= 88 (softmax feeds x <= 0). */
+#if defined(__GNUC__)
+#define LT_VEC4 1
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+
+static inline v4f v4load(const float *p) {
+  v4f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v4store(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f v4splat(float x) { return (v4f){x, x, x, x}; }
+static inline v4f v4sel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
+static inline double v4hsum(v4f v) { return ((double)v[0] + v[1]) + ((double)v[2] + v[3]); }
+
+static inline v4f exp4(v4f v) {
+  const v4f lo = v4splat(-87.0f), hi = v4splat(88.0f), magic = v4splat(12582912.0f);
+  v4f c = v4sel(v < lo, lo, v);
+  c = v4sel(c > hi, hi, c);
+  v4f fn = (c * v4splat(1.44269504088896341f) + magic) - magic;   /* round to nearest */
+  v4f r = c - fn * v4splat(0.693145751953125f);
+  r = r - fn * v4splat(1.428606765330187045e-06f);
+  v4f q = v4splat(1.0f / 5040);
+  q = q * r + v4splat(1.0f / 720);
+  q = q * r + v4splat(1.0f / 120);
+  q = q * r + v4splat(1.0f / 24);
+  q = q * r + v4splat(1.0f / 6);
+  q = q * r + v4splat(0.5f);
+  q = q * r + v4splat(1.0f);
+  q = q * r + v4splat(1.0f);
+  v4u e = (v4u)(__builtin_convertvector(fn, v4i) + 127) << 23;   /* 2^n */
+  return v4sel(v < lo, v4splat(0.0f), q * (v4f)e);
+}
+#endif
+
+/* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
+float lt_cpu_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan);
+
+#endif

@@ -1,0 +1,691 @@
+/*
+** cpu/reduce.c -- cpu kernels of the reductions: the fold engine behind sum mean prod amax
+** amin all any (table entry `reduce`), the rows of a product's gradient (`prod_backward`) and
+** the NaN test of amax's gradient (`has_nan`).
+**
+** Plan of `reduce`. The input is split into two index spaces: the kept dims (one output
+** element each) and the reduced dims "R" (the elements folded into one output). Size-1 dims
+** are dropped; each space is sorted by stride and collapsed where contiguous. Then either
+**  - inner mode (an R dim moves fastest in memory): every output folds its R elements with a
+**    row kernel, unit-stride in the common case; or
+**  - column mode (a kept dim moves fastest): a block of neighbouring outputs is accumulated
+**    row by row, acc[j] += x[r][j], which vectorises across outputs (sum over the batch dim).
+** Long reductions are cut into fixed-size chunks of R whose partial results are combined in
+** chunk order, so results depend on the shape only, never on the number of threads; float
+** sums accumulate in double inside a chunk.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+typedef union acc {
+  double d;
+  int64_t i;
+  uint64_t u;   /* integer sums and products wrap instead of overflowing */
+} acc_t;
+
+#define CHUNK LT_CPU_CHUNK   /* R elements per partial result in inner mode */
+#define COLW 2048            /* outputs per block in column mode */
+
+static int64_t absi(int64_t x) { return x < 0 ? -x : x; }
+
+/* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
+float lt_cpu_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan) {
+  int64_t i = 0;
+  float m = x[0];
+  bool seen = false;
+#ifdef LT_VEC4
+  if (n >= 8) {
+    v4f m0 = v4load(x), m1 = v4load(x + 4);
+    v4i bad = (m0 != m0) | (m1 != m1);
+    m0 = v4sel(m0 != m0, v4splat(is_max ? -INFINITY : INFINITY), m0);
+    m1 = v4sel(m1 != m1, v4splat(is_max ? -INFINITY : INFINITY), m1);
+    for (i = 8; i + 8 <= n; i += 8) {
+      v4f a = v4load(x + i), b = v4load(x + i + 4);
+      bad |= (a != a) | (b != b);
+      if (is_max) {
+        m0 = v4sel(a > m0, a, m0);
+        m1 = v4sel(b > m1, b, m1);
+      } else {
+        m0 = v4sel(a < m0, a, m0);
+        m1 = v4sel(b < m1, b, m1);
+      }
+    }
+    m0 = is_max ? v4sel(m1 > m0, m1, m0) : v4sel(m1 < m0, m1, m0);
+    m = m0[0];
+    for (int k = 1; k < 4; k++) m = (is_max ? m0[k] > m : m0[k] < m) ? m0[k] : m;
+    seen = bad[0] | bad[1] | bad[2] | bad[3];
+  }
+#endif
+  for (; i < n; i++) {
+    float v = x[i];
+    if (v != v) seen = true;
+    else if (m != m || (is_max ? v > m : v < m)) m = v;
+  }
+  *nan = seen;
+  return m;
+}
+
+/* ================================================================ fold kernels */
+
+static acc_t acc_init(enum lt_redop op, bool fl) {
+  acc_t a;
+  switch (op) {
+    case LT_RPROD: if (fl) a.d = 1.0; else a.u = 1; break;
+    case LT_RAMAX: if (fl) a.d = -INFINITY; else a.i = INT64_MIN; break;
+    case LT_RAMIN: if (fl) a.d = INFINITY; else a.i = INT64_MAX; break;
+    case LT_RALL: a.i = 1; break;
+    case LT_RANY: a.i = 0; break;
+    default: if (fl) a.d = 0.0; else a.u = 0; break;
+  }
+  return a;
+}
+
+static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
+  switch (op) {
+    case LT_RPROD: if (fl) a.d *= b.d; else a.u *= b.u; break;
+    case LT_RAMAX:
+      if (fl) {
+        if (b.d > a.d || b.d != b.d) a.d = b.d;   /* NaN wins and stays */
+      } else if (b.i > a.i) {
+        a.i = b.i;
+      }
+      break;
+    case LT_RAMIN:
+      if (fl) {
+        if (b.d < a.d || b.d != b.d) a.d = b.d;
+      } else if (b.i < a.i) {
+        a.i = b.i;
+      }
+      break;
+    case LT_RALL: a.i = a.i && b.i; break;
+    case LT_RANY: a.i = a.i || b.i; break;
+    default: if (fl) a.d += b.d; else a.u += b.u; break;
+  }
+  return a;
+}
+
+/* Sum of n strided elements, accumulated in double over 8 (contiguous) or 4 lanes so the
+** compiler vectorises it and long float32 sums stay accurate; one body for both dtypes. */
+#define DEF_SUM(NAME, T)                                                              \
+  static double NAME(const T *x, int64_t s, int64_t n) {                              \
+    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                           \
+    int64_t i = 0;                                                                    \
+    if (s == 1)                                                                       \
+      for (; i + 8 <= n; i += 8)                                                      \
+        for (int k = 0; k < 8; k++) a[k] += x[i + k];                                 \
+    else                                                                              \
+      for (; i + 4 <= n; i += 4)                                                      \
+        for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];                           \
+    double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));    \
+    for (; i < n; i++) t += x[i * s];                                                 \
+    return t;                                                                         \
+  }
+DEF_SUM(sum_f32, float)
+DEF_SUM(sum_f64, double)
+
+/* all/any over a row, shared by the float and integer folds: stop at the first deciding element */
+#define FOLD_ALL_ANY                                                                 \
+  case LT_RALL:                                                                      \
+    if (acc->i)                                                                      \
+      for (int64_t i = 0; i < n; i++)                                                \
+        if (x[i * s] == 0) { acc->i = 0; break; }                                    \
+    return;                                                                          \
+  case LT_RANY:                                                                      \
+    if (!acc->i)                                                                     \
+      for (int64_t i = 0; i < n; i++)                                                \
+        if (x[i * s] != 0) { acc->i = 1; break; }                                    \
+    return;
+
+/* acc = fold(acc, x[0], x[s], ..., x[(n-1)s]) for an input of dtype dt (s in elements). */
+#define FOLD_FLOAT(T, SUMF)                                                          \
+  {                                                                                  \
+    const T *x = (const T *)p;                                                       \
+    switch (op) {                                                                    \
+      case LT_RSUM: case LT_RMEAN: acc->d += SUMF(x, s, n); return;                  \
+      case LT_RPROD: {                                                               \
+        double v = acc->d;                                                           \
+        for (int64_t i = 0; i < n; i++) v *= x[i * s];                               \
+        acc->d = v;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      case LT_RAMAX: {                                                               \
+        T m = (T)acc->d;                                                             \
+        for (int64_t i = 0; i < n; i++) {                                            \
+          T v = x[i * s];                                                            \
+          if (v > m || v != v) m = v;                                                \
+        }                                                                            \
+        acc->d = m;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      case LT_RAMIN: {                                                               \
+        T m = (T)acc->d;                                                             \
+        for (int64_t i = 0; i < n; i++) {                                            \
+          T v = x[i * s];                                                            \
+          if (v < m || v != v) m = v;                                                \
+        }                                                                            \
+        acc->d = m;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      FOLD_ALL_ANY                                                                   \
+      case LT_NREDOP: break;                                                         \
+    }                                                                                \
+    return;                                                                          \
+  }
+
+#define FOLD_INT(T)                                                                  \
+  {                                                                                  \
+    const T *x = (const T *)p;                                                       \
+    switch (op) {                                                                    \
+      case LT_RSUM: case LT_RMEAN: {                                                 \
+        uint64_t v = acc->u;                                                         \
+        for (int64_t i = 0; i < n; i++) v += (uint64_t)x[i * s];                     \
+        acc->u = v;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      case LT_RPROD: {                                                               \
+        uint64_t v = acc->u;                                                         \
+        for (int64_t i = 0; i < n; i++) v *= (uint64_t)x[i * s];                     \
+        acc->u = v;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      case LT_RAMAX: {                                                               \
+        int64_t m = acc->i;                                                          \
+        for (int64_t i = 0; i < n; i++)                                              \
+          if ((int64_t)x[i * s] > m) m = (int64_t)x[i * s];                          \
+        acc->i = m;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      case LT_RAMIN: {                                                               \
+        int64_t m = acc->i;                                                          \
+        for (int64_t i = 0; i < n; i++)                                              \
+          if ((int64_t)x[i * s] < m) m = (int64_t)x[i * s];                          \
+        acc->i = m;                                                                  \
+        return;                                                                      \
+      }                                                                              \
+      FOLD_ALL_ANY                                                                   \
+      case LT_NREDOP: break;                                                         \
+    }                                                                                \
+    return;                                                                          \
+  }
+
+static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, int64_t s,
+                     int64_t n) {
+  if (dt == LT_FLOAT32 && s == 1 && n >= 16 && (op == LT_RAMAX || op == LT_RAMIN)) {
+    bool nan;
+    float m = lt_cpu_extreme_f32((const float *)p, n, op == LT_RAMAX, &nan);
+    acc_t b;
+    b.d = nan ? NAN : m;
+    *acc = acc_combine(op, true, *acc, b);
+    return;
+  }
+  switch (dt) {
+    case LT_FLOAT32: FOLD_FLOAT(float, sum_f32)
+    case LT_FLOAT64: FOLD_FLOAT(double, sum_f64)
+    case LT_INT64: FOLD_INT(int64_t)
+    default: FOLD_INT(uint8_t)
+  }
+}
+
+/* acc[j] = fold(acc[j], x[j*s]) for j < n: one input row into a block of outputs. Float
+** accumulators live in ad, integer ones (and all/any flags) in ai; plain typed arrays so that
+** the loops vectorise. */
+#define COL_FLOAT(T)                                                                 \
+  {                                                                                  \
+    const T *x = (const T *)p;                                                       \
+    switch (op) {                                                                    \
+      case LT_RSUM: case LT_RMEAN:                                                   \
+        if (s == 1)                                                                  \
+          for (int64_t j = 0; j < n; j++) ad[j] += x[j];                             \
+        else                                                                         \
+          for (int64_t j = 0; j < n; j++) ad[j] += x[j * s];                         \
+        return;                                                                      \
+      case LT_RPROD:                                                                 \
+        for (int64_t j = 0; j < n; j++) ad[j] *= x[j * s];                           \
+        return;                                                                      \
+      case LT_RAMAX:                                                                 \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          double v = x[j * s], a = ad[j];                                            \
+          ad[j] = (v > a || v != v) ? v : a;                                         \
+        }                                                                            \
+        return;                                                                      \
+      case LT_RAMIN:                                                                 \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          double v = x[j * s], a = ad[j];                                            \
+          ad[j] = (v < a || v != v) ? v : a;                                         \
+        }                                                                            \
+        return;                                                                      \
+      case LT_RALL:                                                                  \
+        for (int64_t j = 0; j < n; j++) ai[j] &= x[j * s] != 0;                      \
+        return;                                                                      \
+      case LT_RANY:                                                                  \
+        for (int64_t j = 0; j < n; j++) ai[j] |= x[j * s] != 0;                      \
+        return;                                                                      \
+      case LT_NREDOP: break;                                                         \
+    }                                                                                \
+    return;                                                                          \
+  }
+
+#define COL_INT(T)                                                                   \
+  {                                                                                  \
+    const T *x = (const T *)p;                                                       \
+    uint64_t *au = (uint64_t *)ai;                                                   \
+    switch (op) {                                                                    \
+      case LT_RSUM: case LT_RMEAN:                                                   \
+        for (int64_t j = 0; j < n; j++) au[j] += (uint64_t)x[j * s];                 \
+        return;                                                                      \
+      case LT_RPROD:                                                                 \
+        for (int64_t j = 0; j < n; j++) au[j] *= (uint64_t)x[j * s];                 \
+        return;                                                                      \
+      case LT_RAMAX:                                                                 \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          int64_t v = (int64_t)x[j * s];                                             \
+          ai[j] = v > ai[j] ? v : ai[j];                                             \
+        }                                                                            \
+        return;                                                                      \
+      case LT_RAMIN:                                                                 \
+        for (int64_t j = 0; j < n; j++) {                                            \
+          int64_t v = (int64_t)x[j * s];                                             \
+          ai[j] = v < ai[j] ? v : ai[j];                                             \
+        }                                                                            \
+        return;                                                                      \
+      case LT_RALL:                                                                  \
+        for (int64_t j = 0; j < n; j++) ai[j] &= x[j * s] != 0;                      \
+        return;                                                                      \
+      case LT_RANY:                                                                  \
+        for (int64_t j = 0; j < n; j++) ai[j] |= x[j * s] != 0;                      \
+        return;                                                                      \
+      case LT_NREDOP: break;                                                         \
+    }                                                                                \
+    return;                                                                          \
+  }
+
+static void fold_col(enum lt_redop op, lt_dtype dt, double *restrict ad, int64_t *restrict ai,
+                     const char *p, int64_t s, int64_t n) {
+  switch (dt) {
+    case LT_FLOAT32:
+      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the lt_sum_to hot path */
+        const float *x = (const float *)p;
+        for (int64_t j = 0; j < n; j++) ad[j] += x[j];
+        return;
+      }
+      COL_FLOAT(float)
+    case LT_FLOAT64: COL_FLOAT(double)
+    case LT_INT64: COL_INT(int64_t)
+    default: COL_INT(uint8_t)
+  }
+}
+
+/* ================================================================ reduction plan */
+
+typedef struct plan {
+  enum lt_redop op;
+  lt_dtype dt, odt;
+  bool fl;                /* accumulate in double (float input, not all/any) */
+  const char *in;
+  char *out;
+  int64_t ies, oes;       /* element sizes */
+  int nk, nr;             /* kept / reduced dims after collapsing */
+  int64_t ks[LT_MAX_DIMS], kis[LT_MAX_DIMS], kos[LT_MAX_DIMS];
+  int64_t rs[LT_MAX_DIMS], ris[LT_MAX_DIMS];
+  int64_t nout, N;
+  bool col;               /* column mode */
+  int64_t L, W, nb;       /* column mode: innermost kept size, block width, blocks per row */
+  int64_t cr, nchunk;     /* R indices per chunk, chunks per output */
+  acc_t *part;            /* [nout][nchunk] partial results when nchunk > 1 */
+} plan;
+
+static void plan_finalize(const plan *p, acc_t a, char *dst) {
+  double v = 0;
+  switch (p->op) {
+    case LT_RALL: case LT_RANY: *(uint8_t *)dst = a.i != 0; return;
+    case LT_RMEAN: v = a.d / (double)p->N; break;
+    default:
+      if (!p->fl) {
+        if (p->odt == LT_BOOL)
+          *(uint8_t *)dst = a.i != 0;
+        else
+          *(int64_t *)dst = a.i;
+        return;
+      }
+      v = a.d;
+  }
+  if (p->odt == LT_FLOAT32)
+    *(float *)dst = (float)v;
+  else
+    *(double *)dst = v;
+}
+
+/* plan_finalize for w accumulators of column mode (ad: float kind, ai: integer kind) into
+** dst with an element stride of ds. */
+static void plan_finalize_block(const plan *p, const double *ad, const int64_t *ai, int64_t w,
+                                char *dst, int64_t ds) {
+  if (p->op == LT_RALL || p->op == LT_RANY || (!p->fl && p->odt == LT_BOOL)) {
+    uint8_t *o = (uint8_t *)dst;
+    for (int64_t j = 0; j < w; j++) o[j * ds] = ai[j] != 0;
+  } else if (!p->fl) {
+    int64_t *o = (int64_t *)dst;
+    for (int64_t j = 0; j < w; j++) o[j * ds] = ai[j];
+  } else {
+    bool mean = p->op == LT_RMEAN;
+    if (p->odt == LT_FLOAT32) {
+      float *o = (float *)dst;
+      for (int64_t j = 0; j < w; j++)
+        o[j * ds] = (float)(mean ? ad[j] / (double)p->N : ad[j]);
+    } else {
+      double *o = (double *)dst;
+      for (int64_t j = 0; j < w; j++) o[j * ds] = mean ? ad[j] / (double)p->N : ad[j];
+    }
+  }
+}
+
+/* Sorts dims by |stride| (largest first, stable) and merges neighbours that are contiguous in
+** s1 and (when given) s2. Returns the new count. */
+static int collapse(int n, int64_t *size, int64_t *s1, int64_t *s2) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && absi(s1[j - 1]) < absi(s1[j]); j--) {
+      int64_t t = size[j]; size[j] = size[j - 1]; size[j - 1] = t;
+      t = s1[j]; s1[j] = s1[j - 1]; s1[j - 1] = t;
+      if (s2) { t = s2[j]; s2[j] = s2[j - 1]; s2[j - 1] = t; }
+    }
+  int m = 0;
+  for (int i = 0; i < n; i++) {
+    if (m > 0 && s1[m - 1] == s1[i] * size[i] && (!s2 || s2[m - 1] == s2[i] * size[i])) {
+      size[m - 1] *= size[i];
+      s1[m - 1] = s1[i];
+      if (s2) s2[m - 1] = s2[i];
+      continue;
+    }
+    size[m] = size[i];
+    s1[m] = s1[i];
+    if (s2) s2[m] = s2[i];
+    m++;
+  }
+  return m;
+}
+
+static void plan_build(plan *p, enum lt_redop op, const lt_tensor *a, const bool *mask,
+                       lt_tensor *out) {
+  p->op = op;
+  p->dt = a->dtype;
+  p->odt = out->dtype;
+  p->fl = lt_dtype_is_float(a->dtype) && op != LT_RALL && op != LT_RANY;
+  p->in = lt_data(a);
+  p->out = lt_data(out);
+  p->ies = (int64_t)lt_dtype_size(a->dtype);
+  p->oes = (int64_t)lt_dtype_size(out->dtype);
+  p->part = NULL;
+  /* the output is contiguous over the kept dims in their natural order */
+  int64_t kos[LT_MAX_DIMS], run = 1;
+  for (int d = a->ndim - 1; d >= 0; d--)
+    if (!mask[d]) {
+      kos[d] = run;
+      run *= a->size[d];
+    }
+  p->nk = p->nr = 0;
+  for (int d = 0; d < a->ndim; d++) {
+    if (a->size[d] == 1) continue;
+    if (mask[d]) {
+      p->rs[p->nr] = a->size[d];
+      p->ris[p->nr++] = a->stride[d];
+    } else {
+      p->ks[p->nk] = a->size[d];
+      p->kis[p->nk] = a->stride[d];
+      p->kos[p->nk++] = kos[d];
+    }
+  }
+  p->nk = collapse(p->nk, p->ks, p->kis, p->kos);
+  p->nr = collapse(p->nr, p->rs, p->ris, NULL);
+  p->nout = lt_shape_numel(p->nk, p->ks);
+  p->N = lt_shape_numel(p->nr, p->rs);
+  if (p->nr == 0 && p->nk > 0) {   /* nothing to fold: one pass in column mode */
+    p->rs[0] = 1;
+    p->ris[0] = 0;
+    p->nr = 1;
+  }
+  /* column mode when a kept dim moves fastest (and is long enough to amortise a call per
+  ** input row), or when the innermost R run is too short for per-output folding to pay off */
+  p->col = p->nk > 0 && p->nr > 0 &&
+           ((absi(p->kis[p->nk - 1]) < absi(p->ris[p->nr - 1]) && p->ks[p->nk - 1] >= 8) ||
+            (p->rs[p->nr - 1] < 16 && p->ks[p->nk - 1] >= 16));
+  if (p->col) {
+    p->L = p->ks[p->nk - 1];
+    p->W = lt_cpu_min(p->L, COLW);
+    p->nb = (p->L + p->W - 1) / p->W;
+    p->cr = CHUNK / p->W > 1024 ? CHUNK / p->W : 1024;
+  } else {
+    p->L = p->W = p->nb = 1;
+    p->cr = CHUNK;
+  }
+  p->nchunk = p->N > p->cr ? (p->N + p->cr - 1) / p->cr : 1;
+}
+
+/* Walks the first nk kept dims in order, tracking input and output offsets (elements). */
+typedef struct kcount {
+  int64_t idx[LT_MAX_DIMS];
+  int64_t ioff, ooff;
+} kcount;
+
+static void kc_init(kcount *c, const plan *p, int nk, int64_t o) {
+  c->ioff = c->ooff = 0;
+  for (int d = nk - 1; d >= 0; d--) {
+    c->idx[d] = o % p->ks[d];
+    o /= p->ks[d];
+    c->ioff += c->idx[d] * p->kis[d];
+    c->ooff += c->idx[d] * p->kos[d];
+  }
+}
+
+static void kc_next(kcount *c, const plan *p, int nk) {
+  for (int d = nk - 1; d >= 0; d--) {
+    c->ioff += p->kis[d];
+    c->ooff += p->kos[d];
+    if (++c->idx[d] < p->ks[d]) return;
+    c->ioff -= p->ks[d] * p->kis[d];
+    c->ooff -= p->ks[d] * p->kos[d];
+    c->idx[d] = 0;
+  }
+}
+
+/* Folds R elements [r0, r1) of the output whose first element is at base. */
+static void fold_span(const plan *p, acc_t *acc, const char *base, int64_t r0, int64_t r1) {
+  if (r0 >= r1) return;
+  if (p->nr == 0) {
+    fold_row(p->op, p->dt, acc, base, 0, 1);
+    return;
+  }
+  int nr = p->nr;
+  int64_t inner = p->rs[nr - 1], is = p->ris[nr - 1];
+  if (nr == 1) {
+    fold_row(p->op, p->dt, acc, base + r0 * is * p->ies, is, r1 - r0);
+    return;
+  }
+  /* odometer over the outer R dims, one division per span */
+  int64_t idx[LT_MAX_DIMS], q = r0 / inner, i = r0 % inner, off = 0;
+  for (int d = nr - 2; d >= 0; d--) {
+    idx[d] = q % p->rs[d];
+    q /= p->rs[d];
+    off += idx[d] * p->ris[d];
+  }
+  for (int64_t r = r0; r < r1;) {
+    int64_t n = lt_cpu_min(inner - i, r1 - r);
+    fold_row(p->op, p->dt, acc, base + (off + i * is) * p->ies, is, n);
+    r += n;
+    i = 0;
+    for (int d = nr - 2; d >= 0; d--) {
+      off += p->ris[d];
+      if (++idx[d] < p->rs[d]) break;
+      off -= p->rs[d] * p->ris[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Inner mode: unit u is chunk (u % nchunk) of output (u / nchunk). */
+static void run_inner(int64_t u0, int64_t u1, void *ud) {
+  const plan *p = ud;
+  int64_t c = u0 % p->nchunk;
+  kcount kc;
+  kc_init(&kc, p, p->nk, u0 / p->nchunk);
+  for (int64_t u = u0; u < u1; u++) {
+    acc_t acc = acc_init(p->op, p->fl);
+    int64_t r0 = c * p->cr;
+    fold_span(p, &acc, p->in + kc.ioff * p->ies, r0, lt_cpu_min(p->N, r0 + p->cr));
+    if (p->nchunk == 1)
+      plan_finalize(p, acc, p->out + kc.ooff * p->oes);
+    else
+      p->part[u] = acc;
+    if (++c == p->nchunk) {
+      c = 0;
+      kc_next(&kc, p, p->nk);
+    }
+  }
+}
+
+/* Column mode: unit u is chunk c of column block b of outer kept position q. */
+static void run_col(int64_t u0, int64_t u1, void *ud) {
+  const plan *p = ud;
+  double ad[COLW];
+  int64_t ai[COLW];
+  int nk1 = p->nk - 1;
+  int64_t cis = p->kis[nk1], cos_ = p->kos[nk1];
+  int64_t ridx[LT_MAX_DIMS];
+  acc_t a0 = acc_init(p->op, p->fl);
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t c = u % p->nchunk, t = u / p->nchunk, b = t % p->nb, q = t / p->nb;
+    kcount kc;
+    kc_init(&kc, p, nk1, q);
+    int64_t j0 = b * p->W, w = lt_cpu_min(p->W, p->L - j0);
+    for (int64_t j = 0; j < w; j++) {
+      ad[j] = a0.d;
+      ai[j] = a0.i;
+    }
+    int64_t r0 = c * p->cr, r1 = lt_cpu_min(p->N, r0 + p->cr);
+    const char *base = p->in + (kc.ioff + j0 * cis) * p->ies;
+    /* odometer over R starting at r0 */
+    int64_t off = 0, rr = r0;
+    for (int d = p->nr - 1; d >= 0; d--) {
+      ridx[d] = rr % p->rs[d];
+      rr /= p->rs[d];
+      off += ridx[d] * p->ris[d];
+    }
+    for (int64_t r = r0; r < r1; r++) {
+      fold_col(p->op, p->dt, ad, ai, base + off * p->ies, cis, w);
+      for (int d = p->nr - 1; d >= 0; d--) {
+        off += p->ris[d];
+        if (++ridx[d] < p->rs[d]) break;
+        off -= p->rs[d] * p->ris[d];
+        ridx[d] = 0;
+      }
+    }
+    if (p->nchunk == 1) {
+      plan_finalize_block(p, ad, ai, w, p->out + (kc.ooff + j0 * cos_) * p->oes, cos_);
+      continue;
+    }
+    int64_t o = q * p->L + j0;
+    for (int64_t j = 0; j < w; j++) {
+      acc_t a;
+      if (p->fl)
+        a.d = ad[j];
+      else
+        a.i = ai[j];
+      p->part[(o + j) * p->nchunk + c] = a;
+    }
+  }
+}
+
+/* Combines each output's partial results in chunk order. */
+static void run_combine(int64_t o0, int64_t o1, void *ud) {
+  const plan *p = ud;
+  kcount kc;
+  kc_init(&kc, p, p->nk, o0);
+  for (int64_t o = o0; o < o1; o++) {
+    const acc_t *pp = p->part + o * p->nchunk;
+    acc_t a = pp[0];
+    for (int64_t c = 1; c < p->nchunk; c++) a = acc_combine(p->op, p->fl, a, pp[c]);
+    plan_finalize(p, a, p->out + kc.ooff * p->oes);
+    kc_next(&kc, p, p->nk);
+  }
+}
+
+/* ================================================================ table entries */
+
+int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
+                  const lt_tensor *a, const bool *mask) {
+  plan p;
+  plan_build(&p, op, a, mask, out);
+  if (p.nout == 0) return 0;
+  if (p.nchunk > 1) {
+    p.part = malloc((size_t)(p.nout * p.nchunk) * sizeof *p.part);
+    if (!p.part) return lt_fail(ctx, "%s: out of memory", name);
+  }
+  int64_t span = lt_cpu_min(p.N, p.cr);
+  if (p.col) {
+    int64_t units = p.nout / p.L * p.nb * p.nchunk;
+    lt_parallel_for(ctx, units, lt_cpu_grain(span * p.W), run_col, &p);
+  } else {
+    lt_parallel_for(ctx, p.nout * p.nchunk, lt_cpu_grain(span), run_inner, &p);
+  }
+  if (p.part) {
+    lt_parallel_for(ctx, p.nout, lt_cpu_grain(p.nchunk * 4), run_combine, &p);
+    free(p.part);
+  }
+  return 0;
+}
+
+/* Gradient of a product over each row of x (rows of n), given one incoming gradient per row:
+** g * prod(others), with zeros handled exactly (one zero: only it gets a gradient). */
+#define PROD_GRAD(T)                                                                 \
+  {                                                                                  \
+    const T *x = (const T *)lt_data(X);                                              \
+    const T *g = (const T *)lt_data(G);                                              \
+    T *gi = (T *)lt_data(GI);                                                        \
+    for (int64_t m = 0; m < M; m++) {                                                \
+      const T *xr = x + m * N;                                                       \
+      T *gr = gi + m * N;                                                            \
+      int64_t zeros = 0, zi = 0;                                                     \
+      double nz = 1.0;                                                               \
+      for (int64_t j = 0; j < N; j++) {                                              \
+        if (xr[j] == 0) {                                                            \
+          zeros++;                                                                   \
+          zi = j;                                                                    \
+        } else {                                                                     \
+          nz *= xr[j];                                                               \
+        }                                                                            \
+      }                                                                              \
+      double gm = g[m];                                                              \
+      if (zeros == 0) {                                                              \
+        for (int64_t j = 0; j < N; j++) gr[j] = (T)(gm * (nz / xr[j]));              \
+      } else {                                                                       \
+        for (int64_t j = 0; j < N; j++) gr[j] = 0;                                   \
+        if (zeros == 1) gr[zi] = (T)(gm * nz);                                       \
+      }                                                                              \
+    }                                                                                \
+  }
+
+void lt_cpu_prod_backward(lt_tensor *GI, const lt_tensor *X, const lt_tensor *G, int64_t M,
+                          int64_t N) {
+  if (N <= 0) return;
+  if (X->dtype == LT_FLOAT32)
+    PROD_GRAD(float)
+  else
+    PROD_GRAD(double)
+}
+
+bool lt_cpu_has_nan(const lt_tensor *t) {
+  if (!lt_dtype_is_float(t->dtype)) return false;
+  if (!lt_is_contiguous(t)) return true;
+  int64_t n = lt_numel(t);
+  if (t->dtype == LT_FLOAT32) {
+    const float *x = lt_data(t);
+    for (int64_t i = 0; i < n; i++)
+      if (x[i] != x[i]) return true;
+  } else {
+    const double *x = lt_data(t);
+    for (int64_t i = 0; i < n; i++)
+      if (x[i] != x[i]) return true;
+  }
+  return false;
+}

@@ -1,0 +1,156 @@
+/*
+** search.c -- the op layer of the searches (the device's `search_dim` and `search_flat`
+** kernels, cpu/search.c, find the elements):
+**
+**   lt_max_dim/min_dim   values + int64 indices along one dim (MaxBackward0)
+**   lt_argmax/argmin     over all dims (flattened index) or along one dim
+*/
+#include <stdint.h>
+
+#include "reduce.h"
+
+/* A view of t (the output of a single-dim op) with the input's shape: along dim it has the
+** input's size and stride 0. */
+static lt_tensor *dim_view(const lt_tensor *t, int ndim, const int64_t *size, int dim,
+                           bool keepdim) {
+  int64_t st[LT_MAX_DIMS];
+  int j = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (d == dim) {
+      st[d] = 0;
+      if (keepdim) j++;
+    } else {
+      st[d] = t->stride[j++];
+    }
+  }
+  return lt_alias(t, ndim, size, st, t->offset);
+}
+
+/* The gradient goes to the position of each row's winner: g scattered along dim into zeros. */
+static int maxdim_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
+                           lt_tensor **gin) {
+  const lt_dim_extra *e = self->extra;
+  if (!gout[0]) return 0;
+  lt_tensor *idx, *gi = NULL, *iv = NULL, *gv = NULL;
+  if (lt_saved_get(ctx, self, 0, &idx)) return -1;
+  int rc = -1;
+  if (lt_full(ctx, &gi, gout[0]->dtype, e->ndim, e->size, 0.0)) goto done;
+  if (e->ndim > 0 && !e->keepdim) {
+    if (lt_unsqueeze(ctx, &iv, idx, e->dim) || lt_unsqueeze(ctx, &gv, gout[0], e->dim))
+      goto done;
+  } else {
+    iv = lt_retain(idx);
+    gv = lt_retain(gout[0]);
+  }
+  if (lt_scatter_(ctx, gi, e->dim, iv, gv, e->base)) goto done;
+  gin[0] = gi;
+  gi = NULL;
+  rc = 0;
+done:
+  lt_release(gi);
+  lt_release(iv);
+  lt_release(gv);
+  return rc;
+}
+
+static const lt_node_type max0_type = {"MaxBackward0", maxdim_backward, NULL};
+static const lt_node_type min0_type = {"MinBackward0", maxdim_backward, NULL};
+
+/* max/min/argmax/argmin along dim: values (may be NULL) and indices. */
+static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **values,
+                      lt_tensor **indices, lt_tensor *a, int dim, bool keepdim, int64_t base) {
+  int d;
+  if (lt_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
+  if (a->ndim && a->size[d] == 0)
+    return lt_fail(ctx, "%s(): Expected reduction dim %d to have non-zero size.", op, d + 1);
+  bool mask[LT_MAX_DIMS] = {false};
+  if (a->ndim) mask[d] = true;
+  int64_t osize[LT_MAX_DIMS];
+  int ond = lt_red_shape(a, mask, keepdim, osize);
+  lt_tensor *idx = NULL, *val = NULL, *iv = NULL, *vv = NULL;
+  int rc = -1;
+  if (lt_empty(ctx, &idx, LT_INT64, ond, osize)) goto fail;
+  if (values && lt_empty(ctx, &val, a->dtype, ond, osize)) goto fail;
+  iv = dim_view(idx, a->ndim, a->size, d, keepdim);
+  if (!iv || (values && !(vv = dim_view(val, a->ndim, a->size, d, keepdim)))) {
+    lt_red_oom(ctx, op);
+    goto fail;
+  }
+  lt_kernels(a)->search_dim(ctx, is_max, iv, vv, a, d, base);
+  lt_release(iv);
+  lt_release(vv);
+  iv = vv = NULL;
+  if (values && lt_dtype_is_float(a->dtype)) {
+    lt_node *node;
+    if (lt_record(ctx, is_max ? &max0_type : &min0_type, 1, &a, 1, &val,
+                  sizeof(lt_dim_extra), 1, &node))
+      goto fail;
+    if (node) {
+      lt_dim_extra *e = node->extra;
+      e->ndim = a->ndim;
+      for (int k = 0; k < a->ndim; k++) e->size[k] = a->size[k];
+      e->dim = d;
+      e->keepdim = keepdim;
+      e->base = base;
+      if (lt_save(node, 0, idx, false)) {
+        lt_red_oom(ctx, op);
+        goto fail;
+      }
+    }
+  }
+  if (values) *values = val;
+  *indices = idx;
+  return 0;
+fail:
+  lt_release(iv);
+  lt_release(vv);
+  lt_release(idx);
+  lt_release(val);
+  return rc;
+}
+
+int lt_max_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+               bool keepdim, int64_t base) {
+  return search_dim(ctx, "max", true, values, indices, a, dim, keepdim, base);
+}
+
+int lt_min_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+               bool keepdim, int64_t base) {
+  return search_dim(ctx, "min", false, values, indices, a, dim, keepdim, base);
+}
+
+static int arg_search(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **out, lt_tensor *a,
+                      const int *dim, bool keepdim, int64_t base) {
+  if (dim) return search_dim(ctx, op, is_max, NULL, out, a, *dim, keepdim, base);
+  int64_t n = lt_numel(a);
+  if (n == 0)
+    return lt_fail(ctx, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+                   op);
+  int64_t osize[LT_MAX_DIMS];
+  int ond = keepdim ? a->ndim : 0;
+  for (int d = 0; d < ond; d++) osize[d] = 1;
+  lt_tensor *c, *o;
+  if (lt_contiguous(ctx, &c, a)) return -1;
+  if (lt_empty(ctx, &o, LT_INT64, ond, osize)) {
+    lt_release(c);
+    return -1;
+  }
+  int rc = lt_kernels(c)->search_flat(ctx, op, is_max, o, c, base);
+  lt_release(c);
+  if (rc) {
+    lt_release(o);
+    return -1;
+  }
+  *out = o;
+  return 0;
+}
+
+int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base) {
+  return arg_search(ctx, "argmax", true, out, a, dim, keepdim, base);
+}
+
+int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
+              int64_t base) {
+  return arg_search(ctx, "argmin", false, out, a, dim, keepdim, base);
+}
