@@ -29,7 +29,8 @@ local x = lt.cat({ lt.tensor(base), lt.linspace(-9, 9, 4099) })
 local pos = x:abs() + 0.25
 local unit = lt.linspace(-0.99, 0.99, 997)
 local out = {}
-local function emit(t) for _, v in ipairs(t:reshape(-1):tolist()) do out[#out + 1] = string.format("%a", v) end end
+-- a NaN's sign bit is no part of its value (IEEE leaves it to the operation), so NaNs print alike
+local function emit(t) for _, v in ipairs(t:reshape(-1):tolist()) do out[#out + 1] = v ~= v and "nan" or string.format("%a", v) end end
 local function fwd_bwd(f, input)
   local a = input:detach():requires_grad_()
   local y = f(a)

@@ -38,22 +38,25 @@ describe("idle threads", function()
         lt.manual_seed(0)
         local a, b = lt.randn(256, 256), lt.randn(256, 256)
         local x = lt.randn(1 << 21)
-        local p0, m0 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
+        local main, others = 0, 0
         -- rounds of parallel work, each followed by Lua: a pool that spins ~0.1 s after each
         -- job would keep a core busy through most of every Lua stretch
-        for _ = 1, 8 do
+        for _ = 1, 4 do
           local c = a:matmul(b)
           local y = x * 2 + 1
           -- the work happened
           assert.is_true(math.abs(c[1][1]:item() - (a[1] * b:select(2, 1)):sum():item()) < 1e-3)
           assert.are.equal(x[7]:item() * 2 + 1, y[7]:item())
-          busy_main(5)
+          -- counted over the Lua stretches only: the parallel work itself uses other threads
+          local p0, m0 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
+          busy_main(10)
+          local p1, m1 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
+          main, others = main + (m1 - m0), others + (p1 - p0) - (m1 - m0)
         end
-        local p1, m1 = ticks("/proc/self/stat"), ticks("/proc/thread-self/stat")
-        local main, others = m1 - m0, (p1 - p0) - (m1 - m0)
-        assert.is_true(main >= 40)   -- the parallel work took some of that too
-        -- each reading rounds on its own, so a thread that used nothing can show a tick or two
-        assert.is_true(others <= 3, string.format("other threads used %d ticks while the main " ..
+        assert.is_true(main >= 40)
+        -- each reading rounds on its own, so threads that used nothing can show a tick or two per
+        -- stretch; a spinning pool shows about ten per stretch
+        assert.is_true(others <= 6, string.format("other threads used %d ticks while the main " ..
           "thread used %d", others, main))
       end)
   end
