@@ -499,6 +499,12 @@ function lt.set_grad_enabled(on) end
 -- @int n >= 1
 function lt.set_num_threads(n) end
 
+--- The vector instruction level the float32 elementwise kernels run at: `"sse4"` (x86-64-v2),
+-- `"avx2"` (AVX2 + FMA) or `"avx512"`, the best this CPU supports, chosen once at start; the
+-- environment variable `LANTERN_ISA` picks a lower one (for tests and comparisons).
+-- @treturn string
+function lt.isa() end
+
 --- Statistics of the buffer cache behind every tensor (process-wide).
 -- `lt.reset_peak_memory_stats()` starts `peak_in_use` again from `in_use`.
 -- @treturn table `{in_use=, cached=, peak_in_use=, fresh_allocs=, reused=, full_collections=}`

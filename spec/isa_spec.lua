@@ -107,6 +107,15 @@ describe("ISA dispatch", function()
       end)
   end
 
+  it("reports the level in use through lt.isa()", function()
+    local best = supported.avx512 and "avx512" or supported.avx2 and "avx2" or "sse4"
+    local function isa_of(env)
+      return (sh(env .. " bin/lantern -e 'print(require(\"lantern\").isa())' 2>/dev/null"):gsub("%s+$", ""))
+    end
+    assert.are.equal(best, isa_of("env -u LANTERN_ISA"))
+    assert.are.equal("sse4", isa_of("LANTERN_ISA=sse4"))
+  end)
+
   it("names the accepted values when LANTERN_ISA is not one of them", function()
     local out, err = run_family("avx3")
     assert.truthy(err:find("LANTERN_ISA=avx3: expected one of sse4, avx2, avx512; using ", 1, true), err)

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "lbind.h"
+#include "../cpu_isa.h"
 
 /* Only ever installed on the Tensor metatable, so the type needs no check (a name check here
 ** would hash a string for every collected tensor). */
@@ -446,6 +447,12 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+/* The vector instruction level the float32 kernels run at ("sse4", "avx2", "avx512"). */
+static int l_isa(lua_State *L) {
+  lua_pushstring(L, lt_cpu_isa_name(lt_cpu_isa()));
+  return 1;
+}
+
 /* Monotonic wall clock in seconds, for benchmarks and progress displays. */
 static int l_clock(lua_State *L) {
   struct timespec ts;
@@ -485,6 +492,7 @@ static const ltL_Reg tensor_regs[] = {
     {"cpu", t_cpu, LTL_METHOD},
     {"set_num_threads", l_set_num_threads, LTL_FN},
     {"get_num_threads", l_get_num_threads, LTL_FN},
+    {"isa", l_isa, LTL_FN},
     {NULL, NULL, 0},
 };
 
