@@ -12,7 +12,8 @@ local function readfile(path)
   return s
 end
 
-local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local support = require "support"
+local shq = support.shq
 
 -- Exported names that are not part of the API, each with the reason; they must not be
 -- documented either.

@@ -4,12 +4,8 @@
 -- the very same bits as the SSE4 baseline.
 local lt = require "lantern"
 
-local function sh(cmd)
-  local p = assert(io.popen(cmd))
-  local s = p:read("a")
-  p:close()
-  return s
-end
+local support = require "support"
+local sh = support.sh
 
 local function cpu_flags()
   local f = io.open("/proc/cpuinfo")

@@ -129,17 +129,8 @@ describe("float64 gradcheck", function()
 end)
 
 -------------------------------------------------------------------------------- bad input
-local function expect_error(fn, ...)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error")
-  err = tostring(err)
-  for _, text in ipairs({ ... }) do
-    if not err:find(text, 1, true) then
-      error("error message\n  " .. err .. "\ndoes not contain\n  " .. text, 2)
-    end
-  end
-  return err
-end
+local support = require "support"
+local expect_error = support.expect_error
 
 local function snapshot(m)
   local s = {}

@@ -13,15 +13,8 @@ end
 local function keys(sd) return nn.keys(sd) end
 
 -- Runs fn, expects an error whose message contains `text` (plain).
-local function expect_error(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. text)
-  err = tostring(err)
-  if not err:find(text, 1, true) then
-    error("error message\n  " .. err .. "\ndoes not contain\n  " .. text, 2)
-  end
-  return err
-end
+local support = require "support"
+local expect_error = support.expect_error
 
 local function same_values(a, b)
   assert.are.same(a:double():reshape(-1):tolist(), b:double():reshape(-1):tolist())

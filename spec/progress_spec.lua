@@ -4,15 +4,8 @@
 local lt = require "lantern"
 local progress = lt.utils.progress
 
-local function expect_error(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. text)
-  err = tostring(err)
-  if not err:find(text, 1, true) then
-    error("error message\n  " .. err .. "\ndoes not contain\n  " .. text, 2)
-  end
-  return err
-end
+local support = require "support"
+local expect_error = support.expect_error
 
 -- A file that keeps what is written, and a clock the test moves by hand.
 local function sink()

@@ -16,15 +16,9 @@ local here = (function()
   return d
 end)()
 
-local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function readfile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local support = require "support"
+local shq = support.shq
+local readfile = support.readfile
 
 -- The lua blocks: code, first line number, section heading.
 local function lua_blocks(text)

@@ -6,21 +6,10 @@ local repl = require "lantern.repl"
 
 local BIN = "bin/lantern"
 
-local function readfile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local support = require "support"
+local readfile = support.readfile
+local writefile = support.writefile
+local shq = support.shq
 
 -- Runs `bin/lantern ARGS` with `input` on stdin; returns stdout, stderr, exit code.
 local function run(args, input, env)

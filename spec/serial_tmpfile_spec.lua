@@ -11,25 +11,14 @@ local SIDE = 3600 -- Linear(SIDE, SIDE): 3600 * 3601 float32, about 52 MB a file
 local FORMATS = { "pt", "safetensors" }
 local DEAD = 2147483647 -- above any pid_max, so kill(DEAD, 0) fails with ESRCH
 
-local function shq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local support = require "support"
+local shq = support.shq
+local readfile = support.readfile
+local writefile = support.writefile
 
 local function sh(cmd)
   local ok = os.execute(cmd)
   assert(ok, "command failed: " .. cmd)
-end
-
-local function readfile(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
 end
 
 local function listdir(dir)

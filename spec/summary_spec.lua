@@ -6,15 +6,8 @@ local nn = lt.nn
 local F = nn.functional
 local fx = dofile("spec/fixtures/summary.lua")
 
-local function expect_error(fn, text)
-  local ok, err = pcall(fn)
-  assert.is_false(ok, "expected an error containing: " .. text)
-  err = tostring(err)
-  if not err:find(text, 1, true) then
-    error("error message\n  " .. err .. "\ndoes not contain\n  " .. text, 2)
-  end
-  return err
-end
+local support = require "support"
+local expect_error = support.expect_error
 
 -- torchinfo's README example (SingleInputNet)
 local Net = nn.Module:extend("Net")
