@@ -138,8 +138,10 @@ describe("the buffer cache", function()
     assert.is_true(lt.memory_stats().cached <= 1024 * 1024)
     lt.set_cache_options({ max_cached = prev.max_cached })
     assert.has_error(function() lt.set_cache_options({ release = 1 }) end,
-      "set_cache_options: unknown option 'release' (expected release_after or max_cached)")
+      "set_cache_options: unknown option 'release' (expected one of release_after, max_cached)")
     assert.has_error(function() lt.set_cache_options({ release_after = -1 }) end)
+    assert.has_error(function() lt.set_cache_options({ max_cahced = 1 }) end,
+      "set_cache_options: unknown option 'max_cahced' (did you mean 'max_cached'?)")
   end)
 end)
 

@@ -234,15 +234,9 @@ static int l_reset_peak(lua_State *L) {
 
 /* lt.set_cache_options{release_after = s, max_cached = bytes}: returns the previous settings. */
 static int l_set_cache_options(lua_State *L) {
+  static const char *const known[] = {"release_after", "max_cached", NULL};
   luaL_checktype(L, 1, LUA_TTABLE);
-  lua_pushnil(L);
-  while (lua_next(L, 1)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    if (!k || (strcmp(k, "release_after") && strcmp(k, "max_cached")))
-      return luaL_error(L, "set_cache_options: unknown option '%s' (expected release_after or "
-                        "max_cached)", k ? k : luaL_typename(L, -2));
-    lua_pop(L, 1);
-  }
+  ltL_checkopts(L, 1, "set_cache_options", known);
   double after = -1;
   size_t cap = (size_t)-1;
   if (lua_getfield(L, 1, "release_after") != LUA_TNIL) {
