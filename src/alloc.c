@@ -73,9 +73,10 @@ static void set_in_use(size_t v) {
 }
 
 /* Under the lock: at an interval's end, moves every class's idle blocks (its low-water count,
-** taken from the cold end of the list) onto *out, to be freed after unlocking. */
-static void age(block **out) {
-  if (release_after <= 0 || ++calls % TICK_EVERY) return;
+** taken from the cold end of the list) onto *out, to be freed after unlocking. The clock is
+** read every TICK_EVERY calls, or now when `now` is set. */
+static void age(block **out, bool now) {
+  if (release_after <= 0 || (++calls % TICK_EVERY && !now)) return;
   double t = now_s();
   if (t - interval_start < release_after) return;
   interval_start = t;
@@ -123,7 +124,7 @@ void *lt_cache_alloc(size_t nbytes, size_t *got) {
   }
   set_in_use(stats.in_use + rounded);
   if (stats.in_use > stats.peak_in_use) stats.peak_in_use = stats.in_use;
-  age(&aged);
+  age(&aged, false);
   pthread_mutex_unlock(&lock);
   free_all(aged);
   if (!b) {
@@ -154,7 +155,7 @@ void lt_cache_free(void *p, size_t nbytes) {
     stats.cached += rounded;
     p = NULL;
   }
-  age(&aged);
+  age(&aged, false);
   pthread_mutex_unlock(&lock);
   free(p);
   free_all(aged);
@@ -165,8 +166,7 @@ size_t lt_cache_in_use(void) { return __atomic_load_n(&in_use_now, __ATOMIC_RELA
 void lt_memory_stats(lt_memstats *st) {
   block *aged = NULL;
   pthread_mutex_lock(&lock);
-  calls = calls - calls % TICK_EVERY + TICK_EVERY - 1;   /* a stats call checks the clock */
-  age(&aged);
+  age(&aged, true);
   *st = stats;
   pthread_mutex_unlock(&lock);
   free_all(aged);

@@ -99,9 +99,8 @@ static void refresh_stale(lua_State *L, lt_tensor *t) {
 }
 
 lt_tensor *ltL_test(lua_State *L, int idx) {
-  ltL_box *box = lua_touserdata(L, idx);
-  /* the size first: a light userdata or a smaller full userdata has no tag to read */
-  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
+  ltL_box *box = ltL_testbox(L, idx);
+  if (!box) return NULL;
   lt_tensor *t = box->t;
   if (!t) ltL_released_error(L, idx);
   if (t->base && t->base_epoch != t->base->view_epoch) refresh_stale(L, t);
@@ -479,8 +478,6 @@ void lantern_push_tensor(lua_State *L, lt_tensor *t) {
 }
 /* Never raises (a host may call it outside a protected call): a released handle is no tensor. */
 lt_tensor *lantern_to_tensor(lua_State *L, int idx) {
-  ltL_box *box = lua_touserdata(L, idx);
-  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag || !box->t)
-    return NULL;
-  return ltL_test(L, idx);
+  ltL_box *box = ltL_testbox(L, idx);
+  return box && box->t ? ltL_test(L, idx) : NULL;
 }

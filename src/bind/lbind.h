@@ -27,6 +27,13 @@ typedef struct ltL_box {
   uint64_t scope;
 } ltL_box;
 extern const char ltL_tensor_tag;
+/* The box at idx when it is a Tensor userdata (released or not), else NULL. The size is read
+** first: a light userdata or a smaller full userdata has no tag to read. */
+static inline ltL_box *ltL_testbox(lua_State *L, int idx) {
+  ltL_box *box = lua_touserdata(L, idx);
+  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
+  return box;
+}
 
 /* Per-state binding data, kept right after the lt_ctx in the same userdata. The Tensor
 ** metatable is found by registry integer key, because the name lookup of luaL_setmetatable

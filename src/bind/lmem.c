@@ -53,12 +53,6 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
 
 /* ------------------------------------------------------------ release */
 
-static ltL_box *testbox(lua_State *L, int idx) {
-  ltL_box *box = lua_touserdata(L, idx);
-  if (!box || lua_rawlen(L, idx) != sizeof *box || box->tag != &ltL_tensor_tag) return NULL;
-  return box;
-}
-
 int ltL_released_error(lua_State *L, int idx) {
   lua_Debug ar;
   const char *fname = "?";
@@ -105,7 +99,7 @@ static int l_scope_begin(lua_State *L) {
 ** at any depth) to `to` (NULL: no scope). `seen` (a table at seen_idx) stops cycles. */
 static void adopt(lua_State *L, int idx, uint64_t serial, ltL_scope *to, int seen_idx,
                   int depth) {
-  ltL_box *box = testbox(L, idx);
+  ltL_box *box = ltL_testbox(L, idx);
   if (box) {
     if (box->t && box->scope == serial) {
       if (to) {
@@ -173,7 +167,7 @@ static int l_scope_depth(lua_State *L) {
 
 /* lt.keep(t): t leaves every release scope (values other than tensors pass through). */
 static int l_keep(lua_State *L) {
-  ltL_box *box = testbox(L, 1);
+  ltL_box *box = ltL_testbox(L, 1);
   if (box) box->scope = 0;
   lua_settop(L, 1);
   return 1;
@@ -181,7 +175,7 @@ static int l_keep(lua_State *L) {
 
 /* t:free(), and __close: drops this handle's reference now. Freeing twice is harmless. */
 static int t_free(lua_State *L) {
-  ltL_box *box = testbox(L, 1);
+  ltL_box *box = ltL_testbox(L, 1);
   if (!box) return luaL_error(L, "free: bad argument #1 (Tensor expected, got %s)",
                               luaL_typename(L, 1));
   if (box->t) drop(box);
@@ -189,13 +183,13 @@ static int t_free(lua_State *L) {
 }
 
 static int l_is_released(lua_State *L) {
-  ltL_box *box = testbox(L, 1);
+  ltL_box *box = ltL_testbox(L, 1);
   lua_pushboolean(L, box && !box->t);
   return 1;
 }
 
 static int l_is_tensor(lua_State *L) {
-  lua_pushboolean(L, testbox(L, 1) != NULL);
+  lua_pushboolean(L, ltL_testbox(L, 1) != NULL);
   return 1;
 }
 
