@@ -221,6 +221,10 @@ typedef struct lt_backend {
   /* y = running sum of x along dim, from the end when reverse; y is float for a float x (its
   ** dtype), int64 otherwise */
   void (*cumsum)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
+  /* -- indexing, gather/scatter, masked ops, embedding */
+  /* -- convolution, pooling, norms */
+  /* -- dropout, losses, random fills, optimiser steps */
+  /* -- devices: copies between devices, item */
 } lt_backend;
 
 extern const lt_backend lt_cpu_backend;
@@ -252,6 +256,10 @@ void lt_cpu_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool
 void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
                              int dim, bool log_);
 void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
+/* -- indexing, gather/scatter, masked ops, embedding */
+/* -- convolution, pooling, norms */
+/* -- dropout, losses, random fills, optimiser steps */
+/* -- devices: copies between devices, item */
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {
   (void)t;
   return &lt_cpu_backend;

@@ -21,13 +21,22 @@ const lt_backend lt_cpu_backend = {
     .softmax = lt_cpu_softmax,
     .softmax_backward = lt_cpu_softmax_backward,
     .cumsum = lt_cpu_cumsum,
+    /* -- indexing, gather/scatter, masked ops, embedding */
+    /* -- convolution, pooling, norms */
+    /* -- dropout, losses, random fills, optimiser steps */
+    /* -- devices: copies between devices, item */
 };
 
 /* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
 ** of each, so a kernel added to the table without a test fails the suite. */
 const char *const lt_backend_entries[] = {
     "copy", "fill", "binary", "binary_flat", "unary", "gemm", "reduce", "prod_backward",
-    "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum", NULL,
+    "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
+    /* -- indexing, gather/scatter, masked ops, embedding */
+    /* -- convolution, pooling, norms */
+    /* -- dropout, losses, random fills, optimiser steps */
+    /* -- devices: copies between devices, item */
+    NULL,
 };
 
 /* A table entry added to the struct but not to the list above fails the build. */
