@@ -51,7 +51,7 @@ $(LIB_A): $(OBJ)
 
 # Installs missing Debian packages when run as root; otherwise names them.
 PKGS = lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev lua-busted pkg-config lua-readline luarocks \
-       lua-ldoc lua-markdown
+       lua-ldoc lua-markdown libopenmpi-dev openmpi-bin
 setup:
 	@missing=""; for p in $(PKGS) $(EXTRA_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -104,3 +104,4 @@ clean:
 	rm -rf build build-asan
 
 -include mk/install.mk
+-include mk/mpi.mk
