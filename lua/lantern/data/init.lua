@@ -173,10 +173,13 @@ data.DataLoader = DataLoader
 -- @param dataset a Dataset (or any table with `len` or `#`, and `get`)
 -- @tparam[opt] table opts `batch_size` (1), `shuffle` (false: a new order each `iter()`),
 -- `drop_last` (false), `generator` (for the shuffle), `collate_fn` (default
--- `data.default_collate`)
+-- `data.default_collate`), `sampler` (the positions to visit: an object with `indices()` and
+-- `#`, such as a `DistributedSampler`; not with shuffle)
 -- @usage local loader = lt.data.DataLoader(ds, {batch_size = 32, shuffle = true, generator = g})
 function DataLoader.new(cls, dataset, opts)
-  opts = check("DataLoader", opts, { "batch_size", "shuffle", "drop_last", "generator", "collate_fn" })
+  opts = check("DataLoader", opts, { "batch_size", "shuffle", "drop_last", "generator", "collate_fn",
+    "sampler" })
+  if opts.sampler and opts.shuffle then error("DataLoader: sampler option is mutually exclusive with shuffle", 2) end
   local self = setmetatable({
     dataset = dataset,
     batch_size = opts.batch_size or 1,
@@ -184,6 +187,7 @@ function DataLoader.new(cls, dataset, opts)
     drop_last = opts.drop_last or false,
     generator = opts.generator,
     collate_fn = opts.collate_fn,
+    sampler = opts.sampler,
   }, cls)
   if math.type(self.batch_size) ~= "integer" or self.batch_size < 1 then
     error("DataLoader: batch_size should be a positive integer value, but got batch_size=" .. tostring(opts.batch_size), 2)
@@ -194,7 +198,7 @@ end
 --- The number of batches (also `#loader`).
 -- @treturn int
 function DataLoader:len()
-  local n = dataset_len(self.dataset)
+  local n = self.sampler and #self.sampler or dataset_len(self.dataset)
   if self.drop_last then return n // self.batch_size end
   return (n + self.batch_size - 1) // self.batch_size
 end
@@ -204,9 +208,11 @@ end
 -- @return iterator function
 function DataLoader:iter()
   local ds = self.dataset
-  local n = dataset_len(ds)
+  local n = self.sampler and #self.sampler or dataset_len(ds)
   local order
-  if self.shuffle then
+  if self.sampler then
+    order = lt.tensor(self.sampler:indices(), { dtype = "int64" })
+  elseif self.shuffle then
     order = lt.randperm(n, { generator = self.generator })
   else
     order = lt.arange(1, n + 1)
@@ -321,5 +327,7 @@ function data.read_csv(path, opts)
   end
   return rows, header
 end
+
+data.DistributedSampler = require("lantern.data.sampler").DistributedSampler
 
 return data

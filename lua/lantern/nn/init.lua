@@ -59,6 +59,7 @@ for _, file in ipairs { "containers", "linear", "activation", "dropout", "embedd
   end
 end
 
+nn.parallel = require "lantern.nn.parallel"
 nn.init = require "lantern.nn.initfn"
 nn.functional = require "lantern.nn.functional"
 nn.F = nn.functional
