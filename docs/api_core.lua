@@ -561,7 +561,8 @@ function lt.set_warnings(v) end
 -- `lt.nn.init`, `lt.nn.utils`), `lt.optim` (optimisers, `lt.optim.lr_scheduler`), `lt.data`
 -- (datasets and loaders), `lt.autograd` (`grad`, custom `Function`, `gradcheck`),
 -- `lt.serialization` (PyTorch checkpoints, safetensors), `lt.warnings`, `lt.utils` (the
--- progress bar `lt.utils.progress`), and `lt.Tensor`, the table of tensor methods (add one to
+-- progress bar `lt.utils.progress`), `lt.distributed` (many processes, over MPI), and
+-- `lt.Tensor`, the table of tensor methods (add one to
 -- give every tensor a method).
 -- @table submodules
 

@@ -1,7 +1,6 @@
 --- Lantern: tensors, autograd and neural networks for Lua 5.4.
 -- `local lt = require "lantern"` returns the core's functions plus the Lua half. Submodules
--- (`lt.nn`, `lt.optim`, `lt.data`, `lt.autograd`, `lt.utils`, `lt.distributed`, ...) load on
--- first use.
+-- (`lt.nn`, `lt.optim`, `lt.data`, `lt.autograd`, `lt.utils`, ...) load on first use.
 -- @module lantern
 local core = require "lantern.core"
 
