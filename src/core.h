@@ -178,6 +178,41 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
 /* reductions of lt_reduce (the kernel's `op`) */
 enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
 
+/* -- convolution, pooling, norms: the geometry their kernels get, filled by the op layer
+** (nn_conv.c, nn_pool.c, nn_norm.c) once every argument is checked. */
+/* A convolution maps the image side (N, C, H, W) to the column side (N, O, OH, OW), a transposed
+** one the column side to the image side; a 1-d op has H = kh = 1. */
+typedef struct lt_conv_geom {
+  int64_t N, C, H, W;                       /* image side */
+  int64_t O, OH, OW;                        /* column side */
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;   /* ph, pw: zeros before each spatial dim */
+  int64_t groups;
+  bool transposed;
+} lt_conv_geom;
+
+enum lt_pool_kind { LT_POOL_MAX, LT_POOL_AVG, LT_POOL_ADAPTIVE_AVG, LT_POOL_ADAPTIVE_MAX };
+
+/* P = N*C planes of H x W in and OH x OW out; a 1-d op has H = kh = 1. Adaptive kinds use
+** only the sizes. */
+typedef struct lt_pool_geom {
+  enum lt_pool_kind kind;
+  int64_t P, H, W, OH, OW;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  bool count_include_pad;
+  int64_t divisor;   /* avg: divisor_override, 0 for none */
+} lt_pool_geom;
+
+enum lt_norm_kind { LT_NORM_LAYER, LT_NORM_RMS, LT_NORM_GROUP };
+
+/* Rows of D values normalised one by one: layer and rms norm over the trailing dims, group norm
+** over (n, group) blocks of D = Cg*L values whose channel is group*Cg + i/L. */
+typedef struct lt_norm_geom {
+  enum lt_norm_kind kind;
+  int64_t R, D;
+  int64_t G, Cg, L;   /* group norm; 1 otherwise */
+  double eps;
+} lt_norm_geom;
+
 typedef struct lt_backend {
   const char *name;
   /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
@@ -223,6 +258,42 @@ typedef struct lt_backend {
   void (*cumsum)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* -- convolution, pooling, norms */
+  /* y = conv(x, w) (+ b, may be NULL) of geometry g, transposed or not: x, w, b contiguous,
+  ** y fresh, one float dtype; -1 only when a work buffer cannot be had (`name` for it) */
+  int (*conv)(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
+              const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+  /* the gradients of that y for dy (contiguous, y's shape) into fresh dx, dw, db (x's, w's
+  ** and the bias's shapes; any may be NULL) */
+  int (*conv_backward)(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
+                       lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                       const lt_tensor *dy);
+  /* y = the pool g of each plane of x (contiguous), y fresh; max kinds also write idx (int64,
+  ** y's shape; may be NULL): the flat position ih*W + iw of each max in its plane */
+  void (*pool)(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+               const lt_tensor *x);
+  /* dx (fresh, the input's shape) = the gradient of that pool for dy (contiguous, y's shape);
+  ** max kinds route it through the forward's idx */
+  void (*pool_backward)(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+                        const lt_tensor *idx);
+  /* y = batch norm of x (N, C, ...) with the batch's statistics (training) or the running ones;
+  ** mean, invstd (fresh float64 (C)) get those used; training updates running_mean/var (may be
+  ** NULL, any stride) by momentum with the unbiased variance. x, w, b contiguous, y fresh */
+  void (*batch_norm)(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
+                     const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
+                     lt_tensor *running_mean, lt_tensor *running_var, bool training,
+                     double momentum, double eps);
+  /* its gradients for dy (contiguous) into fresh dx, dw, db (any may be NULL); -1 on OOM */
+  int (*batch_norm_backward)(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
+                             const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
+                             const lt_tensor *mean, const lt_tensor *invstd, bool training);
+  /* y = layer, rms or group norm g of the rows of x (contiguous; w, b contiguous, may be
+  ** NULL), y fresh; mean, rstd (fresh float64 (R)) get each row's statistics */
+  void (*row_norm)(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+                   lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+  /* its gradients for dy (contiguous) into fresh dx, dw, db (any may be NULL); -1 on OOM */
+  int (*row_norm_backward)(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+                           lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                           const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
   /* -- dropout, losses, random fills, optimiser steps */
   /* -- devices: copies between devices, item */
 } lt_backend;
@@ -257,7 +328,28 @@ void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, con
                              int dim, bool log_);
 void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 /* -- indexing, gather/scatter, masked ops, embedding */
-/* -- convolution, pooling, norms */
+/* -- convolution, pooling, norms (cpu/conv.c, cpu/pool.c, cpu/norm.c) */
+int lt_cpu_conv(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
+                const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+int lt_cpu_conv_backward(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
+                         lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                         const lt_tensor *dy);
+void lt_cpu_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+                 const lt_tensor *x);
+void lt_cpu_pool_backward(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+                          const lt_tensor *idx);
+void lt_cpu_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
+                       const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
+                       lt_tensor *running_mean, lt_tensor *running_var, bool training,
+                       double momentum, double eps);
+int lt_cpu_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
+                               const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
+                               const lt_tensor *mean, const lt_tensor *invstd, bool training);
+void lt_cpu_row_norm(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+                     lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+int lt_cpu_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+                             lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                             const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
 /* -- dropout, losses, random fills, optimiser steps */
 /* -- devices: copies between devices, item */
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {

@@ -1,507 +1,28 @@
 /*
-** nn_conv.c -- convolutions: conv1d, conv2d, conv_transpose1d, conv_transpose2d, forward and
-** backward (ConvolutionBackward0).
-**
-** Shape letters: N batch; the "image side" has C channels of H x W; the "column side" has O
-** channels of OH x OW, L = OH*OW positions. A convolution maps image side -> column side, a
-** transposed convolution maps column side -> image side. g = groups; a group's weight block is
-** (Og, K) with K = Cg*kh*kw. 1-d ops are the 2-d kernels with H = kh = 1.
-**
-** Everything is built from four copy kernels and cblas GEMMs:
-**   im2col   image (nb,C,H,W)  -> columns (C*kh*kw, nb*L)     (row r = (c, ki, kj))
-**   col2im   columns           -> image, summing overlaps      (adjoint of im2col)
-**   gather   (nb,O,L)          -> (O, nb*L)
-**   scatter  (O, nb*L)         -> (nb,O,L), adding a bias
-** A chunk of nb samples sits side by side in the columns matrix, so one GEMM per group covers
-** many small images (LeNet-sized images make per-sample GEMMs far too small to be efficient).
-**
-**   conv forward      Y_g = W_g @ im2col(x)                     then scatter + bias
-**   conv backward     dW_g += G_g @ im2col(x)^T     dx = col2im(W_g^T @ G_g)   (G = gather(dy))
-**   transposed fwd    y = col2im(W_g^T @ gather(x))             then + bias
-**   transposed bwd    dx = scatter(W_g @ im2col(dy))   dW_g += gather(x)_g @ im2col(dy)^T
+** nn_conv.c -- the op layer of the convolutions: conv1d, conv2d, conv_transpose1d,
+** conv_transpose2d and their backward (ConvolutionBackward0). Arguments are checked here and
+** turned into an lt_conv_geom (core.h); the device's `conv` and `conv_backward` kernels
+** (cpu/conv.c) compute.
 */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 
 #include "core.h"
 
-typedef struct conv_geom {
-  int64_t N, C, H, W;                       /* image side */
-  int64_t O, OH, OW;                        /* column side */
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;   /* ph, pw: zeros before each dim */
-  int64_t groups;
-} conv_geom;
-
-/* Samples are processed in chunks whose columns matrix holds at most this many elements (or
-** one sample), so that it stays in the L2 cache between im2col and the GEMM that reads it;
-** chunks of several samples keep GEMMs on small images from becoming too thin. */
-#define COLS_LIMIT ((int64_t)1 << 16)
-
-/* ------------------------------------------------------------ copy kernels */
-
-typedef struct copy_job {
-  const conv_geom *g;
-  const void *src;
-  void *dst;
-  const void *bias;   /* scatter only, may be NULL */
-  int64_t nb;         /* samples in this chunk */
-} copy_job;
-
-/* Range of column positions ow (in [0, OW)) whose image position ow*s + off lies in [0, W). */
-static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo,
-                               int64_t *hi) {
-  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t b = off > W - 1 ? 0 : (W - 1 - off) / s + 1;
-  if (b > OW) b = OW;
-  if (a > b) a = b;
-  *lo = a;
-  *hi = b;
-}
-
-/* Task t = (row r, sample n): fills columns[r, n*L .. n*L+L). */
-#define DEF_IM2COL(NAME, T)                                                                    \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const copy_job *j = ud;                                                                    \
-    const conv_geom *g = j->g;                                                                 \
-    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
-    for (int64_t t = b; t < e; t++) {                                                          \
-      int64_t r = t / j->nb, n = t % j->nb;                                                    \
-      int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                            \
-      const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                         \
-      T *dst = (T *)j->dst + r * ld + n * L;                                                   \
-      int64_t off = kj * g->dw - g->pw, lo, hi;                                                \
-      valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                          \
-      for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                   \
-        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                          \
-        if (ih < 0 || ih >= g->H) {                                                            \
-          memset(dst, 0, (size_t)g->OW * sizeof(T));                                           \
-          continue;                                                                            \
-        }                                                                                      \
-        const T *row = src + ih * g->W + off;                                                  \
-        for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                                       \
-        if (g->sw == 1) {                                                                      \
-          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow];                              \
-        } else {                                                                               \
-          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow * g->sw];                      \
-        }                                                                                      \
-        for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = 0;                                   \
-      }                                                                                        \
-    }                                                                                          \
-  }
-DEF_IM2COL(im2col_f32, float)
-DEF_IM2COL(im2col_f64, double)
-
-/* Task t = (sample n, channel c): image plane = sum of its columns entries (overwrites). */
-#define DEF_COL2IM(NAME, T)                                                                    \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const copy_job *j = ud;                                                                    \
-    const conv_geom *g = j->g;                                                                 \
-    const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
-    for (int64_t t = b; t < e; t++) {                                                          \
-      int64_t n = t / g->C, c = t % g->C;                                                      \
-      T *dst = (T *)j->dst + (n * g->C + c) * g->H * g->W;                                     \
-      memset(dst, 0, (size_t)(g->H * g->W) * sizeof(T));                                       \
-      for (int64_t ki = 0; ki < g->kh; ki++)                                                   \
-        for (int64_t kj = 0; kj < g->kw; kj++) {                                               \
-          const T *col = (const T *)j->src + (c * KK + ki * g->kw + kj) * ld + n * L;          \
-          int64_t off = kj * g->dw - g->pw, lo, hi;                                            \
-          valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                      \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                             \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                      \
-            if (ih < 0 || ih >= g->H) continue;                                                \
-            T *row = dst + ih * g->W + off;                                                    \
-            const T *cp = col + oh * g->OW;                                                    \
-            if (g->sw == 1) {                                                                  \
-              for (int64_t ow = lo; ow < hi; ow++) row[ow] += cp[ow];                          \
-            } else {                                                                           \
-              for (int64_t ow = lo; ow < hi; ow++) row[ow * g->sw] += cp[ow];                  \
-            }                                                                                  \
-          }                                                                                    \
-        }                                                                                      \
-    }                                                                                          \
-  }
-DEF_COL2IM(col2im_f32, float)
-DEF_COL2IM(col2im_f64, double)
-
-/* gather: task t = (channel o, sample n): dst[o, n*L..] = src[n, o, ..]. es = element size. */
-static void gather_rows(int64_t b, int64_t e, void *ud, size_t es) {
-  const copy_job *j = ud;
-  const int64_t L = j->g->OH * j->g->OW, O = j->g->O;
-  for (int64_t t = b; t < e; t++) {
-    int64_t o = t / j->nb, n = t % j->nb;
-    memcpy((char *)j->dst + (size_t)((o * j->nb + n) * L) * es,
-           (const char *)j->src + (size_t)((n * O + o) * L) * es, (size_t)L * es);
-  }
-}
-static void gather_f32(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 4); }
-static void gather_f64(int64_t b, int64_t e, void *ud) { gather_rows(b, e, ud, 8); }
-
-/* scatter: task t = (sample n, channel o): dst[n, o, ..] = src[o, n*L..] (+ bias[o]). */
-#define DEF_SCATTER(NAME, T)                                                                   \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const copy_job *j = ud;                                                                    \
-    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                        \
-    for (int64_t t = b; t < e; t++) {                                                          \
-      int64_t n = t / O, o = t % O;                                                            \
-      const T *s = (const T *)j->src + (o * j->nb + n) * L;                                    \
-      T *d = (T *)j->dst + (n * O + o) * L;                                                    \
-      T bv = j->bias ? ((const T *)j->bias)[o] : 0;                                            \
-      for (int64_t l = 0; l < L; l++) d[l] = s[l] + bv;                                        \
-    }                                                                                          \
-  }
-DEF_SCATTER(scatter_f32, float)
-DEF_SCATTER(scatter_f64, double)
-
-/* y[n, o, :] += bias[o] in place: task t = (n, o). */
-#define DEF_ADDBIAS(NAME, T)                                                                   \
-  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
-    const copy_job *j = ud;                                                                    \
-    const int64_t L = j->g->OH * j->g->OW, O = j->g->O;                                        \
-    for (int64_t t = b; t < e; t++) {                                                          \
-      T *d = (T *)j->dst + t * L;                                                              \
-      T bv = ((const T *)j->bias)[t % O];                                                      \
-      for (int64_t l = 0; l < L; l++) d[l] += bv;                                              \
-    }                                                                                          \
-  }
-DEF_ADDBIAS(addbias_f32, float)
-DEF_ADDBIAS(addbias_f64, double)
-
-/* ------------------------------------------------------------ GEMM */
-
-/* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt.
-** Degenerate sizes are handled here, never passed to BLAS. */
-static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                 int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    if (beta == 0) {
-      size_t es = lt_dtype_size(dt);
-      for (int64_t i = 0; i < m; i++) memset((char *)c + (size_t)(i * ldc) * es, 0, (size_t)n * es);
-    }
-    return;
-  }
-  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
-  if (dt == LT_FLOAT32)
-    cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
-                (float)beta, c, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta,
-                c, (int)ldc);
-}
-
-static void set_blas_threads(int nt) {
-  if (nt < 1) nt = 1;
-  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
-}
-
-static inline char *ptr_at(const void *base, lt_dtype dt, int64_t i) {
-  return (char *)base + (size_t)i * lt_dtype_size(dt);
-}
-
-/* Whether 1x1, stride 1, no padding: the image is its own columns matrix. */
-static bool is_pointwise(const conv_geom *g) {
-  return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
-         g->OH == g->H && g->OW == g->W;
-}
-
-/* ------------------------------------------------------------ the batch driver
-** The batch is split into P parts run in parallel (one per thread, each with its own scratch
-** buffers and single-threaded GEMMs, so OpenMP and OpenBLAS threads never compete); a part
-** walks its samples in chunks of nb. With one part (one thread, or fewer samples than
-** threads) the copy kernels run in parallel and the GEMMs use every thread instead. */
-
-enum { CONV_FWD, CONV_BWD, CONVT_FWD, CONVT_BWD };
-
-typedef struct conv_work {
-  lt_ctx *ctx;
-  int kind;
-  lt_dtype dt;
-  const conv_geom *g;
-  const void *x, *w, *bias, *dy;   /* x: conv input (image side) or convt input (column side) */
-  void *y, *dx, *dw;               /* outputs (dx, dw may be NULL) */
-  int64_t nb, parts;
-  int64_t cols_n, buf_n;           /* scratch elements per part */
-  char *scratch;                   /* parts * (cols_n + buf_n) elements */
-  char *dw_part;                   /* (parts - 1) * O*K weight-gradient partials */
-} conv_work;
-
-/* Runs a copy kernel: over threads when `par`, else in the calling thread. */
-static void copy_run(const conv_work *cw, bool par, int64_t ntasks, int64_t work, lt_range_fn fn,
-                     copy_job *j) {
-  if (!par) {
-    if (ntasks > 0) fn(0, ntasks, j);
-    return;
-  }
-  int64_t grain = work > 0 ? (32768 + work - 1) / work : ntasks;
-  lt_parallel_for(cw->ctx, ntasks, grain, fn, j);
-}
-
-static void im2col(const conv_work *cw, bool par, const void *img, void *cols, int64_t nb) {
-  const conv_geom *g = cw->g;
-  copy_job j = {g, img, cols, NULL, nb};
-  copy_run(cw, par, g->C * g->kh * g->kw * nb, g->OH * g->OW,
-           cw->dt == LT_FLOAT32 ? im2col_f32 : im2col_f64, &j);
-}
-
-static void col2im(const conv_work *cw, bool par, const void *cols, void *img, int64_t nb) {
-  const conv_geom *g = cw->g;
-  copy_job j = {g, cols, img, NULL, nb};
-  copy_run(cw, par, nb * g->C, g->H * g->W * g->kh * g->kw,
-           cw->dt == LT_FLOAT32 ? col2im_f32 : col2im_f64, &j);
-}
-
-static void gather(const conv_work *cw, bool par, const void *src, void *dst, int64_t nb) {
-  const conv_geom *g = cw->g;
-  copy_job j = {g, src, dst, NULL, nb};
-  copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? gather_f32 : gather_f64, &j);
-}
-
-static void scatter(const conv_work *cw, bool par, const void *src, void *dst, const void *bias,
-                    int64_t nb) {
-  const conv_geom *g = cw->g;
-  copy_job j = {g, src, dst, bias, nb};
-  copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? scatter_f32 : scatter_f64,
-           &j);
-}
-
-/* Adds bias[c] to every (n, c) plane of `dst`, seen through geometry gb (its O and OH*OW). */
-static void add_bias(const conv_work *cw, bool par, const conv_geom *gb, void *dst,
-                     const void *bias, int64_t nb) {
-  copy_job j = {gb, NULL, dst, bias, nb};
-  copy_run(cw, par, nb * gb->O, gb->OH * gb->OW,
-           cw->dt == LT_FLOAT32 ? addbias_f32 : addbias_f64, &j);
-}
-
-/* One part: samples [n_begin, n_end) with scratch cols/buf; dw_acc receives this part's
-** weight gradient (overwritten by its first chunk). */
-static void conv_part(const conv_work *cw, int64_t n_begin, int64_t n_end, char *cols, char *buf,
-                      void *dw_acc, bool par) {
-  const conv_geom *g = cw->g;
-  const lt_dtype dt = cw->dt;
-  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W, G = g->groups;
-  const bool pw = is_pointwise(g);
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += cw->nb) {
-    const int64_t cnt = n_end - n0 < cw->nb ? n_end - n0 : cw->nb, ld = cnt * L;
-    const bool first = n0 == n_begin;
-    switch (cw->kind) {
-      case CONV_FWD: {   /* Y_g = W_g @ cols_g, then scatter + bias */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
-        void *ys = ptr_at(cw->y, dt, n0 * g->O * L);
-        const void *cm = xs;
-        if (!pw) {
-          im2col(cw, par, xs, cols, cnt);
-          cm = cols;
-        }
-        void *dst = cnt > 1 ? (void *)buf : ys;
-        for (int64_t gi = 0; gi < G; gi++)
-          gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
-               ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-        if (cnt > 1)
-          scatter(cw, par, dst, ys, cw->bias, cnt);
-        else if (cw->bias)
-          add_bias(cw, par, g, ys, cw->bias, 1);
-        break;
-      }
-      case CONV_BWD: {   /* dW_g += G_g @ cols_g^T;  dx = col2im(W_g^T @ G_g) */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
-        const void *dys = ptr_at(cw->dy, dt, n0 * g->O * L);
-        const void *Gm = dys;
-        if (cnt > 1) {
-          gather(cw, par, dys, buf, cnt);
-          Gm = buf;
-        }
-        if (dw_acc) {
-          const void *cm = xs;
-          if (!pw) {
-            im2col(cw, par, xs, cols, cnt);
-            cm = cols;
-          }
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, true, Og, K, ld, ptr_at(Gm, dt, gi * Og * ld), ld,
-                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
-                 ptr_at(dw_acc, dt, gi * Og * K), K);
-        }
-        if (cw->dx) {
-          void *dxs = ptr_at(cw->dx, dt, n0 * g->C * HW);
-          void *cm = pw ? dxs : (void *)cols;
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
-                 ptr_at(Gm, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-          if (!pw) col2im(cw, par, cm, dxs, cnt);
-        }
-        break;
-      }
-      case CONVT_FWD: {   /* y = col2im(W_g^T @ gather(x)_g) (+ bias after) */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
-        void *ys = ptr_at(cw->y, dt, n0 * g->C * HW);
-        const void *X = xs;
-        if (cnt > 1) {
-          gather(cw, par, xs, buf, cnt);
-          X = buf;
-        }
-        void *cm = pw ? ys : (void *)cols;
-        for (int64_t gi = 0; gi < G; gi++)
-          gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
-               ptr_at(X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-        if (!pw) col2im(cw, par, cm, ys, cnt);
-        if (cw->bias) {
-          conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
-          gb.O = g->C;
-          gb.OH = g->H;
-          gb.OW = g->W;
-          add_bias(cw, par, &gb, ys, cw->bias, cnt);
-        }
-        break;
-      }
-      default: {   /* CONVT_BWD: dx = scatter(W_g @ im2col(dy)_g); dW_g += gather(x)_g @ cols^T */
-        const void *dys = ptr_at(cw->dy, dt, n0 * g->C * HW);
-        const void *cm = dys;
-        if (!pw) {
-          im2col(cw, par, dys, cols, cnt);
-          cm = cols;
-        }
-        if (cw->dx) {
-          void *dxs = ptr_at(cw->dx, dt, n0 * g->O * L);
-          void *dst = cnt > 1 ? (void *)buf : dxs;
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
-                 ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-          if (cnt > 1) scatter(cw, par, dst, dxs, NULL, cnt);
-        }
-        if (dw_acc) {
-          const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
-          const void *X = xs;
-          if (cnt > 1) {
-            gather(cw, par, xs, buf, cnt);
-            X = buf;
-          }
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, true, Og, K, ld, ptr_at(X, dt, gi * Og * ld), ld,
-                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
-                 ptr_at(dw_acc, dt, gi * Og * K), K);
-        }
-        break;
-      }
-    }
-  }
-}
-
-/* Part p of P: an even share of the batch and its own scratch. */
-static void conv_part_range(int64_t b, int64_t e, void *ud) {
-  const conv_work *cw = ud;
-  size_t es = lt_dtype_size(cw->dt);
-  int64_t OK = cw->g->O * (cw->g->C / cw->g->groups) * cw->g->kh * cw->g->kw;
-  for (int64_t p = b; p < e; p++) {
-    int64_t n0 = cw->g->N * p / cw->parts, n1 = cw->g->N * (p + 1) / cw->parts;
-    char *cols = cw->scratch + (size_t)(p * (cw->cols_n + cw->buf_n)) * es;
-    char *buf = cols + (size_t)cw->cols_n * es;
-    void *dw_acc = cw->dw;
-    if (dw_acc && p > 0) dw_acc = cw->dw_part + (size_t)((p - 1) * OK) * es;
-    conv_part(cw, n0, n1, cols, buf, dw_acc, false);
-  }
-}
-
-/* Runs a forward or backward over the whole batch. */
-static int conv_run(conv_work *cw, const char *op) {
-  lt_ctx *ctx = cw->ctx;
-  const conv_geom *g = cw->g;
-  const int64_t L = g->OH * g->OW, rows = g->C * g->kh * g->kw;
-  const int64_t OK = g->O * (g->C / g->groups) * g->kh * g->kw;
-  const size_t es = lt_dtype_size(cw->dt);
-  const bool pw = is_pointwise(g);
-  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
-  /* samples per chunk: the columns of a chunk stay under COLS_LIMIT (at least one sample) */
-  int64_t nb = rows * L > 0 ? COLS_LIMIT / (rows * L) : g->N;
-  if (nb < 1) nb = 1;
-  if (nb > g->N) nb = g->N > 0 ? g->N : 1;
-  if (pw) nb = 1;   /* the image itself is the (C, L) columns matrix of one sample */
-  /* parts: one per thread when every thread gets a sample and enough work */
-  double flops = 2.0 * (double)g->N * (double)OK * (double)L;
-  int64_t parts = 1;
-  if (nt > 1 && g->N >= 2 && flops > 2e6) parts = g->N < nt ? g->N : nt;
-  if (parts > 1 && nb > (g->N + parts - 1) / parts) nb = (g->N + parts - 1) / parts;
-  cw->nb = nb;
-  cw->parts = parts;
-  cw->cols_n = pw ? 0 : rows * nb * L;
-  cw->buf_n = nb > 1 ? g->O * nb * L : 0;
-  bool need_dw = cw->dw != NULL && (cw->kind == CONV_BWD || cw->kind == CONVT_BWD);
-  int64_t total = parts * (cw->cols_n + cw->buf_n) + (need_dw ? (parts - 1) * OK : 0);
-  lt_tensor *scr = NULL;
-  if (total > 0) {
-    if (lt_empty(ctx, &scr, cw->dt, 1, &total))
-      return lt_fail(ctx, "%s: out of memory for a %lld-element work buffer", op,
-                     (long long)total);
-    cw->scratch = lt_data(scr);
-    cw->dw_part = cw->scratch + (size_t)(parts * (cw->cols_n + cw->buf_n)) * es;
-  }
-  if (need_dw && g->N == 0) memset(cw->dw, 0, (size_t)OK * es);
-  if (parts == 1) {
-    set_blas_threads(nt);
-    conv_part(cw, 0, g->N, cw->scratch, cw->scratch + (size_t)cw->cols_n * es,
-              need_dw ? cw->dw : NULL, nt > 1);
-  } else {
-    set_blas_threads(1);
-    lt_parallel_for(ctx, parts, 1, conv_part_range, cw);
-    if (need_dw) {   /* dw = sum of the parts' partials, in part order */
-      for (int64_t p = 1; p < parts; p++) {
-        const char *src = cw->dw_part + (size_t)((p - 1) * OK) * es;
-        if (cw->dt == LT_FLOAT32) {
-          float *d = cw->dw;
-          const float *s = (const float *)src;
-          for (int64_t i = 0; i < OK; i++) d[i] += s[i];
-        } else {
-          double *d = cw->dw;
-          const double *s = (const double *)src;
-          for (int64_t i = 0; i < OK; i++) d[i] += s[i];
-        }
-      }
-    }
-  }
-  lt_release(scr);
-  return 0;
-}
-
-/* Sum of dy (N, C, S) over n and s into db (C), accumulating in double. */
-static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t S, void *db) {
-  for (int64_t c = 0; c < C; c++) {
-    double acc = 0;
-    for (int64_t n = 0; n < N; n++) {
-      if (dt == LT_FLOAT32) {   /* eight lanes, so that the loop vectorises */
-        const float *p = (const float *)dy + (n * C + c) * S;
-        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t s = 0;
-        for (; s + 8 <= S; s += 8)
-          for (int k = 0; k < 8; k++) lane[k] += p[s + k];
-        for (; s < S; s++) lane[0] += p[s];
-        for (int k = 0; k < 8; k++) acc += lane[k];
-      } else {
-        const double *p = (const double *)dy + (n * C + c) * S;
-        for (int64_t s = 0; s < S; s++) acc += p[s];
-      }
-    }
-    if (dt == LT_FLOAT32)
-      ((float *)db)[c] = (float)acc;
-    else
-      ((double *)db)[c] = acc;
-  }
-}
-
-/* ------------------------------------------------------------ ops and autograd */
+/* The two spatial dims of the geometry; a 1-d op uses only SP_W (H = 1). */
+enum { SP_H, SP_W, SP_DIMS };
 
 typedef struct conv_extra {
-  conv_geom g;
-  bool transposed;
+  lt_conv_geom g;
   int x_ndim, w_ndim;
-  int64_t x_size[4], w_size[4];
+  int64_t x_size[LT_MAX_DIMS], w_size[LT_MAX_DIMS];
   const char *op;
 } conv_extra;
 
 static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                          lt_tensor **grad_in) {
   conv_extra *ex = self->extra;
-  const conv_geom *g = &ex->g;
+  const lt_conv_geom *g = &ex->g;
   if (!grad_out[0]) return 0;
   lt_tensor *x, *w, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
   if (lt_saved_get(ctx, self, 0, &x) || lt_saved_get(ctx, self, 1, &w)) return -1;
@@ -511,20 +32,12 @@ static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
   if (need_x && lt_empty(ctx, &dx, dt, ex->x_ndim, ex->x_size)) goto fail;
   if (need_w && lt_empty(ctx, &dw, dt, ex->w_ndim, ex->w_size)) goto fail;
-  if (need_x || need_w) {
-    conv_work cw = {ctx, ex->transposed ? CONVT_BWD : CONV_BWD, dt, g, lt_data(x), lt_data(w),
-                    NULL, lt_data(dy), NULL, dx ? lt_data(dx) : NULL, dw ? lt_data(dw) : NULL,
-                    0, 0, 0, 0, NULL, NULL};
-    if (conv_run(&cw, ex->op)) goto fail;
-  }
   if (need_b) {
-    int64_t nc = ex->transposed ? g->C : g->O;
+    int64_t nc = g->transposed ? g->C : g->O;
     if (lt_empty(ctx, &db, dt, 1, &nc)) goto fail;
-    if (ex->transposed)
-      bias_grad(dt, lt_data(dy), g->N, g->C, g->H * g->W, lt_data(db));
-    else
-      bias_grad(dt, lt_data(dy), g->N, g->O, g->OH * g->OW, lt_data(db));
   }
+  if ((dx || dw || db) && lt_kernels(x)->conv_backward(ctx, ex->op, g, dx, dw, db, x, w, dy))
+    goto fail;
   lt_release(dy);
   grad_in[0] = dx;
   grad_in[1] = dw;
@@ -544,7 +57,7 @@ static const lt_node_type conv_type = {"ConvolutionBackward0", conv_backward, NU
 ** convolution the image side is the output. */
 static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, const lt_tensor *x,
                       const lt_tensor *w, const lt_tensor *b, const lt_conv_args *a,
-                      conv_geom *g, int *out_ndim, int64_t *out_size) {
+                      lt_conv_geom *g, int *out_ndim, int64_t *out_size) {
   char bx[256], bw[256], bb[256];
   if (!lt_dtype_is_float(x->dtype))
     return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
@@ -619,11 +132,12 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
     return lt_fail(ctx, "%s: given weight of shape %s, expected bias to be 1-d with %lld "
                    "elements, but got bias of shape %s", op, LT_SHAPE(w, bw), (long long)nout,
                    LT_SHAPE(b, bb));
-  /* spatial geometry, index 0 = H, 1 = W for 2-d; a 1-d op has H = 1 */
-  int64_t in_sp[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, p[2] = {0, 0}, pe[2] = {0, 0};
-  int64_t d[2] = {1, 1}, op_[2] = {0, 0}, out_sp[2] = {1, 1};
+  /* spatial geometry by SP_H, SP_W; a 1-d op has H = 1 */
+  int64_t in_sp[SP_DIMS] = {1, 1}, k[SP_DIMS] = {1, 1}, s[SP_DIMS] = {1, 1}, p[SP_DIMS] = {0, 0};
+  int64_t pe[SP_DIMS] = {0, 0}, d[SP_DIMS] = {1, 1}, op_[SP_DIMS] = {0, 0};
+  int64_t out_sp[SP_DIMS] = {1, 1};
   for (int i = 0; i < sd; i++) {
-    int j = 2 - sd + i;
+    int j = SP_DIMS - sd + i;
     in_sp[j] = xsp[i];
     k[j] = ksp[i];
     s[j] = a->stride[i];
@@ -632,15 +146,15 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
     d[j] = a->dilation[i];
     op_[j] = a->output_padding[i];
   }
-  for (int j = 2 - sd; j < 2; j++) {
+  for (int j = SP_DIMS - sd; j < SP_DIMS; j++) {
     int64_t ek = d[j] * (k[j] - 1) + 1;
     if (!transposed) {
       int64_t padded = in_sp[j] + 2 * p[j] + pe[j];
       if (padded < ek) {
         char bi[128], bk[128];
-        int64_t pin[2], pk[2];
+        int64_t pin[SP_DIMS], pk[SP_DIMS];
         for (int i = 0; i < sd; i++) {
-          int jj = 2 - sd + i;
+          int jj = SP_DIMS - sd + i;
           pin[i] = in_sp[jj] + 2 * p[jj] + pe[jj];
           pk[i] = d[jj] * (k[jj] - 1) + 1;
         }
@@ -659,21 +173,15 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
                        (long long)p[j]);
     }
   }
-  g->N = N;
-  g->groups = G;
-  g->kh = k[0]; g->kw = k[1];
-  g->sh = s[0]; g->sw = s[1];
-  g->ph = p[0]; g->pw = p[1];
-  g->dh = d[0]; g->dw = d[1];
-  g->C = Cimg;
-  g->O = Ocol;
-  if (!transposed) {
-    g->H = in_sp[0]; g->W = in_sp[1];
-    g->OH = out_sp[0]; g->OW = out_sp[1];
-  } else {
-    g->H = out_sp[0]; g->W = out_sp[1];
-    g->OH = in_sp[0]; g->OW = in_sp[1];
-  }
+  /* the image side is the input of a convolution and the output of a transposed one */
+  const int64_t *img = transposed ? out_sp : in_sp, *col = transposed ? in_sp : out_sp;
+  *g = (lt_conv_geom){
+      .N = N, .C = Cimg, .H = img[SP_H], .W = img[SP_W],
+      .O = Ocol, .OH = col[SP_H], .OW = col[SP_W],
+      .kh = k[SP_H], .kw = k[SP_W], .sh = s[SP_H], .sw = s[SP_W],
+      .ph = p[SP_H], .pw = p[SP_W], .dh = d[SP_H], .dw = d[SP_W],
+      .groups = G, .transposed = transposed,
+  };
   /* BLAS takes int sizes */
   int64_t L = g->OH * g->OW;
   if (g->C * g->kh * g->kw > INT_MAX || L > INT_MAX / 2 || g->O > INT_MAX)
@@ -682,26 +190,23 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
   int nd = 0;
   if (batched) out_size[nd++] = N;
   out_size[nd++] = nout;
-  for (int i = 0; i < sd; i++) out_size[nd++] = out_sp[2 - sd + i];
+  for (int i = 0; i < sd; i++) out_size[nd++] = out_sp[SP_DIMS - sd + i];
   *out_ndim = nd;
   return 0;
 }
 
 static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool transposed,
                    lt_tensor *x, lt_tensor *w, lt_tensor *b, const lt_conv_args *a) {
-  conv_geom g;
+  lt_conv_geom g;
   int ndim = 0;
-  int64_t size[4] = {0, 0, 0, 0};
+  int64_t size[LT_MAX_DIMS] = {0};
   if (!x || !w) return lt_fail(ctx, "%s: input and weight are required", op);
   if (conv_setup(ctx, op, sd, transposed, x, w, b, a, &g, &ndim, size)) return -1;
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
   if (lt_contiguous(ctx, &xc, x) || lt_contiguous(ctx, &wc, w) ||
       (b && lt_contiguous(ctx, &bc, b)) || lt_empty(ctx, &y, x->dtype, ndim, size))
     goto fail;
-  conv_work cw = {ctx, transposed ? CONVT_FWD : CONV_FWD, x->dtype, &g, lt_data(xc),
-                  lt_data(wc), bc ? lt_data(bc) : NULL, NULL, lt_data(y), NULL, NULL,
-                  0, 0, 0, 0, NULL, NULL};
-  if (conv_run(&cw, op)) goto fail;
+  if (lt_kernels(x)->conv(ctx, op, &g, y, xc, wc, bc)) goto fail;
   lt_tensor *ins[3] = {x, w, b};
   lt_node *node;
   if (lt_record(ctx, &conv_type, b ? 3 : 2, ins, 1, &y, sizeof(conv_extra), 2, &node))
@@ -709,7 +214,6 @@ static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool tr
   if (node) {
     conv_extra *ex = node->extra;
     ex->g = g;
-    ex->transposed = transposed;
     ex->op = op;
     ex->x_ndim = x->ndim;
     ex->w_ndim = w->ndim;
@@ -755,6 +259,6 @@ int lt_conv_transpose2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w
 
 void lt_conv_args_init(lt_conv_args *a) {
   memset(a, 0, sizeof *a);
-  for (int i = 0; i < 2; i++) a->stride[i] = a->dilation[i] = 1;
+  for (int i = 0; i < SP_DIMS; i++) a->stride[i] = a->dilation[i] = 1;
   a->groups = 1;
 }

@@ -23,6 +23,14 @@ const lt_backend lt_cpu_backend = {
     .cumsum = lt_cpu_cumsum,
     /* -- indexing, gather/scatter, masked ops, embedding */
     /* -- convolution, pooling, norms */
+    .conv = lt_cpu_conv,
+    .conv_backward = lt_cpu_conv_backward,
+    .pool = lt_cpu_pool,
+    .pool_backward = lt_cpu_pool_backward,
+    .batch_norm = lt_cpu_batch_norm,
+    .batch_norm_backward = lt_cpu_batch_norm_backward,
+    .row_norm = lt_cpu_row_norm,
+    .row_norm_backward = lt_cpu_row_norm_backward,
     /* -- dropout, losses, random fills, optimiser steps */
     /* -- devices: copies between devices, item */
 };
@@ -34,6 +42,8 @@ const char *const lt_backend_entries[] = {
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     /* -- indexing, gather/scatter, masked ops, embedding */
     /* -- convolution, pooling, norms */
+    "conv", "conv_backward", "pool", "pool_backward", "batch_norm", "batch_norm_backward",
+    "row_norm", "row_norm_backward",
     /* -- dropout, losses, random fills, optimiser steps */
     /* -- devices: copies between devices, item */
     NULL,

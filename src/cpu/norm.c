@@ -1,0 +1,430 @@
+/*
+** cpu/norm.c -- cpu kernels of the norms: batch norm (`batch_norm`, `batch_norm_backward`) and
+** the row norms, layer, rms and group norm (`row_norm`, `row_norm_backward`).
+**
+** Shape letters: batch norm sees x as (N, C, L) with L = prod(spatial dims) and normalises each
+** channel over M = N*L values; the row norms see x as R rows of D values (lt_norm_geom; group
+** norm's rows are the (n, group) blocks of Cg*L values). Statistics accumulate in double for both
+** dtypes and are kept as float64; xhat = (x - mean) * invstd is recomputed in backward.
+**
+** With g = dy * weight, every backward is the same identity on one normalised set of m values:
+**     dx = invstd * (g - mean(g) - xhat * mean(g * xhat))
+** (rms_norm: dx = r * (g - x * r^2 * mean(g * x)), no mean subtraction). A channel or a row is
+** one task's, so results are the same whatever the thread count.
+*/
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+/* Element steps per parallel task. */
+#define NORM_GRAIN 16384
+
+static int64_t grain_of(int64_t per) { return (NORM_GRAIN + (per > 0 ? per : 1) - 1) / (per > 0 ? per : 1); }
+
+/* Element i of a float tensor's data as double. */
+static inline double ld(const void *p, lt_dtype dt, int64_t i) {
+  return dt == LT_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+/* Sum and sum of squared deviations of n values at p with stride s (two passes, double). */
+#define DEF_MOMENTS(NAME, T)                                                                   \
+  static void NAME(const T *p, int64_t n, double *mean, double *m2) {                          \
+    double s = 0;                                                                              \
+    for (int64_t i = 0; i < n; i++) s += p[i];                                                 \
+    double mu = n ? s / (double)n : 0, q = 0;                                                  \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+      double d = (double)p[i] - mu;                                                            \
+      q += d * d;                                                                              \
+    }                                                                                          \
+    *mean = mu;                                                                                \
+    *m2 = q;                                                                                   \
+  }
+DEF_MOMENTS(moments_f32, float)
+DEF_MOMENTS(moments_f64, double)
+
+static void moments(lt_dtype dt, const void *p, int64_t n, double *mean, double *m2) {
+  if (dt == LT_FLOAT32)
+    moments_f32(p, n, mean, m2);
+  else
+    moments_f64(p, n, mean, m2);
+}
+
+/* y[i] = x[i] * a + b over n values */
+static void affine_row(lt_dtype dt, const void *x, void *y, int64_t n, double a, double b) {
+  if (dt == LT_FLOAT32) {
+    const float *xs = x;
+    float *ys = y, fa = (float)a, fb = (float)b;
+    for (int64_t i = 0; i < n; i++) ys[i] = xs[i] * fa + fb;
+  } else {
+    const double *xs = x;
+    double *ys = y;
+    for (int64_t i = 0; i < n; i++) ys[i] = xs[i] * a + b;
+  }
+}
+
+static inline char *at(const void *p, lt_dtype dt, int64_t i) {
+  return (char *)p + (size_t)i * lt_dtype_size(dt);
+}
+
+/* The n double sums v into contiguous float tensor t, rounded to its dtype. */
+static void store_sums(lt_tensor *t, const double *v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    if (t->dtype == LT_FLOAT32)
+      ((float *)lt_ptr(t))[k] = (float)v[k];
+    else
+      ((double *)lt_ptr(t))[k] = v[k];
+  }
+}
+
+/* Writes v into element c of a 1-d float tensor t (any stride). */
+static void put1(lt_tensor *t, int64_t c, double v) {
+  char *p = at(lt_ptr(t), t->dtype, c * t->stride[0]);
+  if (t->dtype == LT_FLOAT32)
+    *(float *)p = (float)v;
+  else
+    *(double *)p = v;
+}
+static double get1(const lt_tensor *t, int64_t c) {
+  return ld(lt_ptr(t), t->dtype, c * t->stride[0]);
+}
+
+typedef struct bn_job {
+  lt_dtype dt;
+  int64_t N, C, L;
+  const void *x, *w, *b, *dy;
+  void *y, *dx;
+  double *mean, *invstd;    /* (C) */
+  double *sum_dy, *sum_dy_xhat;   /* (C), backward */
+  bool training;
+  double eps;
+  lt_tensor *running_mean, *running_var;   /* training forward, may be NULL */
+  double momentum;
+} bn_job;
+
+/* Per channel: batch statistics (training) over N*L values, and the running statistics
+** momentum update with the unbiased variance (each channel its own elements, so in parallel). */
+#define DEF_BN_STATS(NAME, T)                                                                  \
+  static void NAME(int64_t c0, int64_t c1, void *ud) {                                         \
+    bn_job *j = ud;                                                                            \
+    double M = (double)(j->N * j->L);                                                          \
+    for (int64_t c = c0; c < c1; c++) {                                                        \
+      double s = 0, q = 0;                                                                     \
+      for (int64_t n = 0; n < j->N; n++) {                                                     \
+        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
+        for (int64_t l = 0; l < j->L; l++) s += p[l];                                          \
+      }                                                                                        \
+      double mean = s / M;                                                                     \
+      for (int64_t n = 0; n < j->N; n++) {                                                     \
+        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
+        for (int64_t l = 0; l < j->L; l++) {                                                   \
+          double d = (double)p[l] - mean;                                                      \
+          q += d * d;                                                                          \
+        }                                                                                      \
+      }                                                                                        \
+      j->mean[c] = mean;                                                                       \
+      j->invstd[c] = 1.0 / sqrt(q / M + j->eps);                                               \
+      if (j->running_mean) {                                                                   \
+        double unbias = M > 1 ? M / (M - 1) : 1.0, mo = j->momentum;                           \
+        put1(j->running_mean, c, (1 - mo) * get1(j->running_mean, c) + mo * mean);             \
+        put1(j->running_var, c, (1 - mo) * get1(j->running_var, c) + mo * (q / M) * unbias);   \
+      }                                                                                        \
+    }                                                                                          \
+  }
+DEF_BN_STATS(bn_stats_f32, float)
+DEF_BN_STATS(bn_stats_f64, double)
+
+/* y = x * scale[c] + shift[c], planes (n, c) */
+static void bn_apply(int64_t p0, int64_t p1, void *ud) {
+  bn_job *j = ud;
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t c = p % j->C;
+    double w = j->w ? ld(j->w, j->dt, c) : 1.0, b = j->b ? ld(j->b, j->dt, c) : 0.0;
+    double scale = j->invstd[c] * w;
+    affine_row(j->dt, at(j->x, j->dt, p * j->L), at(j->y, j->dt, p * j->L), j->L, scale,
+               b - j->mean[c] * scale);
+  }
+}
+
+/* Per channel: sum(dy) and sum(dy * xhat). */
+static void bn_grad_sums(int64_t c0, int64_t c1, void *ud) {
+  bn_job *j = ud;
+  for (int64_t c = c0; c < c1; c++) {
+    double s = 0, sx = 0, mu = j->mean[c];
+    for (int64_t n = 0; n < j->N; n++) {
+      int64_t off = (n * j->C + c) * j->L;
+      if (j->dt == LT_FLOAT32) {
+        const float *x = (const float *)j->x + off, *dy = (const float *)j->dy + off;
+        for (int64_t l = 0; l < j->L; l++) {
+          s += dy[l];
+          sx += (double)dy[l] * ((double)x[l] - mu);
+        }
+      } else {
+        const double *x = (const double *)j->x + off, *dy = (const double *)j->dy + off;
+        for (int64_t l = 0; l < j->L; l++) {
+          s += dy[l];
+          sx += dy[l] * (x[l] - mu);
+        }
+      }
+    }
+    j->sum_dy[c] = s;
+    j->sum_dy_xhat[c] = sx * j->invstd[c];
+  }
+}
+
+/* dx planes: training  dx = w*invstd*(dy - sum_dy/M - xhat*sum_dy_xhat/M)
+**            eval      dx = w*invstd*dy */
+static void bn_dx(int64_t p0, int64_t p1, void *ud) {
+  bn_job *j = ud;
+  double M = (double)(j->N * j->L);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t c = p % j->C;
+    double w = j->w ? ld(j->w, j->dt, c) : 1.0, is = j->invstd[c], mu = j->mean[c];
+    double k = w * is;
+    /* dx = k*dy + a*x + b with a = -k*is*sxh/M, b = -k*sdy/M - a*mu */
+    double a = 0, b = 0;
+    if (j->training) {
+      a = -k * is * j->sum_dy_xhat[c] / M;
+      b = -k * j->sum_dy[c] / M - a * mu;
+    }
+    int64_t off = p * j->L;
+    if (j->dt == LT_FLOAT32) {
+      const float *x = (const float *)j->x + off, *dy = (const float *)j->dy + off;
+      float *dx = (float *)j->dx + off, fk = (float)k, fa = (float)a, fb = (float)b;
+      for (int64_t l = 0; l < j->L; l++) dx[l] = fk * dy[l] + fa * x[l] + fb;
+    } else {
+      const double *x = (const double *)j->x + off, *dy = (const double *)j->dy + off;
+      double *dx = (double *)j->dx + off;
+      for (int64_t l = 0; l < j->L; l++) dx[l] = k * dy[l] + a * x[l] + b;
+    }
+  }
+}
+
+typedef struct row_job {
+  enum lt_norm_kind kind;
+  lt_dtype dt;
+  int64_t R, D;          /* rows, values per row */
+  int64_t G, Cg, L;      /* group_norm: groups, channels per group, spatial size */
+  const void *x, *w, *b, *dy;
+  void *y, *dx;
+  double *mean, *rstd;   /* (R) */
+  double eps;
+} row_job;
+
+/* Index of the weight element for value i of row r. */
+static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
+  return j->kind == LT_NORM_GROUP ? (r % j->G) * j->Cg + i / j->L : i;
+}
+
+static void row_forward(int64_t r0, int64_t r1, void *ud) {
+  row_job *j = ud;
+  for (int64_t r = r0; r < r1; r++) {
+    const char *x = at(j->x, j->dt, r * j->D);
+    char *y = at(j->y, j->dt, r * j->D);
+    double mu, rs;
+    if (j->kind == LT_NORM_RMS) {
+      double q = 0;
+      for (int64_t i = 0; i < j->D; i++) {
+        double v = ld(x, j->dt, i);
+        q += v * v;
+      }
+      mu = 0;
+      rs = 1.0 / sqrt(q / (double)j->D + j->eps);
+    } else {
+      double m2;
+      moments(j->dt, x, j->D, &mu, &m2);
+      rs = 1.0 / sqrt(m2 / (double)j->D + j->eps);
+    }
+    j->mean[r] = mu;
+    j->rstd[r] = rs;
+    if (j->kind == LT_NORM_GROUP) {
+      /* per channel: y = x*(rs*w) + (b - mu*rs*w) */
+      for (int64_t c = 0; c < j->Cg; c++) {
+        int64_t ch = (r % j->G) * j->Cg + c;
+        double w = j->w ? ld(j->w, j->dt, ch) : 1.0, b = j->b ? ld(j->b, j->dt, ch) : 0.0;
+        affine_row(j->dt, at(x, j->dt, c * j->L), at(y, j->dt, c * j->L), j->L, rs * w,
+                   b - mu * rs * w);
+      }
+    } else if (!j->w && !j->b) {
+      affine_row(j->dt, x, y, j->D, rs, -mu * rs);
+    } else if (j->dt == LT_FLOAT32) {
+      const float *xs = (const float *)x, *w = j->w, *b = j->b;
+      float *ys = (float *)y, fm = (float)mu, fr = (float)rs;
+      for (int64_t i = 0; i < j->D; i++) {
+        float v = (xs[i] - fm) * fr;
+        if (w) v *= w[i];
+        if (b) v += b[i];
+        ys[i] = v;
+      }
+    } else {
+      const double *xs = (const double *)x, *w = j->w, *b = j->b;
+      double *ys = (double *)y;
+      for (int64_t i = 0; i < j->D; i++) {
+        double v = (xs[i] - mu) * rs;
+        if (w) v *= w[i];
+        if (b) v += b[i];
+        ys[i] = v;
+      }
+    }
+  }
+}
+
+/* dx for rows: g = dy*w; LN/GN: dx = rs*(g - mean(g) - xhat*mean(g*xhat));
+** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
+static void row_dx(int64_t r0, int64_t r1, void *ud) {
+  row_job *j = ud;
+  for (int64_t r = r0; r < r1; r++) {
+    const char *x = at(j->x, j->dt, r * j->D), *dy = at(j->dy, j->dt, r * j->D);
+    char *dx = at(j->dx, j->dt, r * j->D);
+    double mu = j->mean[r], rs = j->rstd[r], sg = 0, sgx = 0;
+    for (int64_t i = 0; i < j->D; i++) {
+      double g = ld(dy, j->dt, i);
+      if (j->w) g *= ld(j->w, j->dt, widx(j, r, i));
+      sg += g;
+      sgx += g * (ld(x, j->dt, i) - mu);
+    }
+    double D = (double)j->D;
+    /* dx = rs*g + a*x + b */
+    double a, b;
+    if (j->kind == LT_NORM_RMS) {
+      a = -rs * rs * rs * sgx / D;
+      b = 0;
+    } else {
+      a = -rs * rs * rs * sgx / D;
+      b = -rs * sg / D - a * mu;
+    }
+    for (int64_t i = 0; i < j->D; i++) {
+      double g = ld(dy, j->dt, i);
+      if (j->w) g *= ld(j->w, j->dt, widx(j, r, i));
+      double v = rs * g + a * ld(x, j->dt, i) + b;
+      if (j->dt == LT_FLOAT32)
+        ((float *)dx)[i] = (float)v;
+      else
+        ((double *)dx)[i] = v;
+    }
+  }
+}
+
+
+/* ------------------------------------------------------------ entries */
+
+/* x as (N, C, L) */
+static void bn_dims(const lt_tensor *x, int64_t *N, int64_t *C, int64_t *L) {
+  *N = x->size[0];
+  *C = x->size[1];
+  *L = 1;
+  for (int i = 2; i < x->ndim; i++) *L *= x->size[i];
+}
+
+void lt_cpu_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
+                       const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
+                       lt_tensor *running_mean, lt_tensor *running_var, bool training,
+                       double momentum, double eps) {
+  bn_job j = {
+      .dt = x->dtype,
+      .x = lt_ptr(x),
+      .w = w ? lt_ptr(w) : NULL,
+      .b = b ? lt_ptr(b) : NULL,
+      .y = lt_ptr(y),
+      .mean = lt_ptr(mean),
+      .invstd = lt_ptr(invstd),
+      .training = training,
+      .eps = eps,
+      .running_mean = training ? running_mean : NULL,
+      .running_var = training ? running_var : NULL,
+      .momentum = momentum,
+  };
+  bn_dims(x, &j.N, &j.C, &j.L);
+  if (training) {
+    lt_parallel_for(ctx, j.C, grain_of(j.N * j.L),
+                    j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
+  } else {
+    for (int64_t c = 0; c < j.C; c++) {
+      j.mean[c] = get1(running_mean, c);
+      j.invstd[c] = 1.0 / sqrt(get1(running_var, c) + eps);
+    }
+  }
+  lt_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
+}
+
+int lt_cpu_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
+                               const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
+                               const lt_tensor *mean, const lt_tensor *invstd, bool training) {
+  bn_job j = {
+      .dt = x->dtype,
+      .x = lt_ptr(x),
+      .w = w ? lt_ptr(w) : NULL,
+      .dy = lt_ptr(dy),
+      .dx = dx ? lt_ptr(dx) : NULL,
+      .mean = lt_ptr(mean),
+      .invstd = lt_ptr(invstd),
+      .training = training,
+  };
+  bn_dims(x, &j.N, &j.C, &j.L);
+  double *sums = malloc((size_t)(2 * j.C + 1) * sizeof *sums);
+  if (!sums) return lt_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
+  j.sum_dy = sums;
+  j.sum_dy_xhat = sums + j.C;
+  lt_parallel_for(ctx, j.C, grain_of(j.N * j.L), bn_grad_sums, &j);
+  if (dx) lt_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
+  if (dw) store_sums(dw, j.sum_dy_xhat, j.C);
+  if (db) store_sums(db, j.sum_dy, j.C);
+  free(sums);
+  return 0;
+}
+
+static row_job row_job_of(const lt_norm_geom *g, const lt_tensor *x, const lt_tensor *w,
+                          const lt_tensor *mean, const lt_tensor *rstd) {
+  return (row_job){
+      .kind = g->kind,
+      .dt = x->dtype,
+      .R = g->R, .D = g->D, .G = g->G, .Cg = g->Cg, .L = g->L,
+      .x = lt_ptr(x),
+      .w = w ? lt_ptr(w) : NULL,
+      .mean = lt_ptr(mean),
+      .rstd = lt_ptr(rstd),
+      .eps = g->eps,
+  };
+}
+
+void lt_cpu_row_norm(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+                     lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+  row_job j = row_job_of(g, x, w, mean, rstd);
+  j.b = b ? lt_ptr(b) : NULL;
+  j.y = lt_ptr(y);
+  lt_parallel_for(ctx, g->R, grain_of(3 * g->D), row_forward, &j);
+}
+
+int lt_cpu_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+                             lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                             const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd) {
+  row_job j = row_job_of(g, x, w, mean, rstd);
+  j.dy = lt_ptr(dy);
+  if (dx) {
+    j.dx = lt_ptr(dx);
+    lt_parallel_for(ctx, g->R, grain_of(3 * g->D), row_dx, &j);
+  }
+  if (!dw && !db) return 0;
+  /* weight index space: D (layer, rms) or C = G*Cg (group); rows summed in order */
+  int64_t nw = g->kind == LT_NORM_GROUP ? g->G * g->Cg : g->D;
+  double *acc = calloc((size_t)(2 * nw + 1), sizeof *acc);
+  if (!acc) return lt_fail(ctx, "%s: out of memory for %lld weight sums",
+                           g->kind == LT_NORM_GROUP ? "group_norm" : g->kind == LT_NORM_RMS ? "rms_norm" : "layer_norm",
+                           (long long)nw);
+  double *aw = acc, *ab = acc + nw;
+  lt_dtype dt = x->dtype;
+  for (int64_t r = 0; r < g->R; r++) {
+    const char *xr = at(j.x, dt, r * g->D), *dyr = at(j.dy, dt, r * g->D);
+    double mu = j.mean[r], rs = j.rstd[r];
+    for (int64_t i = 0; i < g->D; i++) {
+      double gv = ld(dyr, dt, i);
+      int64_t k = widx(&j, r, i);
+      aw[k] += gv * (ld(xr, dt, i) - mu) * rs;
+      ab[k] += gv;
+    }
+  }
+  if (dw) store_sums(dw, aw, nw);
+  if (db) store_sums(db, ab, nw);
+  free(acc);
+  return 0;
+}

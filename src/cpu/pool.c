@@ -1,0 +1,390 @@
+/*
+** cpu/pool.c -- cpu kernels of the pools (`pool`, `pool_backward`): max, avg, adaptive avg and
+** adaptive max, 1-d and 2-d, forward (max kinds with indices) and backward.
+**
+** Shape letters (lt_pool_geom): P = N*C independent planes of H x W input and OH x OW output.
+** A 1-d op is the 2-d kernel with H = kh = 1. Indices are flat positions ih*W + iw inside a
+** plane. Every kernel runs planes in parallel; a plane is one task's, so results are the same
+** whatever the thread count.
+*/
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+
+/* Element steps per parallel task (planes are grouped up to about this much work). */
+#define PLANE_GRAIN 16384
+
+typedef struct pool_job {
+  const lt_pool_geom *g;
+  const void *src;
+  void *dst;
+  int64_t *idx;
+} pool_job;
+
+static void run_planes(lt_ctx *ctx, const lt_pool_geom *g, int64_t work, lt_range_fn fn,
+                       pool_job *j) {
+  int64_t per = work > 0 ? work : 1;
+  lt_parallel_for(ctx, g->P, (PLANE_GRAIN + per - 1) / per, fn, j);
+}
+
+/* Range callback NAME: PLANE(g, src, dst, idx) on each plane of [b, e). A forward plane reads
+** H*W values and writes OH*OW (and as many indices, when asked for); a backward plane reads
+** OH*OW gradients and writes H*W. Every kernel below is a plane function run through this. */
+#define DEF_PLANES(NAME, T, PLANE, FWD)                                                        \
+  static void NAME(int64_t b, int64_t e, void *ud) {                                           \
+    const pool_job *j = ud;                                                                    \
+    const lt_pool_geom *g = j->g;                                                                 \
+    int64_t ni = g->H * g->W, no = g->OH * g->OW;                                              \
+    int64_t ns = (FWD) ? ni : no, nd = (FWD) ? no : ni;                                        \
+    for (int64_t p = b; p < e; p++)                                                            \
+      PLANE(g, (const T *)j->src + p * ns, (T *)j->dst + p * nd,                               \
+            j->idx ? j->idx + p * no : NULL);                                                  \
+  }
+
+/* ------------------------------------------------------------ windows */
+
+/* One axis of an output's window: input positions lo, lo + step, ... below hi. pad_n counts the
+** window's positions inside the padded input (avg pool's count_include_pad divisor). */
+typedef struct pool_span {
+  int64_t lo, hi, step, pad_n;
+} pool_span;
+
+/* Span of output o along the rows (cols false) or columns. Windowed pools clip to the input and
+** start at the first tap inside it (padding is -inf for max, skipped for avg); avg pools are
+** never dilated (pool_setup sets d = 1), so their step is 1. Adaptive pools use PyTorch's
+** floor/ceil bounds, never empty. Called with constant flags, so it inlines to each kernel's
+** own arithmetic. */
+static inline pool_span pool_span_at(const lt_pool_geom *g, bool adaptive, bool cols, int64_t o) {
+  int64_t n = cols ? g->W : g->H;
+  if (adaptive) {
+    int64_t no = cols ? g->OW : g->OH;
+    int64_t lo = (o * n) / no, hi = ((o + 1) * n + no - 1) / no;
+    return (pool_span){lo, hi, 1, hi - lo};
+  }
+  int64_t k = cols ? g->kw : g->kh, s = cols ? g->sw : g->sh;
+  int64_t pad = cols ? g->pw : g->ph, d = cols ? g->dw : g->dh;
+  int64_t lo = o * s - pad, hi = lo + (k - 1) * d + 1;
+  int64_t pad_n = (hi < n + pad ? hi : n + pad) - lo;
+  if (hi > n) hi = n;
+  while (lo < 0) lo += d;
+  return (pool_span){lo, hi, d, pad_n};
+}
+
+/* Divisor of an avg window r x c, as PyTorch computes it: the override, else the window size
+** with or without the padding (adaptive windows hold no padding). */
+static inline int64_t pool_divisor(const lt_pool_geom *g, bool adaptive, pool_span r, pool_span c) {
+  if (adaptive) return (r.hi - r.lo) * (c.hi - c.lo);
+  if (g->divisor) return g->divisor;
+  return g->count_include_pad ? r.pad_n * c.pad_n : (r.hi - r.lo) * (c.hi - c.lo);
+}
+
+/* Window reductions over rows r and columns c of a plane W wide:
+**   window_max: the max and, in *at, its flat position: the first of equal maxima, or the last
+**               NaN (a NaN wins, as in PyTorch); an empty window gives -inf at (r.lo, c.lo).
+**   window_sum, window_add: the sum, and dx += v; avg windows have step 1 (see pool_span_at). */
+#define DEF_WINDOW_OPS(SUF, T)                                                                 \
+  static inline T window_max_##SUF(const T *in, int64_t W, pool_span r, pool_span c,           \
+                                   int64_t *at) {                                              \
+    T m = -(T)INFINITY;                                                                        \
+    int64_t best = r.lo * W + c.lo;                                                            \
+    for (int64_t ih = r.lo; ih < r.hi; ih += r.step)                                           \
+      for (int64_t iw = c.lo; iw < c.hi; iw += c.step) {                                       \
+        T v = in[ih * W + iw];                                                                 \
+        if (v > m || isnan(v)) {                                                               \
+          m = v;                                                                               \
+          best = ih * W + iw;                                                                  \
+        }                                                                                      \
+      }                                                                                        \
+    *at = best;                                                                                \
+    return m;                                                                                  \
+  }                                                                                            \
+  static inline T window_sum_##SUF(const T *in, int64_t W, pool_span r, pool_span c) {         \
+    T s = 0;                                                                                   \
+    for (int64_t ih = r.lo; ih < r.hi; ih++)                                                   \
+      for (int64_t iw = c.lo; iw < c.hi; iw++) s += in[ih * W + iw];                           \
+    return s;                                                                                  \
+  }                                                                                            \
+  static inline void window_add_##SUF(T *dx, int64_t W, pool_span r, pool_span c, T v) {       \
+    for (int64_t ih = r.lo; ih < r.hi; ih++)                                                   \
+      for (int64_t iw = c.lo; iw < c.hi; iw++) dx[ih * W + iw] += v;                           \
+  }
+DEF_WINDOW_OPS(f32, float)
+DEF_WINDOW_OPS(f64, double)
+
+/* ------------------------------------------------------------ max pools */
+
+/* Max pool (AD false) or adaptive max pool (AD true) forward; indices only when asked for. */
+#define DEF_MAX_FWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        int64_t at;                                                                            \
+        out[oh * g->OW + ow] = window_max_##SUF(in, g->W, r, c, &at);                          \
+        if (ix) ix[oh * g->OW + ow] = at;                                                      \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
+DEF_MAX_FWD(maxpool_fwd_f32, f32, float, false)
+DEF_MAX_FWD(maxpool_fwd_f64, f64, double, false)
+DEF_MAX_FWD(admax_fwd_f32, f32, float, true)
+DEF_MAX_FWD(admax_fwd_f64, f64, double, true)
+
+/* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping and
+** with selects instead of branches (same NaN rule: a NaN wins, the last one seen). */
+#define DEF_MAXPOOL_2X2(NAME, T)                                                               \
+  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                       \
+      T *o = out + oh * g->OW;                                                                 \
+      if (!ix) {                                                                               \
+        for (int64_t ow = 0; ow < g->OW; ow++) {                                               \
+          T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];            \
+          T m = ((c > a) | (c != c)) ? c : a;                                                  \
+          m = ((d > m) | (d != d)) ? d : m;                                                    \
+          o[ow] = ((f > m) | (f != f)) ? f : m;                                                \
+        }                                                                                      \
+        continue;                                                                              \
+      }                                                                                        \
+      int64_t *io = ix + oh * g->OW;                                                           \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        T a = r0[2 * ow], c = r0[2 * ow + 1], d = r1[2 * ow], f = r1[2 * ow + 1];              \
+        T m = ((c > a) | (c != c)) ? c : a;                                                    \
+        m = ((d > m) | (d != d)) ? d : m;                                                      \
+        m = ((f > m) | (f != f)) ? f : m;                                                      \
+        o[ow] = m;                                                                             \
+        /* position of the max: the first equal element, or the last NaN (arithmetic,          \
+        ** not branches: which element wins is random) */                                      \
+        int64_t off;                                                                           \
+        if (m == m) {                                                                          \
+          int64_t ea = a == m, ec = c == m, ed = d == m;                                       \
+          int64_t o3 = g->W + 1 - ed;                                                          \
+          int64_t o2 = o3 + ec * (1 - o3);                                                     \
+          off = o2 * (1 - ea);                                                                 \
+        } else {                                                                               \
+          off = f != f ? g->W + 1 : d != d ? g->W : c != c ? 1 : 0;                            \
+        }                                                                                      \
+        io[ow] = 2 * oh * g->W + 2 * ow + off;                                                 \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
+DEF_MAXPOOL_2X2(maxpool2x2_f64, double)
+
+/* float32 2x2: four outputs at a time from two rows of eight inputs, split into even and odd
+** columns; the selects are the scalar rule's, in the same order (a, then c, d, f replace the
+** max when greater or NaN), so values and indices are the scalar kernel's bit for bit. */
+#if defined(LT_VEC4) && (defined(__clang__) || __GNUC__ >= 12)
+#define MAX2X2_VEC 1
+static inline void split_even_odd(const float *p, v4f *even, v4f *odd) {
+  v4f lo = v4load(p), hi = v4load(p + 4);
+  *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
+  *odd = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+}
+static inline void store_interleaved(float *p, v4f even, v4f odd) {
+  v4store(p, __builtin_shufflevector(even, odd, 0, 4, 1, 5));
+  v4store(p + 4, __builtin_shufflevector(even, odd, 2, 6, 3, 7));
+}
+#endif
+
+/* Where the max of a window (a c / d f) is, as an offset from a: 0, 1, W or W + 1. */
+static inline int64_t max4_f32(float a, float c, float d, float f, int64_t W, float *max) {
+  float m = a;
+  int64_t off = 0;
+  if ((c > m) | (c != c)) m = c, off = 1;
+  if ((d > m) | (d != d)) m = d, off = W;
+  if ((f > m) | (f != f)) m = f, off = W + 1;
+  *max = m;
+  return off;
+}
+
+static inline void maxpool2x2_f32_plane(const lt_pool_geom *g, const float *in, float *out,
+                                        int64_t *ix) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    const float *r0 = in + 2 * oh * W, *r1 = r0 + W;
+    float *o = out + oh * OW;
+    int64_t *io = ix ? ix + oh * OW : NULL, base = 2 * oh * W, ow = 0;
+#ifdef MAX2X2_VEC
+    if (W < INT32_MAX) {
+      const v4i one = {1, 1, 1, 1}, w0 = {(int32_t)W, (int32_t)W, (int32_t)W, (int32_t)W};
+      const v4i w1 = w0 + one;
+      for (; ow + 4 <= OW; ow += 4) {
+        v4f a, c, d, f;
+        split_even_odd(r0 + 2 * ow, &a, &c);
+        split_even_odd(r1 + 2 * ow, &d, &f);
+        v4i k = (c > a) | (c != c);
+        v4f m = v4sel(k, c, a);
+        v4i off = k & one;
+        k = (d > m) | (d != d);
+        m = v4sel(k, d, m);
+        off = (k & w0) | (~k & off);
+        k = (f > m) | (f != f);
+        m = v4sel(k, f, m);
+        off = (k & w1) | (~k & off);
+        v4store(o + ow, m);
+        if (io)
+          for (int l = 0; l < 4; l++) io[ow + l] = base + 2 * (ow + l) + off[l];
+      }
+    }
+#endif
+    for (; ow < OW; ow++) {
+      int64_t off = max4_f32(r0[2 * ow], r0[2 * ow + 1], r1[2 * ow], r1[2 * ow + 1], W, &o[ow]);
+      if (io) io[ow] = base + 2 * ow + off;
+    }
+  }
+}
+DEF_PLANES(maxpool2x2_f32, float, maxpool2x2_f32_plane, true)
+
+/* dx plane = 0, then dx[idx] += dy (shared by max and adaptive max pooling). */
+#define DEF_INDEX_BWD(NAME, T)                                                                 \
+  static inline void NAME##_plane(const lt_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+    memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
+    for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                            \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, false)
+DEF_INDEX_BWD(index_bwd_f32, float)
+DEF_INDEX_BWD(index_bwd_f64, double)
+
+/* float32 2x2 backward: each input of a window gets dy or zero by its offset from the window's
+** first element (windows tile the plane, so every element is written once; the columns and
+** rows no window covers are zeroed). dy + 0 turns -0 into +0, as the add into zeros does. */
+static inline void max2x2_bwd_f32_plane(const lt_pool_geom *g, const float *dy, float *dx,
+                                        int64_t *ix) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    float *r0 = dx + 2 * oh * W, *r1 = r0 + W;
+    const float *gy = dy + oh * OW;
+    const int64_t *io = ix + oh * OW, base = 2 * oh * W;
+    int64_t ow = 0;
+#ifdef MAX2X2_VEC
+    if (W < INT32_MAX) {
+      const v4f zero = v4splat(0.0f);
+      const v4i w0 = {(int32_t)W, (int32_t)W, (int32_t)W, (int32_t)W}, one = {1, 1, 1, 1};
+      const v4i w1 = w0 + one, z = {0, 0, 0, 0};
+      for (; ow + 4 <= OW; ow += 4) {
+        v4f v = v4load(gy + ow) + zero;
+        v4i off;
+        for (int l = 0; l < 4; l++) off[l] = (int32_t)(io[ow + l] - base - 2 * (ow + l));
+        store_interleaved(r0 + 2 * ow, v4sel(off == z, v, zero), v4sel(off == one, v, zero));
+        store_interleaved(r1 + 2 * ow, v4sel(off == w0, v, zero), v4sel(off == w1, v, zero));
+      }
+    }
+#endif
+    for (; ow < OW; ow++) {
+      float v = gy[ow] + 0.0f;
+      int64_t off = io[ow] - base - 2 * ow;
+      r0[2 * ow] = off == 0 ? v : 0.0f;
+      r0[2 * ow + 1] = off == 1 ? v : 0.0f;
+      r1[2 * ow] = off == W ? v : 0.0f;
+      r1[2 * ow + 1] = off == W + 1 ? v : 0.0f;
+    }
+    for (int64_t iw = 2 * OW; iw < W; iw++) r0[iw] = r1[iw] = 0.0f;
+  }
+  memset(dx + 2 * g->OH * W, 0, (size_t)((g->H - 2 * g->OH) * W) * sizeof(float));
+}
+DEF_PLANES(max2x2_bwd_f32, float, max2x2_bwd_f32_plane, false)
+
+/* ------------------------------------------------------------ avg pools */
+
+/* Avg pool (AD false) or adaptive avg pool (AD true), forward and backward. */
+#define DEF_AVG_FWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+    (void)ix;                                                                                  \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        /* a window all padding would be 0 / 0 without count_include_pad */                    \
+        if (r.lo >= r.hi || c.lo >= c.hi)                                                      \
+          out[oh * g->OW + ow] = 0;                                                            \
+        else                                                                                   \
+          out[oh * g->OW + ow] =                                                               \
+              window_sum_##SUF(in, g->W, r, c) / (T)pool_divisor(g, AD, r, c);                 \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, true)
+DEF_AVG_FWD(avgpool_fwd_f32, f32, float, false)
+DEF_AVG_FWD(avgpool_fwd_f64, f64, double, false)
+DEF_AVG_FWD(adavg_fwd_f32, f32, float, true)
+DEF_AVG_FWD(adavg_fwd_f64, f64, double, true)
+
+#define DEF_AVG_BWD(NAME, SUF, T, AD)                                                          \
+  static inline void NAME##_plane(const lt_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+    (void)ix;                                                                                  \
+    memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      pool_span r = pool_span_at(g, AD, false, oh);                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        pool_span c = pool_span_at(g, AD, true, ow);                                           \
+        window_add_##SUF(dx, g->W, r, c, dy[oh * g->OW + ow] / (T)pool_divisor(g, AD, r, c));  \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME, T, NAME##_plane, false)
+DEF_AVG_BWD(avgpool_bwd_f32, f32, float, false)
+DEF_AVG_BWD(avgpool_bwd_f64, f64, double, false)
+DEF_AVG_BWD(adavg_bwd_f32, f32, float, true)
+DEF_AVG_BWD(adavg_bwd_f64, f64, double, true)
+
+
+/* ------------------------------------------------------------ entries */
+
+/* The common max pool: 2x2 windows, stride 2, no padding or dilation, all inside the input. */
+static bool is_max2x2(const lt_pool_geom *g) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+         g->dh == 1 && g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
+}
+
+void lt_cpu_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+                 const lt_tensor *x) {
+  pool_job j = {.g = g, .src = lt_ptr(x), .dst = lt_ptr(y), .idx = idx ? lt_ptr(idx) : NULL};
+  bool f = x->dtype == LT_FLOAT32;
+  switch (g->kind) {
+    case LT_POOL_MAX:
+      if (is_max2x2(g))
+        run_planes(ctx, g, g->OH * g->OW * 4, f ? maxpool2x2_f32 : maxpool2x2_f64, &j);
+      else
+        run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? maxpool_fwd_f32 : maxpool_fwd_f64,
+                   &j);
+      break;
+    case LT_POOL_AVG:
+      run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? avgpool_fwd_f32 : avgpool_fwd_f64,
+                 &j);
+      break;
+    case LT_POOL_ADAPTIVE_AVG:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? adavg_fwd_f32 : adavg_fwd_f64, &j);
+      break;
+    case LT_POOL_ADAPTIVE_MAX:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? admax_fwd_f32 : admax_fwd_f64, &j);
+      break;
+  }
+}
+
+void lt_cpu_pool_backward(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+                          const lt_tensor *idx) {
+  pool_job j = {.g = g, .src = lt_ptr(dy), .dst = lt_ptr(dx), .idx = idx ? lt_ptr(idx) : NULL};
+  bool f = dx->dtype == LT_FLOAT32;
+  switch (g->kind) {
+    case LT_POOL_MAX:
+      if (f && is_max2x2(g)) {
+        run_planes(ctx, g, g->H * g->W + g->OH * g->OW, max2x2_bwd_f32, &j);
+        break;
+      }
+      /* fall through */
+    case LT_POOL_ADAPTIVE_MAX:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? index_bwd_f32 : index_bwd_f64, &j);
+      break;
+    case LT_POOL_AVG:
+      run_planes(ctx, g, g->H * g->W + g->OH * g->OW * g->kh * g->kw,
+                 f ? avgpool_bwd_f32 : avgpool_bwd_f64, &j);
+      break;
+    case LT_POOL_ADAPTIVE_AVG:
+      run_planes(ctx, g, 2 * g->H * g->W + g->OH * g->OW, f ? adavg_bwd_f32 : adavg_bwd_f64, &j);
+      break;
+  }
+}
