@@ -23,9 +23,11 @@ $(BUILD)/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(OPT) $(KERNEL_CFLAGS) $(EXTRA_CFLAGS) -c $< -o $@
 
-# GELU's float32 kernel computes every branch and then selects; GCC vectorises that only when it
-# may evaluate a floating-point operation the C code would not (no trap is ever enabled here).
-$(BUILD)/src/elementwise_kernels.o: KERNEL_CFLAGS = -fno-trapping-math
+# The float32 transcendentals (src/cpu/vmath.h) compute every branch and then select; GCC
+# vectorises that only when it may evaluate a floating-point operation the C code would not (no
+# trap is ever enabled here).
+VMATH_OBJ = $(addprefix $(BUILD)/src/cpu/,binary.o unary.o ternary.o softmax.o reduce.o)
+$(VMATH_OBJ): KERNEL_CFLAGS = -fno-trapping-math
 
 # The Lua half compiled into the library, so `lantern_open` needs no files on disk, with the
 # reference text of the doc comments (what LDoc reads) that the session's help() shows.

@@ -303,8 +303,8 @@ extern const lt_backend lt_cpu_backend;
 extern const char *const lt_backend_entries[];
 /* The table of a device (NULL: none). */
 const lt_backend *lt_backend_of(lt_devtype device);
-/* cpu kernels behind the table: copy/fill in copy.c, binary/unary in elementwise_kernels.c,
-** gemm in linalg.c, the rest in src/cpu/ (the table itself in cpu/backend.c) */
+/* cpu kernels behind the table: copy/fill in copy.c, gemm in linalg.c, the rest in src/cpu/
+** (binary/unary in binary.c and unary.c; the table itself in cpu/backend.c) */
 void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
@@ -517,7 +517,7 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
 int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b);
 /* PyTorch's result dtype of a op b (zero-dim tensors join only with a higher category). */
 lt_dtype lt_result_type(const lt_tensor *a, const lt_tensor *b);
-/* Internals shared by elementwise.c and elementwise_kernels.c: private op codes of the cpu
+/* Internals shared by elementwise.c and cpu/{binary,unary,ternary}.c: private op codes of the cpu
 ** kernels (fused gradient formulas), a binary kernel with parameters, ternary and where. */
 enum { LT_EW_BW = 1000 /* + lt_unop: g * d op(y)/dy from (g, saved y) */,
        LT_EW_BW_CLAMP = 1100 /* p0 <= y <= p1 ? g : 0 */, LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN };

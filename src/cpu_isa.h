@@ -14,6 +14,14 @@ enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
 #define LT_ISA_DISPATCH 1
 #endif
 
+/* Code between LT_ISA_BEGIN_<level> and LT_ISA_END is compiled for that level (functions
+** always inlined into it from outside take its instruction set too). */
+#define LT_ISA_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")")
+#define LT_ISA_BEGIN_AVX512                    \
+  _Pragma("GCC push_options")                  \
+  _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,prefer-vector-width=512\")")
+#define LT_ISA_END _Pragma("GCC pop_options")
+
 int lt_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
 bool lt_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
 const char *lt_cpu_isa_name(int level);

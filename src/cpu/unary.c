@@ -1,0 +1,233 @@
+/*
+** cpu/unary.c -- cpu kernels of the unary elementwise ops (lt_backend's `unary`), clamp
+** included.
+**
+** The float32 kernel is compiled three times, for SSE4.2 (the build's baseline), AVX2+FMA and
+** AVX-512 (cpu_isa.c picks one at run time); its transcendentals are vmath.h's, which
+** vectorise and give the same bits at every level. Operands whose dtype differs from the
+** compute dtype go through small on-stack blocks.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "../cpu_isa.h"
+#include "ew.h"
+
+#define LT_T float
+#define LT_S f
+#include "unary_float.h"
+#undef LT_T
+#undef LT_S
+#define LT_T double
+#define LT_S
+#include "unary_float.h"
+#undef LT_T
+#undef LT_S
+
+typedef void (*un_kernel)(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
+                          double p1);
+
+static void un_f32(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0, double p1) {
+  un_body_float(op, d, so, sa, n, p0, p1);
+}
+static void un_f64(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0, double p1) {
+  un_body_double(op, d, so, sa, n, p0, p1);
+}
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+static void un_f32_avx2(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
+                        double p1) {
+  un_body_float(op, d, so, sa, n, p0, p1);
+}
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+static void un_f32_avx512(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
+                          double p1) {
+  un_body_float(op, d, so, sa, n, p0, p1);
+}
+LT_ISA_END
+#endif
+
+/* ================================================================ integer and bool */
+
+#define LT_LT int64_t
+#define LT_LOT int64_t
+#define LT_LNAME uloop_i64
+#define LT_LP ewp_int64_t
+#include "ew_loop1.h"
+#define LT_LT int64_t
+#define LT_LOT lt_u8
+#define LT_LNAME uloop_i64_u8
+#define LT_LP ewp_int64_t
+#include "ew_loop1.h"
+#define LT_LT lt_u8
+#define LT_LOT lt_u8
+#define LT_LNAME uloop_b8
+#define LT_LP ewp_lt_u8
+#include "ew_loop1.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+typedef const ewp_int64_t ipar;
+LT_EW_INLINE int64_t i_neg(int64_t x, ipar *p) { return lt_ew_wsub(0, x); }
+LT_EW_INLINE int64_t i_abs(int64_t x, ipar *p) { return x < 0 ? lt_ew_wsub(0, x) : x; }
+LT_EW_INLINE int64_t i_sign(int64_t x, ipar *p) { return (int64_t)((x > 0) - (x < 0)); }
+LT_EW_INLINE int64_t i_relu(int64_t x, ipar *p) { return x > 0 ? x : 0; }
+LT_EW_INLINE int64_t i_square(int64_t x, ipar *p) { return lt_ew_wmul(x, x); }
+LT_EW_INLINE int64_t i_same(int64_t x, ipar *p) { return x; }
+LT_EW_INLINE int64_t i_clamp(int64_t x, ipar *p) {
+  int64_t r = x < p->q0 ? p->q0 : x;
+  return r > p->q1 ? p->q1 : r;
+}
+LT_EW_INLINE lt_u8 i_lnot(int64_t x, ipar *p) { return x == 0; }
+LT_EW_INLINE lt_u8 i_false(int64_t x, ipar *p) { return 0; }
+LT_EW_INLINE lt_u8 i_true(int64_t x, ipar *p) { return 1; }
+typedef const ewp_lt_u8 bpar;
+LT_EW_INLINE lt_u8 b_same(lt_u8 x, bpar *p) { return x != 0; }
+LT_EW_INLINE lt_u8 b_not(lt_u8 x, bpar *p) { return x == 0; }
+LT_EW_INLINE lt_u8 b_false(lt_u8 x, bpar *p) { return 0; }
+LT_EW_INLINE lt_u8 b_true(lt_u8 x, bpar *p) { return 1; }
+#pragma GCC diagnostic pop
+
+static void un_i64(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0, double p1) {
+  /* bounds arrive as doubles; an absent bound is +-inf */
+  const ewp_int64_t p = {lt_ew_f2i(p0), lt_ew_f2i(p1)};
+#define L(f) uloop_i64(d, so, sa, n, &p, f); break
+#define LB(f) uloop_i64_u8(d, so, sa, n, &p, f); break
+  switch (op) {
+    case LT_NEG: L(i_neg);
+    case LT_ABS: L(i_abs);
+    case LT_SIGN: L(i_sign);
+    case LT_RELU: L(i_relu);
+    case LT_SQUARE: L(i_square);
+    case LT_FLOOR:
+    case LT_CEIL:
+    case LT_ROUND:
+    case LT_TRUNC: L(i_same);
+    case LT_LNOT: LB(i_lnot);
+    case LT_ISNAN: LB(i_false);
+    case LT_ISFINITE: LB(i_true);
+    case LT_UCLAMP: L(i_clamp);
+    default: break;
+  }
+#undef L
+#undef LB
+}
+
+static void un_b8(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0, double p1) {
+  (void)p0;
+  (void)p1;
+  const ewp_lt_u8 p = {0, 0};
+#define L(f) uloop_b8(d, so, sa, n, &p, f); break
+  switch (op) {
+    case LT_SIGN:
+    case LT_ABS:
+    case LT_RELU:
+    case LT_FLOOR:
+    case LT_CEIL:
+    case LT_ROUND:
+    case LT_TRUNC:
+    case LT_SQUARE: L(b_same);
+    case LT_LNOT: L(b_not);
+    case LT_ISNAN: L(b_false);
+    case LT_ISFINITE: L(b_true);
+    default: break;
+  }
+#undef L
+}
+
+static un_kernel un_f32_for_isa(void) {
+#ifdef LT_ISA_DISPATCH
+  switch (lt_cpu_isa()) {
+    case LT_ISA_AVX512: return un_f32_avx512;
+    case LT_ISA_AVX2: return un_f32_avx2;
+    default: break;
+  }
+#endif
+  return un_f32;
+}
+
+static un_kernel un_kernel_for(lt_dtype dt) {
+  switch (dt) {
+    case LT_FLOAT32: return un_f32_for_isa();
+    case LT_FLOAT64: return un_f64;
+    case LT_INT64: return un_i64;
+    default: return un_b8;
+  }
+}
+
+static bool un_writes_bool(int op) {
+  return op == LT_LNOT || op == LT_ISNAN || op == LT_ISFINITE;
+}
+
+/* ================================================================ driver */
+
+typedef struct {
+  int op;
+  lt_dtype dto, dta, dtc, dtr;
+  double p0, p1;
+  un_kernel k;
+  bool direct;
+} un_job;
+
+static void un_row(char **d, const int64_t *st, int64_t n, void *ud) {
+  const un_job *j = ud;
+  if (j->direct) {
+    j->k(j->op, d, st[0], st[1], n, j->p0, j->p1);
+    return;
+  }
+  double ba[LT_EW_BLK], bo[LT_EW_BLK];
+  int64_t ec = (int64_t)lt_dtype_size(j->dtc), er = (int64_t)lt_dtype_size(j->dtr);
+  bool ca = j->dta == j->dtc, co = j->dto == j->dtr;
+  for (int64_t i0 = 0; i0 < n; i0 += LT_EW_BLK) {
+    int64_t m = n - i0 < LT_EW_BLK ? n - i0 : LT_EW_BLK;
+    char *p[2];
+    int64_t s[2];
+    if (ca) {
+      p[1] = d[1] + i0 * st[1];
+      s[1] = st[1];
+    } else {
+      lt_ew_convert(d[1] + i0 * st[1], st[1], j->dta, (char *)ba, ec, j->dtc, m);
+      p[1] = (char *)ba;
+      s[1] = ec;
+    }
+    if (co) {
+      p[0] = d[0] + i0 * st[0];
+      s[0] = st[0];
+    } else {
+      p[0] = (char *)bo;
+      s[0] = er;
+    }
+    j->k(j->op, p, s[0], s[1], m, j->p0, j->p1);
+    if (!co) lt_ew_convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
+  }
+}
+
+/* Unary ops compute in the output's dtype, except the bool-valued ones (isnan, isfinite,
+** logical_not) which compute in the input's dtype. */
+void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
+                  double p1) {
+  un_job j;
+  j.op = op;
+  j.dto = out->dtype;
+  j.dta = a->dtype;
+  j.dtc = un_writes_bool(op) ? a->dtype : out->dtype;
+  j.dtr = un_writes_bool(op) ? LT_BOOL : j.dtc;
+  j.p0 = p0;
+  j.p1 = p1;
+  j.k = un_kernel_for(j.dtc);
+  j.direct = j.dta == j.dtc && j.dto == j.dtr;
+  int64_t n, na;
+  bool dense = lt_dense(out, &n);
+  if (n == 0) return;
+  if (n < LT_PAR_MIN && dense && lt_dense(a, &na) && lt_same_shape(a, out)) {
+    char *d[2] = {lt_ptr(out), lt_ptr(a)};
+    int64_t st[2] = {(int64_t)lt_esize(out->dtype), (int64_t)lt_esize(a->dtype)};
+    un_row(d, st, n, &j);
+    return;
+  }
+  lt_tensor *ops[2] = {out, (lt_tensor *)a};
+  lt_iter it;
+  lt_iter_init(&it, 2, ops, out->ndim, out->size);
+  lt_iter_run(ctx, &it, un_row, &j);
+}

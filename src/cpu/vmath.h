@@ -1,0 +1,449 @@
+/*
+** cpu/vmath.h -- float32 transcendentals written so that a loop calling them vectorises.
+**
+** Every function is branch-free (all paths computed, then selected) and built from +, -, *, /,
+** comparisons and integer operations on the float's bits, so GCC turns a loop of calls into
+** 4, 8 or 16 lanes at whatever ISA level the calling kernel is compiled for (binary.c and
+** unary.c instantiate their float32 kernels for SSE4.2, AVX2+FMA and AVX-512). ISO C forbids
+** contracting a * b + c into an FMA, so every level, and the scalar tail of every loop, rounds
+** the same way: the results are bit-identical at every level and for every thread count.
+**
+** Accuracy, measured against float64 libm of the same float32 input (spec/isa_spec.lua sweeps
+** millions of inputs at every level; units of the last place of the float32 result):
+**   exp 1, expm1 1.5, log 1, log1p 2, tanh 2, sigmoid 2, silu 2.5, softplus 2.5, erf 2.5,
+**   gelu (erf form) 7, 3 for x > -0.5 (the exact x^2/2 of the old kernel, see below),
+**   gelu (tanh form) 3 for x > -8; below, the float32 rounding of its cubic argument,
+**   magnified by the exponential, dominates (absolute error under 1e-30 there).
+** NaN in gives NaN out, infinities and signed zeros give libm's results, and subnormal inputs
+** and results are kept (never flushed). The float64 kernels call libm (the *_double wrappers).
+*/
+#ifndef LT_CPU_VMATH_H
+#define LT_CPU_VMATH_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LT_VM_INLINE static inline __attribute__((always_inline))
+
+LT_VM_INLINE uint32_t vm_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+LT_VM_INLINE float vm_from(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+/* 2^k for k in [-126, 127], built in the exponent field */
+LT_VM_INLINE float vm_pow2i(int32_t k) { return vm_from((uint32_t)(k + 127) << 23); }
+LT_VM_INLINE float vm_copysign(float mag, float sgn) {
+  return vm_from((vm_bits(mag) & 0x7fffffffu) | (vm_bits(sgn) & 0x80000000u));
+}
+
+/* Constants of the reductions. LN2_HI has 9 significant bits, so k * LN2_HI is exact for the
+** |k| <= 2^15 used here; LN2_HI + LN2_LO is ln 2 to 2^-33. */
+#define VM_LOG2E 1.44269504088896341f
+#define VM_LN2_HI 0.693359375f
+#define VM_LN2_LO -2.12194440e-4f
+#define VM_ROUND_MAGIC 12582912.0f   /* 1.5 * 2^23: x + it - it rounds x to an integer */
+#define VM_EXP_MIN -104.0f           /* e^x rounds to 0 below (half the smallest subnormal) */
+#define VM_EXP_MAX 89.0f             /* and to +inf above */
+
+/* e^x = p * 2^k with p in [0.7, 1.42], for x already clamped to [-2^14, 2^14]: Cody-Waite
+** reduction x = k ln2 + r, |r| <= 0.347, and Taylor to degree 7 (truncation 5e-9). */
+LT_VM_INLINE float vm_exp_parts(float x, int32_t *k) {
+  float kf = x * VM_LOG2E + VM_ROUND_MAGIC;
+  *k = (int32_t)(vm_bits(kf) - vm_bits(VM_ROUND_MAGIC));
+  kf -= VM_ROUND_MAGIC;
+  float r = x - kf * VM_LN2_HI;
+  r = r - kf * VM_LN2_LO;
+  float p = 1.98412698e-4f;
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r;
+  return 1.0f + (r + r * p);
+}
+
+/* p * 2^k for k in [-252, 254] with one rounding: two exact scalings by normal powers of two
+** (the second rounds into the subnormals, or overflows to inf, as the exact product would). */
+LT_VM_INLINE float vm_scale(float p, int32_t k) {
+  int32_t k1 = k / 2;
+  return p * vm_pow2i(k1) * vm_pow2i(k - k1);
+}
+
+LT_VM_INLINE float vm_exp_float(float x) {
+  float c = x < VM_EXP_MIN ? VM_EXP_MIN : x;   /* NaN passes both clamps */
+  c = c > VM_EXP_MAX ? VM_EXP_MAX : c;
+  int32_t k;
+  float p = vm_exp_parts(c, &k);
+  return vm_scale(p, k);
+}
+
+/* e^x * 2^64 for x <= 0 (x >= -148 keeps it out of the subnormals), so that a product with it
+** can be rounded once at the end by a final * 2^-64. */
+#define VM_X2P64_MIN -148.0f
+LT_VM_INLINE float vm_exp_x2p64(float x) {
+  float c = x < VM_X2P64_MIN ? VM_X2P64_MIN : x;
+  c = c > 0.0f ? 0.0f : c;
+  int32_t k;
+  float p = vm_exp_parts(c, &k);
+  float r = vm_scale(p, k + 64);
+  return x < VM_X2P64_MIN ? 0.0f : r;
+}
+
+/* expm1: e^x - 1 = 2^k (e^r - 1) + (2^k - 1), x = k ln2 + r, with k = 0 for |x| < ln2 (so
+** that no small result is a sum of two larger roundings) and e^r - 1 = r + r^2 Q(r) (Taylor to
+** degree 10 on |r| < ln2, relative truncation 6e-10); the halves are combined so that only one
+** sum rounds:   k >= 0: 2^k (q + (1 - 2^-k)),   k < 0: 2^k q + (2^k - 1)
+** both exact in their last step's operands for |k| <= 24 and rounding to +-1's neighbourhood
+** beyond. 2^k is built as 2 * 2^(k-1) so that k = 128 (x near 88.7) stays representable. */
+#define VM_EXPM1_MIN -30.0f   /* e^x - 1 rounds to -1 below */
+#define VM_LN2 0.693147181f
+LT_VM_INLINE float vm_expm1_float(float x) {
+  float c = x < VM_EXPM1_MIN ? VM_EXPM1_MIN : x;
+  c = c > VM_EXP_MAX ? VM_EXP_MAX : c;
+  float kf = (c * VM_LOG2E + VM_ROUND_MAGIC) - VM_ROUND_MAGIC;
+  kf = fabsf(c) < VM_LN2 ? 0.0f : kf;
+  int32_t k = (int32_t)(vm_bits(kf + VM_ROUND_MAGIC) - vm_bits(VM_ROUND_MAGIC));
+  float r = c - kf * VM_LN2_HI;
+  r = r - kf * VM_LN2_LO;
+  float p = 2.50521084e-8f;
+  p = p * r + 2.75573192e-7f;
+  p = p * r + 2.75573192e-6f;
+  p = p * r + 2.48015873e-5f;
+  p = p * r + 1.98412698e-4f;
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  float q = r + (r * r) * p;   /* e^r - 1 */
+  float h = vm_pow2i(k - 1), s = h + h;
+  int32_t kc = k > 25 ? 25 : k;
+  float pos = ((q + (1.0f - vm_pow2i(-kc))) * 2.0f) * h;
+  float neg = s * q + (s - 1.0f);
+  float y = k >= 0 ? pos : neg;
+  return x == 0.0f ? x : y;   /* -0 stays -0; NaN went through as NaN */
+}
+
+/* log(1 + f) - f + f^2/2 for f = m - 1, m in [sqrt(1/2), sqrt 2): with s = f / (2 + f),
+** log(1 + f) = f - (f^2/2 - s (f^2/2 + R)), R = 2 s^2/3 + 2 s^4/5 + ... (|s| < 0.172, Taylor
+** to s^8, truncation 2e-9), so the only sizeable rounding is the final subtraction from f. */
+LT_VM_INLINE float vm_log_tail(float f, float *hfsq) {
+  float h = 0.5f * (f * f);
+  float s = f / (2.0f + f);
+  float z = s * s;
+  float R = 2.0f / 9;
+  R = R * z + 2.0f / 7;
+  R = R * z + 2.0f / 5;
+  R = R * z + 2.0f / 3;
+  R = R * z;
+  *hfsq = h;
+  return s * (h + R);
+}
+
+/* Splits u > 0 (normal) as 2^e * m with m in [sqrt(1/2), sqrt 2). */
+#define VM_SQRT_HALF_BITS 0x3f3504f3u
+LT_VM_INLINE float vm_split(float u, int32_t *e) {
+  uint32_t b = vm_bits(u) - VM_SQRT_HALF_BITS;
+  *e = (int32_t)b >> 23;
+  return vm_from((b & 0x7fffffu) + VM_SQRT_HALF_BITS);
+}
+
+LT_VM_INLINE float vm_log_float(float x) {
+  bool sub = x < 0x1p-126f;   /* subnormals (and the cases replaced below) scaled by 2^23 */
+  float u = sub ? x * 0x1p23f : x;
+  int32_t e;
+  float m = vm_split(u, &e);
+  float ef = (float)(sub ? e - 23 : e);
+  float f = m - 1.0f, hfsq;
+  float t = vm_log_tail(f, &hfsq);
+  float y = ef * VM_LN2_HI - ((hfsq - (t + ef * VM_LN2_LO)) - f);
+  y = x == INFINITY ? x : y;
+  y = x == 0.0f ? -INFINITY : y;
+  return x < 0.0f || x != x ? NAN : y;
+}
+
+/* log1p: u = 1 + x split as above; when e != 0 the rounding of 1 + x is put back as
+** c = (x - (u - 1)) / u (or (1 - (u - x)) / u for u >= 2, where u - 1 can round), and when
+** e = 0 (x in [-0.29, 0.41]) f is x itself. For finite x > -1. */
+LT_VM_INLINE float vm_log1p_finite(float x, float u) {
+  int32_t e;
+  float m = vm_split(u, &e);
+  float c = e > 0 ? 1.0f - (u - x) : x - (u - 1.0f);
+  c = e == 0 ? 0.0f : c / u;
+  float f = e == 0 ? x : m - 1.0f;
+  float ef = (float)e, hfsq;
+  float t = vm_log_tail(f, &hfsq);
+  return ef * VM_LN2_HI - ((hfsq - (t + (ef * VM_LN2_LO + c))) - f);
+}
+
+LT_VM_INLINE float vm_log1p_float(float x) {
+  float u = 1.0f + x;
+  bool ok = u > 0.0f && u < INFINITY;   /* keeps the split's input normal */
+  float y = vm_log1p_finite(ok ? x : 0.0f, ok ? u : 1.0f);
+  y = x == INFINITY ? x : y;
+  y = x == -1.0f ? -INFINITY : y;
+  y = x == 0.0f ? x : y;   /* keeps -0 */
+  return x < -1.0f || x != x ? NAN : y;
+}
+
+/* tanh: x + x^3 P(x^2) for |x| < 0.55 (P fitted to relative error 1.1e-9), 1 - 2 / (e^2|x| + 1)
+** above, where the subtracted part is at most 1/2 so that its rounding costs half an ulp. */
+#define VM_TANH_SMALL 0.55f
+#define VM_TANH_BIG 10.0f   /* tanh is 1 in float32 from 9.01 */
+LT_VM_INLINE float vm_tanh_float(float x) {
+  float ax = fabsf(x);
+  float s = x * x;
+  float p = -6.282472141e-3f;
+  p = p * s + 2.107775803e-2f;
+  p = p * s + -5.385385801e-2f;
+  p = p * s + 1.333260169e-1f;
+  p = p * s + -3.333331805e-1f;
+  float small = x + x * (s * p);
+  float e = vm_exp_float(2.0f * (ax < VM_TANH_BIG ? ax : VM_TANH_BIG));
+  float big = vm_copysign(1.0f - 2.0f / (e + 1.0f), x);
+  return ax < VM_TANH_SMALL || ax != ax ? small : big;
+}
+
+/* 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: the exponential never overflows. */
+LT_VM_INLINE float vm_sigmoid_float(float x) {
+  float e = vm_exp_float(-fabsf(x));
+  float d = 1.0f + e;
+  return x >= 0.0f ? 1.0f / d : (x != x ? x : e / d);
+}
+
+/* x sigmoid(x); for x < 0, x e^x is carried scaled by 2^64 and rounded once at the end, so
+** results in the subnormals round as the exact product would. */
+LT_VM_INLINE float vm_silu_float(float x) {
+  float en = vm_exp_x2p64(-fabsf(x));   /* e^-|x| * 2^64 */
+  float d = 1.0f + en * 0x1p-64f;
+  float pos = x / d, neg = ((x * en) / d) * 0x1p-64f;
+  return x >= 0.0f || x != x ? pos : neg;
+}
+
+/* d/dx x sigmoid(x) = s (1 + x (1 - s)), 1 - s = sigmoid(-x) computed without cancellation. */
+LT_VM_INLINE float vm_silu_grad_float(float g, float x) {
+  float e = vm_exp_float(-fabsf(x));
+  float d = 1.0f + e;
+  float big = 1.0f / d, small = e / d;   /* sigmoid(|x|), sigmoid(-|x|) */
+  bool pos = x >= 0.0f;
+  float s = pos ? big : small, s1 = pos ? small : big;
+  return g * (s * (1.0f + x * s1));
+}
+
+/* softplus(x) = log(1 + e^(beta x)) / beta, x itself once beta x > threshold (PyTorch's rule),
+** taken as max(z, 0) + log1p(e^-|z|), z = beta x: the exponential never overflows and log1p's
+** argument stays in [0, 1]. */
+LT_VM_INLINE float vm_softplus_float(float x, float beta, float threshold) {
+  float z = x * beta;
+  float e = vm_exp_float(-fabsf(z));
+  float l = vm_log1p_finite(e, 1.0f + e);
+  float y = ((z > 0.0f ? z : 0.0f) + l) / beta;
+  return z > threshold || z != z ? x : y;
+}
+LT_VM_INLINE float vm_softplus_grad_float(float g, float x, float beta, float threshold) {
+  float z = x * beta;
+  return z > threshold ? g : g * vm_sigmoid_float(z);
+}
+
+/* ---------------------------------------------------------------- erf and GELU (erf form) */
+
+/* exp(hi + lo) * 2^64 for hi in [-128, 0] and |lo| <= 2^-12 |hi| (lo added to the reduced
+** argument). */
+LT_VM_INLINE float vm_exp_hilo_x2p64(float hi, float lo) {
+  float kf = hi * VM_LOG2E + VM_ROUND_MAGIC;
+  int32_t k = (int32_t)(vm_bits(kf) - vm_bits(VM_ROUND_MAGIC));
+  kf -= VM_ROUND_MAGIC;
+  float r = hi - kf * VM_LN2_HI;
+  r = r - kf * VM_LN2_LO;
+  r = r + lo;
+  float p = 1.98412698e-4f;
+  p = p * r + 1.38888889e-3f;
+  p = p * r + 8.33333333e-3f;
+  p = p * r + 4.16666667e-2f;
+  p = p * r + 1.66666667e-1f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * vm_from((uint32_t)(k + 127 + 64) << 23);
+}
+
+/* exp(-f t^2) * 2^64 (f = 1/2 or 1), 0 once f t^2 > 128; t^2 exact as a hi + lo pair (t split
+** into 12-bit halves): the rounding of t * t would be magnified by t^2 in the exponential. */
+LT_VM_INLINE float vm_exp_neg_sq_x2p64(float t, float f) {
+  float th = vm_from(vm_bits(t) & 0xfffff000u), tl = t - th;
+  float hi = -f * (th * th), lo = -f * (tl * (t + th));
+  bool in = hi >= -128.0f;   /* false for NaN and infinities */
+  float e = vm_exp_hilo_x2p64(in ? hi : 0.0f, in ? lo : 0.0f);
+  return in ? e : 0.0f;
+}
+
+/* erf(t) = t P(t^2) for |t| < 0.71 (P fitted to relative error 1.4e-9). */
+LT_VM_INLINE float vm_erf_small(float t) {
+  float s = t * t;
+  float pe = -6.749761209e-04f;
+  pe = pe * s + 5.114383763e-03f;
+  pe = pe * s + -2.683464594e-02f;
+  pe = pe * s + 1.128337710e-01f;
+  pe = pe * s + -3.761261881e-01f;
+  pe = pe * s + 1.128379166e+00f;
+  return t * pe;
+}
+
+/* erfc(t) / exp(-t^2) = u H(u), u = 1 / (1 + 0.3125 t), for t >= 0.7 (H fitted to 1.6e-8). */
+LT_VM_INLINE float vm_erfc_scaled(float t) {
+  float u = 1.0f / (1.0f + 0.3125f * t);
+  float h = 3.793032525e-02f;
+  h = h * u + -2.786755925e-01f;
+  h = h * u + 6.720597949e-01f;
+  h = h * u + -6.614680286e-01f;
+  h = h * u + 6.104951526e-01f;
+  h = h * u + -1.094732482e-01f;
+  h = h * u + 2.205755338e-01f;
+  h = h * u + 1.546114694e-01f;
+  h = h * u + 1.776992532e-01f;
+  h = h * u + 1.762453246e-01f;
+  return u * h;
+}
+
+#define VM_RSQRT2 0.707106781f
+#define VM_RSQRT_2PI 0.398942280f
+#define VM_2_RSQRTPI 1.12837917f
+
+/* erf(x): x P(x^2) below 0.7, 1 - erfc(|x|) with its sign above (erf is +-1 in float32 from
+** |x| = 3.92). */
+LT_VM_INLINE float vm_erf_float(float x) {
+  float ax = fabsf(x);
+  float axc = ax < 4.0f ? ax : 4.0f;
+  float e = vm_exp_neg_sq_x2p64(axc, 1.0f);
+  float big = 1.0f - (vm_erfc_scaled(axc) * e) * 0x1p-64f;
+  float y = ax < 0.7f ? vm_erf_small(x) : vm_copysign(big, x);
+  return x != x ? x : y;
+}
+
+/* d/dx erf(x) = 2/sqrt(pi) e^(-x^2), the square exact as above. */
+LT_VM_INLINE float vm_erf_grad_float(float g, float x) {
+  float e = vm_exp_neg_sq_x2p64(x, 1.0f);
+  float ge = (g * VM_2_RSQRTPI) * e;
+  return x != x ? x : ge * 0x1p-64f;
+}
+
+/* GELU x Phi(x), Phi(x) = (1 + erf(x / sqrt2)) / 2, more accurate than erfcf(-x * r2), which
+** rounds x / sqrt2 first: erfc magnifies that rounding by 2t^2, to 190 ulp near x = -13. Here
+** exp(-x^2/2) has the square exact and erfc is carried scaled by 2^64, so the tail down to
+** x = -16 stays normal until the last product, which rounds once into the subnormals as libm
+** would; beyond |x| = 16 the result is x * 0 or x. NaN and -inf give NaN, +inf gives +inf, -0
+** gives -0, as 0.5 * x * erfcf(...) does. *cdf = Phi(x), *e_scaled = exp(-x^2/2) * 2^64. */
+LT_VM_INLINE float vm_gelu_parts(float x, float *cdf, float *e_scaled) {
+  float ax = fabsf(x);
+  bool finite_part = ax < 16.0f;   /* false for NaN too */
+  float xs = finite_part ? x : 0.0f;
+  float e = vm_exp_neg_sq_x2p64(x, 0.5f);
+  float t = fabsf(xs) * VM_RSQRT2;
+  float q = vm_erfc_scaled(t) * e;   /* erfc(t) * 2^64 */
+  float et = vm_erf_small(t);        /* erf(t), for t < 0.71 */
+  float net = -et;
+  float c_small = 0.5f + 0.5f * (x < 0 ? net : et);
+  float qd = q * 0x1p-64f;
+  float c_neg = 0.5f * qd, c_pos = 1.0f - c_neg;
+  float c_big = x < 0 ? c_neg : c_pos;
+  *cdf = ax < 1.0f ? c_small : c_big;
+  *e_scaled = e;
+  float y_small = x * c_small, y_neg = (0.5f * x * q) * 0x1p-64f, y_pos = x * c_pos;
+  float y_big = x < 0 ? y_neg : y_pos;
+  return ax < 1.0f ? y_small : y_big;
+}
+
+LT_VM_INLINE float vm_gelu_float(float x) {
+  float c, e;
+  return vm_gelu_parts(x, &c, &e);
+}
+
+/* d/dx x Phi(x) = Phi(x) + x phi(x) */
+LT_VM_INLINE float vm_gelu_grad_float(float g, float x) {
+  float c, e;
+  (void)vm_gelu_parts(x, &c, &e);
+  return g * (c + x * VM_RSQRT_2PI * (e * 0x1p-64f));
+}
+
+/* ---------------------------------------------------------------- GELU (tanh form) */
+
+/* 0.5 x (1 + tanh z), z = k (x + c x^3), is x sigmoid(2z): no cancellation for x < 0, where
+** 1 + tanh z loses every digit. The gradient 0.5 (1 + t) + 0.5 x (1 - t^2) z' becomes
+** s + 2 x s (1 - s) z' with s = sigmoid(2z) and 1 - s = sigmoid(-2z) computed apart. */
+#define VM_GELU_TANH_K 0.797884561f   /* sqrt(2 / pi) */
+#define VM_GELU_TANH_C 0.044715f
+LT_VM_INLINE float vm_gelu_tanh_z2(float x) {
+  return 2.0f * (VM_GELU_TANH_K * (x + VM_GELU_TANH_C * (x * x * x)));
+}
+LT_VM_INLINE float vm_gelu_tanh_float(float x) {
+  float z2 = vm_gelu_tanh_z2(x);
+  return x * vm_sigmoid_float(z2);   /* -inf * 0 is NaN, as 0.5 x (1 + tanh z) gives */
+}
+#define VM_GELU_TANH_XMAX 1e4f   /* sigmoid(2z) is 0 or 1 in float32 long before */
+LT_VM_INLINE float vm_gelu_tanh_grad_float(float g, float xin) {
+  float x = xin < -VM_GELU_TANH_XMAX ? -VM_GELU_TANH_XMAX : xin;
+  x = x > VM_GELU_TANH_XMAX ? VM_GELU_TANH_XMAX : x;   /* NaN passes */
+  float z2 = vm_gelu_tanh_z2(x);
+  float e = vm_exp_float(-fabsf(z2));
+  float d = 1.0f + e;
+  float big = 1.0f / d, small = e / d;
+  bool pos = z2 >= 0.0f;
+  float s = pos ? big : small, s1 = pos ? small : big;
+  float dz = VM_GELU_TANH_K * (1.0f + 3.0f * VM_GELU_TANH_C * (x * x));
+  float r = g * (s + 2.0f * x * (s * s1) * dz);
+  return fabsf(xin) == INFINITY ? NAN : r;   /* as the tanh formula: 0.5 x (1 - t^2) z' = inf 0 */
+}
+
+/* ---------------------------------------------------------------- float64: libm */
+
+LT_VM_INLINE double vm_exp_double(double x) { return exp(x); }
+LT_VM_INLINE double vm_expm1_double(double x) { return expm1(x); }
+LT_VM_INLINE double vm_log_double(double x) { return log(x); }
+LT_VM_INLINE double vm_log1p_double(double x) { return log1p(x); }
+LT_VM_INLINE double vm_tanh_double(double x) { return tanh(x); }
+LT_VM_INLINE double vm_erf_double(double x) { return erf(x); }
+LT_VM_INLINE double vm_sigmoid_double(double x) { return 1.0 / (1.0 + exp(-x)); }
+LT_VM_INLINE double vm_silu_double(double x) { return x / (1.0 + exp(-x)); }
+LT_VM_INLINE double vm_silu_grad_double(double g, double x) {
+  double s = 1.0 / (1.0 + exp(-x));
+  return g * s * (1.0 + x * (1.0 - s));
+}
+LT_VM_INLINE double vm_softplus_double(double x, double beta, double threshold) {
+  return x * beta > threshold ? x : log1p(exp(x * beta)) / beta;
+}
+LT_VM_INLINE double vm_softplus_grad_double(double g, double x, double beta, double threshold) {
+  return x * beta > threshold ? g : g * (1.0 - 1.0 / (1.0 + exp(x * beta)));
+}
+LT_VM_INLINE double vm_erf_grad_double(double g, double x) {
+  return g * 1.12837916709551257390 * exp(-x * x);
+}
+/* float64 keeps libm: erfc has no cancellation on the negative side. */
+LT_VM_INLINE double vm_gelu_double(double x) { return 0.5 * x * erfc(-x * 0.70710678118654752440); }
+LT_VM_INLINE double vm_gelu_grad_double(double g, double x) {
+  return g * (0.5 * erfc(-x * 0.70710678118654752440) +
+              x * 0.39894228040143267794 * exp(-0.5 * x * x));
+}
+/* the tanh form as x sigmoid(2z), as for float32 (1 + tanh z cancels for x < 0) */
+#define VM_GELU_TANH_K_D 0.79788456080286535588
+LT_VM_INLINE double vm_gelu_tanh_double(double x) {
+  double z2 = 2.0 * (VM_GELU_TANH_K_D * (x + 0.044715 * (x * x * x)));
+  return x / (1.0 + exp(-z2));
+}
+LT_VM_INLINE double vm_gelu_tanh_grad_double(double g, double x) {
+  double z2 = 2.0 * (VM_GELU_TANH_K_D * (x + 0.044715 * (x * x * x)));
+  double e = exp(-fabs(z2)), big = 1.0 / (1.0 + e), small = e / (1.0 + e);
+  double s = z2 >= 0 ? big : small, s1 = z2 >= 0 ? small : big;
+  double dz = VM_GELU_TANH_K_D * (1.0 + 3.0 * 0.044715 * (x * x));
+  double r = g * (s + 2.0 * x * (s * s1) * dz);
+  return isinf(x) ? NAN : r;
+}
+
+#endif
