@@ -88,6 +88,7 @@ bench: setup
 	bin/lantern bench/run.lua 1
 	bin/lantern bench/run.lua 2 small_add add_16m gemm mlp lenet demo
 	bin/lantern bench/mem.lua 2
+	bin/lantern bench/ddp.lua 30
 
 # the bare OpenBLAS sgemm that bench/run.lua measures beside Lantern's matmul, in-process
 $(BUILD)/bench/bare.so: bench/bare.c
