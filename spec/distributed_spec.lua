@@ -295,6 +295,44 @@ describe("nn.parallel.DistributedDataParallel on two ranks", function()
   end)
 end)
 
+describe("examples/ddp_fashion.lua on two ranks", function()
+  it("trains, rank 0 reports and writes the checkpoint, and a resume goes on from it", function()
+    if not needs_mpirun() then return end
+    local data_dir = "/usr/share/datasets/fashion-mnist"
+    if not io.open(data_dir .. "/t10k-labels-idx1-ubyte.gz") then
+      pending("needs the Debian package dataset-fashion-mnist (CI installs it)")
+      return
+    end
+    local out = os.tmpname()
+    os.remove(out)
+    local script = os.tmpname()
+    -- the example's arguments come after the script (a wrapper that sets them)
+    local function run(extra)
+      support.writefile(script, string.format([[
+        arg = { "--limit", "256", "--batch", "32", "--out", %q, "--quiet" %s }
+        dofile("examples/ddp_fashion.lua")
+      ]], out, extra))
+      return launch(script, 2)
+    end
+    local code, text = run(', "--epochs", "1"')
+    assert.are.equal(0, code, text)
+    local _, n = text:gsub("epoch 1: train loss", "")
+    assert.are.equal(1, n, "rank 0 alone reports:\n" .. text)
+    assert.truthy(text:find("on 2 ranks", 1, true), text)
+    local ck = lt.load(out .. "/checkpoint.pt")
+    assert.are.equal(1, ck.epoch)
+    assert.are.equal(2, ck.world)
+    assert.truthy(ck.model["features.0.weight"], "the checkpoint has the module's own names")
+    code, text = run(', "--epochs", "2", "--resume"')
+    assert.are.equal(0, code, text)
+    assert.truthy(text:find("resumed from " .. out .. "/checkpoint.pt after epoch 1", 1, true), text)
+    assert.truthy(text:find("epoch 2: train loss", 1, true), text)
+    assert.are.equal(2, lt.load(out .. "/checkpoint.pt").epoch)
+    os.remove(script)
+    os.execute("rm -rf " .. shq(out))
+  end)
+end)
+
 describe("data.DistributedSampler", function()
   local cases = dofile("spec/fixtures/dist_sampler.lua")
   local DS = lt.data.DistributedSampler
