@@ -213,6 +213,28 @@ typedef struct lt_norm_geom {
   double eps;
 } lt_norm_geom;
 
+/* -- dropout, losses, random fills, optimiser steps: the arguments their kernels get. */
+/* How a loss folds its per-element values (PyTorch's reduction 'none', 'mean', 'sum'). */
+enum lt_reduction { LT_REDUCTION_NONE, LT_REDUCTION_MEAN, LT_REDUCTION_SUM };
+
+/* A class-index loss over x seen as (N, C, S): C class scores at stride S per row (n, s),
+** classes counted from base, rows whose target is `ignore` left out; logits: cross_entropy
+** (log-softmax inside, label smoothing ls), else nll_loss on log-probabilities. The forward
+** kernel sets dn and ds, the mean's denominators of the nll and smoothing terms. */
+typedef struct lt_class_loss {
+  int64_t N, C, S, base, ignore;
+  enum lt_reduction reduction;
+  double ls;
+  bool logits;
+  double dn, ds;
+} lt_class_loss;
+
+/* the fused optimiser steps' options, defined in optim.h */
+typedef struct lt_sgd_opts lt_sgd_opts;
+typedef struct lt_adam_opts lt_adam_opts;
+typedef struct lt_rmsprop_opts lt_rmsprop_opts;
+typedef struct lt_adagrad_opts lt_adagrad_opts;
+
 typedef struct lt_backend {
   const char *name;
   /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
@@ -257,6 +279,27 @@ typedef struct lt_backend {
   ** dtype), int64 otherwise */
   void (*cumsum)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
   /* -- indexing, gather/scatter, masked ops, embedding */
+  /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
+  ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
+  bool (*index_range)(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
+                      int64_t *bad, int64_t *max);
+  /* out[p] = src[p with p[dim] = index[p] - base]: index (int64, in range) has out's shape, src
+  ** out's rank (index_select and embedding pass an index expanded along the other dims) */
+  void (*gather)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                 const lt_tensor *index, int64_t base);
+  /* self[p with p[dim] = index[p] - base] = src[p] (+= if accumulate) over index's positions in
+  ** order (repeats allowed: the last write wins); src covers them or is 0-d, one value for all */
+  void (*scatter)(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
+                  const lt_tensor *src, bool accumulate, int64_t base);
+  /* out = mask ? v : src, src and the bool mask broadcast to out's shape, v fits out's dtype */
+  void (*masked_fill)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, const lt_tensor *mask,
+                      double v);
+  /* the number of true elements of a bool tensor */
+  int64_t (*mask_count)(const lt_tensor *mask);
+  /* out (1-d, contiguous, mask_count long) = src's elements where mask (src's shape) is set */
+  void (*masked_select)(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask);
+  /* its reverse: dst's elements where mask (dst's shape) is set get src's (1-d) in turn */
+  void (*masked_scatter)(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src);
   /* -- convolution, pooling, norms */
   /* y = conv(x, w) (+ b, may be NULL) of geometry g, transposed or not: x, w, b contiguous,
   ** y fresh, one float dtype; -1 only when a work buffer cannot be had (`name` for it) */
@@ -295,6 +338,34 @@ typedef struct lt_backend {
                            lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                            const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
   /* -- dropout, losses, random fills, optimiser steps */
+  /* y = x * mask, mask[i] = 1/(1-p) with probability 1-p (one draw of g each, in order) or 0;
+  ** y, mask, x contiguous of x's float dtype */
+  void (*dropout)(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p, lt_generator *g);
+  /* the loss a of x (contiguous) for target (int64, in range, N*S): y gets each row's (none) or
+  ** the reduced 0-d value, lse (float64, N*S; logits only) each row's log-sum-exp; -1 on OOM */
+  int (*class_loss)(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
+                    const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a);
+  /* dx (fresh, x's shape) = its gradient for g (contiguous: y's shape) from the saved x, lse */
+  void (*class_loss_backward)(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
+                              const lt_tensor *target, const lt_tensor *weight,
+                              const lt_tensor *lse, const lt_class_loss *a);
+  /* random fills of t (any layout) in row-major order from g, which advances on the host:
+  ** uniform in [lo, hi), normal, integers in [lo, hi), bernoulli(p) as 1/0, a permutation
+  ** of 0..n-1 (t int64, 1-d, contiguous) */
+  void (*uniform)(lt_tensor *t, double lo, double hi, lt_generator *g);
+  void (*normal)(lt_tensor *t, double mean, double std, lt_generator *g);
+  void (*randint)(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
+  void (*bernoulli)(lt_tensor *t, double p, lt_generator *g);
+  void (*randperm)(lt_tensor *t, lt_generator *g);
+  /* one fused update of parameter p from gradient g and its state (optim.h): all contiguous,
+  ** p's shape and float dtype, no two sharing memory; state not used may be NULL */
+  void (*sgd_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
+  void (*adam_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+                    lt_tensor *vmax, const lt_adam_opts *o);
+  void (*rmsprop_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
+                       lt_tensor *buf, const lt_rmsprop_opts *o);
+  void (*adagrad_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+                       const lt_adagrad_opts *o);
   /* -- devices: copies between devices, item */
 } lt_backend;
 
@@ -328,6 +399,17 @@ void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, con
                              int dim, bool log_);
 void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 /* -- indexing, gather/scatter, masked ops, embedding */
+bool lt_cpu_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
+                        int64_t *bad, int64_t *max);
+void lt_cpu_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                   const lt_tensor *index, int64_t base);
+void lt_cpu_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
+                    const lt_tensor *src, bool accumulate, int64_t base);
+void lt_cpu_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
+                        const lt_tensor *mask, double v);
+int64_t lt_cpu_mask_count(const lt_tensor *mask);
+void lt_cpu_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask);
+void lt_cpu_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src);
 /* -- convolution, pooling, norms (cpu/conv.c, cpu/pool.c, cpu/norm.c) */
 int lt_cpu_conv(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
                 const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
@@ -351,6 +433,25 @@ int lt_cpu_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, 
                              lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                              const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
 /* -- dropout, losses, random fills, optimiser steps */
+void lt_cpu_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
+                    lt_generator *g);
+int lt_cpu_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
+                      const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a);
+void lt_cpu_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
+                                const lt_tensor *target, const lt_tensor *weight,
+                                const lt_tensor *lse, const lt_class_loss *a);
+void lt_cpu_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
+void lt_cpu_normal(lt_tensor *t, double mean, double std, lt_generator *g);
+void lt_cpu_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
+void lt_cpu_bernoulli(lt_tensor *t, double p, lt_generator *g);
+void lt_cpu_randperm(lt_tensor *t, lt_generator *g);
+void lt_cpu_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
+void lt_cpu_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+                      lt_tensor *vmax, const lt_adam_opts *o);
+void lt_cpu_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
+                         lt_tensor *buf, const lt_rmsprop_opts *o);
+void lt_cpu_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+                         const lt_adagrad_opts *o);
 /* -- devices: copies between devices, item */
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {
   (void)t;
@@ -694,12 +795,13 @@ int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *ind
 int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
                lt_generator *gen);
 /* Class-index losses on x (C), (N, C) or (N, C, d...) with an int64 target of x's shape less
-** the class dim; classes count from index_base; reduction 0 none, 1 mean, 2 sum. The fused
+** the class dim; classes count from index_base; reduction none, mean or sum. The fused
 ** cross_entropy is nll_loss(log_softmax(x)) with label smoothing (PyTorch's formulas). */
 int lt_cross_entropy(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
-                     lt_tensor *weight, int64_t ignore_index, int reduction,
+                     lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
                      double label_smoothing, int64_t index_base);
 int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
-                lt_tensor *weight, int64_t ignore_index, int reduction, int64_t index_base);
+                lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
+                int64_t index_base);
 
 #endif

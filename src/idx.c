@@ -50,7 +50,8 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   unsigned char hdr[4];
   int rc = -1;
   unsigned char *buf = NULL;
-  size_t got = 0, nbytes = 0;
+  char *vals = NULL;
+  size_t got = 0, nbytes = 0, vbytes = 0;
   lt_tensor *t = NULL;
   if (gzread(f, hdr, 4) != 4 || hdr[0] || hdr[1] || !code_size(hdr[2]) || hdr[3] == 0 ||
       hdr[3] > LT_MAX_DIMS) {
@@ -88,22 +89,33 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
     }
     off += (size_t)r;
   }
-  if (lt_empty(ctx, &t, dt, ndim, size)) goto done;
-  char *dst = lt_data(t);
+  /* decoded on the host, then copied into a tensor of the default device */
   size_t des = lt_dtype_size(dt);
+  vbytes = (size_t)n * des;
+  vals = lt_cache_alloc(vbytes ? vbytes : 1, &got);
+  if (!vals) {
+    lt_fail(ctx, "read_idx: out of memory reading '%s'", path);
+    goto done;
+  }
   for (int64_t i = 0; i < n; i++) {
     double v = decode(buf + i * es, hdr[2]);
     switch (dt) {
-      case LT_FLOAT32: ((float *)dst)[i] = (float)v; break;
-      case LT_FLOAT64: ((double *)dst)[i] = v; break;
-      case LT_INT64: ((int64_t *)dst)[i] = (int64_t)v; break;
-      default: dst[i * des] = v != 0; break;
+      case LT_FLOAT32: ((float *)vals)[i] = (float)v; break;
+      case LT_FLOAT64: ((double *)vals)[i] = v; break;
+      case LT_INT64: ((int64_t *)vals)[i] = (int64_t)v; break;
+      default: vals[i * des] = v != 0; break;
     }
   }
+  lt_tensor *host;
+  if (lt_from_blob(ctx, &host, vals, dt, ndim, size, NULL, NULL, NULL)) goto done;
+  int crc = lt_clone(ctx, &t, host);
+  lt_release(host);
+  if (crc) goto done;
   *out = t;
   rc = 0;
 done:
   if (buf) lt_cache_free(buf, nbytes ? nbytes : 1);
+  if (vals) lt_cache_free(vals, vbytes ? vbytes : 1);
   gzclose(f);
   return rc;
 }

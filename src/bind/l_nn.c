@@ -437,7 +437,7 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
   lt_tensor *x = ltL_check(L, 1), *t = ltL_check(L, 2), *r, *w = NULL;
   check_opts(L, 3, op);
   ltL_checkopts(L, 3, op, logits ? known_ce : known_nll);
-  int reduction = 1;
+  enum lt_reduction reduction = LT_REDUCTION_MEAN;
   int64_t ignore = -100;
   double ls = 0;
   if (lua_istable(L, 3)) {
@@ -446,11 +446,11 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
     if (lua_getfield(L, 3, "reduction") != LUA_TNIL) {
       const char *rs = luaL_checkstring(L, -1);
       if (strcmp(rs, "none") == 0)
-        reduction = 0;
+        reduction = LT_REDUCTION_NONE;
       else if (strcmp(rs, "mean") == 0)
-        reduction = 1;
+        reduction = LT_REDUCTION_MEAN;
       else if (strcmp(rs, "sum") == 0)
-        reduction = 2;
+        reduction = LT_REDUCTION_SUM;
       else
         return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
     }

@@ -22,6 +22,13 @@ const lt_backend lt_cpu_backend = {
     .softmax_backward = lt_cpu_softmax_backward,
     .cumsum = lt_cpu_cumsum,
     /* -- indexing, gather/scatter, masked ops, embedding */
+    .index_range = lt_cpu_index_range,
+    .gather = lt_cpu_gather,
+    .scatter = lt_cpu_scatter,
+    .masked_fill = lt_cpu_masked_fill,
+    .mask_count = lt_cpu_mask_count,
+    .masked_select = lt_cpu_masked_select,
+    .masked_scatter = lt_cpu_masked_scatter,
     /* -- convolution, pooling, norms */
     .conv = lt_cpu_conv,
     .conv_backward = lt_cpu_conv_backward,
@@ -32,6 +39,18 @@ const lt_backend lt_cpu_backend = {
     .row_norm = lt_cpu_row_norm,
     .row_norm_backward = lt_cpu_row_norm_backward,
     /* -- dropout, losses, random fills, optimiser steps */
+    .dropout = lt_cpu_dropout,
+    .class_loss = lt_cpu_class_loss,
+    .class_loss_backward = lt_cpu_class_loss_backward,
+    .uniform = lt_cpu_uniform,
+    .normal = lt_cpu_normal,
+    .randint = lt_cpu_randint,
+    .bernoulli = lt_cpu_bernoulli,
+    .randperm = lt_cpu_randperm,
+    .sgd_step = lt_cpu_sgd_step,
+    .adam_step = lt_cpu_adam_step,
+    .rmsprop_step = lt_cpu_rmsprop_step,
+    .adagrad_step = lt_cpu_adagrad_step,
     /* -- devices: copies between devices, item */
 };
 
@@ -41,10 +60,14 @@ const char *const lt_backend_entries[] = {
     "copy", "fill", "binary", "binary_flat", "unary", "gemm", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     /* -- indexing, gather/scatter, masked ops, embedding */
+    "index_range", "gather", "scatter", "masked_fill", "mask_count", "masked_select",
+    "masked_scatter",
     /* -- convolution, pooling, norms */
     "conv", "conv_backward", "pool", "pool_backward", "batch_norm", "batch_norm_backward",
     "row_norm", "row_norm_backward",
     /* -- dropout, losses, random fills, optimiser steps */
+    "dropout", "class_loss", "class_loss_backward", "uniform", "normal", "randint",
+    "bernoulli", "randperm", "sgd_step", "adam_step", "rmsprop_step", "adagrad_step",
     /* -- devices: copies between devices, item */
     NULL,
 };

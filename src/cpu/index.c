@@ -1,0 +1,328 @@
+/*
+** cpu/index.c -- cpu kernels of the indexing family: index range scans, gather (index_select,
+** gather, embedding), scatter (scatter, scatter_add, index_add, their backwards), masked_fill
+** and the order-dependent masked_select / masked_scatter pair.
+**
+** Kernels go through lt_iter. Gather iterates over the output with the source "restrided"
+** (stride 0 along dim, the index supplying the offset). Scatter iterates over every position
+** except along dim and walks dim inside the kernel, so that two threads never write the same
+** destination element.
+*/
+#include "cpu.h"
+
+/* A struct copy of t for iterator geometry, seen as 1-d of size 1 when 0-d. Never released. */
+static lt_tensor geom(const lt_tensor *t) {
+  lt_tensor g = *t;
+  if (g.ndim == 0) {
+    g.ndim = 1;
+    g.size[0] = 1;
+    g.stride[0] = 1;
+  }
+  return g;
+}
+
+/* Runs kernel over the iterator's rows in order on this thread (for order-dependent work). */
+static void iter_serial(const lt_iter *it, lt_row_fn kernel, void *ud) {
+  if (it->numel == 0) return;
+  int nd = it->ndim, nops = it->nops;
+  int64_t idx[LT_MAX_DIMS] = {0}, rst[LT_ITER_MAX];
+  int64_t rows = it->numel / it->size[nd - 1];
+  for (int k = 0; k < nops; k++) rst[k] = it->stride[k][nd - 1];
+  for (int64_t row = 0; row < rows; row++) {
+    char *p[LT_ITER_MAX];
+    for (int k = 0; k < nops; k++) {
+      p[k] = it->data[k];
+      for (int d = 0; d < nd - 1; d++) p[k] += idx[d] * it->stride[k][d];
+    }
+    kernel(p, rst, it->size[nd - 1], ud);
+    for (int d = nd - 2; d >= 0; d--) {
+      if (++idx[d] < it->size[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Serial iteration over t alone, in row-major order. */
+static void walk1(const lt_tensor *t, lt_row_fn kernel, void *ud) {
+  lt_tensor g = geom(t);
+  lt_tensor *ops[1] = {&g};
+  lt_iter it;
+  lt_iter_init(&it, 1, ops, g.ndim, g.size);
+  iter_serial(&it, kernel, ud);
+}
+
+/* ------------------------------------------------------------ index range scan */
+
+typedef struct {
+  int64_t lo, hi;       /* valid values [lo, hi) */
+  const int64_t *skip;
+  int64_t max, bad;
+  bool has_bad;
+} range_ud;
+
+static void range_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  range_ud *s = ud;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v = *(const int64_t *)(data[0] + i * st[0]);
+    if (s->skip && v == *s->skip) continue;
+    if (v > s->max) s->max = v;
+    if (!s->has_bad && (v < s->lo || v >= s->hi)) {
+      s->has_bad = true;
+      s->bad = v;
+    }
+  }
+}
+
+bool lt_cpu_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
+                        int64_t *bad, int64_t *max) {
+  range_ud s = {.lo = lo, .hi = hi, .skip = skip, .max = INT64_MIN};
+  walk1(index, range_row, &s);
+  *bad = s.bad;
+  *max = s.max;
+  return !s.has_bad;
+}
+
+/* ------------------------------------------------------------ gather */
+
+/* out[i] = src[i + (index[i] - base) * dst] over rows of (out, restrided src, index). */
+typedef struct { lt_dtype dt; int64_t dstride, base; } gather_ud;
+
+#define GATHER_LOOP(T)                                                                    \
+  do {                                                                                    \
+    if (st[2] == 0) {   /* one index for the whole row: a strided row copy */             \
+      const char *s = data[1] + (*(const int64_t *)data[2] - g->base) * g->dstride;       \
+      if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T)) {                   \
+        memcpy(data[0], s, (size_t)n * sizeof(T));                                        \
+      } else {                                                                            \
+        for (int64_t i = 0; i < n; i++)                                                   \
+          *(T *)(data[0] + i * st[0]) = *(const T *)(s + i * st[1]);                      \
+      }                                                                                   \
+    } else {                                                                              \
+      for (int64_t i = 0; i < n; i++) {                                                   \
+        int64_t v = *(const int64_t *)(data[2] + i * st[2]) - g->base;                    \
+        *(T *)(data[0] + i * st[0]) = *(const T *)(data[1] + i * st[1] + v * g->dstride); \
+      }                                                                                   \
+    }                                                                                     \
+  } while (0)
+
+static void gather_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  const gather_ud *g = ud;
+  switch (g->dt) {
+    case LT_FLOAT32: GATHER_LOOP(float); break;
+    case LT_FLOAT64: GATHER_LOOP(double); break;
+    case LT_INT64: GATHER_LOOP(int64_t); break;
+    case LT_BOOL: GATHER_LOOP(bool); break;
+    default: break;
+  }
+}
+
+void lt_cpu_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                   const lt_tensor *index, int64_t base) {
+  if (lt_numel(out) == 0) return;
+  lt_tensor go = geom(out), gs = geom(src), gi = geom(index);
+  int64_t dstride = gs.stride[dim] * (int64_t)lt_dtype_size(out->dtype);
+  memcpy(gs.size, go.size, sizeof gs.size);
+  gs.stride[dim] = 0;
+  lt_tensor *ops[3] = {&go, &gs, &gi};
+  lt_iter it;
+  lt_iter_init(&it, 3, ops, go.ndim, go.size);
+  gather_ud u = {out->dtype, dstride, base};
+  lt_iter_run(ctx, &it, gather_row, &u);
+}
+
+/* ------------------------------------------------------------ scatter */
+
+/* self[.., index[.., k, ..] - base, ..] (=|+=) src[.., k, ..] for k < K, over rows of
+** (self, index, src) restrided to the iteration shape with dim collapsed to size 1. */
+typedef struct {
+  lt_dtype dt;
+  bool add;
+  int64_t K, sst, ist, rst, base;   /* byte strides along dim: self, index, src */
+} scat_ud;
+
+/* k outer, i inner: for a fixed k the row's destinations are distinct, and each destination
+** still sees its k in increasing order (the last write wins for scatter). The inner loop then
+** walks the row contiguously, which matters when dim is an outer dimension. */
+#define SCAT_LOOP(T, STMT)                                                      \
+  do {                                                                          \
+    for (int64_t k = 0; k < u->K; k++) {                                        \
+      const char *pi = data[1] + k * u->ist, *pr = data[2] + k * u->rst;        \
+      if (st[1] == 0) {   /* one index for the whole row (index_add) */         \
+        char *ps = data[0] + (*(const int64_t *)pi - u->base) * u->sst;         \
+        for (int64_t i = 0; i < n; i++) {                                       \
+          T *d = (T *)(ps + i * st[0]);                                         \
+          const T *s = (const T *)(pr + i * st[2]);                             \
+          STMT;                                                                 \
+        }                                                                       \
+      } else {                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                       \
+          int64_t v = *(const int64_t *)(pi + i * st[1]) - u->base;             \
+          T *d = (T *)(data[0] + i * st[0] + v * u->sst);                       \
+          const T *s = (const T *)(pr + i * st[2]);                             \
+          STMT;                                                                 \
+        }                                                                       \
+      }                                                                         \
+    }                                                                           \
+  } while (0)
+
+static void scatter_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  const scat_ud *u = ud;
+  if (!u->add) {
+    switch (u->dt) {
+      case LT_FLOAT32: SCAT_LOOP(float, *d = *s); break;
+      case LT_FLOAT64: SCAT_LOOP(double, *d = *s); break;
+      case LT_INT64: SCAT_LOOP(int64_t, *d = *s); break;
+      case LT_BOOL: SCAT_LOOP(bool, *d = *s); break;
+      default: break;
+    }
+  } else {
+    switch (u->dt) {
+      case LT_FLOAT32: SCAT_LOOP(float, *d += *s); break;
+      case LT_FLOAT64: SCAT_LOOP(double, *d += *s); break;
+      case LT_INT64: SCAT_LOOP(int64_t, *d += *s); break;
+      case LT_BOOL: SCAT_LOOP(bool, *d = *d || *s); break;
+      default: break;
+    }
+  }
+}
+
+/* The iteration shape is index's; a 0-d src under a larger index is one value read at every
+** position (a 0-d src under a 0-d or one-element index reads its one element either way). */
+void lt_cpu_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
+                    const lt_tensor *src, bool accumulate, int64_t base) {
+  lt_tensor gs = geom(self), gi = geom(index), gr = geom(src);
+  bool src_value = src->ndim == 0;
+  int nd = gi.ndim;
+  int64_t sz[LT_MAX_DIMS] = {0};
+  memcpy(sz, gi.size, (size_t)nd * sizeof *sz);
+  int64_t K = sz[dim];
+  if (K == 0 || lt_shape_numel(nd, sz) == 0) return;
+  sz[dim] = 1;
+  int64_t es = (int64_t)lt_dtype_size(self->dtype);
+  int64_t sst = gs.stride[dim] * es;
+  int64_t ist = gi.stride[dim] * (int64_t)sizeof(int64_t);
+  int64_t rst = src_value ? 0 : gr.stride[dim] * es;
+  memcpy(gs.size, sz, sizeof sz);
+  gs.ndim = nd;
+  memcpy(gi.size, sz, sizeof sz);
+  if (!src_value) memcpy(gr.size, sz, sizeof sz);
+  lt_tensor *ops[3] = {&gs, &gi, &gr};
+  lt_iter it;
+  lt_iter_init(&it, 3, ops, nd, sz);
+  scat_ud u = {self->dtype, accumulate, K, sst, ist, rst, base};
+  lt_iter_run(ctx, &it, scatter_row, &u);
+}
+
+/* ------------------------------------------------------------ masked_fill */
+
+typedef struct {
+  lt_dtype dt;
+  float f;
+  double v;
+  int64_t i;
+  bool b;
+} mfill_ud;
+
+/* Contiguous rows, branch-free: the mask becomes an all-ones/all-zeros word that selects
+** the value's bits or the source's (a data-dependent branch mispredicts on random masks). */
+#define MFILL_BITS(U, W)                                                              \
+  static void mfill_bits##W(char *o, const char *s, const bool *m, U vb, int64_t n) { \
+    for (int64_t k = 0; k < n; k++) {                                               \
+      U x, mk = (U)0 - (U)m[k];                                                     \
+      memcpy(&x, s + k * (int64_t)sizeof(U), sizeof(U));                            \
+      x = (x & ~mk) | (vb & mk);                                                    \
+      memcpy(o + k * (int64_t)sizeof(U), &x, sizeof(U));                            \
+    }                                                                               \
+  }
+MFILL_BITS(uint32_t, 32)
+MFILL_BITS(uint64_t, 64)
+
+#define MFILL_LOOP(T, VAL, W, U)                                                         \
+  do {                                                                                   \
+    const T val_ = (VAL);                                                                \
+    if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T) && st[2] == 1) {      \
+      U vb_;                                                                             \
+      memcpy(&vb_, &val_, sizeof vb_);                                                   \
+      mfill_bits##W(data[0], data[1], (const bool *)data[2], vb_, n);                    \
+    } else {                                                                             \
+      for (int64_t k = 0; k < n; k++) {                                                  \
+        T x_ = *(const T *)(data[1] + k * st[1]);                                        \
+        *(T *)(data[0] + k * st[0]) = *(const bool *)(data[2] + k * st[2]) ? val_ : x_;  \
+      }                                                                                  \
+    }                                                                                    \
+  } while (0)
+
+static void mfill_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  const mfill_ud *u = ud;
+  switch (u->dt) {
+    case LT_FLOAT32: MFILL_LOOP(float, u->f, 32, uint32_t); break;
+    case LT_FLOAT64: MFILL_LOOP(double, u->v, 64, uint64_t); break;
+    case LT_INT64: MFILL_LOOP(int64_t, u->i, 64, uint64_t); break;
+    case LT_BOOL:
+      for (int64_t k = 0; k < n; k++) {
+        bool x_ = *(const bool *)(data[1] + k * st[1]);
+        *(bool *)(data[0] + k * st[0]) = *(const bool *)(data[2] + k * st[2]) ? u->b : x_;
+      }
+      break;
+    default: break;
+  }
+}
+
+void lt_cpu_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
+                        const lt_tensor *mask, double v) {
+  lt_tensor *ops[3] = {out, (lt_tensor *)src, (lt_tensor *)mask};
+  lt_iter it;
+  lt_iter_init(&it, 3, ops, out->ndim, out->size);
+  mfill_ud u = {out->dtype, (float)v, v, (int64_t)v, v != 0};
+  lt_iter_run(ctx, &it, mfill_row, &u);
+}
+
+/* ------------------------------------------------------------ masked_select / masked_scatter */
+
+typedef struct { int64_t count; } count_ud;
+
+static void count_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  count_ud *c = ud;
+  for (int64_t i = 0; i < n; i++) c->count += *(const bool *)(data[0] + i * st[0]);
+}
+
+int64_t lt_cpu_mask_count(const lt_tensor *mask) {
+  count_ud c = {0};
+  walk1(mask, count_row, &c);
+  return c.count;
+}
+
+/* Packs: when mask (operand 1) is set, copies operand 0's element to the next slot of the
+** packed buffer (select) or the next packed element into operand 0 (scatter). Serial: the
+** packed order is the row-major order of the set elements. */
+typedef struct { char *next; size_t es; bool unpack; } pack_ud;
+
+static void pack_row(char **data, const int64_t *st, int64_t n, void *ud) {
+  pack_ud *p = ud;
+  for (int64_t i = 0; i < n; i++) {
+    if (!*(const bool *)(data[1] + i * st[1])) continue;
+    if (p->unpack)
+      memcpy(data[0] + i * st[0], p->next, p->es);
+    else
+      memcpy(p->next, data[0] + i * st[0], p->es);
+    p->next += p->es;
+  }
+}
+
+static void run_pack(lt_tensor *t, const lt_tensor *mask, const lt_tensor *packed,
+                     bool unpack) {
+  lt_tensor gt = geom(t), gm = geom(mask);
+  lt_tensor *ops[2] = {&gt, &gm};
+  lt_iter it;
+  lt_iter_init(&it, 2, ops, gt.ndim, gt.size);
+  pack_ud p = {lt_ptr(packed), lt_esize(t->dtype), unpack};
+  iter_serial(&it, pack_row, &p);
+}
+
+void lt_cpu_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask) {
+  run_pack((lt_tensor *)src, mask, out, false);
+}
+
+void lt_cpu_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src) {
+  run_pack(dst, mask, src, true);
+}

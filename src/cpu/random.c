@@ -1,0 +1,98 @@
+/*
+** cpu/random.c -- cpu kernels of the random fills. The generator lives on the host (random.c
+** owns it); these kernels draw from it in order and write the values to t's elements in
+** logical (row-major) order, so a result depends only on the generator state and the shape,
+** never on strides or thread count.
+*/
+#include "cpu.h"
+#include "../random.h"
+
+/* Values are drawn a chunk at a time, as one long draw would give them: the chunk is even, so
+** normal's Box-Muller pairs never straddle two chunks. */
+#define DRAW_CHUNK 256
+
+typedef void (*draw_fn)(lt_generator *g, double *out, int64_t n, const double *params);
+
+static void put(char *p, lt_dtype dt, double v) {
+  switch (dt) {
+    case LT_FLOAT32: *(float *)p = (float)v; break;
+    case LT_FLOAT64: *(double *)p = v; break;
+    case LT_INT64: *(int64_t *)p = (int64_t)v; break;
+    case LT_BOOL: *(bool *)p = v != 0; break;
+    default: break;
+  }
+}
+
+static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const double *params) {
+  int64_t n = lt_numel(t), es = (int64_t)lt_esize(t->dtype);
+  char *base = lt_ptr(t);
+  bool dense = lt_is_contiguous(t);
+  int64_t idx[LT_MAX_DIMS] = {0};
+  double buf[DRAW_CHUNK];
+  for (int64_t done = 0; done < n; done += DRAW_CHUNK) {
+    int64_t m = lt_cpu_min(DRAW_CHUNK, n - done);
+    draw(g, buf, m, params);
+    for (int64_t i = 0; i < m; i++) {
+      int64_t off = done + i;
+      if (!dense) {
+        off = 0;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+        for (int d = t->ndim - 1; d >= 0; d--) {
+          if (++idx[d] < t->size[d]) break;
+          idx[d] = 0;
+        }
+      }
+      put(base + off * es, t->dtype, buf[i]);
+    }
+  }
+}
+
+static void draw_uniform(lt_generator *g, double *out, int64_t n, const double *p) {
+  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (p[1] - p[0]) * lt_next_double(g);
+}
+
+static void draw_normal(lt_generator *g, double *out, int64_t n, const double *p) {
+  lt_fill_normal(g, out, n);
+  for (int64_t i = 0; i < n; i++) out[i] = p[0] + p[1] * out[i];
+}
+
+static void draw_randint(lt_generator *g, double *out, int64_t n, const double *p) {
+  uint64_t span = (uint64_t)(p[1] - p[0]);
+  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (double)lt_next_below(g, span);
+}
+
+static void draw_bernoulli(lt_generator *g, double *out, int64_t n, const double *p) {
+  for (int64_t i = 0; i < n; i++) out[i] = lt_next_double(g) < p[0] ? 1.0 : 0.0;
+}
+
+void lt_cpu_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) {
+  const double p[2] = {lo, hi};
+  fill_logical(t, g, draw_uniform, p);
+}
+
+void lt_cpu_normal(lt_tensor *t, double mean, double std, lt_generator *g) {
+  const double p[2] = {mean, std};
+  fill_logical(t, g, draw_normal, p);
+}
+
+/* The bounds travel as doubles, as they always have: the values drawn stay the same. */
+void lt_cpu_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) {
+  const double p[2] = {(double)lo, (double)hi};
+  fill_logical(t, g, draw_randint, p);
+}
+
+void lt_cpu_bernoulli(lt_tensor *t, double prob, lt_generator *g) {
+  const double p[1] = {prob};
+  fill_logical(t, g, draw_bernoulli, p);
+}
+
+void lt_cpu_randperm(lt_tensor *t, lt_generator *g) {
+  int64_t n = lt_numel(t), *p = lt_ptr(t);
+  for (int64_t i = 0; i < n; i++) p[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates */
+    int64_t j = (int64_t)lt_next_below(g, (uint64_t)i + 1);
+    int64_t tmp = p[i];
+    p[i] = p[j];
+    p[j] = tmp;
+  }
+}
