@@ -77,7 +77,7 @@ static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, in
         const T *row = src + ih * g->W + off;                                                  \
         for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;                                       \
         if (g->sw == 1) {                                                                      \
-          for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow];                              \
+          memcpy(dst + lo, row + lo, (size_t)(hi - lo) * sizeof(T)); /* no loop epilogue */    \
         } else {                                                                               \
           for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[ow * g->sw];                      \
         }                                                                                      \

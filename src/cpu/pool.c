@@ -179,6 +179,7 @@ DEF_MAXPOOL_2X2(maxpool2x2_f64, double)
 ** max when greater or NaN), so values and indices are the scalar kernel's bit for bit. */
 #if defined(LT_VEC4) && (defined(__clang__) || __GNUC__ >= 12)
 #define MAX2X2_VEC 1
+typedef int64_t v4l __attribute__((vector_size(32)));
 static inline void split_even_odd(const float *p, v4f *even, v4f *odd) {
   v4f lo = v4load(p), hi = v4load(p + 4);
   *even = __builtin_shufflevector(lo, hi, 0, 2, 4, 6);
@@ -201,6 +202,32 @@ static inline int64_t max4_f32(float a, float c, float d, float f, int64_t W, fl
   return off;
 }
 
+#ifdef MAX2X2_VEC
+/* Outputs ow .. ow+3 of one output row (r0, r1: its two input rows; base: r0's offset). */
+static inline void max2x2_vec4(const float *r0, const float *r1, float *o, int64_t *io,
+                               int64_t base, int64_t ow, int32_t W) {
+  const v4i one = {1, 1, 1, 1}, w0 = {W, W, W, W}, w1 = w0 + one;
+  v4f a, c, d, f;
+  split_even_odd(r0 + 2 * ow, &a, &c);
+  split_even_odd(r1 + 2 * ow, &d, &f);
+  v4i k = (c > a) | (c != c);
+  v4f m = v4sel(k, c, a);
+  v4i off = k & one;
+  k = (d > m) | (d != d);
+  m = v4sel(k, d, m);
+  off = (k & w0) | (~k & off);
+  k = (f > m) | (f != f);
+  m = v4sel(k, f, m);
+  off = (k & w1) | (~k & off);
+  v4store(o + ow, m);
+  if (io) {
+    int64_t at = base + 2 * ow;
+    v4l pos = __builtin_convertvector(off, v4l) + (v4l){at, at + 2, at + 4, at + 6};
+    memcpy(io + ow, &pos, sizeof pos);
+  }
+}
+#endif
+
 static inline void maxpool2x2_f32_plane(const lt_pool_geom *g, const float *in, float *out,
                                         int64_t *ix) {
   const int64_t W = g->W, OW = g->OW;
@@ -209,26 +236,11 @@ static inline void maxpool2x2_f32_plane(const lt_pool_geom *g, const float *in, 
     float *o = out + oh * OW;
     int64_t *io = ix ? ix + oh * OW : NULL, base = 2 * oh * W, ow = 0;
 #ifdef MAX2X2_VEC
-    if (W < INT32_MAX) {
-      const v4i one = {1, 1, 1, 1}, w0 = {(int32_t)W, (int32_t)W, (int32_t)W, (int32_t)W};
-      const v4i w1 = w0 + one;
-      for (; ow + 4 <= OW; ow += 4) {
-        v4f a, c, d, f;
-        split_even_odd(r0 + 2 * ow, &a, &c);
-        split_even_odd(r1 + 2 * ow, &d, &f);
-        v4i k = (c > a) | (c != c);
-        v4f m = v4sel(k, c, a);
-        v4i off = k & one;
-        k = (d > m) | (d != d);
-        m = v4sel(k, d, m);
-        off = (k & w0) | (~k & off);
-        k = (f > m) | (f != f);
-        m = v4sel(k, f, m);
-        off = (k & w1) | (~k & off);
-        v4store(o + ow, m);
-        if (io)
-          for (int l = 0; l < 4; l++) io[ow + l] = base + 2 * (ow + l) + off[l];
-      }
+    if (OW >= 4 && W < INT32_MAX) {
+      for (; ow + 4 <= OW; ow += 4) max2x2_vec4(r0, r1, o, io, base, ow, (int32_t)W);
+      /* the last few again as one overlapping step: the same values, written twice */
+      if (ow < OW) max2x2_vec4(r0, r1, o, io, base, OW - 4, (int32_t)W);
+      continue;
     }
 #endif
     for (; ow < OW; ow++) {
@@ -252,6 +264,22 @@ DEF_INDEX_BWD(index_bwd_f64, double)
 /* float32 2x2 backward: each input of a window gets dy or zero by its offset from the window's
 ** first element (windows tile the plane, so every element is written once; the columns and
 ** rows no window covers are zeroed). dy + 0 turns -0 into +0, as the add into zeros does. */
+#ifdef MAX2X2_VEC
+/* dx of the windows of outputs ow .. ow+3 of one row (r0, r1: their input rows). */
+static inline void max2x2_bwd_vec4(float *r0, float *r1, const float *gy, const int64_t *io,
+                                   int64_t base, int64_t ow, int32_t W) {
+  const v4f zero = v4splat(0.0f);
+  const v4i z = {0, 0, 0, 0}, one = {1, 1, 1, 1}, w0 = {W, W, W, W}, w1 = w0 + one;
+  v4f v = v4load(gy + ow) + zero;
+  v4l pos;
+  memcpy(&pos, io + ow, sizeof pos);
+  int64_t at = base + 2 * ow;
+  v4i off = __builtin_convertvector(pos - (v4l){at, at + 2, at + 4, at + 6}, v4i);
+  store_interleaved(r0 + 2 * ow, v4sel(off == z, v, zero), v4sel(off == one, v, zero));
+  store_interleaved(r1 + 2 * ow, v4sel(off == w0, v, zero), v4sel(off == w1, v, zero));
+}
+#endif
+
 static inline void max2x2_bwd_f32_plane(const lt_pool_geom *g, const float *dy, float *dx,
                                         int64_t *ix) {
   const int64_t W = g->W, OW = g->OW;
@@ -261,17 +289,10 @@ static inline void max2x2_bwd_f32_plane(const lt_pool_geom *g, const float *dy, 
     const int64_t *io = ix + oh * OW, base = 2 * oh * W;
     int64_t ow = 0;
 #ifdef MAX2X2_VEC
-    if (W < INT32_MAX) {
-      const v4f zero = v4splat(0.0f);
-      const v4i w0 = {(int32_t)W, (int32_t)W, (int32_t)W, (int32_t)W}, one = {1, 1, 1, 1};
-      const v4i w1 = w0 + one, z = {0, 0, 0, 0};
-      for (; ow + 4 <= OW; ow += 4) {
-        v4f v = v4load(gy + ow) + zero;
-        v4i off;
-        for (int l = 0; l < 4; l++) off[l] = (int32_t)(io[ow + l] - base - 2 * (ow + l));
-        store_interleaved(r0 + 2 * ow, v4sel(off == z, v, zero), v4sel(off == one, v, zero));
-        store_interleaved(r1 + 2 * ow, v4sel(off == w0, v, zero), v4sel(off == w1, v, zero));
-      }
+    if (OW >= 4 && W < INT32_MAX) {
+      for (; ow + 4 <= OW; ow += 4) max2x2_bwd_vec4(r0, r1, gy, io, base, ow, (int32_t)W);
+      if (ow < OW) max2x2_bwd_vec4(r0, r1, gy, io, base, OW - 4, (int32_t)W);
+      ow = OW;
     }
 #endif
     for (; ow < OW; ow++) {
