@@ -263,6 +263,13 @@ describe("nn.parallel.DistributedDataParallel on two ranks", function()
     assert.is_true(R[0].sgd_clip.buckets > 2, "a small bucket_cap_mb makes several buckets")
   end)
 
+  it("works when made and stepped inside lt.tidy", function()
+    if not needs_mpirun() then return end
+    local R = results("ddp")
+    assert.are.same({ "no error", "no error" }, { R[0].tidy_error, R[1].tidy_error })
+    assert.are.same(R[0].tidy, R[1].tidy)
+  end)
+
   it("accumulates without averaging inside no_sync", function()
     if not needs_mpirun() then return end
     local R = results("ddp")

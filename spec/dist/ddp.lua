@@ -90,6 +90,23 @@ do
   end
 end
 
+-- made and trained inside release scopes (lt.tidy): the wrapper's buffers outlive them
+do
+  local model = net(11 + rank)
+  local ddp
+  lt.tidy(function() ddp = nn.parallel.DistributedDataParallel(model) end)   -- not returned
+  local opt = lt.optim.SGD(model:parameters(), { lr = 0.1 })
+  R.tidy_error = common.error_of(function()
+    for s = 1, 3 do
+      lt.tidy(function()
+        local loss = F.mse_loss(ddp(mine(X[s])), mine(Y[s]))
+        opt:zero_grad(); loss:backward(); opt:step()
+      end)
+    end
+  end)
+  R.tidy = common.params(model)
+end
+
 -- names: ddp.module's state_dict has the module's keys, the wrapper's has them under module.
 do
   local model = net(1)

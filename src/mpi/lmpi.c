@@ -133,11 +133,6 @@ static int l_is_initialized(lua_State *L) {
   return 1;
 }
 
-static int l_abort(lua_State *L) {
-  int code = (int)luaL_optinteger(L, 1, 1);
-  if (mpi_live()) MPI_Abort(MPI_COMM_WORLD, code);
-  return 0;
-}
 
 /* ------------------------------------------------------------ arguments */
 
@@ -441,16 +436,9 @@ static int l_run(lua_State *L) {
   return 0;
 }
 
-static int l_rank(lua_State *L) {
-  lua_pushinteger(L, g_rank);
-  lua_pushinteger(L, g_size);
-  return 2;
-}
-
 static const luaL_Reg funcs[] = {
-    {"init", l_init},       {"finalize", l_finalize}, {"is_initialized", l_is_initialized},
-    {"abort", l_abort},     {"run", l_run},           {"rank", l_rank},
-    {NULL, NULL},
+    {"init", l_init}, {"finalize", l_finalize}, {"is_initialized", l_is_initialized},
+    {"run", l_run},   {NULL, NULL},
 };
 
 static const luaL_Reg req_methods[] = {

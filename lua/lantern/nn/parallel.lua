@@ -60,10 +60,11 @@ local function make_buckets(named, cap)
     cur.members[#cur.members + 1] = { name = name, param = p, offset = cur.numel }
     cur.bytes, cur.numel = cur.bytes + bytes, cur.numel + p:numel()
   end
+  -- lt.keep: a wrapper made inside lt.tidy keeps its buffers past the scope
   for _, b in ipairs(buckets) do
-    b.buffer = lt.zeros(b.numel, { dtype = b.dtype })
+    b.buffer = lt.keep(lt.zeros(b.numel, { dtype = b.dtype }))
     for _, m in ipairs(b.members) do
-      m.slot = b.buffer:narrow(1, m.offset + 1, m.param:numel()):view(m.param:size())
+      m.slot = lt.keep(b.buffer:narrow(1, m.offset + 1, m.param:numel()):view(m.param:size()))
     end
     b.pending = #b.members
   end
