@@ -190,8 +190,8 @@ fail:
 }
 
 /* ============================================================ row norms
-** layer_norm (kind LN), rms_norm (RMS) on rows of D; group_norm (GN) on (n, group) blocks of
-** D = Cg*L values whose channel is g*Cg + i/L. */
+** layer_norm and rms_norm on rows of D; group_norm on (n, group) blocks of D = Cg*L values
+** (lt_norm_geom). */
 
 typedef struct row_extra {
   lt_norm_geom g;
