@@ -366,6 +366,11 @@ typedef struct lt_backend {
                        lt_tensor *buf, const lt_rmsprop_opts *o);
   void (*adagrad_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
                        const lt_adagrad_opts *o);
+  /* deterministic fills of a fresh 1-d contiguous t: t[i] = start + step * i (in double; exact
+  ** for integral int64), the same in wrapping int64, and linspace from start to end */
+  void (*arange)(lt_tensor *t, double start, double step);
+  void (*arange_int)(lt_tensor *t, int64_t start, int64_t step);
+  void (*linspace)(lt_tensor *t, double start, double end);
   /* -- devices: copies between devices, item */
 } lt_backend;
 
@@ -452,6 +457,9 @@ void lt_cpu_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_ten
                          lt_tensor *buf, const lt_rmsprop_opts *o);
 void lt_cpu_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
                          const lt_adagrad_opts *o);
+void lt_cpu_arange(lt_tensor *t, double start, double step);
+void lt_cpu_arange_int(lt_tensor *t, int64_t start, int64_t step);
+void lt_cpu_linspace(lt_tensor *t, double start, double end);
 /* -- devices: copies between devices, item */
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {
   (void)t;

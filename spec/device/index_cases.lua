@@ -198,7 +198,40 @@ case("gather", "embedding rows of every dtype-layout of the table, 2-d indices",
     "float32", {}, 0, "no indices")
 end)
 
+case("gather", "large index_select and embedding (split across threads), both paths", function()
+  local shape = { 300, 200 }
+  local x = make(distinct(60000), shape, "float32")
+  local xv = values(x)
+  local idx = ints(400, 1, 300)
+  for _, t in ipairs({ x, x:t():contiguous():t() }) do   -- block copies, then the general walk
+    local want, oshape = ref_index_select(xv, shape, 1, idx)
+    check(t:index_select(1, I(idx)), oshape, "float32", want, 0, "large index_select")
+  end
+  local e = F.embedding(I(idx, { 20, 20 }), x)
+  local want = ref_index_select(xv, shape, 1, idx)
+  check(e, { 20, 20, 200 }, "float32", want, 0, "large embedding")
+end)
+
 -- ------------------------------------------------------------ scatter
+
+case("scatter", "large index_add with repeats (split across threads), both paths", function()
+  local rows, cols, n = 300, 200, 500
+  local idx = ints(n, 1, rows)
+  local src = make(distinct(n * cols), { n, cols }, "float64")
+  local sv = values(src)
+  local want = {}
+  for i = 1, rows * cols do want[i] = 0 end
+  for k = 1, n do
+    for c = 1, cols do
+      local q = (idx[k] - 1) * cols + c
+      want[q] = want[q] + sv[(k - 1) * cols + c]
+    end
+  end
+  local z = lt.zeros({ rows, cols }, { dtype = "float64" })
+  check(z:index_add(1, I(idx), src), { rows, cols }, "float64", want, 1e-12, "contiguous rows")
+  local zt = lt.zeros({ cols, rows }, { dtype = "float64" }):t()
+  check(zt:index_add(1, I(idx), src), { rows, cols }, "float64", want, 1e-12, "strided rows")
+end)
 
 case("scatter", "scatter and scatter_add over dtypes and layouts, duplicate indices, values",
   function()

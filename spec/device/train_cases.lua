@@ -1,6 +1,6 @@
 -- Cases for the training kernels: dropout, the class-index losses (class_loss and its
--- backward), the random fills (uniform, normal, randint, bernoulli, randperm) and the fused
--- optimiser steps. The random fills are checked against a plain-Lua xoshiro256** generator
+-- backward), the random fills (uniform, normal, randint, bernoulli, randperm), the deterministic
+-- ones (arange, arange_int, linspace; eye through fill) and the fused optimiser steps. The random fills are checked against a plain-Lua xoshiro256** generator
 -- seeded as Lantern's (splitmix64), value by value and state word by state word, and for their
 -- distribution; each optimiser step against its formula in Lua.
 local assert = require "luassert"   -- a required file does not see busted's assert
@@ -213,6 +213,74 @@ case("randperm", "Fisher-Yates order and state; every position once", function()
   table.sort(v)
   for i = 1, 500 do assert.are.equal(i, v[i]) end
   expect_error("randperm: n must be non%-negative", lt.randperm, -1)
+end)
+
+-- ------------------------------------------------------------ deterministic fills
+
+case("arange", "float and integer dtypes, fractional and negative steps, empty ranges", function()
+  for _, dt in ipairs({ "float32", "float64", "int64" }) do
+    for _, r in ipairs({ { 0, 5, 1 }, { 2.5, -1, -0.75 }, { -3, 7, 2.5 }, { 0.5, 5, 1.5 },
+      { 1e15, 1e15 + 7, 3 }, { 4, 4, 1 } }) do
+      local n = math.max(0, math.ceil((r[2] - r[1]) / r[3]))
+      local want = {}
+      for i = 0, n - 1 do
+        local v = r[1] + r[3] * i
+        if dt == "int64" then
+          v = (r[1] == math.floor(r[1]) and r[3] == math.floor(r[3])) and
+            math.tointeger(r[1]) + math.tointeger(r[3]) * i or (v < 0 and math.ceil(v) or math.floor(v))
+        end
+        want[#want + 1] = v
+      end
+      local t = lt.arange(r[1] + 0.0, r[2] + 0.0, r[3] + 0.0, { dtype = dt })
+      check(t, { n }, dt, want, dt == "float32" and 1e-7 or 0,
+        ("arange %s %s"):format(dt, table.concat(r, ",")))
+    end
+  end
+  expect_error("arange: step must be nonzero", lt.arange, 0, 1, 0)
+end)
+
+case("arange_int", "exact int64 ranges beyond 2^53, negative steps", function()
+  local big = (1 << 62) + 1
+  check(lt.arange(big, big + 10, 3), { 4 }, "int64", { big, big + 3, big + 6, big + 9 }, 0,
+    "beyond 2^53")
+  check(lt.arange(5, -4, -2), { 5 }, "int64", { 5, 3, 1, -1, -3 }, 0, "negative step")
+  check(lt.arange(6), { 6 }, "int64", { 0, 1, 2, 3, 4, 5 }, 0, "arange(n)")
+  check(lt.arange(3, 3), { 0 }, "int64", {}, 0, "empty")
+end)
+
+case("linspace", "both ends exact, float and int64 dtypes, one and no steps", function()
+  for _, dt in ipairs(FLOATS) do
+    for _, r in ipairs({ { 0, 1, 5 }, { -2, 3, 8 }, { 10, -10, 21 }, { 1, 2, 2 } }) do
+      local want = {}
+      local st = (r[2] - r[1]) / (r[3] - 1)
+      for i = 0, r[3] - 1 do want[i + 1] = i < r[3] // 2 and r[1] + st * i or r[2] - st * (r[3] - 1 - i) end
+      local t = lt.linspace(r[1], r[2], r[3], { dtype = dt })
+      check(t, { r[3] }, dt, want, dt == "float32" and 1e-6 or 1e-15, "linspace " .. dt)
+      local v = values(t)
+      assert.are.equal(r[1], v[1])
+      assert.are.equal(r[2], v[#v])
+    end
+  end
+  check(lt.linspace(-3.7, 8.2, 5, { dtype = "int64" }), { 5 }, "int64", { -3, 0, 2, 5, 8 }, 0,
+    "int64 truncates the ends first")
+  check(lt.linspace(2.5, 9, 1, { dtype = "float64" }), { 1 }, "float64", { 2.5 }, 0, "one step")
+  check(lt.linspace(0, 1, 0), { 0 }, "float32", {}, 0, "no steps")
+end)
+
+case("fill", "eye: the diagonal of a zero matrix, over dtypes and shapes", function()
+  for _, dt in ipairs({ "float32", "float64", "int64", "bool" }) do
+    for _, nm in ipairs({ { 3, 3 }, { 2, 4 }, { 4, 2 }, { 0, 3 }, { 1, 1 } }) do
+      local want = {}
+      for i = 1, nm[1] do
+        for j = 1, nm[2] do
+          local v = i == j and 1 or 0
+          if dt == "bool" then v = v == 1 end
+          want[#want + 1] = v
+        end
+      end
+      check(lt.eye(nm[1], nm[2], { dtype = dt }), nm, dt, want, 0, "eye " .. dt)
+    end
+  end
 end)
 
 -- ------------------------------------------------------------ dropout

@@ -51,6 +51,9 @@ const lt_backend lt_cpu_backend = {
     .adam_step = lt_cpu_adam_step,
     .rmsprop_step = lt_cpu_rmsprop_step,
     .adagrad_step = lt_cpu_adagrad_step,
+    .arange = lt_cpu_arange,
+    .arange_int = lt_cpu_arange_int,
+    .linspace = lt_cpu_linspace,
     /* -- devices: copies between devices, item */
 };
 
@@ -68,6 +71,7 @@ const char *const lt_backend_entries[] = {
     /* -- dropout, losses, random fills, optimiser steps */
     "dropout", "class_loss", "class_loss_backward", "uniform", "normal", "randint",
     "bernoulli", "randperm", "sgd_step", "adam_step", "rmsprop_step", "adagrad_step",
+    "arange", "arange_int", "linspace",
     /* -- devices: copies between devices, item */
     NULL,
 };

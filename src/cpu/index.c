@@ -116,9 +116,49 @@ static void gather_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
+/* index_select and embedding: out and src contiguous, the index expanded along every dim but
+** dim, so each (outer position, index) pair copies one contiguous block of the dims after dim.
+** The general walk pays per row of the iterator; this path pays one memcpy per block. */
+typedef struct {
+  char *out;
+  const char *src;
+  const char *idx;
+  int64_t n, V, block, istride, base;   /* block in bytes, istride in bytes */
+} blocks_job;
+
+static void copy_blocks(int64_t b, int64_t e, void *ud) {
+  const blocks_job *j = ud;
+  int64_t a = b / j->n, k = b % j->n;   /* block r = a * n + k, stepped without dividing */
+  for (int64_t r = b; r < e; r++) {
+    int64_t v = *(const int64_t *)(j->idx + k * j->istride) - j->base;
+    memcpy(j->out + r * j->block, j->src + (a * j->V + v) * j->block, (size_t)j->block);
+    if (++k == j->n) {
+      k = 0;
+      a++;
+    }
+  }
+}
+
+static bool gather_blocks(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                          const lt_tensor *index, int64_t base) {
+  int64_t n;
+  if (out->ndim == 0 || !lt_dense(out, &n) || !lt_dense(src, &n) || index->ndim != out->ndim)
+    return false;
+  for (int d = 0; d < out->ndim; d++)
+    if (d != dim && (index->stride[d] != 0 || src->size[d] != out->size[d])) return false;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; d++) outer *= out->size[d];
+  for (int d = dim + 1; d < out->ndim; d++) inner *= out->size[d];
+  int64_t es = (int64_t)lt_esize(out->dtype);
+  blocks_job j = {lt_ptr(out), lt_ptr(src), lt_ptr(index), out->size[dim], src->size[dim],
+                  inner * es, index->stride[dim] * (int64_t)sizeof(int64_t), base};
+  lt_parallel_for(ctx, outer * j.n, lt_cpu_grain(inner), copy_blocks, &j);
+  return true;
+}
+
 void lt_cpu_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
                    const lt_tensor *index, int64_t base) {
-  if (lt_numel(out) == 0) return;
+  if (lt_numel(out) == 0 || gather_blocks(ctx, out, src, dim, index, base)) return;
   lt_tensor go = geom(out), gs = geom(src), gi = geom(index);
   int64_t dstride = gs.stride[dim] * (int64_t)lt_dtype_size(out->dtype);
   memcpy(gs.size, go.size, sizeof gs.size);
@@ -142,45 +182,52 @@ typedef struct {
 
 /* k outer, i inner: for a fixed k the row's destinations are distinct, and each destination
 ** still sees its k in increasing order (the last write wins for scatter). The inner loop then
-** walks the row contiguously, which matters when dim is an outer dimension. */
-#define SCAT_LOOP(T, STMT)                                                      \
+** walks the row contiguously, which matters when dim is an outer dimension; a row that is
+** contiguous in self and src (index_add, index_select's and embedding's backward) is a plain
+** loop the compiler vectorises, each element still updated in k order. */
+#define SCAT_LOOP(T, OP)                                                        \
   do {                                                                          \
     for (int64_t k = 0; k < u->K; k++) {                                        \
       const char *pi = data[1] + k * u->ist, *pr = data[2] + k * u->rst;        \
       if (st[1] == 0) {   /* one index for the whole row (index_add) */         \
         char *ps = data[0] + (*(const int64_t *)pi - u->base) * u->sst;         \
-        for (int64_t i = 0; i < n; i++) {                                       \
-          T *d = (T *)(ps + i * st[0]);                                         \
-          const T *s = (const T *)(pr + i * st[2]);                             \
-          STMT;                                                                 \
+        if (st[0] == (int64_t)sizeof(T) && st[2] == (int64_t)sizeof(T)) {       \
+          T *d = (T *)ps;                                                       \
+          const T *s = (const T *)pr;                                           \
+          for (int64_t i = 0; i < n; i++) OP(d[i], s[i]);                       \
+        } else {                                                                \
+          for (int64_t i = 0; i < n; i++)                                       \
+            OP(*(T *)(ps + i * st[0]), *(const T *)(pr + i * st[2]));           \
         }                                                                       \
       } else {                                                                  \
         for (int64_t i = 0; i < n; i++) {                                       \
           int64_t v = *(const int64_t *)(pi + i * st[1]) - u->base;             \
-          T *d = (T *)(data[0] + i * st[0] + v * u->sst);                       \
-          const T *s = (const T *)(pr + i * st[2]);                             \
-          STMT;                                                                 \
+          OP(*(T *)(data[0] + i * st[0] + v * u->sst), *(const T *)(pr + i * st[2])); \
         }                                                                       \
       }                                                                         \
     }                                                                           \
   } while (0)
 
+#define SCAT_SET(d, s) ((d) = (s))
+#define SCAT_ADD(d, s) ((d) += (s))
+#define SCAT_OR(d, s) ((d) = (d) || (s))
+
 static void scatter_row(char **data, const int64_t *st, int64_t n, void *ud) {
   const scat_ud *u = ud;
   if (!u->add) {
     switch (u->dt) {
-      case LT_FLOAT32: SCAT_LOOP(float, *d = *s); break;
-      case LT_FLOAT64: SCAT_LOOP(double, *d = *s); break;
-      case LT_INT64: SCAT_LOOP(int64_t, *d = *s); break;
-      case LT_BOOL: SCAT_LOOP(bool, *d = *s); break;
+      case LT_FLOAT32: SCAT_LOOP(float, SCAT_SET); break;
+      case LT_FLOAT64: SCAT_LOOP(double, SCAT_SET); break;
+      case LT_INT64: SCAT_LOOP(int64_t, SCAT_SET); break;
+      case LT_BOOL: SCAT_LOOP(bool, SCAT_SET); break;
       default: break;
     }
   } else {
     switch (u->dt) {
-      case LT_FLOAT32: SCAT_LOOP(float, *d += *s); break;
-      case LT_FLOAT64: SCAT_LOOP(double, *d += *s); break;
-      case LT_INT64: SCAT_LOOP(int64_t, *d += *s); break;
-      case LT_BOOL: SCAT_LOOP(bool, *d = *d || *s); break;
+      case LT_FLOAT32: SCAT_LOOP(float, SCAT_ADD); break;
+      case LT_FLOAT64: SCAT_LOOP(double, SCAT_ADD); break;
+      case LT_INT64: SCAT_LOOP(int64_t, SCAT_ADD); break;
+      case LT_BOOL: SCAT_LOOP(bool, SCAT_OR); break;
       default: break;
     }
   }
