@@ -25,9 +25,10 @@ $(BUILD)/%.o: %.c $(HDR)
 
 # The float32 transcendentals (src/cpu/vmath.h) compute every branch and then select; GCC
 # vectorises that only when it may evaluate a floating-point operation the C code would not (no
-# trap is ever enabled here).
-VMATH_OBJ = $(addprefix $(BUILD)/src/cpu/,binary.o unary.o ternary.o softmax.o reduce.o)
-$(VMATH_OBJ): KERNEL_CFLAGS = -fno-trapping-math
+# trap is ever enabled here). Their AVX2/AVX-512 builds fuse a * b + c into FMAs (the baseline
+# has none, and float64 kernels are baseline code).
+VMATH_OBJ = $(addprefix $(BUILD)/src/cpu/,binary.o unary.o ternary.o softmax.o)
+$(VMATH_OBJ): KERNEL_CFLAGS = -fno-trapping-math -ffp-contract=fast
 
 # The Lua half compiled into the library, so `lantern_open` needs no files on disk, with the
 # reference text of the doc comments (what LDoc reads) that the session's help() shows.
@@ -49,7 +50,7 @@ $(CORE_SO): $(OBJ)
 	$(CC) -shared -Wl,-z,nodelete -Wl,-Bsymbolic-functions $(EXTRA_LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
 $(LIB_A): $(OBJ)
-	ar rcs $@ $(OBJ)
+	rm -f $@ && ar rcs $@ $(OBJ)   # afresh: a deleted source must not stay in the archive
 
 # Installs missing Debian packages when run as root; otherwise names them.
 PKGS = lua5.4 liblua5.4-dev libopenblas-dev zlib1g-dev lua-busted pkg-config lua-readline luarocks \

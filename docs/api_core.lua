@@ -505,6 +505,24 @@ function lt.set_num_threads(n) end
 -- @treturn string
 function lt.isa() end
 
+--- The canonical name of a device: `lt.device("cpu:0")` is `"cpu"`, `lt.device("cuda")` is
+-- `"cuda"`, `lt.device("cuda:1")` is `"cuda:1"`. Devices are strings, as dtypes are; a name
+-- that is no device raises (`device: unknown device 'tpu' (known: cpu, cuda)`). The device
+-- need not be available, as with `torch.device`.
+-- @string name
+-- @treturn string
+function lt.device(name) end
+
+--- Where creation functions (`zeros`, `randn`, `tensor`, `arange`, ...) put tensors from now on
+-- in this Lua state, as `torch.set_default_device`; `"cpu"` to begin with. An option
+-- `{device=}` still wins. The device must be available.
+-- @string name a device name
+function lt.set_default_device(name) end
+
+--- The device creation functions use (see `set_default_device`).
+-- @treturn string
+function lt.get_default_device() end
+
 --- Statistics of the buffer cache behind every tensor (process-wide).
 -- `lt.reset_peak_memory_stats()` starts `peak_in_use` again from `in_use`.
 -- @treturn table `{in_use=, cached=, peak_in_use=, fresh_allocs=, reused=, full_collections=}`

@@ -77,9 +77,12 @@ function Tensor:view(...) end
 -- @treturn Tensor
 function Tensor:expand(...) end
 
---- Converts: `x:to("float64")`, `x:to({dtype=, device="cpu"})`, `x:to(other)`; shortcuts
--- `x:float()`, `x:double()`, `x:long()`, `x:bool()`, `x:cpu()`. Returns x itself when nothing
--- changes.
+--- Converts and moves: `x:to("float64")`, `x:to("cuda")`, `x:to("cuda:1", "float64")`,
+-- `x:to({dtype=, device=})`, `x:to(other)` (its dtype and device); shortcuts `x:float()`,
+-- `x:double()`, `x:long()`, `x:bool()`, `x:cpu()`. Returns x itself when nothing changes. A
+-- move is differentiable (the gradient goes back to x's device). Between two devices that are
+-- not the cpu the values go through the host. A device that is not available raises
+-- `to: device 'cuda:0' is not available: ...`.
 -- @param what dtype name, device name, options table or tensor
 -- @treturn Tensor
 function Tensor:to(what) end

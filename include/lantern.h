@@ -57,7 +57,10 @@ typedef enum lt_dtype {
   LT_NDTYPE
 } lt_dtype;
 
-typedef enum lt_devtype { LT_CPU = 0, LT_NDEVTYPE } lt_devtype;
+/* Kinds of device. A device is a kind and an index ("cuda:1"); the cpu is always "cpu" (index 0).
+** Only the cpu's kernels are built in; another kind computes once its plugin registered its
+** kernel table. */
+typedef enum lt_devtype { LT_CPU = 0, LT_CUDA = 1, LT_NDEVTYPE } lt_devtype;
 
 typedef struct lt_ctx lt_ctx;
 typedef struct lt_storage lt_storage;
@@ -112,8 +115,25 @@ LT_API const int64_t *lt_strides(const lt_tensor *t);
 LT_API int64_t lt_numel(const lt_tensor *t);
 LT_API lt_dtype lt_type(const lt_tensor *t);
 LT_API lt_devtype lt_device(const lt_tensor *t);
+/* Which device of its kind t is on (0 for the cpu). */
+LT_API int lt_device_index(const lt_tensor *t);
+/* Writes t's device as PyTorch names it ("cpu", "cuda:0") into buf; returns buf. */
+LT_API char *lt_device_str(const lt_tensor *t, char *buf, size_t n);
+/* Parses "cpu", "cuda", "cuda:1": -1 with the message (naming `op`) for a name that is no
+** device; the device need not be available. */
+LT_API int lt_device_parse(lt_ctx *ctx, const char *op, const char *name, lt_devtype *type,
+                           int *index);
+/* 0 when tensors can be made on the device, else -1 with a message saying what is missing. */
+LT_API int lt_device_check(lt_ctx *ctx, const char *op, lt_devtype type, int index);
+/* New contiguous tensor with uninitialised memory on a device. */
+LT_API int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size,
+                       lt_devtype type, int index);
+/* t's values on another device (through the host between two devices that are not the cpu);
+** t itself (a new reference) when it is there already. Differentiable. */
+LT_API int lt_to_device(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_devtype type, int index);
 LT_API bool lt_is_contiguous(const lt_tensor *t);
-/* Pointer to element [0,...,0] (storage data + offset). Valid while t lives. */
+/* Pointer to element [0,...,0] (storage data + offset). Valid while t lives; for a tensor that
+** is not on the cpu it is a device address, not to be read by the host. */
 LT_API void *lt_data(const lt_tensor *t);
 /* Writes "[2, 3]" into buf (always terminated); returns buf. */
 LT_API char *lt_shape_str(const lt_tensor *t, char *buf, size_t n);

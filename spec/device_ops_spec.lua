@@ -22,15 +22,16 @@ p:close()
 
 describe("device ops #device (" .. DEVICE .. ")", function()
   it("has a case for every entry of the kernel table", function()
-    local names = lt._kernel_names(DEVICE)
+    local names, all = lt._kernel_names(DEVICE)
     assert.is_true(#names >= 14, "kernel table of " .. DEVICE .. " lists " .. #names .. " entries")
     local missing = {}
     for _, n in ipairs(names) do
       if not cases[n] then missing[#missing + 1] = n end
     end
     assert.are.equal("", table.concat(missing, ", "), "kernel entries without a case")
+    -- a case may cover an entry this device leaves empty (the cpu has no transfers)
     local known = {}
-    for _, n in ipairs(names) do known[n] = true end
+    for _, n in ipairs(all) do known[n] = true end
     for n in pairs(cases) do assert.is_true(known[n], "a case for an unknown entry " .. n) end
   end)
 

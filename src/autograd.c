@@ -131,7 +131,7 @@ static int accumulate(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_ten
       lt_tensor *tmp;
       rc = lt_to_dtype(ctx, &tmp, g, leaf->dtype);
       if (!rc) {
-        rc = lt_empty(ctx, &ng, leaf->dtype, leaf->ndim, leaf->size);
+        rc = lt_empty_as(ctx, &ng, leaf, leaf->dtype, leaf->ndim, leaf->size);
         if (!rc) {
           rc = lt_copy_(ctx, ng, tmp);
           if (rc) lt_release(ng);
@@ -231,7 +231,7 @@ static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
     if (once.stride[d] == 0) once.size[d] = 1;
   lt_tensor *src, *z, *slot = NULL;
   if (lt_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
-  int rc = lt_full(ctx, &z, go[0]->dtype, g->base_ndim, g->base_size, 0.0);
+  int rc = lt_full_as(ctx, &z, go[0], go[0]->dtype, g->base_ndim, g->base_size, 0.0);
   if (!rc && !(slot = geom_alias(&once, z))) rc = lt_fail(ctx, "AsStridedBackward0: out of memory");
   if (!rc) lt_kernels(z)->copy(ctx, slot, src);
   lt_release(slot);
@@ -263,12 +263,12 @@ static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go
   lt_tensor **fgi = calloc((size_t)fn->n_in, sizeof *fgi);
   int rc = fgi ? 0 : lt_fail(ctx, "CopySlices: out of memory");
   /* res: the base's gradient; part: a copy of the slice the view covers, for fn */
-  if (!rc) rc = lt_empty(ctx, &res, go[0]->dtype, e->g.base_ndim, e->g.base_size);
+  if (!rc) rc = lt_empty_as(ctx, &res, go[0], go[0]->dtype, e->g.base_ndim, e->g.base_size);
   if (!rc) {
     lt_kernels(res)->copy(ctx, res, go[0]);
     if (!(slot = geom_alias(&e->g, res))) rc = lt_fail(ctx, "CopySlices: out of memory");
   }
-  if (!rc) rc = lt_empty(ctx, &part, res->dtype, slot->ndim, slot->size);
+  if (!rc) rc = lt_empty_as(ctx, &part, res, res->dtype, slot->ndim, slot->size);
   if (!rc) {
     lt_kernels(part)->copy(ctx, part, slot);
     rc = fn->type->backward(ctx, fn, &part, fgi);
@@ -499,7 +499,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
 
 int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   if (!go[0] || !lt_needs_input_grad(self, 0)) return 0;
-  return lt_full(ctx, &gi[0], go[0]->dtype, go[0]->ndim, go[0]->size, 0.0);
+  return lt_full_as(ctx, &gi[0], go[0], go[0]->dtype, go[0]->ndim, go[0]->size, 0.0);
 }
 
 int lt_record_overwrite(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t) {
@@ -750,7 +750,7 @@ int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *co
                 "shape %s); pass a gradient of the same shape", LT_SHAPE(r, buf));
         goto done;
       }
-      if (lt_full(ctx, &root_grads[i], r->dtype, r->ndim, r->size, 1.0)) goto done;
+      if (lt_full_as(ctx, &root_grads[i], r, r->dtype, r->ndim, r->size, 1.0)) goto done;
     } else {
       if (!lt_same_shape(s, r)) {
         char a[256], b[256];

@@ -21,6 +21,8 @@ struct lt_ctx {
   lt_generator *gen;   /* default generator */
   uint64_t seq;        /* creation order of graph nodes; backward runs newest first */
   void *host;          /* the binding's current lua_State while it runs backward */
+  lt_devtype default_device;   /* where creation functions put tensors (memset: the cpu) */
+  int default_index;
 };
 
 /* Initialises a context in memory the caller owns (lt_ctx_new allocates one); -1 on OOM. */
@@ -36,6 +38,7 @@ struct lt_storage {
   void *data;
   size_t nbytes;
   lt_devtype device;
+  int device_index;
   uint32_t version;     /* bumped by every in-place write to any view of it */
   void (*deleter)(void *data, void *ud);   /* NULL: block belongs to the buffer cache */
   void *deleter_ud;
@@ -178,6 +181,12 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
 /* reductions of lt_reduce (the kernel's `op`) */
 enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
 
+/* The matrix dims an operand of a product has (a vector lacks one), and whether the kernel reads
+** it transposed. */
+typedef struct lt_mat_dims {
+  bool has_rows, has_cols, transposed;
+} lt_mat_dims;
+
 /* -- convolution, pooling, norms: the geometry their kernels get, filled by the op layer
 ** (nn_conv.c, nn_pool.c, nn_norm.c) once every argument is checked. */
 /* A convolution maps the image side (N, C, H, W) to the column side (N, O, OH, OW), a transposed
@@ -250,9 +259,14 @@ typedef struct lt_backend {
   void (*binary_flat)(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                       const void *b, int sb);
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
-  /* C = alpha * op(A) @ op(B) + beta * C for 2-D float matrices (row-major views allowed) */
-  void (*gemm)(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-               const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+  /* c[s] = alpha * a[s] @ b[s] + beta * c[s] for every s of the nb batch dims `batch`, a and b
+  ** broadcast over them and c's batch dims of size 1 summed into (a gradient); each operand
+  ** with the matrix dims it has, a or b read transposed when marked */
+  void (*matmul)(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
+                 lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta, lt_tensor *c,
+                 lt_mat_dims dc);
+  /* whether matmul reads every matrix of t as laid out (else the op passes a contiguous copy) */
+  bool (*matmul_ready)(const lt_tensor *t, lt_mat_dims d);
   /* out = op folded over the dims of a marked in mask; out is contiguous with the kept dims
   ** in order (keepdim or not), of the dtype the op layer chose; `name` is for messages */
   int (*reduce)(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
@@ -371,16 +385,26 @@ typedef struct lt_backend {
   void (*arange)(lt_tensor *t, double start, double step);
   void (*arange_int)(lt_tensor *t, int64_t start, int64_t step);
   void (*linspace)(lt_tensor *t, double start, double end);
-  /* -- devices: copies between devices, item */
+  /* -- devices: memory, and copies between a device and the host (the op layer moves data
+  ** between two devices through the host, as for a discrete device) */
+  /* how many devices of this kind are present */
+  int (*device_count)(void);
+  /* nbytes of memory on device `index` into *data; 0, or -1 with the message */
+  int (*alloc)(lt_ctx *ctx, int index, size_t nbytes, void **data);
+  void (*release)(int index, void *data, size_t nbytes);
+  /* nbytes from device memory to the host, or back (contiguous both sides); to_host returns
+  ** after the device's pending work on src is done */
+  int (*to_host)(lt_ctx *ctx, int index, void *host, const void *src, size_t nbytes);
+  int (*from_host)(lt_ctx *ctx, int index, void *dst, const void *host, size_t nbytes);
 } lt_backend;
 
 extern const lt_backend lt_cpu_backend;
 /* The entries' names in the struct's order, NULL-terminated (cpu/backend.c). */
 extern const char *const lt_backend_entries[];
-/* The table of a device (NULL: none). */
+/* The table of a kind of device (NULL: none registered). */
 const lt_backend *lt_backend_of(lt_devtype device);
-/* cpu kernels behind the table: copy/fill in copy.c, gemm in linalg.c, the rest in src/cpu/
-** (binary/unary in binary.c and unary.c; the table itself in cpu/backend.c) */
+/* cpu kernels behind the table, in src/cpu/ (binary/unary in binary.c and unary.c)
+** (the table itself in cpu/backend.c) */
 void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
@@ -388,8 +412,10 @@ void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, cons
 void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                         const void *b, int sb);
 void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
-void lt_cpu_gemm(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                 const lt_tensor *a, const lt_tensor *b, double beta, lt_tensor *c);
+void lt_cpu_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
+                   lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta, lt_tensor *c,
+                   lt_mat_dims dc);
+bool lt_cpu_matmul_ready(const lt_tensor *t, lt_mat_dims d);
 int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
                   const lt_tensor *a, const bool *mask);
 void lt_cpu_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
@@ -460,11 +486,41 @@ void lt_cpu_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
 void lt_cpu_arange(lt_tensor *t, double start, double step);
 void lt_cpu_arange_int(lt_tensor *t, int64_t start, int64_t step);
 void lt_cpu_linspace(lt_tensor *t, double start, double end);
-/* -- devices: copies between devices, item */
+int lt_cpu_device_count(void);
+/* Registers the kernel table of a kind of device (a plugin's, or a test's); NULL removes it.
+** The cpu's is built in. */
+void lt_backend_register(lt_devtype type, const lt_backend *b);
+
+extern const lt_backend *lt_backends[LT_NDEVTYPE];
+/* The kernel table of t's device: a tensor exists only on a device whose table is registered. */
 static inline const lt_backend *lt_kernels(const lt_tensor *t) {
-  (void)t;
-  return &lt_cpu_backend;
+  return lt_backends[t->storage->device];
 }
+
+/* A storage of nbytes on a device that is not the cpu, from its table's allocator. */
+lt_storage *lt_storage_on(lt_ctx *ctx, size_t nbytes, lt_devtype type, int index);
+/* New empty tensor on `like`'s device: the op layer's outputs live where their inputs do. */
+int lt_empty_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
+                const int64_t *size);
+/* The same filled with v (copy.c). */
+int lt_full_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
+               const int64_t *size, double v);
+/* PyTorch's error for tensors of one op on two devices, prefixed with the op. */
+int lt_fail_devices(lt_ctx *ctx, const char *op, const lt_tensor *a, const lt_tensor *b);
+static inline bool lt_same_device(const lt_tensor *a, const lt_tensor *b) {
+  return a->storage->device == b->storage->device &&
+         a->storage->device_index == b->storage->device_index;
+}
+/* 0 when a and b are on one device, else the error above. */
+static inline int lt_check_devices(lt_ctx *ctx, const char *op, const lt_tensor *a,
+                                   const lt_tensor *b) {
+  return lt_same_device(a, b) ? 0 : lt_fail_devices(ctx, op, a, b);
+}
+/* The first nbytes of a storage as the host sees them: *host is NULL for a cpu storage (read
+** its data), else a malloc'ed copy the caller frees. */
+int lt_storage_host_bytes(lt_ctx *ctx, const lt_storage *s, size_t nbytes, void **host);
+/* dst (any device) gets src's values (any device), converted and broadcast as lt_cpu_copy. */
+int lt_copy_across(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 
 /* ========================================================= op codes (append-only) */
 

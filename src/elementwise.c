@@ -226,7 +226,7 @@ static bool same_view(const lt_tensor *a, const lt_tensor *b) {
 
 /* A plain copy of t's values (contiguous, no autograd). */
 static int data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
-  if (lt_empty(ctx, out, t->dtype, t->ndim, t->size)) return -1;
+  if (lt_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(t)->copy(ctx, *out, t);
   return 0;
 }
@@ -237,7 +237,7 @@ static int as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
     *out = lt_retain(t);
     return 0;
   }
-  if (lt_empty(ctx, out, dt, t->ndim, t->size)) return -1;
+  if (lt_empty_as(ctx, out, t, dt, t->ndim, t->size)) return -1;
   lt_kernels(t)->copy(ctx, *out, t);
   return 0;
 }
@@ -303,7 +303,7 @@ static int ternary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor
   lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
   int rc = -1;
   if (as_dtype(ctx, &ca, a, g->dtype) || as_dtype(ctx, &cb, b, g->dtype)) goto done;
-  if (lt_empty(ctx, &o, g->dtype, g->ndim, g->size)) goto done;
+  if (lt_empty_as(ctx, &o, g, g->dtype, g->ndim, g->size)) goto done;
   lt_cpu_ternary(ctx, op, o, g, ca, cb);
   *out = o;
   rc = 0;
@@ -320,7 +320,7 @@ static int grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_te
   int64_t size[LT_MAX_DIMS];
   if (lt_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
     return -1;
-  if (lt_empty(ctx, out, dt, nd, size)) return -1;
+  if (lt_empty_as(ctx, out, g, dt, nd, size)) return -1;
   lt_cpu_binary_p(ctx, op, *out, g, y, dt, p0, p1);
   return 0;
 }
@@ -411,8 +411,8 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
       break;
     case LT_DIV_TRUNC:
     case LT_DIV_FLOOR:   /* piecewise constant: PyTorch's DivBackward2 gives zeros */
-      if (ga && lt_full(ctx, &fa, g->dtype, g->ndim, g->size, 0.0)) goto done;
-      if (gb && lt_full(ctx, &fb, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      if (ga && lt_full_as(ctx, &fa, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      if (gb && lt_full_as(ctx, &fb, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
       break;
     default:
       break;
@@ -502,9 +502,33 @@ static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int sc
 
 /* ============================================================ binary: forward */
 
-/* a op b, where a (scal 1) or b (scal 2) may be a stack number with value s. */
+static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b, int scal,
+                      double s);
+
+static bool is_cpu_scalar(const lt_tensor *t) {
+  return t->ndim == 0 && t->storage->device == LT_CPU;
+}
+
+/* a op b, where a (scal 1) or b (scal 2) may be a stack number with value s. A number, or a
+** 0-dim cpu tensor, goes with a tensor on any device, as in PyTorch: it is copied there (one
+** element) so that the device's kernel sees operands of its own. */
 static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b,
                        int scal, double s) {
+  if (lt_same_device(a, b)) return binary_run(ctx, out, op, a, b, scal, s);
+  lt_tensor **sc = is_cpu_scalar(a) ? &a : is_cpu_scalar(b) ? &b : NULL;
+  if (!sc) return lt_fail_devices(ctx, binop_names[op], a, b);
+  const lt_tensor *other = sc == &a ? b : a;
+  lt_tensor *moved;
+  if (lt_to_device(ctx, &moved, *sc, other->storage->device, other->storage->device_index))
+    return -1;
+  *sc = moved;
+  int rc = binary_run(ctx, out, op, a, b, scal, s);
+  lt_release(moved);
+  return rc;
+}
+
+static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b, int scal,
+                      double s) {
   const char *name = binop_names[op];
   int nd = a->ndim;
   const int64_t *size = a->size;
@@ -522,7 +546,7 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
   if (int_divides(op) && compute == LT_INT64 && has_zero(ctx, b))
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
-  if (lt_empty(ctx, &o, odt, nd, size)) return -1;
+  if (lt_empty_as(ctx, &o, scal == 1 ? b : a, odt, nd, size)) return -1;
   /* small, dense and of one dtype: a flat loop, each operand either walking with the output
   ** (the same shape) or a single element (a number, or a one-element tensor) */
   int64_t n = lt_shape_numel(nd, size), na, nb;
@@ -659,7 +683,7 @@ static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
       return rc;
     }
     case S_ZERO:
-      return lt_full(ctx, &gin[0], e->da, g->ndim, g->size, 0.0);
+      return lt_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
     default:
       if (lt_saved_get(ctx, self, 0, &s)) return -1;
       return grad_binary(ctx, &gin[0], LT_EW_BW + e->op, g, s, e->da, e->p0, e->p1);
@@ -726,7 +750,7 @@ int lt_unary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double p0, doub
   lt_dtype odt;
   if (unary_out_dtype(ctx, unop_names[op], op, a->dtype, &odt)) return -1;
   lt_tensor *o;
-  if (lt_empty(ctx, &o, odt, a->ndim, a->size)) return -1;
+  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
   lt_kernels(a)->unary(ctx, op, o, a, p0, p1);
   if (uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad &&
       record_unary(ctx, op, a, o, p0, p1, NULL)) {
@@ -806,7 +830,7 @@ int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const
   double l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
   lt_dtype odt = clamp_dtype(a->dtype, lo, hi);
   lt_tensor *o;
-  if (lt_empty(ctx, &o, odt, a->ndim, a->size)) return -1;
+  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
   lt_kernels(a)->unary(ctx, LT_UCLAMP, o, a, l, h);
   if (ctx->grad_enabled && a->requires_grad && record_clamp(ctx, a, o, l, h, NULL)) {
     lt_release(o);
@@ -852,7 +876,7 @@ static int where_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
   lt_tensor *z = scalar_init(&zero, g->dtype, 0.0);
   for (int k = 0; k < 2; k++) {
     if (!lt_needs_input_grad(self, k)) continue;
-    if (lt_empty(ctx, &full, g->dtype, g->ndim, g->size)) return -1;
+    if (lt_empty_as(ctx, &full, g, g->dtype, g->ndim, g->size)) return -1;
     lt_cpu_where(ctx, full, cond, k == 0 ? g : z, k == 0 ? z : g);
     int rc = finish_grad(ctx, &gin[k], full, k == 0 ? e->na : e->nb, k == 0 ? e->sa : e->sb,
                          k == 0 ? e->da : e->db, false);
@@ -871,12 +895,13 @@ int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_ten
                    lt_dtype_name(cond->dtype));
   int nd, nd2;
   int64_t s1[LT_MAX_DIMS], size[LT_MAX_DIMS];
+  if (lt_check_devices(ctx, "where", cond, a) || lt_check_devices(ctx, "where", a, b)) return -1;
   if (lt_broadcast_shapes(ctx, "where", a->ndim, a->size, b->ndim, b->size, &nd, s1)) return -1;
   if (lt_broadcast_shapes(ctx, "where", cond->ndim, cond->size, nd, s1, &nd2, size)) return -1;
   lt_dtype r = lt_result_type(a, b);
   lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
   if (as_dtype(ctx, &ca, a, r) || as_dtype(ctx, &cb, b, r) ||
-      lt_empty(ctx, &o, r, nd2, size)) {
+      lt_empty_as(ctx, &o, a, r, nd2, size)) {
     lt_release(ca);
     lt_release(cb);
     return -1;
@@ -923,7 +948,7 @@ int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double 
     return -1;
   lt_dtype r = lt_promote(a->dtype, b->dtype);
   if (!lt_dtype_is_float(r) && (rtol > 0 || atol > 0)) r = LT_FLOAT64;
-  if (lt_empty(ctx, out, LT_BOOL, nd, size)) return -1;
+  if (lt_empty_as(ctx, out, a, LT_BOOL, nd, size)) return -1;
   lt_cpu_binary_p(ctx, equal_nan ? LT_EW_ISCLOSE_NAN : LT_EW_ISCLOSE, *out, a, b, r, rtol, atol);
   return 0;
 }
@@ -949,7 +974,7 @@ int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
     return 0;
   }
   lt_tensor *c;
-  if (lt_empty(ctx, &c, LT_BOOL, a->ndim, a->size)) return -1;
+  if (lt_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
   lt_cpu_binary_p(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
   *res = all_true(c);
   lt_release(c);

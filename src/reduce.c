@@ -129,7 +129,7 @@ static int rows_gather(lt_ctx *ctx, lt_tensor **out, const lt_red_extra *e, lt_t
   int n = rows_perm(e, t, size, stride);
   lt_tensor *v = lt_alias(t, n, size, stride, t->offset), *o = NULL;
   if (!v) return lt_red_oom(ctx, "gather");
-  int rc = lt_empty(ctx, &o, t->dtype, n, size);
+  int rc = lt_empty_as(ctx, &o, t, t->dtype, n, size);
   if (!rc) rc = lt_copy_(ctx, o, v);
   lt_release(v);
   if (rc) {
@@ -143,7 +143,7 @@ static int rows_gather(lt_ctx *ctx, lt_tensor **out, const lt_red_extra *e, lt_t
 /* Inverse of rows_gather: a tensor shaped like the input of e from contiguous rows. */
 static int rows_scatter(lt_ctx *ctx, lt_tensor **out, const lt_red_extra *e, lt_tensor *rows) {
   lt_tensor *o = NULL;
-  if (lt_empty(ctx, &o, rows->dtype, e->ndim, e->size)) return -1;
+  if (lt_empty_as(ctx, &o, rows, rows->dtype, e->ndim, e->size)) return -1;
   int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS], cst[LT_MAX_DIMS];
   int n = rows_perm(e, o, size, stride);
   lt_contiguous_strides(n, size, cst);
@@ -172,7 +172,7 @@ static int prod_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_
   if (rows_gather(ctx, &X, e, x)) goto done;
   if (lt_to_dtype(ctx, &Gc, gout[0], x->dtype)) goto done;
   if (lt_contiguous(ctx, &G, Gc)) goto done;
-  if (lt_empty(ctx, &GI, x->dtype, X->ndim, X->size)) goto done;
+  if (lt_empty_as(ctx, &GI, x, x->dtype, X->ndim, X->size)) goto done;
   {
     int64_t N = e->count, M = N ? lt_numel(X) / N : lt_numel(G);
     lt_kernels(x)->prod_backward(GI, X, G, M, N);
@@ -272,7 +272,7 @@ int lt_reduce_as(lt_ctx *ctx, lt_tensor **out, enum lt_redop op, lt_tensor *a, i
   int64_t osize[LT_MAX_DIMS];
   int ond = lt_red_shape(a, mask, keepdim, osize);
   lt_tensor *o;
-  if (lt_empty(ctx, &o, odt, ond, osize)) return -1;
+  if (lt_empty_as(ctx, &o, a, odt, ond, osize)) return -1;
   if (lt_kernels(a)->reduce(ctx, name, op, o, a, mask)) {
     lt_release(o);
     return -1;

@@ -42,7 +42,7 @@ static int pow_nonzero(lt_ctx *ctx, lt_tensor *t, double e) {
   lt_tensor *z = NULL, *ex = NULL;
   int rc = -1;
   if (!lt_binary_scalar(ctx, &z, LT_EQ, t, 0.0, false, false) &&
-      !lt_full(ctx, &ex, t->dtype, t->ndim, t->size, e) && !lt_binary_(ctx, LT_POW, t, ex))
+      !lt_full_as(ctx, &ex, t, t->dtype, t->ndim, t->size, e) && !lt_binary_(ctx, LT_POW, t, ex))
     rc = lt_masked_fill_(ctx, t, z, 0.0);
   lt_release(z);
   lt_release(ex);
@@ -164,7 +164,7 @@ static int norm_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_
   int dims[LT_MAX_DIMS], nd = lt_red_extra_dims(e, dims), rc = -1;
   if (!(t[0] = lt_red_view(gout[0], e, false)) || !(t[1] = lt_red_view(y, e, false))) goto nomem;
   if (p == 0) {
-    rc = lt_full(ctx, &gin[0], x->dtype, x->ndim, x->size, 0.0);
+    rc = lt_full_as(ctx, &gin[0], x, x->dtype, x->ndim, x->size, 0.0);
   } else if (p == 1) {
     if (lt_unary(ctx, &t[2], LT_SIGN, x, 0, 0)) goto done;
     rc = lt_binary(ctx, &gin[0], LT_MUL, t[2], t[0]);
@@ -280,7 +280,7 @@ int lt_logsumexp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const in
   lt_dtype fdt = lt_dtype_is_float(a->dtype) ? a->dtype : LT_FLOAT32;
   if (lt_to_dtype(ctx, &t[0], a, fdt)) goto done;
   if (lt_red_count(a, mask) == 0) {   /* log(0) */
-    rc = lt_full(ctx, &t[4], fdt, ond, osize, -INFINITY);
+    rc = lt_full_as(ctx, &t[4], a, fdt, ond, osize, -INFINITY);
     goto done;
   }
   if (lt_reduce_as(ctx, &t[1], LT_RAMAX, t[0], ndims, dims, true, "logsumexp", NULL)) goto done;

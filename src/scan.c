@@ -9,7 +9,7 @@
 static int cumsum_rows(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int d, bool reverse) {
   lt_dtype odt = lt_dtype_is_float(a->dtype) ? a->dtype : LT_INT64;
   lt_tensor *y;
-  if (lt_empty(ctx, &y, odt, a->ndim, a->size)) return -1;
+  if (lt_empty_as(ctx, &y, a, odt, a->ndim, a->size)) return -1;
   lt_kernels(a)->cumsum(ctx, y, a, d, reverse);
   *out = y;
   return 0;

@@ -34,7 +34,7 @@ static int maxdim_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
   lt_tensor *idx, *gi = NULL, *iv = NULL, *gv = NULL;
   if (lt_saved_get(ctx, self, 0, &idx)) return -1;
   int rc = -1;
-  if (lt_full(ctx, &gi, gout[0]->dtype, e->ndim, e->size, 0.0)) goto done;
+  if (lt_full_as(ctx, &gi, gout[0], gout[0]->dtype, e->ndim, e->size, 0.0)) goto done;
   if (e->ndim > 0 && !e->keepdim) {
     if (lt_unsqueeze(ctx, &iv, idx, e->dim) || lt_unsqueeze(ctx, &gv, gout[0], e->dim))
       goto done;
@@ -69,8 +69,8 @@ static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **valu
   int ond = lt_red_shape(a, mask, keepdim, osize);
   lt_tensor *idx = NULL, *val = NULL, *iv = NULL, *vv = NULL;
   int rc = -1;
-  if (lt_empty(ctx, &idx, LT_INT64, ond, osize)) goto fail;
-  if (values && lt_empty(ctx, &val, a->dtype, ond, osize)) goto fail;
+  if (lt_empty_as(ctx, &idx, a, LT_INT64, ond, osize)) goto fail;
+  if (values && lt_empty_as(ctx, &val, a, a->dtype, ond, osize)) goto fail;
   iv = dim_view(idx, a->ndim, a->size, d, keepdim);
   if (!iv || (values && !(vv = dim_view(val, a->ndim, a->size, d, keepdim)))) {
     lt_red_oom(ctx, op);
@@ -131,7 +131,7 @@ static int arg_search(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **out,
   for (int d = 0; d < ond; d++) osize[d] = 1;
   lt_tensor *c, *o;
   if (lt_contiguous(ctx, &c, a)) return -1;
-  if (lt_empty(ctx, &o, LT_INT64, ond, osize)) {
+  if (lt_empty_as(ctx, &o, a, LT_INT64, ond, osize)) {
     lt_release(c);
     return -1;
   }

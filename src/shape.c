@@ -42,9 +42,9 @@ static int record_shape(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt
 }
 
 /* lt_empty whose failure message names op. */
-static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, lt_dtype dt, int ndim,
-                   const int64_t *size) {
-  if (lt_empty(ctx, out, dt, ndim, size) == 0) return 0;
+static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, const lt_tensor *like,
+                   lt_dtype dt, int ndim, const int64_t *size) {
+  if (lt_empty_as(ctx, out, like, dt, ndim, size) == 0) return 0;
   char msg[sizeof ctx->err];
   memcpy(msg, ctx->err, sizeof msg);
   return lt_fail(ctx, "%s: %s", op, msg);
@@ -358,7 +358,7 @@ typedef struct {
 static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   region_extra *e = self->extra;
   lt_tensor *z, *r;
-  if (lt_full(ctx, &z, go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
+  if (lt_full_as(ctx, &z, go[0], go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, z->size, sizeof sz);
   int nd = z->ndim;
@@ -532,7 +532,7 @@ static int parts_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_t
     int rc;
     if (p->skip) {
       int64_t zero = 0;
-      rc = lt_full(ctx, &gi[i], p->dt, 1, &zero, 0.0);
+      rc = lt_full_as(ctx, &gi[i], go[0], p->dt, 1, &zero, 0.0);
       if (rc) return -1;
       continue;
     }
@@ -579,6 +579,7 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
     const lt_tensor *t = ts[i];
+    if (lt_check_devices(ctx, "cat", r0, t)) return -1;
     dt = lt_promote(dt, t->dtype);
     if (legacy_empty(t) && i != ref) continue;
     if (t->ndim != r0->ndim)
@@ -597,7 +598,7 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   memcpy(sz, r0->size, sizeof sz);
   sz[d] = total;
   lt_tensor *r;
-  if (new_out(ctx, "cat", &r, dt, r0->ndim, sz)) return -1;
+  if (new_out(ctx, "cat", &r, r0, dt, r0->ndim, sz)) return -1;
   lt_node *node = NULL;
   if (lt_record(ctx, &cat_type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
                 0, &node)) {
@@ -642,6 +643,7 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
   if (lt_wrap_dim(ctx, "stack", dim, r0->ndim + 1, &d)) return -1;
   lt_dtype dt = r0->dtype;
   for (int i = 1; i < n; i++) {
+    if (lt_check_devices(ctx, "stack", r0, ts[i])) return -1;
     if (!lt_same_shape(ts[i], r0))
       return lt_fail(ctx, "stack: expects each tensor to be equal size, but got %s at entry 1 "
                      "and %s at entry %d", LT_SHAPE(r0, a), LT_SHAPE(ts[i], b), i + 1);
@@ -654,7 +656,7 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
     if (i < r0->ndim) sz[k++] = r0->size[i];
   }
   lt_tensor *r;
-  if (new_out(ctx, "stack", &r, dt, k, sz)) return -1;
+  if (new_out(ctx, "stack", &r, r0, dt, k, sz)) return -1;
   lt_node *node = NULL;
   if (lt_record(ctx, &stack_type, n, ts, 1, &r,
                 sizeof(parts_extra) + (size_t)n * sizeof(part_info), 0, &node)) {
@@ -760,7 +762,7 @@ int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *
                    "internal dimensions", lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b),
                    LT_MAX_DIMS);
   lt_tensor *r;
-  if (new_out(ctx, "repeat", &r, t->dtype, n, osz)) return -1;
+  if (new_out(ctx, "repeat", &r, t, t->dtype, n, osz)) return -1;
   /* source: t seen through the interleaved geometry with stride 0 along repeat dims */
   for (int i = 0, j = 0; i < n; i++) {
     if (rep[i] != 1) gst[j++] = 0;
@@ -812,7 +814,7 @@ int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims) 
     seen[ds[i]] = true;
   }
   lt_tensor *r;
-  if (new_out(ctx, "flip", &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, "flip", &r, t, t->dtype, t->ndim, t->size)) return -1;
   /* read t backwards along the flipped dims (a negative-stride source, internal only) */
   int64_t st[LT_MAX_DIMS] = {0}, off = t->offset;
   memcpy(st, t->stride, sizeof st);
@@ -884,7 +886,7 @@ static int tri_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k, bool 
   if (k > lim) k = lim;
   if (k < -lim) k = -lim;
   lt_tensor *r;
-  if (new_out(ctx, op, &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, op, &r, t, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(r)->copy(ctx, r, t);
   tri_zero(r, k, upper);
   lt_node *node;

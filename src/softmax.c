@@ -19,7 +19,7 @@ static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
   lt_tensor *y, *g = NULL, *gi;
   if (lt_saved_get(ctx, self, 0, &y)) return -1;
   if (lt_to_dtype(ctx, &g, gout[0], y->dtype)) return -1;
-  if (lt_empty(ctx, &gi, y->dtype, y->ndim, y->size)) {
+  if (lt_empty_as(ctx, &gi, y, y->dtype, y->ndim, y->size)) {
     lt_release(g);
     return -1;
   }
@@ -50,7 +50,7 @@ static int softmax_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim, boo
     return lt_fail(ctx, "%s: expected a floating point tensor, got %s", op,
                    lt_dtype_name(a->dtype));
   lt_tensor *y, *x;
-  if (lt_empty(ctx, &y, a->dtype, a->ndim, a->size)) return -1;
+  if (lt_empty_as(ctx, &y, a, a->dtype, a->ndim, a->size)) return -1;
   if (wants_dense(a, d)) {
     if (lt_contiguous(ctx, &x, a)) {
       lt_release(y);

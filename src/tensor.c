@@ -168,6 +168,7 @@ static lt_storage *storage_init(lt_storage *s, void *data, size_t nbytes, bool i
   s->refcount = 1;
   s->nbytes = nbytes;
   s->device = LT_CPU;
+  s->device_index = 0;
   s->version = 0;
   s->deleter = NULL;
   s->deleter_ud = NULL;
@@ -199,13 +200,32 @@ lt_storage *lt_storage_new(size_t nbytes) {
   return storage_init(s, data, nbytes, false);
 }
 
+lt_storage *lt_storage_on(lt_ctx *ctx, size_t nbytes, lt_devtype type, int index) {
+  lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
+  if (!s) {
+    lt_fail(ctx, "out of memory");
+    return NULL;
+  }
+  void *data;
+  if (lt_backends[type]->alloc(ctx, index, nbytes, &data)) {
+    give(&free_storages, &n_free_storages, s);
+    return NULL;
+  }
+  storage_init(s, data, nbytes, false);
+  s->device = type;
+  s->device_index = index;
+  return s;
+}
+
 void lt_storage_release(lt_storage *s) {
   if (!s || --s->refcount > 0) return;
   if (s->inline_data) {   /* the storage is the first member of its small_storage block */
     give(&free_smalls, &n_free_smalls, s);
     return;
   }
-  if (s->deleter)
+  if (s->device != LT_CPU)
+    lt_backends[s->device]->release(s->device_index, s->data, s->nbytes);
+  else if (s->deleter)
     s->deleter(s->data, s->deleter_ud);
   else
     lt_cache_free(s->data, s->nbytes ? s->nbytes : 1);
@@ -277,6 +297,17 @@ void lt_release(lt_tensor *t) {
 }
 
 int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
+  return lt_empty_on(ctx, out, dt, ndim, size, LT_CPU, 0);
+}
+
+int lt_empty_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
+                const int64_t *size) {
+  return lt_empty_on(ctx, out, dt, ndim, size, like->storage->device,
+                     like->storage->device_index);
+}
+
+int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size,
+                lt_devtype type, int index) {
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "empty: unknown dtype %d", (int)dt);
   if (ndim < 0 || ndim > LT_MAX_DIMS)
     return lt_fail(ctx, "empty: %d dimensions given, at most %d supported", ndim, LT_MAX_DIMS);
@@ -289,9 +320,16 @@ int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t 
       return lt_fail(ctx, "empty: size overflows");
     n *= size[i];
   }
-  lt_storage *s = lt_storage_new((size_t)n * lt_esize(dt));
-  if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
-                         (long long)(n * (int64_t)lt_dtype_size(dt)));
+  lt_storage *s;
+  if (type == LT_CPU) {
+    s = lt_storage_new((size_t)n * lt_esize(dt));
+    if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
+                           (long long)(n * (int64_t)lt_dtype_size(dt)));
+  } else {
+    if (lt_device_check(ctx, "empty", type, index)) return -1;
+    s = lt_storage_on(ctx, (size_t)n * lt_esize(dt), type, index);
+    if (!s) return -1;
+  }
   lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
   if (!t) {
     lt_storage_release(s);
@@ -349,6 +387,7 @@ const int64_t *lt_strides(const lt_tensor *t) { return t->stride; }
 int64_t lt_numel(const lt_tensor *t) { return lt_shape_numel(t->ndim, t->size); }
 lt_dtype lt_type(const lt_tensor *t) { return t->dtype; }
 lt_devtype lt_device(const lt_tensor *t) { return t->storage->device; }
+int lt_device_index(const lt_tensor *t) { return t->storage->device_index; }
 
 bool lt_is_contiguous(const lt_tensor *t) {
   int64_t n;

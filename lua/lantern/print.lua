@@ -258,6 +258,7 @@ function M.data_str(t, indent)
   indent = indent or 7
   local numel = t:numel()
   if numel == 0 then return "[]" end
+  if t.device ~= "cpu" then t = t:detach():cpu() end   -- values are read on the host
   local nd = t:dim()
   local o = M.options
   local summarize = numel > o.threshold
@@ -277,6 +278,7 @@ function M.tensor(t, opts)
   local suffixes = {}
   local dt = t.dtype
   local body
+  if t.device ~= "cpu" then suffixes[1] = "device='" .. t.device .. "'" end
   if t:numel() == 0 then
     if t:dim() ~= 1 then suffixes[#suffixes + 1] = "size=" .. size_tuple(t:size()) end
     if dt ~= "float32" then suffixes[#suffixes + 1] = "dtype=torch." .. dt end

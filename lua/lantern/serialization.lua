@@ -115,19 +115,55 @@ function M.save(obj, path)
 end
 
 --- Reads a torch.save file (zip or legacy) or a safetensors file. See the module notes.
-local LOAD_OPTS = { "map_dtype", "verify_crc" }
+local LOAD_OPTS = { "map_dtype", "verify_crc", "map_location" }
+
+-- Files are read on the host; `map_location` then moves every tensor of the value (a tensor
+-- reached twice moves once, so shared entries stay shared; views of one storage become
+-- separate tensors on the device).
+local function split_location(op, opts)
+  if type(opts) ~= "table" or opts.map_location == nil then return opts, nil end
+  local loc = opts.map_location
+  if type(loc) ~= "string" then
+    error(op .. ": map_location must be a device name such as \"cpu\" or \"cuda\", got " ..
+      type(loc), 3)
+  end
+  lt.device(loc)   -- an unknown name fails before the file is read
+  local rest = {}
+  for k, v in pairs(opts) do
+    if k ~= "map_location" then rest[k] = v end
+  end
+  return rest, loc
+end
+
+local function move_all(v, loc, memo)
+  if lt.is_tensor(v) then
+    if memo[v] == nil then memo[v] = v:to(loc) end
+    return memo[v]
+  end
+  if type(v) ~= "table" or memo[v] then return v end
+  memo[v] = true
+  for k, x in pairs(v) do rawset(v, k, move_all(x, loc, memo)) end
+  return v
+end
+
+local function placed(value, loc)
+  if loc == nil or lt.device(loc) == "cpu" then return value end
+  return move_all(value, loc, {})
+end
 
 --- Reads a `torch.save` file (zip or legacy) or a safetensors file; see the module notes for
 -- how values map. Also `lt.load(path, opts)`.
 -- @string path
 -- @tparam[opt] table opts `map_dtype` (file dtype -> Lantern dtype, e.g.
--- `{float16 = "float64"}`), `verify_crc` (true)
+-- `{float16 = "float64"}`), `verify_crc` (true), `map_location` (a device name: every tensor
+-- is moved there after reading; default: the cpu)
 -- @return the value
 -- @usage local sd = lt.load("resnet18.pth")
 function M.load(path, opts)
   check_path("load", path)
   check("load", opts, LOAD_OPTS)
-  return core._serial_load(path, nil, opts)
+  local rest, loc = split_location("load", opts)
+  return placed(core._serial_load(path, nil, rest), loc)
 end
 
 --- Like `load`, from the bytes of a file held in a string.
@@ -137,7 +173,8 @@ end
 function M.loads(bytes, opts)
   if type(bytes) ~= "string" then error("loads: bytes must be a string", 2) end
   check("loads", opts, LOAD_OPTS)
-  return core._serial_load(nil, bytes, opts)
+  local rest, loc = split_location("loads", opts)
+  return placed(core._serial_load(nil, bytes, rest), loc)
 end
 
 M.safetensors = {}

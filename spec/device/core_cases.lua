@@ -275,7 +275,7 @@ case("unary", "exp tanh sigmoid neg abs over layouts and shapes", function()
 end)
 
 -- gemm: matmul of plain and transposed matrices
-case("gemm", "matmul with transposed operands", function()
+case("matmul", "matmul with transposed operands", function()
   for _, dt in ipairs(FLOATS) do
     for _, ta in ipairs({ false, true }) do
       for _, tb in ipairs({ false, true }) do
@@ -302,6 +302,68 @@ case("gemm", "matmul with transposed operands", function()
         end
       end
     end
+  end
+end)
+
+-- batched products: broadcast batch dims, vectors, and the gradient summed over a broadcast
+-- batch; inputs whose layout the kernel cannot read (every other column) go through a copy
+local function ref_bmm(av, bv, nb, m, k, n, bcast_b)
+  local r = {}
+  for s = 1, nb do
+    for i = 1, m do
+      for j = 1, n do
+        local acc = 0
+        for l = 1, k do
+          local bo = bcast_b and 0 or (s - 1) * k * n
+          acc = acc + av[(s - 1) * m * k + (i - 1) * k + l] * bv[bo + (l - 1) * n + j]
+        end
+        r[(s - 1) * m * n + (i - 1) * n + j] = acc
+      end
+    end
+  end
+  return r
+end
+
+case("matmul", "batched, broadcast and vector products with gradients", function()
+  local nb, m, k, n = 2, 3, 4, 2
+  local av, bv = distinct(nb * m * k), distinct(k * n)
+  for _, dt in ipairs(FLOATS) do
+    local a, b = make(av, { nb, m, k }, dt), make(bv, { k, n }, dt)
+    check(a:matmul(b), { nb, m, n }, dt, ref_bmm(av, bv, nb, m, k, n, true), tol_of(dt) * 10,
+      "broadcast batch")
+    local v = make({ table.unpack(bv, 1, k) }, { k }, dt)
+    local want = {}
+    for i = 1, nb * m do
+      local acc = 0
+      for l = 1, k do acc = acc + av[(i - 1) * k + l] * bv[l] end
+      want[i] = acc
+    end
+    check(a:matmul(v), { nb, m }, dt, want, tol_of(dt) * 10, "matrix-vector")
+  end
+  -- the weight gradient sums over the broadcast batch
+  check_grad(function(x) return make(av, { nb, m, k }, "float64"):matmul(x) end,
+    function(x) return ref_bmm(av, x, nb, m, k, n, true) end, bv, { k, n }, "contiguous",
+    "broadcast weight")
+  check_grad(function(x) return x:matmul(make(bv, { k, n }, "float64")) end,
+    function(x) return ref_bmm(x, bv, nb, m, k, n, true) end, av, { nb, m, k }, "noncontig",
+    "batched input")
+end)
+
+case("matmul_ready", "operands the kernel cannot read as laid out are copied first", function()
+  local m, k, n = 3, 4, 2
+  local av, bv = distinct(m * k), distinct(k * n)
+  for _, dt in ipairs(FLOATS) do
+    -- every other column of a wider matrix: neither row- nor column-major
+    local wide = {}
+    for i = 1, m * k do wide[2 * i - 1], wide[2 * i] = av[i], 0 end
+    local a = make(wide, { m, k, 2 }, dt):select(3, 1)
+    assert.are.same({ 2 * k, 2 }, a:stride())
+    assert.are.same({ m, k }, a.shape)
+    local b = make(bv, { k, n }, dt)
+    check(a:matmul(b), { m, n }, dt, ref_bmm(av, bv, 1, m, k, n, true), tol_of(dt) * 10,
+      "strided columns")
+    check(b:t():matmul(a:t()), { n, m }, dt, values(a:matmul(b):t()), tol_of(dt) * 10,
+      "transposed strided")
   end
 end)
 

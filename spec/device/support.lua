@@ -5,6 +5,8 @@ local assert = require "luassert"   -- a required file does not see busted's ass
 local lt = require "lantern"
 
 local DEVICE = os.getenv("LANTERN_DEVICE") or "cpu"
+-- every tensor a case makes is on the device under test; references are computed on the host
+if lt.device(DEVICE) ~= "cpu" then lt.set_default_device(DEVICE) end
 
 -- ------------------------------------------------------------ plain-Lua tensors
 

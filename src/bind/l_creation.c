@@ -36,23 +36,42 @@ static const char *const OPTS_NEW[] = {"dtype", "requires_grad", "device", NULL}
 static const char *const OPTS_RANDOM[] = {"dtype", "requires_grad", "device", "generator", NULL};
 static const char *const OPTS_GEN[] = {"generator", NULL};
 
-/* Refuses keys outside `known` in the options table at opts (0: none) and any device but the
-** cpu. */
+/* Refuses keys outside `known` in the options table at opts (0: none), and a device that is no
+** device or is not available, before anything is made. */
 static void check_opts(lua_State *L, int opts, const char *op, const char *const *known) {
   if (!opts) return;
   ltL_checkopts(L, opts, op, known);
-  int t = lua_getfield(L, opts, "device");
-  if (t != LUA_TNIL && (t != LUA_TSTRING || strcmp(lua_tostring(L, -1), "cpu") != 0))
-    luaL_error(L, "%s: unknown device %s (available: cpu)", op,
-               t == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
-                                : luaL_typename(L, -1));
+  if (lua_getfield(L, opts, "device") != LUA_TNIL) {
+    lt_devtype type;
+    int index;
+    lt_ctx *ctx = LTL_CTX(L);
+    ltL_checkdevice(L, lua_gettop(L), op, &type, &index);
+    if (lt_device_check(ctx, op, type, index)) ltL_raise(L, ctx);
+  }
   lua_pop(L, 1);
 }
 
-/* Pushes t (taking the reference) and applies {requires_grad=true} from opts. */
+/* The new tensor on the stack top is moved to the options' device, and gets
+** {requires_grad=true}. Values are made on the host and then moved: random fills draw from the
+** host's generator whatever the device, so a seed gives the same values everywhere. */
+static void finish_new(lua_State *L, int opts) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_devtype type = ctx->default_device;
+  int index = ctx->default_index;
+  if (opts && lua_getfield(L, opts, "device") != LUA_TNIL)
+    ltL_checkdevice(L, -1, ltL_opname(L), &type, &index);
+  if (opts) lua_pop(L, 1);
+  if (type != LT_CPU) {
+    ltL_move(L, -1, ltL_opname(L), type, index);
+    lua_remove(L, -2);
+  }
+  if (opts) ltL_apply_requires_grad(L, opts, ltL_check(L, -1));
+}
+
+/* Pushes t (taking the reference) and finishes it as above. */
 static void push_new(lua_State *L, lt_tensor *t, int opts) {
   ltL_push(L, t);
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
 }
 
 static lt_dtype opt_dtype(lua_State *L, int opts, lt_dtype def) {
@@ -362,7 +381,7 @@ static int like(lua_State *L, const char *op, int kind) {
     default: break;
   }
   if (rc) return ltL_raise(L, ctx);
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
   return 1;
 }
 
@@ -402,7 +421,7 @@ static int l_randint_like(lua_State *L) {
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, src->ndim, src->size));
   ltL_push(L, t);
   LTL_TRY(L, ctx, lt_randint_(ctx, t, lo, hi, opt_gen(L, opts)));
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
   return 1;
 }
 
@@ -498,7 +517,7 @@ static int random_new(lua_State *L, const char *op, bool normal) {
     LTL_TRY(L, ctx, lt_normal_(ctx, t, 0.0, 1.0, g));
   else
     LTL_TRY(L, ctx, lt_uniform_(ctx, t, 0.0, 1.0, g));
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
   return 1;
 }
 
@@ -524,7 +543,7 @@ static int l_randint(lua_State *L) {
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, n, size));
   ltL_push(L, t);
   LTL_TRY(L, ctx, lt_randint_(ctx, t, lo, hi, opt_gen(L, opts)));
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
   return 1;
 }
 
@@ -570,7 +589,7 @@ static int l_normal(lua_State *L) {
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, n, size));
   ltL_push(L, t);
   LTL_TRY(L, ctx, lt_normal_(ctx, t, mean, std, opt_gen(L, opts)));
-  if (opts) ltL_apply_requires_grad(L, opts, t);
+  finish_new(L, opts);
   return 1;
 }
 

@@ -294,26 +294,6 @@ static int l_softmax(lua_State *L) { return along_dim(L, "softmax", lt_softmax);
 static int l_log_softmax(lua_State *L) { return along_dim(L, "log_softmax", lt_log_softmax); }
 static int l_cumsum(lua_State *L) { return along_dim(L, "cumsum", lt_cumsum); }
 
-/* lt._kernel_names(device = "cpu"): the entries of a device's kernel table that it fills, in
-** the table's order, for the per-device op suite (spec/device_ops_spec.lua). */
-static int l_kernel_names(lua_State *L) {
-  const char *dev = luaL_optstring(L, 1, "cpu");
-  if (strcmp(dev, "cpu") != 0)
-    return luaL_error(L, "_kernel_names: unknown device '%s' (known: cpu)", dev);
-  const lt_backend *b = lt_backend_of(LT_CPU);
-  lua_newtable(L);
-  int n = 0;
-  for (int i = 0; lt_backend_entries[i]; i++) {
-    /* the entries follow the name as pointers of one size (cpu/backend.c asserts it) */
-    void (*fn)(void);
-    memcpy(&fn, (const char *)b + sizeof(const char *) + (size_t)i * sizeof fn, sizeof fn);
-    if (!fn) continue;
-    lua_pushstring(L, lt_backend_entries[i]);
-    lua_rawseti(L, -2, ++n);
-  }
-  return 1;
-}
-
 #define BOTH (LTL_FN | LTL_METHOD)
 
 static const ltL_Reg reduce_regs[] = {
@@ -335,7 +315,6 @@ static const ltL_Reg reduce_regs[] = {
     {"softmax", l_softmax, BOTH},
     {"log_softmax", l_log_softmax, BOTH},
     {"cumsum", l_cumsum, BOTH},
-    {"_kernel_names", l_kernel_names, LTL_FN},
     {NULL, NULL, 0},
 };
 

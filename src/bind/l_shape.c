@@ -40,15 +40,19 @@ static int sizes_arg(lua_State *L, int idx, int64_t *size) {
   return ltL_checksizes(L, idx, size, &next);
 }
 
-/* The value of a one-element tensor as a double. */
-static double item(const lt_tensor *t) {
-  const void *p = lt_data(t);
-  switch (t->dtype) {
-    case LT_FLOAT32: return *(const float *)p;
-    case LT_FLOAT64: return *(const double *)p;
-    case LT_INT64: return (double)*(const int64_t *)p;
-    default: return *(const bool *)p;
+/* The value of a one-element tensor as a double (read on the host). */
+static double item(lua_State *L, lt_tensor *t) {
+  lt_tensor *h = ltL_host(L, t);
+  const void *p = lt_data(h);
+  double v;
+  switch (h->dtype) {
+    case LT_FLOAT32: v = *(const float *)p; break;
+    case LT_FLOAT64: v = *(const double *)p; break;
+    case LT_INT64: v = (double)*(const int64_t *)p; break;
+    default: v = *(const bool *)p; break;
   }
+  lt_release(h);
+  return v;
 }
 
 /* A scalar fill value: number, boolean, or a one-element tensor without grad. */
@@ -59,7 +63,7 @@ static double value_arg(lua_State *L, int idx, const char *op) {
   if (v && lt_numel(v) == 1) {
     if (v->requires_grad && lt_is_grad_enabled(LTL_CTX(L)))
       luaL_error(L, "%s: a value tensor that requires grad is not supported here", op);
-    return item(v);
+    return item(L, v);
   }
   return luaL_error(L, "%s: bad argument #%d (number, boolean or one-element tensor expected, "
                     "got %s)", op, idx, luaL_typename(L, idx));

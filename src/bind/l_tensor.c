@@ -34,7 +34,9 @@ static int t_item(lua_State *L) {
     return luaL_error(L, "item: a Tensor with %d elements cannot be converted to a number "
                       "(shape %s)", (int)lt_numel(t), LT_SHAPE(t, buf));
   }
-  push_elem(L, lt_data(t), t->dtype);
+  lt_tensor *h = ltL_host(L, t);
+  push_elem(L, lt_data(h), h->dtype);
+  lt_release(h);
   return 1;
 }
 
@@ -53,8 +55,11 @@ static void push_list(lua_State *L, const lt_tensor *t, int dim, const char *p) 
 }
 
 static int t_tolist(lua_State *L) {
-  lt_tensor *t = ltL_check(L, 1);
-  push_list(L, t, 0, lt_data(t));
+  lt_tensor *h = ltL_host(L, ltL_check(L, 1));
+  /* a raise inside push_list (stack overflow) would leak h: it is anchored on the stack first */
+  ltL_push(L, h);
+  push_list(L, h, 0, lt_data(h));
+  lua_remove(L, -2);
   return 1;
 }
 
@@ -213,40 +218,47 @@ static int t_copy_(lua_State *L) {
   return 1;
 }
 
-/* to(dtype) / to("cpu") / to({dtype=, device=}) / to(other_tensor) */
+/* to(dtype) / to(device) / to(device, dtype) / to({dtype=, device=}) / to(other_tensor): the
+** dtype converts on the tensor's device, then the values move (a tensor already there is
+** returned as it is). */
 static int t_to(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *r;
   lt_dtype dt = t->dtype;
+  lt_devtype type = t->storage->device;
+  int index = t->storage->device_index;
   lt_tensor *other = ltL_test(L, 2);
   if (other) {
     dt = other->dtype;
+    type = other->storage->device;
+    index = other->storage->device_index;
   } else if (lua_istable(L, 2)) {
     static const char *const known[] = {"dtype", "device", NULL};
     ltL_checkopts(L, 2, "to", known);
     dt = ltL_optdtype_field(L, 2, t->dtype);
-    if (lua_getfield(L, 2, "device") != LUA_TNIL && strcmp(luaL_checkstring(L, -1), "cpu"))
-      return luaL_error(L, "to: unknown device '%s' (available: cpu)", lua_tostring(L, -1));
+    if (lua_getfield(L, 2, "device") != LUA_TNIL)
+      ltL_checkdevice(L, lua_gettop(L), "to", &type, &index);
     lua_pop(L, 1);
   } else {
     for (int i = 2; i <= lua_gettop(L); i++) {
       if (lua_isnil(L, i)) continue;
       const char *s = luaL_checkstring(L, i);
-      if (strcmp(s, "cpu") == 0) continue;
       int d = lt_dtype_parse(s);
-      if (d < 0)
-        return luaL_error(L, "to: unknown dtype or device '%s' (devices: cpu; dtypes: float32, "
-                          "float64, int64, bool)", s);
-      dt = (lt_dtype)d;
+      if (d >= 0) {
+        dt = (lt_dtype)d;
+      } else if (lt_device_parse(ctx, "to", s, &type, &index)) {
+        return luaL_error(L, "to: unknown dtype or device '%s' (devices: cpu, cuda; dtypes: "
+                          "float32, float64, int64, bool)", s);
+      }
     }
   }
-  if (dt == t->dtype) {
-    lua_settop(L, 1);
-    return 1;
+  lua_settop(L, 1);
+  if (dt != t->dtype) {
+    LTL_TRY(L, ctx, lt_to_dtype(ctx, &r, t, dt));
+    ltL_push(L, r);
+    lua_replace(L, 1);
   }
-  LTL_TRY(L, ctx, lt_to_dtype(ctx, &r, t, dt));
-  ltL_push(L, r);
-  return 1;
+  return ltL_move(L, 1, "to", type, index);
 }
 
 static int convert(lua_State *L, lt_dtype dt) {
@@ -265,12 +277,6 @@ static int t_float(lua_State *L) { return convert(L, LT_FLOAT32); }
 static int t_double(lua_State *L) { return convert(L, LT_FLOAT64); }
 static int t_long(lua_State *L) { return convert(L, LT_INT64); }
 static int t_bool(lua_State *L) { return convert(L, LT_BOOL); }
-
-static int t_cpu(lua_State *L) {
-  ltL_check(L, 1);
-  lua_settop(L, 1);
-  return 1;
-}
 
 /* ------------------------------------------------------------ indexing */
 
@@ -344,7 +350,8 @@ static int push_property(lua_State *L, lt_tensor *t, const char *k) {
         return 1;
       }
       if (strcmp(k, "device") == 0) {
-        lua_pushliteral(L, "cpu");
+        char name[32];
+        lua_pushstring(L, lt_device_str(t, name, sizeof name));
         return 1;
       }
       if (strcmp(k, "data") == 0) {
@@ -489,7 +496,6 @@ static const ltL_Reg tensor_regs[] = {
     {"double", t_double, LTL_METHOD},
     {"long", t_long, LTL_METHOD},
     {"bool", t_bool, LTL_METHOD},
-    {"cpu", t_cpu, LTL_METHOD},
     {"set_num_threads", l_set_num_threads, LTL_FN},
     {"get_num_threads", l_get_num_threads, LTL_FN},
     {"isa", l_isa, LTL_FN},

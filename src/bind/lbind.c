@@ -403,6 +403,7 @@ FAMILY(ltL_open_nn)
 FAMILY(ltL_open_serial)
 FAMILY(ltL_open_optim)
 FAMILY(ltL_open_data)
+FAMILY(ltL_open_device)
 FAMILY(ltL_open_repl)
 #undef FAMILY
 
@@ -440,7 +441,8 @@ int luaopen_lantern_core(lua_State *L) {
   ltL_open_autograd(L);
   void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
                                      ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
-                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data, ltL_open_repl};
+                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data, ltL_open_repl,
+                                     ltL_open_device};
   for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) families[i](L);
   lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */
   luaL_getmetatable(L, LTL_TENSOR_MT);

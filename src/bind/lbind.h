@@ -154,5 +154,14 @@ void ltL_open_nn(lua_State *L);           /* l_nn.c: conv, pool, norm, losses ke
 void ltL_open_serial(lua_State *L);       /* l_serial.c: pt/safetensors readers and writers */
 void ltL_open_optim(lua_State *L);        /* l_optim.c: fused optimiser steps */
 void ltL_open_data(lua_State *L);         /* l_data.c: dataset file readers */
+void ltL_open_device(lua_State *L);       /* l_device.c: lt.device, t:cpu(), kernel tables */
+
+/* Device name at idx into (type, index), raising for a name that is no device (naming op). */
+void ltL_checkdevice(lua_State *L, int idx, const char *op, lt_devtype *type, int *index);
+/* Pushes the tensor at idx moved to the device (itself when it is there); raises naming op
+** when the device is not available. */
+int ltL_move(lua_State *L, int idx, const char *op, lt_devtype type, int index);
+/* t's values on the host: t itself (a new reference) on the cpu, else a copy; raises. */
+lt_tensor *ltL_host(lua_State *L, lt_tensor *t);
 
 #endif

@@ -1,7 +1,5 @@
 /*
-** cpu/backend.c -- the cpu device's kernel table. Kernels not yet moved into src/cpu/ stay
-** where they were (copy/fill in copy.c, binary/unary in elementwise_kernels.c, gemm in
-** linalg.c); the table is the one place that names them all.
+** cpu/backend.c -- the cpu device's kernel table: the one place that names every cpu kernel.
 */
 #include "../core.h"
 
@@ -12,7 +10,8 @@ const lt_backend lt_cpu_backend = {
     .binary = lt_cpu_binary,
     .binary_flat = lt_cpu_binary_flat,
     .unary = lt_cpu_unary,
-    .gemm = lt_cpu_gemm,
+    .matmul = lt_cpu_matmul,
+    .matmul_ready = lt_cpu_matmul_ready,
     .reduce = lt_cpu_reduce,
     .prod_backward = lt_cpu_prod_backward,
     .has_nan = lt_cpu_has_nan,
@@ -54,13 +53,16 @@ const lt_backend lt_cpu_backend = {
     .arange = lt_cpu_arange,
     .arange_int = lt_cpu_arange_int,
     .linspace = lt_cpu_linspace,
-    /* -- devices: copies between devices, item */
+    /* -- devices: the cpu is the host; its memory comes from the buffer cache (tensor.c) and
+    ** needs no transfers, so alloc, release, to_host and from_host stay empty */
+    .device_count = lt_cpu_device_count,
 };
 
 /* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
 ** of each, so a kernel added to the table without a test fails the suite. */
 const char *const lt_backend_entries[] = {
-    "copy", "fill", "binary", "binary_flat", "unary", "gemm", "reduce", "prod_backward",
+    "copy", "fill", "binary", "binary_flat", "unary", "matmul", "matmul_ready", "reduce",
+    "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     /* -- indexing, gather/scatter, masked ops, embedding */
     "index_range", "gather", "scatter", "masked_fill", "mask_count", "masked_select",
@@ -72,9 +74,13 @@ const char *const lt_backend_entries[] = {
     "dropout", "class_loss", "class_loss_backward", "uniform", "normal", "randint",
     "bernoulli", "randperm", "sgd_step", "adam_step", "rmsprop_step", "adagrad_step",
     "arange", "arange_int", "linspace",
-    /* -- devices: copies between devices, item */
+    /* -- devices */
+    "device_count", "alloc", "release", "to_host", "from_host",
     NULL,
 };
+
+/* The cpu as a device: there is one. */
+int lt_cpu_device_count(void) { return 1; }
 
 /* A table entry added to the struct but not to the list above fails the build. */
 _Static_assert(sizeof(lt_backend) ==
@@ -83,6 +89,3 @@ _Static_assert(sizeof(lt_backend) ==
                            sizeof(void (*)(void)),
                "lt_backend_entries must name every entry of struct lt_backend");
 
-const lt_backend *lt_backend_of(lt_devtype device) {
-  return device == LT_CPU ? &lt_cpu_backend : NULL;
-}

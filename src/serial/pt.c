@@ -298,7 +298,10 @@ int lt_pt_save(lt_ctx *ctx, const char *path, lt_sval *root) {
   char name[64];
   for (size_t i = 0; !rc && i < ns; i++) {
     snprintf(name, sizeof name, "archive/data/%zu", i);
-    rc = lt_zw_add(ctx, "save", &w, name, st[i].st->data, st[i].nbytes);
+    void *host;   /* a device storage is written from a copy on the host */
+    rc = lt_storage_host_bytes(ctx, st[i].st, st[i].nbytes, &host);
+    if (!rc) rc = lt_zw_add(ctx, "save", &w, name, host ? host : st[i].st->data, st[i].nbytes);
+    free(host);
   }
   if (!rc) rc = lt_zw_add(ctx, "save", &w, "archive/version", "3\n", 2);
   if (!rc) rc = lt_zw_finish(ctx, "save", &w);

@@ -844,14 +844,27 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
   int bad = fwrite(hn, 1, 8, a.f) != 8 || fwrite(b.p, 1, b.n, a.f) != b.n;
   uint8_t *tmp = NULL;
   for (size_t i = 0; !bad && i < ne; i++) {
-    lt_tensor *t = e[i].t;
+    lt_tensor *t = e[i].t, *host = NULL;
     size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
     if (!nb) continue;
+    if (t->storage->device != LT_CPU) {   /* a device tensor is written from the host */
+      bool grad = lt_set_grad_enabled(ctx, false);
+      int rc = lt_to_device(ctx, &host, t, LT_CPU, 0);
+      lt_set_grad_enabled(ctx, grad);
+      if (rc) {
+        free(b.p);
+        free(e);
+        lt_afile_abort(&a);
+        return -1;
+      }
+      t = host;
+    }
     if (lt_is_contiguous(t)) {
       bad = fwrite(lt_data(t), 1, nb, a.f) != nb;
     } else {
       tmp = malloc(nb);
       if (!tmp) {
+        lt_release(host);
         free(b.p);
         free(e);
         lt_afile_abort(&a);
@@ -862,6 +875,7 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
       free(tmp);
       tmp = NULL;
     }
+    lt_release(host);
   }
   free(b.p);
   free(e);
