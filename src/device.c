@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "cuda/plugin.h"
 
 const lt_backend *lt_backends[LT_NDEVTYPE] = {[LT_CPU] = &lt_cpu_backend};
 
@@ -19,7 +20,7 @@ static const char *const kind_names[LT_NDEVTYPE] = {[LT_CPU] = "cpu", [LT_CUDA] 
 
 /* What to tell a user whose device kind has no table. */
 static const char *const missing_hint[LT_NDEVTYPE] = {
-    [LT_CUDA] = "Lantern's CUDA plugin is not loaded; lt.cuda.is_available() says why",
+    [LT_CUDA] = "Lantern's CUDA plugin is not loaded",
 };
 
 void lt_backend_register(lt_devtype type, const lt_backend *b) {
@@ -69,8 +70,10 @@ int lt_device_check(lt_ctx *ctx, const char *op, lt_devtype type, int index) {
   if ((unsigned)type >= LT_NDEVTYPE) return lt_fail(ctx, "%s: unknown device kind %d", op, type);
   char name[32];
   device_name(type, index, name, sizeof name);
-  const lt_backend *b = lt_backends[type];
-  if (!b) return lt_fail(ctx, "%s: device '%s' is not available: %s", op, name, missing_hint[type]);
+  const lt_backend *b = type == LT_CUDA ? lt_cuda_load() : lt_backends[type];
+  if (!b)
+    return lt_fail(ctx, "%s: device '%s' is not available: %s: %s", op, name, missing_hint[type],
+                   type == LT_CUDA ? lt_cuda_why() : "no kernel table");
   int count = b->device_count();
   if (index < 0 || index >= count)
     return lt_fail(ctx, "%s: device '%s' is not available: %d %s device%s present", op, name, count,

@@ -26,6 +26,7 @@ local lazy = {
   get_warnings = { "lantern.warnings", "get" },
   utils = { "lantern.utils" },
   distributed = { "lantern.distributed" },
+  cuda = { "lantern.cuda" },
 }
 
 setmetatable(lt, {

@@ -6,6 +6,8 @@
 
 #include "lbind.h"
 
+int ltL_cuda(lua_State *L);   /* l_cuda.c: lt._cuda, behind lt.cuda */
+
 void ltL_checkdevice(lua_State *L, int idx, const char *op, lt_devtype *type, int *index) {
   lt_ctx *ctx = LTL_CTX(L);
   const char *name = luaL_checkstring(L, idx);
@@ -111,6 +113,7 @@ static const ltL_Reg device_regs[] = {
     {"get_default_device", l_get_default_device, LTL_FN},
     {"cpu", t_cpu, LTL_METHOD},
     {"_kernel_names", l_kernel_names, LTL_FN},
+    {"_cuda", ltL_cuda, LTL_FN},
     {NULL, NULL, 0},
 };
 
