@@ -135,6 +135,123 @@ group("mlp_784", function(report)
   end, 1.0) * 1e3, false)
 end)
 
+----------------------------------------------------------------------- activations, models
+
+-- the vectorised float32 kernels on 1M floats (softmax: 1024 rows of 1024)
+group("act_1m", function(report)
+  local x, m = lt.randn(1 << 20), lt.randn(1024, 1024)
+  report("gelu_1m_us", timeit(function() local _ = x:gelu() end) * 1e6, false)
+  report("gelu_tanh_1m_us", timeit(function() local _ = x:gelu("tanh") end) * 1e6, false)
+  report("softmax_1m_us", timeit(function() local _ = m:softmax(-1) end) * 1e6, false)
+end)
+
+-- char-level MLP: Embedding(65, 32) over 16 positions, flattened to 512, two hidden layers of
+-- 512 (ReLU), 65 logits; batch 128, SGD with momentum
+group("char_mlp", function(report)
+  lt.manual_seed(0)
+  local nn, F = lt.nn, lt.nn.functional
+  local emb = nn.Embedding(65, 32)
+  local mlp = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+    nn.Linear(512, 65))
+  local params = emb:parameters()
+  for _, p in ipairs(mlp:parameters()) do params[#params + 1] = p end
+  local opt = lt.optim.SGD(params, { lr = 0.01, momentum = 0.9 })
+  local x, y = lt.randint(1, 66, { 128, 16 }), lt.randint(1, 66, { 128 })
+  report("char_mlp_ms", timeit(function()
+    local loss = F.cross_entropy(mlp(emb(x):reshape(128, 512)), y)
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+  end, 1.0) * 1e3, false)
+end)
+
+-- the 2-layer GPT of bench/mem/gpt.lua (d_model 128, 4 heads, context 64, vocab 65, batch 16,
+-- AdamW): one training step on a fresh random batch
+local function gpt_model()
+  local nn = lt.nn
+  local C = { vocab = 65, T = 64, d = 128, nh = 4, layers = 2 }
+  local Attn = nn.Module:extend("BenchAttention")
+  function Attn:__init()
+    nn.Module.__init(self)
+    self.qkv, self.proj = nn.Linear(C.d, 3 * C.d), nn.Linear(C.d, C.d)
+    self:register_buffer("mask", lt.ones(C.T, C.T, { dtype = "bool" }):triu(1))
+  end
+  function Attn:forward(x)
+    local B, T, D = x:size(1), x:size(2), x:size(3)
+    local hd = D // C.nh
+    local qkv = self.qkv(x):split(D, 3)
+    local q = qkv[1]:view(B, T, C.nh, hd):transpose(2, 3)
+    local k = qkv[2]:view(B, T, C.nh, hd):transpose(2, 3)
+    local v = qkv[3]:view(B, T, C.nh, hd):transpose(2, 3)
+    local att = (q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(hd))):masked_fill(self.mask, -math.huge)
+    return self.proj(att:softmax(-1):matmul(v):transpose(2, 3):contiguous():view(B, T, D))
+  end
+  local Block = nn.Module:extend("BenchBlock")
+  function Block:__init()
+    nn.Module.__init(self)
+    self.ln1, self.attn, self.ln2 = nn.LayerNorm(C.d), Attn(), nn.LayerNorm(C.d)
+    self.mlp = nn.Sequential(nn.Linear(C.d, 4 * C.d), nn.GELU(), nn.Linear(4 * C.d, C.d))
+  end
+  function Block:forward(x)
+    x = x + self.attn(self.ln1(x))
+    return x + self.mlp(self.ln2(x))
+  end
+  local GPT = nn.Module:extend("BenchGPT")
+  function GPT:__init()
+    nn.Module.__init(self)
+    self.tok, self.pos = nn.Embedding(C.vocab, C.d), nn.Embedding(C.T, C.d)
+    local blocks = {}
+    for i = 1, C.layers do blocks[i] = Block() end
+    self.blocks = nn.ModuleList(blocks)
+    self.ln_f, self.head = nn.LayerNorm(C.d), nn.Linear(C.d, C.vocab, { bias = false })
+  end
+  function GPT:forward(idx)
+    local x = self.tok(idx) + self.pos(lt.arange(1, idx:size(2) + 1))
+    for _, b in pairs(self.blocks) do x = b(x) end
+    return self.head(self.ln_f(x))
+  end
+  return GPT(), C
+end
+
+group("gpt", function(report)
+  lt.manual_seed(0)
+  local model, C = gpt_model()
+  local opt = lt.optim.AdamW(model:parameters(), { lr = 3e-4, weight_decay = 0.01 })
+  local F = lt.nn.functional
+  local B = 16
+  report("gpt_step_ms", timeit(function()
+    local seq = lt.randint(1, C.vocab + 1, { B, C.T + 1 })
+    local logits = model(seq:narrow(2, 1, C.T))
+    local loss = F.cross_entropy(logits:reshape(B * C.T, C.vocab), seq:narrow(2, 2, C.T):reshape(B * C.T))
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+  end, 2.0) * 1e3, false)
+end)
+
+-- process CPU time (all threads) per second of wall time over 200 steps of the mlp_784 step:
+-- 1.0 when no thread spins while waiting
+group("train_cpu", function(report)
+  lt.manual_seed(0)
+  local nn, F = lt.nn, lt.nn.functional
+  local model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+    nn.Linear(512, 10))
+  local opt = lt.optim.SGD(model:parameters(), { lr = 0.01, momentum = 0.9 })
+  local x, y = lt.randn(128, 784), lt.randint(1, 11, { 128 })
+  local function step()
+    local loss = F.cross_entropy(model(x), y)
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+  end
+  for _ = 1, 10 do step() end
+  local c0, w0 = os.clock(), wall()
+  for _ = 1, 200 do step() end
+  local c1, w1 = os.clock(), wall()
+  report("train_cpu_per_wall", (c1 - c0) / (w1 - w0), false)
+  report("train_step_ms", (w1 - w0) / 200 * 1e3, false)
+end)
+
 -- benchmarks of later layers register themselves in bench/more/*.lua
 for _, name in ipairs { "lenet", "serial" } do
   local path = "bench/more/" .. name .. ".lua"
@@ -247,6 +364,10 @@ if torch_proc then torch_proc.close() end
 print(string.format("\nLantern vs PyTorch, %d thread(s), %d alternating rounds (small_add: %d): best " ..
   "value of each side, median of the per-round ratios%s", threads, ROUNDS, 2 * ROUNDS,
   torch_proc and "" or " (PyTorch not installed: its column is empty)"))
+local cpuinfo = io.open("/proc/cpuinfo")
+local model_name = cpuinfo and cpuinfo:read("a"):match("model name%s*:%s*([^\n]+)") or "?"
+if cpuinfo then cpuinfo:close() end
+print(string.format("Lantern's vector level: %s (lt.isa(); LANTERN_ISA overrides); CPU: %s", lt.isa(), model_name))
 print(string.format("%-22s %12s %12s %10s  %s", "benchmark", "lantern", "pytorch", "ratio", "note"))
 for _, name in ipairs(order) do
   local v, t = results[name], torch[name]

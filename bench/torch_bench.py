@@ -5,8 +5,10 @@ Run with Debian's python3-torch (/usr/bin/python3):
                                       (bench/run.lua alternates its rounds with this process);
                                       `pin N` / `pin` moves it to CPU N / back to all CPUs
 Units match run.lua's."""
+import math
 import os
 import sys
+import time
 
 import torch
 
@@ -134,6 +136,101 @@ def bench_demo():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     step = train_step(model, opt, torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,)))
     report("demo_img_per_s", 64 / timeit(step, 1.0))
+
+@group("act_1m")
+def bench_act_1m():
+    x, m = torch.randn(1 << 20), torch.randn(1024, 1024)
+    F = torch.nn.functional
+    report("gelu_1m_us", timeit(lambda: F.gelu(x)) * 1e6)
+    report("gelu_tanh_1m_us", timeit(lambda: F.gelu(x, approximate="tanh")) * 1e6)
+    report("softmax_1m_us", timeit(lambda: m.softmax(-1)) * 1e6)
+
+@group("char_mlp")
+def bench_char_mlp():
+    torch.manual_seed(0)
+    nn = torch.nn
+    emb = nn.Embedding(65, 32)
+    mlp = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                        nn.Linear(512, 65))
+    opt = torch.optim.SGD(list(emb.parameters()) + list(mlp.parameters()), lr=0.01, momentum=0.9)
+    x, y = torch.randint(0, 65, (128, 16)), torch.randint(0, 65, (128,))
+    def step():
+        loss = torch.nn.functional.cross_entropy(mlp(emb(x).reshape(128, 512)), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    report("char_mlp_ms", timeit(step, 1.0) * 1e3)
+
+class _Attn(torch.nn.Module):
+    def __init__(self, d, nh, T):
+        super().__init__()
+        self.nh = nh
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        B, T, D = x.shape
+        hd = D // self.nh
+        q, k, v = (t.view(B, T, self.nh, hd).transpose(1, 2) for t in self.qkv(x).split(D, dim=2))
+        att = ((q @ k.transpose(2, 3)) * (1 / math.sqrt(hd))).masked_fill(self.mask, float("-inf"))
+        return self.proj((att.softmax(-1) @ v).transpose(1, 2).contiguous().view(B, T, D))
+
+class _Block(torch.nn.Module):
+    def __init__(self, d, nh, T):
+        super().__init__()
+        nn = torch.nn
+        self.ln1, self.attn, self.ln2 = nn.LayerNorm(d), _Attn(d, nh, T), nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+class _GPT(torch.nn.Module):
+    def __init__(self, vocab=65, T=64, d=128, nh=4, layers=2):
+        super().__init__()
+        nn = torch.nn
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
+        self.blocks = nn.ModuleList([_Block(d, nh, T) for _ in range(layers)])
+        self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.size(1)))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln_f(x))
+
+@group("gpt")
+def bench_gpt():
+    torch.manual_seed(0)
+    model = _GPT().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    B, T, V = 16, 64, 65
+    def step():
+        seq = torch.randint(0, V, (B, T + 1))
+        logits = model(seq[:, :T])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(B * T, V), seq[:, 1:].reshape(B * T))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    report("gpt_step_ms", timeit(step, 2.0) * 1e3)
+
+@group("train_cpu")
+def bench_train_cpu():
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    step = train_step(model, opt, torch.randn(128, 784), torch.randint(0, 10, (128,)))
+    for _ in range(10):
+        step()
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(200):
+        step()
+    c1, w1 = time.process_time(), time.perf_counter()
+    report("train_cpu_per_wall", (c1 - c0) / (w1 - w0))
+    report("train_step_ms", (w1 - w0) / 200 * 1e3)
 
 @group("serial")
 def bench_serial():

@@ -4,8 +4,8 @@
 ** The default build targets x86-64-v2 (SSE4.2) so that one binary runs on every x86-64 machine
 ** of the last decade; the kernels that gain from wider vectors (src/cpu/: the elementwise
 ** family, softmax, float32 sums) are also compiled for AVX2+FMA and AVX-512, and the widest the
-** CPU and OS support is chosen on first use. LANTERN_ISA=sse4|avx2|avx512 forces a level, to compare levels or to test each one on a
-** machine that has them all.
+** CPU and OS support is chosen on first use. LANTERN_ISA=sse4|avx2|avx512 forces a level, to
+** compare levels or to test each one on a machine that has them all.
 */
 #include <pthread.h>
 #include <stdio.h>

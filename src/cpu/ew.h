@@ -41,9 +41,15 @@ static inline int64_t lt_ew_f2i(double x) {
 }
 
 /* Integer arithmetic wraps (two's complement) like PyTorch instead of being undefined. */
-LT_EW_INLINE int64_t lt_ew_wadd(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
-LT_EW_INLINE int64_t lt_ew_wsub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
-LT_EW_INLINE int64_t lt_ew_wmul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+LT_EW_INLINE int64_t lt_ew_wadd(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x + (uint64_t)y);
+}
+LT_EW_INLINE int64_t lt_ew_wsub(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x - (uint64_t)y);
+}
+LT_EW_INLINE int64_t lt_ew_wmul(int64_t x, int64_t y) {
+  return (int64_t)((uint64_t)x * (uint64_t)y);
+}
 
 /* Token pasting for the templates included once per type. */
 #define LT_EW_PASTE_(a, b) a##b

@@ -13,8 +13,9 @@ LT_EW_INLINE void LT_LNAME(char **d, int64_t so, int64_t sa, int64_t n, const LT
 #pragma GCC ivdep
     for (int64_t i = 0; i < n; i++) o[i] = f(a[i], p);
   } else {
-    for (int64_t i = 0; i < n; i++)
-      *(LT_LOT *)(d[0] + i * so) = f(*(const LT_LT *)(d[1] + i * sa), p);
+    char *o = d[0];
+    const char *a = d[1];
+    for (int64_t i = 0; i < n; i++) *(LT_LOT *)(o + i * so) = f(*(const LT_LT *)(a + i * sa), p);
   }
 }
 

@@ -22,9 +22,10 @@ LT_EW_INLINE void LT_LNAME(char **d, int64_t so, int64_t sa, int64_t sb, int64_t
 #pragma GCC ivdep
     for (int64_t i = 0; i < n; i++) o[i] = f(x, b[i], p);
   } else {
+    char *po = d[0];
+    const char *pa = d[1], *pb = d[2];
     for (int64_t i = 0; i < n; i++)
-      *(LT_LOT *)(d[0] + i * so) =
-          f(*(const LT_LT *)(d[1] + i * sa), *(const LT_LT *)(d[2] + i * sb), p);
+      *(LT_LOT *)(po + i * so) = f(*(const LT_LT *)(pa + i * sa), *(const LT_LT *)(pb + i * sb), p);
   }
 }
 

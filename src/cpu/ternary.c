@@ -20,8 +20,12 @@
 
 typedef void (*ter_kernel)(int op, char **d, const int64_t *st, int64_t n);
 
-static void ter_f32(int op, char **d, const int64_t *st, int64_t n) { ter_body_float(op, d, st, n); }
-static void ter_f64(int op, char **d, const int64_t *st, int64_t n) { ter_body_double(op, d, st, n); }
+static void ter_f32(int op, char **d, const int64_t *st, int64_t n) {
+  ter_body_float(op, d, st, n);
+}
+static void ter_f64(int op, char **d, const int64_t *st, int64_t n) {
+  ter_body_double(op, d, st, n);
+}
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
 static void ter_f32_avx2(int op, char **d, const int64_t *st, int64_t n) {
@@ -76,9 +80,10 @@ LT_EW_INLINE void where_loop(char **d, const int64_t *st, int64_t n, size_t es) 
       memcpy(d[0] + i * (int64_t)es, (c[i] ? d[2] : d[3]) + i * (int64_t)es, es);
     return;
   }
-  for (int64_t i = 0; i < n; i++)
-    memcpy(d[0] + i * st[0], *(const lt_u8 *)(d[1] + i * st[1]) ? d[2] + i * st[2] : d[3] + i * st[3],
-           es);
+  for (int64_t i = 0; i < n; i++) {
+    bool c = *(const lt_u8 *)(d[1] + i * st[1]) != 0;
+    memcpy(d[0] + i * st[0], c ? d[2] + i * st[2] : d[3] + i * st[3], es);
+  }
 }
 
 static void where_row(char **d, const int64_t *st, int64_t n, void *ud) {

@@ -21,10 +21,12 @@ LT_EW_INLINE void TF(tloop)(char **d, const int64_t *st, int64_t n, TF(tfn) f) {
 #pragma GCC ivdep
     for (int64_t i = 0; i < n; i++) o[i] = f(g[i], a[i], y);
   } else {
+    char *po = d[0];
+    const char *pg = d[1], *pa = d[2], *pb = d[3];
     for (int64_t i = 0; i < n; i++)
-      *(LT_T *)(d[0] + i * st[0]) = f(*(const LT_T *)(d[1] + i * st[1]),
-                                      *(const LT_T *)(d[2] + i * st[2]),
-                                      *(const LT_T *)(d[3] + i * st[3]));
+      *(LT_T *)(po + i * st[0]) = f(*(const LT_T *)(pg + i * st[1]),
+                                    *(const LT_T *)(pa + i * st[2]),
+                                    *(const LT_T *)(pb + i * st[3]));
   }
 }
 

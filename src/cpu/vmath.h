@@ -3,17 +3,23 @@
 **
 ** Every function is branch-free (all paths computed, then selected) and built from +, -, *, /,
 ** comparisons and integer operations on the float's bits, so GCC turns a loop of calls into
-** 4, 8 or 16 lanes at whatever ISA level the calling kernel is compiled for (binary.c and
-** unary.c instantiate their float32 kernels for SSE4.2, AVX2+FMA and AVX-512). ISO C forbids
-** contracting a * b + c into an FMA, so every level, and the scalar tail of every loop, rounds
-** the same way: the results are bit-identical at every level and for every thread count.
+** 4, 8 or 16 lanes at whatever ISA level the calling kernel is compiled for (binary.c, unary.c,
+** ternary.c and softmax.c instantiate their float32 kernels for SSE4.2, AVX2+FMA and AVX-512).
+** Those files are built with -ffp-contract=fast, so the AVX2 and AVX-512 builds fuse a * b + c
+** into one FMA (a third faster here, and one rounding fewer) while the SSE4.2 build, which has
+** no FMA, rounds both: levels may differ in the last bit, each within the bounds below. A level
+** is chosen once per process and the scalar tail of every loop is compiled with its loop, so
+** results never depend on the number of threads or on where a row is cut.
 **
 ** Accuracy, measured against float64 libm of the same float32 input (spec/isa_spec.lua sweeps
 ** millions of inputs at every level; units of the last place of the float32 result):
-**   exp 1, expm1 1.5, log 1, log1p 2, tanh 2, sigmoid 2, silu 2.5, softplus 2.5, erf 2.5,
-**   gelu (erf form) 7, 3 for x > -0.5 (the exact x^2/2 of the old kernel, see below),
-**   gelu (tanh form) 3 for x > -8; below, the float32 rounding of its cubic argument,
-**   magnified by the exponential, dominates (absolute error under 1e-30 there).
+**   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
+**   erf 2.4, erf' 2.1,
+**   gelu (erf form) 8 (7.4 near x = -1.3), 3 for x > -0.5 (the exact x^2/2, see below),
+**   gelu (tanh form) 3 for x > -0.5, 16 for x > -3; below, the float32 rounding of its cubic
+**   argument, magnified by the exponential, dominates (PyTorch's 0.5 x (1 + tanh z) loses
+**   every digit there instead). Gradients: within 1e-6 relative plus 1e-7 absolute of the
+**   float64 formulas (their zero crossings make an ulp bound meaningless).
 ** NaN in gives NaN out, infinities and signed zeros give libm's results, and subnormal inputs
 ** and results are kept (never flushed). The float64 kernels call libm (the *_double wrappers).
 */
@@ -73,7 +79,7 @@ LT_VM_INLINE float vm_exp_parts(float x, int32_t *k) {
 /* p * 2^k for k in [-252, 254] with one rounding: two exact scalings by normal powers of two
 ** (the second rounds into the subnormals, or overflows to inf, as the exact product would). */
 LT_VM_INLINE float vm_scale(float p, int32_t k) {
-  int32_t k1 = k / 2;
+  int32_t k1 = k >> 1;   /* GCC shifts negative values arithmetically; no division in scalar code */
   return p * vm_pow2i(k1) * vm_pow2i(k - k1);
 }
 
@@ -209,30 +215,37 @@ LT_VM_INLINE float vm_tanh_float(float x) {
   float small = x + x * (s * p);
   float e = vm_exp_float(2.0f * (ax < VM_TANH_BIG ? ax : VM_TANH_BIG));
   float big = vm_copysign(1.0f - 2.0f / (e + 1.0f), x);
-  return ax < VM_TANH_SMALL || ax != ax ? small : big;
+  float y = ax < VM_TANH_SMALL || ax != ax ? small : big;
+  return x == 0.0f ? x : y;   /* -0 + (-0 * p) would be +0 */
 }
 
 /* 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below: the exponential never overflows. */
 LT_VM_INLINE float vm_sigmoid_float(float x) {
   float e = vm_exp_float(-fabsf(x));
-  float d = 1.0f + e;
-  return x >= 0.0f ? 1.0f / d : (x != x ? x : e / d);
+  float y = (x >= 0.0f ? 1.0f : e) / (1.0f + e);   /* one division, the numerator selected */
+  return x != x ? x : y;
 }
 
-/* x sigmoid(x); for x < 0, x e^x is carried scaled by 2^64 and rounded once at the end, so
-** results in the subnormals round as the exact product would. */
+/* x sigmoid(x) = x / (1 + e^-x); below x = -80, where e^-x nears overflow, x e^x with e^x
+** carried scaled by 2^64 and rounded once at the end, so that results in the subnormals round
+** as the exact product would. One exponential either way, its argument selected. */
+#define VM_SILU_TAIL -80.0f
 LT_VM_INLINE float vm_silu_float(float x) {
-  float en = vm_exp_x2p64(-fabsf(x));   /* e^-|x| * 2^64 */
-  float d = 1.0f + en * 0x1p-64f;
-  float pos = x / d, neg = ((x * en) / d) * 0x1p-64f;
-  return x >= 0.0f || x != x ? pos : neg;
+  bool tail = x < VM_SILU_TAIL;
+  float c = tail ? x : -x;
+  c = c < VM_X2P64_MIN ? VM_X2P64_MIN : c;
+  c = c > VM_EXP_MAX ? VM_EXP_MAX : c;   /* NaN passes */
+  int32_t k;
+  float p = vm_exp_parts(c, &k);
+  float e = vm_scale(p, tail ? k + 64 : k);
+  e = x < VM_X2P64_MIN ? 0.0f : e;   /* -inf * 0 is NaN, as -inf / (1 + e^inf) */
+  return tail ? (x * e) * 0x1p-64f : x / (1.0f + e);
 }
 
 /* d/dx x sigmoid(x) = s (1 + x (1 - s)), 1 - s = sigmoid(-x) computed without cancellation. */
 LT_VM_INLINE float vm_silu_grad_float(float g, float x) {
   float e = vm_exp_float(-fabsf(x));
-  float d = 1.0f + e;
-  float big = 1.0f / d, small = e / d;   /* sigmoid(|x|), sigmoid(-|x|) */
+  float big = 1.0f / (1.0f + e), small = e * big;   /* sigmoid(|x|), sigmoid(-|x|) */
   bool pos = x >= 0.0f;
   float s = pos ? big : small, s1 = pos ? small : big;
   return g * (s * (1.0f + x * s1));
@@ -393,8 +406,7 @@ LT_VM_INLINE float vm_gelu_tanh_grad_float(float g, float xin) {
   x = x > VM_GELU_TANH_XMAX ? VM_GELU_TANH_XMAX : x;   /* NaN passes */
   float z2 = vm_gelu_tanh_z2(x);
   float e = vm_exp_float(-fabsf(z2));
-  float d = 1.0f + e;
-  float big = 1.0f / d, small = e / d;
+  float big = 1.0f / (1.0f + e), small = e * big;
   bool pos = z2 >= 0.0f;
   float s = pos ? big : small, s1 = pos ? small : big;
   float dz = VM_GELU_TANH_K * (1.0f + 3.0f * VM_GELU_TANH_C * (x * x));
