@@ -130,7 +130,7 @@ describe("lt.cuda #cuda", function()
       local before = lt.cuda.memory_stats()
       for _ = 1, 10 do
         local t = lt.zeros(1000, { device = "cuda" })
-        lt.release(t)
+        t:free()
       end
       local after = lt.cuda.memory_stats()
       assert.is_true(after.num_cache_hits >= before.num_cache_hits + 9)
