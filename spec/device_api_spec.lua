@@ -49,4 +49,20 @@ describe("devices", function()
     end
     assert.truthy(out:find("device bytes live 0\n", 1, true), "device memory leaked:\n" .. out)
   end)
+
+  it("runs the whole per-device op suite on the mock device", function()
+    local exe = cc.build("spec/c/mock_device.c")
+    local root = cc.root
+    local cmd = string.format("cd %s && LANTERN_DEVICE=cuda LUA_PATH=%s timeout 600 %s %s 2>&1",
+      support.shq(root), support.shq(root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" ..
+        root .. "/spec/?.lua;;"), support.shq(exe), "spec/device/mock_runner.lua")
+    local p = assert(io.popen(cmd))
+    local out = p:read("a")
+    local ok = p:close()
+    os.remove(exe)
+    assert.is_true(ok, out)
+    local passed, failed = out:match("(%d+) passed, (%d+) failed")
+    assert.are.equal("0", failed, out)
+    assert.is_true(tonumber(passed) >= 60, out)
+  end)
 end)

@@ -25,9 +25,9 @@ static lt_tensor geom(const lt_tensor *t) {
 }
 
 /* lt_empty whose failure message names op. */
-static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, lt_dtype dt, int ndim,
-                   const int64_t *size) {
-  if (lt_empty(ctx, out, dt, ndim, size) == 0) return 0;
+static int new_out(lt_ctx *ctx, const char *op, lt_tensor **out, const lt_tensor *like,
+                   lt_dtype dt, int ndim, const int64_t *size) {
+  if (lt_empty_as(ctx, out, like, dt, ndim, size) == 0) return 0;
   char msg[sizeof ctx->err];
   memcpy(msg, ctx->err, sizeof msg);
   return lt_fail(ctx, "%s: %s", op, msg);
@@ -115,7 +115,7 @@ static int zeros_scatter_add(lt_ctx *ctx, lt_tensor **out, const idx_extra *e, l
   if (index_1d && !(ix = index_along(ctx, "index_select backward", index, e->dim, grad->ndim,
                                      grad->size)))
     return -1;
-  if (lt_full(ctx, &z, grad->dtype, e->ndim, e->size, 0.0)) {
+  if (lt_full_as(ctx, &z, grad, grad->dtype, e->ndim, e->size, 0.0)) {
     if (index_1d) lt_release(ix);
     return -1;
   }
@@ -146,6 +146,7 @@ static int check_index_1d(lt_ctx *ctx, const char *op, const lt_tensor *index) {
 
 int lt_index_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
                     int64_t base) {
+  if (lt_check_devices(ctx, "index_select", t, index)) return -1;
   int d;
   if (check_index_1d(ctx, "index_select", index) ||
       lt_wrap_dim(ctx, "index_select", dim, t->ndim, &d))
@@ -160,7 +161,7 @@ int lt_index_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tens
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, t->size, sizeof sz);
   if (t->ndim > 0) sz[d] = n;
-  if (new_out(ctx, "index_select", &r, t->dtype, t->ndim, sz)) return -1;
+  if (new_out(ctx, "index_select", &r, t, t->dtype, t->ndim, sz)) return -1;
   lt_tensor *ix = index_along(ctx, "index_select", index, d, r->ndim, r->size);
   if (!ix) {
     lt_release(r);
@@ -247,10 +248,12 @@ static int index_add_record(lt_ctx *ctx, const char *op, lt_tensor *in, lt_tenso
 
 int lt_index_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
                  lt_tensor *src, int64_t base) {
+  if (lt_check_devices(ctx, "index_add", t, index) || lt_check_devices(ctx, "index_add", t, src))
+    return -1;
   int d;
   if (index_add_check(ctx, "index_add", t, dim, index, src, base, &d)) return -1;
   lt_tensor *r;
-  if (new_out(ctx, "index_add", &r, t->dtype, t->ndim, t->size)) return -1;
+  if (new_out(ctx, "index_add", &r, t, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(r)->copy(ctx, r, t);
   if (run_index_add(ctx, "index_add", r, d, index, src, base) ||
       index_add_record(ctx, "index_add", t, src, r, index, d, base)) {
@@ -263,6 +266,8 @@ int lt_index_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor 
 
 int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
                   int64_t base) {
+  if (lt_check_devices(ctx, "index_add_", t, index) || lt_check_devices(ctx, "index_add_", t, src))
+    return -1;
   int d;
   if (index_add_check(ctx, "index_add_", t, dim, index, src, base, &d) ||
       lt_check_inplace_from(ctx, "index_add_", t, src))
@@ -312,6 +317,7 @@ static int check_gs_shapes(lt_ctx *ctx, const char *op, const lt_tensor *t, int 
 
 int lt_gather(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
               int64_t base) {
+  if (lt_check_devices(ctx, "gather", t, index)) return -1;
   int d;
   if (need_int64(ctx, "gather", "index", index) ||
       lt_wrap_dim(ctx, "gather", dim, t->ndim, &d) ||
@@ -320,7 +326,7 @@ int lt_gather(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *in
   lt_tensor gt = geom(t);
   if (check_index(ctx, "gather", index, base, d, gt.size[d])) return -1;
   lt_tensor *r;
-  if (new_out(ctx, "gather", &r, t->dtype, index->ndim, index->size)) return -1;
+  if (new_out(ctx, "gather", &r, t, t->dtype, index->ndim, index->size)) return -1;
   lt_kernels(r)->gather(ctx, r, t, d, index, base);
   lt_node *node;
   if (lt_record(ctx, &gather_type, 1, &t, 1, &r, sizeof(idx_extra), 1, &node)) {
@@ -362,7 +368,7 @@ static int scatter_src_grad(lt_ctx *ctx, lt_tensor **out, const scat_extra *e, l
     return rc;
   }
   lt_tensor *z;
-  if (lt_full(ctx, &z, g->dtype, e->src_ndim, e->src_size, 0.0)) {
+  if (lt_full_as(ctx, &z, g, g->dtype, e->src_ndim, e->src_size, 0.0)) {
     lt_release(g);
     return -1;
   }
@@ -390,7 +396,7 @@ static int scatter_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt
     } else {
       if (lt_clone(ctx, &gi[0], go[0])) return -1;
       lt_tensor *zero;
-      if (lt_full(ctx, &zero, go[0]->dtype, 0, NULL, 0.0)) return -1;
+      if (lt_full_as(ctx, &zero, go[0], go[0]->dtype, 0, NULL, 0.0)) return -1;
       lt_kernels(gi[0])->scatter(ctx, gi[0], e->in.dim, index, zero, false, e->in.base);
       lt_release(zero);
     }
@@ -408,6 +414,7 @@ static const lt_node_type scatter_add_type = {"ScatterAddBackward0", scatter_bac
 static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor *t, int dim,
                         lt_tensor *index, lt_tensor *src, double value, bool add,
                         int64_t base) {
+  if (lt_check_devices(ctx, op, t, index) || (src && lt_check_devices(ctx, op, t, src))) return -1;
   int d;
   if (need_int64(ctx, op, "index", index) || lt_wrap_dim(ctx, op, dim, t->ndim, &d) ||
       check_gs_shapes(ctx, op, t, d, index, src))
@@ -421,11 +428,11 @@ static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor 
   if (!src && check_value(ctx, op, t->dtype, value)) return -1;
   lt_tensor *val = NULL;
   if (!src) {
-    if (lt_full(ctx, &val, t->dtype, 0, NULL, value)) return -1;
+    if (lt_full_as(ctx, &val, t, t->dtype, 0, NULL, value)) return -1;
   }
   lt_tensor *r = t;
   if (out) {
-    if (new_out(ctx, op, &r, t->dtype, t->ndim, t->size)) {
+    if (new_out(ctx, op, &r, t, t->dtype, t->ndim, t->size)) {
       lt_release(val);
       return -1;
     }
@@ -521,6 +528,7 @@ static int record_masked(lt_ctx *ctx, const lt_node_type *type, const char *op, 
 }
 
 int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, double v) {
+  if (lt_check_devices(ctx, "masked_fill", t, mask)) return -1;
   int nd;
   int64_t sz[LT_MAX_DIMS] = {0};
   if (need_bool_mask(ctx, "masked_fill", mask) ||
@@ -529,7 +537,7 @@ int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, 
                           sz))
     return -1;
   lt_tensor *r;
-  if (new_out(ctx, "masked_fill", &r, t->dtype, nd, sz)) return -1;
+  if (new_out(ctx, "masked_fill", &r, t, t->dtype, nd, sz)) return -1;
   lt_kernels(r)->masked_fill(ctx, r, t, mask, v);
   if (record_masked(ctx, &masked_fill_type, "masked_fill", t, r, mask, t->ndim, t->size)) {
     lt_release(r);
@@ -540,6 +548,7 @@ int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, 
 }
 
 int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v) {
+  if (lt_check_devices(ctx, "masked_fill_", t, mask)) return -1;
   int nd;
   int64_t sz[LT_MAX_DIMS] = {0};
   char a[256], b[256];
@@ -574,7 +583,7 @@ static int masked_select_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *
   msel_extra *e = self->extra;
   lt_tensor *mask, *z, *g, *m = NULL;
   if (lt_saved_get(ctx, self, 0, &mask)) return -1;
-  if (lt_full(ctx, &z, go[0]->dtype, e->bnd, e->bsize, 0.0)) return -1;
+  if (lt_full_as(ctx, &z, go[0], go[0]->dtype, e->bnd, e->bsize, 0.0)) return -1;
   if (lt_contiguous(ctx, &g, go[0])) {
     lt_release(z);
     return -1;
@@ -595,6 +604,7 @@ static const lt_node_type masked_select_type = {"MaskedSelectBackward0",
                                                 masked_select_backward, NULL};
 
 int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask) {
+  if (lt_check_devices(ctx, "masked_select", t, mask)) return -1;
   int nd;
   int64_t sz[LT_MAX_DIMS] = {0};
   if (need_bool_mask(ctx, "masked_select", mask) ||
@@ -606,7 +616,7 @@ int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask
       !(mb = broadcast_view(ctx, "masked_select", mask, nd, sz)))
     goto fail;
   int64_t count = lt_kernels(t)->mask_count(mb);
-  if (new_out(ctx, "masked_select", &r, t->dtype, 1, &count)) goto fail;
+  if (new_out(ctx, "masked_select", &r, t, t->dtype, 1, &count)) goto fail;
   lt_kernels(t)->masked_select(r, tb, mb);
   lt_release(tb);
   lt_release(mb);
@@ -674,8 +684,8 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
   isz[t->ndim] = 1;
   lt_tensor *r = NULL, *one = NULL, *ix = lt_alias(t, t->ndim + 1, isz, ist, t->offset);
   if (!ix) return lt_fail(ctx, "one_hot: out of memory");
-  if (lt_full(ctx, &r, LT_INT64, t->ndim + 1, sz, 0.0) ||
-      lt_full(ctx, &one, LT_INT64, 0, NULL, 1.0)) {
+  if (lt_full_as(ctx, &r, t, LT_INT64, t->ndim + 1, sz, 0.0) ||
+      lt_full_as(ctx, &one, t, LT_INT64, 0, NULL, 1.0)) {
     lt_release(ix);
     lt_release(r);
     return -1;

@@ -30,11 +30,11 @@ static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   bool need_x = lt_needs_input_grad(self, 0), need_w = lt_needs_input_grad(self, 1);
   bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
   if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
-  if (need_x && lt_empty(ctx, &dx, dt, ex->x_ndim, ex->x_size)) goto fail;
-  if (need_w && lt_empty(ctx, &dw, dt, ex->w_ndim, ex->w_size)) goto fail;
+  if (need_x && lt_empty_as(ctx, &dx, x, dt, ex->x_ndim, ex->x_size)) goto fail;
+  if (need_w && lt_empty_as(ctx, &dw, x, dt, ex->w_ndim, ex->w_size)) goto fail;
   if (need_b) {
     int64_t nc = g->transposed ? g->C : g->O;
-    if (lt_empty(ctx, &db, dt, 1, &nc)) goto fail;
+    if (lt_empty_as(ctx, &db, x, dt, 1, &nc)) goto fail;
   }
   if ((dx || dw || db) && lt_kernels(x)->conv_backward(ctx, ex->op, g, dx, dw, db, x, w, dy))
     goto fail;
@@ -201,10 +201,11 @@ static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool tr
   int ndim = 0;
   int64_t size[LT_MAX_DIMS] = {0};
   if (!x || !w) return lt_fail(ctx, "%s: input and weight are required", op);
+  if (lt_check_devices(ctx, op, x, w) || (b && lt_check_devices(ctx, op, x, b))) return -1;
   if (conv_setup(ctx, op, sd, transposed, x, w, b, a, &g, &ndim, size)) return -1;
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
   if (lt_contiguous(ctx, &xc, x) || lt_contiguous(ctx, &wc, w) ||
-      (b && lt_contiguous(ctx, &bc, b)) || lt_empty(ctx, &y, x->dtype, ndim, size))
+      (b && lt_contiguous(ctx, &bc, b)) || lt_empty_as(ctx, &y, x, x->dtype, ndim, size))
     goto fail;
   if (lt_kernels(x)->conv(ctx, op, &g, y, xc, wc, bc)) goto fail;
   lt_tensor *ins[3] = {x, w, b};

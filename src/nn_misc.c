@@ -33,7 +33,7 @@ static int embedding_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad
   lt_dtype dt = self->out_dtype;
   const int64_t wsize[2] = {ex->V, ex->D}, I = lt_numel(idx), D = ex->D;
   const char *op = "embedding backward";
-  if (lt_dense_as(ctx, &dy, grad_out[0], dt) || lt_full(ctx, &dw, dt, 2, wsize, 0.0) ||
+  if (lt_dense_as(ctx, &dy, grad_out[0], dt) || lt_full_as(ctx, &dw, grad_out[0], dt, 2, wsize, 0.0) ||
       view2(ctx, op, &dy2, dy, 0, I, D, D, 1) || view2(ctx, op, &ix2, idx, 0, I, D, 1, 0))
     goto fail;
   lt_kernels(dw)->scatter(ctx, dw, 0, ix2, dy2, true, ex->base);
@@ -61,6 +61,7 @@ static const lt_node_type embedding_type = {"EmbeddingBackward0", embedding_back
 ** expanded along the embedding dim. */
 int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *indices,
                  int64_t padding_idx, int64_t index_base) {
+  if (lt_check_devices(ctx, "embedding", weight, indices)) return -1;
   const char *op = "embedding";
   char bw[256], bi[256];
   if (!lt_dtype_is_float(weight->dtype))
@@ -88,7 +89,7 @@ int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *ind
   int64_t size[LT_MAX_DIMS];
   memcpy(size, indices->size, (size_t)indices->ndim * sizeof(int64_t));
   size[indices->ndim] = D;
-  if (lt_contiguous(ctx, &ic, indices) || lt_empty(ctx, &y, weight->dtype, indices->ndim + 1, size))
+  if (lt_contiguous(ctx, &ic, indices) || lt_empty_as(ctx, &y, weight, weight->dtype, indices->ndim + 1, size))
     goto fail;
   int64_t I = lt_numel(ic);
   if (view2(ctx, op, &y2, y, 0, I, D, D, 1) || view2(ctx, op, &ix2, ic, 0, I, D, 1, 0)) goto fail;
@@ -145,8 +146,8 @@ int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool traini
     return 0;
   }
   lt_tensor *xc = NULL, *mask = NULL, *y = NULL;
-  if (lt_contiguous(ctx, &xc, x) || lt_empty(ctx, &mask, x->dtype, x->ndim, x->size) ||
-      lt_empty(ctx, &y, x->dtype, x->ndim, x->size))
+  if (lt_contiguous(ctx, &xc, x) || lt_empty_as(ctx, &mask, x, x->dtype, x->ndim, x->size) ||
+      lt_empty_as(ctx, &y, x, x->dtype, x->ndim, x->size))
     goto fail;
   lt_kernels(x)->dropout(y, mask, xc, p, gen ? gen : ctx->gen);
   lt_node *node;
@@ -186,7 +187,7 @@ static int ce_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
       lt_saved_get(ctx, self, 2, &w) || (ex->a.logits && lt_saved_get(ctx, self, 3, &lse)))
     return -1;
   if (lt_contiguous(ctx, &gc, grad_out[0])) return -1;
-  if (lt_empty(ctx, &dx, x->dtype, ex->xdim, ex->xsize)) {
+  if (lt_empty_as(ctx, &dx, x, x->dtype, ex->xdim, ex->xsize)) {
     lt_release(gc);
     return -1;
   }
@@ -201,6 +202,8 @@ static const lt_node_type ce_type = {"NllLossBackward0", ce_backward, NULL};
 static int class_loss(lt_ctx *ctx, const char *op, bool logits, lt_tensor **out, lt_tensor *x,
                       lt_tensor *target, lt_tensor *weight, int64_t ignore_index,
                       enum lt_reduction reduction, double ls, int64_t base) {
+  if (lt_check_devices(ctx, op, x, target) || (weight && lt_check_devices(ctx, op, x, weight)))
+    return -1;
   char bx[256], bt[256], be[256];
   if (!lt_dtype_is_float(x->dtype))
     return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
@@ -250,8 +253,8 @@ static int class_loss(lt_ctx *ctx, const char *op, bool logits, lt_tensor **out,
   lt_tensor *xc = NULL, *tc = NULL, *wc = NULL, *lse = NULL, *y = NULL;
   if (lt_contiguous(ctx, &tc, target) || lt_contiguous(ctx, &xc, x) ||
       (weight && lt_contiguous(ctx, &wc, weight)) ||
-      (logits && lt_empty(ctx, &lse, LT_FLOAT64, 1, &R)) ||
-      lt_empty(ctx, &y, x->dtype, reduction == LT_REDUCTION_NONE ? ed : 0, esize) ||
+      (logits && lt_empty_as(ctx, &lse, x, LT_FLOAT64, 1, &R)) ||
+      lt_empty_as(ctx, &y, x, x->dtype, reduction == LT_REDUCTION_NONE ? ed : 0, esize) ||
       lt_kernels(x)->class_loss(ctx, y, lse, xc, tc, wc, &a))
     goto fail;
   lt_node *node;

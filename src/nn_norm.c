@@ -25,6 +25,7 @@ static int check_param(lt_ctx *ctx, const char *op, const char *what, const lt_t
                        const lt_tensor *x, int64_t n) {
   char bt[256], bx[256];
   if (!t) return 0;
+  if (lt_check_devices(ctx, op, x, t)) return -1;
   if (t->dtype != x->dtype)
     return lt_fail(ctx, "%s: %s has dtype %s but input has dtype %s", op, what,
                    lt_dtype_name(t->dtype), lt_dtype_name(x->dtype));
@@ -53,8 +54,8 @@ static int grad_contig(lt_ctx *ctx, lt_tensor *go, lt_dtype dt, lt_tensor **out)
   return rc;
 }
 
-static int new_f64(lt_ctx *ctx, lt_tensor **t, int64_t n) {
-  return lt_empty(ctx, t, LT_FLOAT64, 1, &n);
+static int new_f64(lt_ctx *ctx, lt_tensor **t, const lt_tensor *like, int64_t n) {
+  return lt_empty_as(ctx, t, like, LT_FLOAT64, 1, &n);
 }
 
 /* Backward prologue shared by every norm (saved: 0 x (contiguous), 1 weight, 2 mean, 3 invstd
@@ -96,9 +97,9 @@ static int batch_norm_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gra
   if (norm_bwd_begin(ctx, self, grad_out, sv, &dy, need)) return -1;
   lt_tensor *x = sv[0], *w = sv[1], *mean = sv[2], *invstd = sv[3];
   lt_dtype dt = x->dtype;
-  if (need[0] && lt_empty(ctx, &dx, dt, x->ndim, x->size)) goto fail;
-  if (need[1] && lt_empty(ctx, &dw, dt, w->ndim, w->size)) goto fail;
-  if (need[2] && lt_empty(ctx, &db, dt, 1, &x->size[1])) goto fail;
+  if (need[0] && lt_empty_as(ctx, &dx, x, dt, x->ndim, x->size)) goto fail;
+  if (need[1] && lt_empty_as(ctx, &dw, x, dt, w->ndim, w->size)) goto fail;
+  if (need[2] && lt_empty_as(ctx, &db, x, dt, 1, &x->size[1])) goto fail;
   if (lt_kernels(x)->batch_norm_backward(ctx, dx, dw, db, x, w, dy, mean, invstd, ex->training))
     goto fail;
   lt_release(dy);
@@ -150,8 +151,8 @@ int lt_batch_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *running
 
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL, *mean = NULL, *invstd = NULL;
   if (lt_contiguous(ctx, &xc, x) || contig_opt(ctx, &wc, weight) || contig_opt(ctx, &bc, bias) ||
-      lt_empty(ctx, &y, x->dtype, x->ndim, x->size) || new_f64(ctx, &mean, C) ||
-      new_f64(ctx, &invstd, C))
+      lt_empty_as(ctx, &y, x, x->dtype, x->ndim, x->size) || new_f64(ctx, &mean, x, C) ||
+      new_f64(ctx, &invstd, x, C))
     goto fail;
   lt_kernels(x)->batch_norm(ctx, y, mean, invstd, xc, wc, bc, running_mean, running_var,
                             training, momentum, eps);
@@ -209,9 +210,9 @@ static int row_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   if (norm_bwd_begin(ctx, self, grad_out, sv, &dy, need)) return -1;
   lt_tensor *x = sv[0], *w = sv[1], *mean = sv[2], *rstd = sv[3];
   lt_dtype dt = x->dtype;
-  if ((need[0] && lt_empty(ctx, &dx, dt, x->ndim, x->size)) ||
-      (need[1] && lt_empty(ctx, &dw, dt, ex->wdim, ex->wsize)) ||
-      (need[2] && lt_empty(ctx, &db, dt, ex->wdim, ex->wsize)))
+  if ((need[0] && lt_empty_as(ctx, &dx, x, dt, x->ndim, x->size)) ||
+      (need[1] && lt_empty_as(ctx, &dw, x, dt, ex->wdim, ex->wsize)) ||
+      (need[2] && lt_empty_as(ctx, &db, x, dt, ex->wdim, ex->wsize)))
     goto fail;
   if (lt_kernels(x)->row_norm_backward(ctx, &ex->g, dx, dw, db, x, w, dy, mean, rstd)) goto fail;
   lt_release(dy);
@@ -232,10 +233,13 @@ static const lt_node_type rms_norm_type = {"RmsNormBackward0", row_backward, NUL
 /* Runs a row norm of the geometry in ex0 and records the node. */
 static int row_norm(lt_ctx *ctx, const char *op, const lt_node_type *type, row_extra *ex0,
                     lt_tensor **out, lt_tensor *x, lt_tensor *weight, lt_tensor *bias) {
+  if ((weight && lt_check_devices(ctx, op, x, weight)) ||
+      (bias && lt_check_devices(ctx, op, x, bias)))
+    return -1;
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL, *mean = NULL, *rstd = NULL;
   if (lt_contiguous(ctx, &xc, x) || contig_opt(ctx, &wc, weight) || contig_opt(ctx, &bc, bias) ||
-      lt_empty(ctx, &y, x->dtype, x->ndim, x->size) || new_f64(ctx, &mean, ex0->g.R) ||
-      new_f64(ctx, &rstd, ex0->g.R))
+      lt_empty_as(ctx, &y, x, x->dtype, x->ndim, x->size) || new_f64(ctx, &mean, x, ex0->g.R) ||
+      new_f64(ctx, &rstd, x, ex0->g.R))
     goto fail;
   lt_kernels(x)->row_norm(ctx, &ex0->g, y, mean, rstd, xc, wc, bc);
   lt_tensor *ins[3] = {x, weight, bias};

@@ -32,7 +32,7 @@ static int pool_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
   if (is_max_kind(ex->g.kind) && lt_saved_get(ctx, self, 0, &idx)) return -1;
   lt_dtype dt = self->out_dtype;
   if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
-  if (lt_empty(ctx, &dx, dt, ex->ndim, ex->size)) {
+  if (lt_empty_as(ctx, &dx, dy, dt, ex->ndim, ex->size)) {
     lt_release(dy);
     return -1;
   }
@@ -148,8 +148,8 @@ static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const lt_
   /* indices are made when asked for or needed by backward */
   bool want_idx = is_max_kind(g->kind) && (indices || lt_needs_grad(ctx, 1, &x));
   lt_tensor *xc = NULL, *y = NULL, *ix = NULL;
-  if (lt_contiguous(ctx, &xc, x) || lt_empty(ctx, &y, x->dtype, x->ndim, size) ||
-      (want_idx && lt_empty(ctx, &ix, LT_INT64, x->ndim, size))) {
+  if (lt_contiguous(ctx, &xc, x) || lt_empty_as(ctx, &y, x, x->dtype, x->ndim, size) ||
+      (want_idx && lt_empty_as(ctx, &ix, x, LT_INT64, x->ndim, size))) {
     lt_release(xc);
     lt_release(y);
     return -1;
