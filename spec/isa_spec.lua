@@ -363,3 +363,31 @@ describe("float32 softmax and sums", function()
     end
   end)
 end)
+
+describe("float32 sums", function()
+  it("give the same bits at every ISA level the CPU supports", function()
+    local SUMS = [[
+local lt = require "lantern"
+lt.manual_seed(11)
+local out = {}
+for _, n in ipairs { 1, 7, 8, 9, 1000, 32769, 1 << 20 } do
+  local x = lt.randn(n) * 3 + 1
+  out[#out + 1] = string.format("%a %a %a", x:sum():item(), x:mean():item(), x:reshape(-1, 1):sum(1):item())
+  if n >= 1000 then out[#out + 1] = string.format("%a", x:narrow(1, 1, 1000):reshape(10, 100):sum(2):sum():item()) end
+end
+print(table.concat(out, " "))
+]]
+    local flags = cpu_flags()
+    local base, err = run_script(SUMS, "LANTERN_ISA=sse4")
+    assert.are.equal("", err)
+    assert.truthy(#base > 100, base)
+    for _, isa in ipairs { "avx2", "avx512" } do
+      local ok = isa == "avx2" and flags.avx2 and flags.fma or (flags.avx512f and flags.avx512bw and
+          flags.avx512dq and flags.avx512vl)
+      if ok then
+        local out = run_script(SUMS, "LANTERN_ISA=" .. isa)
+        assert.are.equal(base, out, isa)
+      end
+    end
+  end)
+end)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../cpu_isa.h"
 #include "cpu.h"
 
 typedef union acc {
@@ -108,23 +109,59 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
 }
 
 /* Sum of n strided elements, accumulated in double over 8 (contiguous) or 4 lanes so the
-** compiler vectorises it and long float32 sums stay accurate; one body for both dtypes. */
-#define DEF_SUM(NAME, T)                                                              \
-  static double NAME(const T *x, int64_t s, int64_t n) {                              \
-    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                           \
-    int64_t i = 0;                                                                    \
-    if (s == 1)                                                                       \
-      for (; i + 8 <= n; i += 8)                                                      \
-        for (int k = 0; k < 8; k++) a[k] += x[i + k];                                 \
-    else                                                                              \
-      for (; i + 4 <= n; i += 4)                                                      \
-        for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];                           \
-    double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));    \
-    for (; i < n; i++) t += x[i * s];                                                 \
-    return t;                                                                         \
+** compiler vectorises it and long float32 sums stay accurate. The lanes' order is fixed, so the
+** float32 sum, compiled for every ISA level (the widest is 2 to 4 times faster on data in
+** cache), gives the same bits at each. */
+#define SUM_INLINE static inline __attribute__((always_inline))
+SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (s == 1)
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; k++) a[k] += x[i + k];
+  else
+    for (; i + 4 <= n; i += 4)
+      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
+  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; i++) t += x[i * s];
+  return t;
+}
+static double sum_f64(const double *x, int64_t s, int64_t n) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (s == 1)
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; k++) a[k] += x[i + k];
+  else
+    for (; i + 4 <= n; i += 4)
+      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
+  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; i++) t += x[i * s];
+  return t;
+}
+
+static double sum_f32_sse4(const float *x, int64_t s, int64_t n) { return sum_body_f32(x, s, n); }
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+static double sum_f32_avx2(const float *x, int64_t s, int64_t n) { return sum_body_f32(x, s, n); }
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+static double sum_f32_avx512(const float *x, int64_t s, int64_t n) {
+  return sum_body_f32(x, s, n);
+}
+LT_ISA_END
+#endif
+
+static double sum_f32(const float *x, int64_t s, int64_t n) {
+#ifdef LT_ISA_DISPATCH
+  switch (lt_cpu_isa()) {
+    case LT_ISA_AVX512: return sum_f32_avx512(x, s, n);
+    case LT_ISA_AVX2: return sum_f32_avx2(x, s, n);
+    default: break;
   }
-DEF_SUM(sum_f32, float)
-DEF_SUM(sum_f64, double)
+#endif
+  return sum_f32_sse4(x, s, n);
+}
 
 /* all/any over a row, shared by the float and integer folds: stop at the first deciding element */
 #define FOLD_ALL_ANY                                                                 \
