@@ -579,7 +579,9 @@ function lt.set_warnings(v) end
 -- `lt.nn.init`, `lt.nn.utils`), `lt.optim` (optimisers, `lt.optim.lr_scheduler`), `lt.data`
 -- (datasets and loaders), `lt.autograd` (`grad`, custom `Function`, `gradcheck`),
 -- `lt.serialization` (PyTorch checkpoints, safetensors), `lt.warnings`, `lt.utils` (the
--- progress bar `lt.utils.progress`), `lt.distributed` (many processes, over MPI), and
+-- progress bar `lt.utils.progress`), `lt.distributed` (many processes, over MPI),
+-- `lt.cuda` (the CUDA plugin: `is_available`, `device_count`, `unavailable_reason`,
+-- `memory_stats`, `empty_cache`, `synchronize`), and
 -- `lt.Tensor`, the table of tensor methods (add one to
 -- give every tensor a method).
 -- @table submodules
