@@ -1,5 +1,7 @@
 /*
-** autograd.c -- graph recording, saved tensors and the backward engine.
+** autograd.c -- graph recording and saved tensors: nodes, AccumulateGrad, gradient hooks,
+** lt_record/lt_save and the public autograd API. Writes through views (CopySlices) are in
+** autograd_views.c, the backward engine in autograd_engine.c; autograd.h is what they share.
 **
 ** Ownership: a non-leaf tensor owns its grad_fn; a node owns the nodes its edges point to and
 ** the detached aliases it saved. A leaf's AccumulateGrad node owns the leaf, and the leaf points
@@ -8,7 +10,8 @@
 */
 #include <stdlib.h>
 
-#include "core.h"
+#include "autograd.h"
+#include "backend.h"
 
 /* ------------------------------------------------------------ hooks */
 
@@ -22,7 +25,7 @@ void lt_hooks_free(lt_hook *h) {
 }
 
 /* Runs hooks (those matching output_nr, or all when output_nr < 0) on *g, replacing it. */
-static int run_hooks(lt_ctx *ctx, lt_hook *h, int output_nr, lt_tensor **g) {
+int lt_ag_run_hooks(lt_ctx *ctx, lt_hook *h, int output_nr, lt_tensor **g) {
   for (; h; h = h->next) {
     if (output_nr >= 0 && h->output_nr != output_nr) continue;
     lt_tensor *rep = NULL;
@@ -39,7 +42,7 @@ static int run_hooks(lt_ctx *ctx, lt_hook *h, int output_nr, lt_tensor **g) {
 
 void lt_node_retain(lt_node *n) { n->refcount++; }
 
-static void node_free_saved(lt_node *n) {
+void lt_ag_node_free_saved(lt_node *n) {
   for (int i = 0; i < n->n_saved; i++) {
     lt_release(n->saved[i].t);
     n->saved[i].t = NULL;
@@ -56,7 +59,7 @@ void lt_node_release(lt_node *n) {
   while (top) {
     lt_node *x = stack[--top];
     if (x->type->release) x->type->release(x);
-    node_free_saved(x);
+    lt_ag_node_free_saved(x);
     lt_hooks_free(x->pre_hooks);
     free(x->retain);
     for (int i = 0; i < x->n_in; i++) {
@@ -81,9 +84,9 @@ void lt_node_release(lt_node *n) {
   if (stack != stack_small) free(stack);
 }
 
-/* A zeroed node with its arrays; seq 0 (node_new numbers it). */
-static lt_node *node_new_raw(const lt_node_type *type, int n_in, int n_out, size_t extra_size,
-                             int n_saved) {
+/* A zeroed node with its arrays; seq 0 (lt_ag_node_new numbers it). */
+lt_node *lt_ag_node_new_raw(const lt_node_type *type, int n_in, int n_out,
+                            size_t extra_size, int n_saved) {
   size_t sz = sizeof(lt_node) + (size_t)n_in * sizeof(lt_edge) +
               (size_t)n_saved * sizeof(lt_saved);
   sz = (sz + 15) & ~(size_t)15;
@@ -99,9 +102,9 @@ static lt_node *node_new_raw(const lt_node_type *type, int n_in, int n_out, size
   return n;
 }
 
-static lt_node *node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
-                         size_t extra_size, int n_saved) {
-  lt_node *n = node_new_raw(type, n_in, n_out, extra_size, n_saved);
+lt_node *lt_ag_node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
+                        size_t extra_size, int n_saved) {
+  lt_node *n = lt_ag_node_new_raw(type, n_in, n_out, extra_size, n_saved);
   if (n) n->seq = ++ctx->seq;
   return n;
 }
@@ -114,7 +117,7 @@ static int accumulate(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_ten
   lt_tensor *leaf = ((acc_extra *)self->extra)->leaf;
   if (!gout[0]) return 0;
   lt_tensor *g = lt_retain(gout[0]);
-  if (run_hooks(ctx, leaf->hooks, -1, &g)) {
+  if (lt_ag_run_hooks(ctx, leaf->hooks, -1, &g)) {
     lt_release(g);
     return -1;
   }
@@ -155,12 +158,14 @@ static void accumulate_release(lt_node *self) {
 
 static const lt_node_type accumulate_type = {"AccumulateGrad", accumulate, accumulate_release};
 
-static lt_node *grad_accumulator(lt_ctx *ctx, lt_tensor *leaf) {
+bool lt_ag_is_accumulator(const lt_node *n) { return n->type == &accumulate_type; }
+
+lt_node *lt_ag_grad_accumulator(lt_ctx *ctx, lt_tensor *leaf) {
   if (leaf->grad_acc) {
     lt_node_retain(leaf->grad_acc);
     return leaf->grad_acc;
   }
-  lt_node *n = node_new(ctx, &accumulate_type, 0, 1, sizeof(acc_extra), 0);
+  lt_node *n = lt_ag_node_new(ctx, &accumulate_type, 0, 1, sizeof(acc_extra), 0);
   if (!n) return NULL;
   n->refcount = 1;
   ((acc_extra *)n->extra)->leaf = lt_retain(leaf);
@@ -190,242 +195,6 @@ void lt_drop_grad_fn(lt_tensor *t) {
   t->grad_fn = NULL;
 }
 
-/* ------------------------------------------------------------ views written in place
-**
-** A write through a view v of a base b (PyTorch's CopySlices): the op's own node fn is kept by a
-** CopySlices node that becomes b's grad_fn. Its backward takes b's gradient, runs fn on the
-** part v covers, puts the gradient of v's old values back in that part and passes the whole to
-** b's old history; fn's other inputs get their gradients as usual. v's grad_fn becomes a view
-** of b's new history (AsStridedBackward0), and so does, when next used, every other view of b
-** (their base_epoch no longer matches). A base is contiguous, so a view's place in it is its
-** sizes, strides and offset. */
-
-typedef struct {
-  int ndim, base_ndim;
-  int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS], offset;
-  int64_t base_size[LT_MAX_DIMS];
-} view_geom;
-
-static void geom_of(view_geom *g, const lt_tensor *v, const lt_tensor *base) {
-  g->ndim = v->ndim;
-  memcpy(g->size, v->size, sizeof g->size);
-  memcpy(g->stride, v->stride, sizeof g->stride);
-  g->offset = v->offset - base->offset;
-  g->base_ndim = base->ndim;
-  memcpy(g->base_size, base->size, sizeof g->base_size);
-}
-
-/* The part of contiguous t (of the base's shape) that the view covers. */
-static lt_tensor *geom_alias(const view_geom *g, const lt_tensor *t) {
-  return lt_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
-}
-
-/* AsStridedBackward0: the view's gradient placed in zeros of the base's shape. Expanded dims
-** (stride 0) are summed first, so no element of the base is written twice. */
-static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
-                               lt_tensor **gi) {
-  const view_geom *g = self->extra;
-  if (!go[0] || !lt_needs_input_grad(self, 0)) return 0;
-  view_geom once = *g;
-  for (int d = 0; d < once.ndim; d++)
-    if (once.stride[d] == 0) once.size[d] = 1;
-  lt_tensor *src, *z, *slot = NULL;
-  if (lt_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
-  int rc = lt_full_as(ctx, &z, go[0], go[0]->dtype, g->base_ndim, g->base_size, 0.0);
-  if (!rc && !(slot = geom_alias(&once, z))) rc = lt_fail(ctx, "AsStridedBackward0: out of memory");
-  if (!rc) lt_kernels(z)->copy(ctx, slot, src);
-  lt_release(slot);
-  lt_release(src);
-  if (rc) {
-    lt_release(z);
-    return -1;
-  }
-  gi[0] = z;
-  return 0;
-}
-
-static const lt_node_type as_strided_type = {"AsStridedBackward0", as_strided_backward, NULL};
-
-typedef struct {
-  view_geom g;
-  lt_node *fn;   /* the in-place op's node (owned) */
-} slices_extra;
-
-static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
-                                lt_tensor **gi) {
-  slices_extra *e = self->extra;
-  lt_node *fn = e->fn;
-  if (self->released)
-    return lt_fail(ctx, "CopySlices: Trying to backward through the graph a second time; "
-                   "specify retain_graph=true");
-  if (!go[0]) return 0;
-  lt_tensor *res = NULL, *slot = NULL, *part = NULL;
-  lt_tensor **fgi = calloc((size_t)fn->n_in, sizeof *fgi);
-  int rc = fgi ? 0 : lt_fail(ctx, "CopySlices: out of memory");
-  /* res: the base's gradient; part: a copy of the slice the view covers, for fn */
-  if (!rc) rc = lt_empty_as(ctx, &res, go[0], go[0]->dtype, e->g.base_ndim, e->g.base_size);
-  if (!rc) {
-    lt_kernels(res)->copy(ctx, res, go[0]);
-    if (!(slot = geom_alias(&e->g, res))) rc = lt_fail(ctx, "CopySlices: out of memory");
-  }
-  if (!rc) rc = lt_empty_as(ctx, &part, res, res->dtype, slot->ndim, slot->size);
-  if (!rc) {
-    lt_kernels(part)->copy(ctx, part, slot);
-    rc = fn->type->backward(ctx, fn, &part, fgi);
-  }
-  if (!rc) {
-    /* the view's old values: their gradient replaces the slice (none: zero) */
-    if (fgi[0] && !lt_same_shape(fgi[0], slot))
-      rc = lt_fail(ctx, "CopySlices: %s returned a gradient of another shape than the view",
-                   fn->type->name);
-    else if (fgi[0])
-      lt_kernels(slot)->copy(ctx, slot, fgi[0]);
-    else
-      lt_kernels(slot)->fill(ctx, slot, 0.0);
-  }
-  if (!rc) {
-    if (lt_needs_input_grad(self, 0)) {
-      gi[0] = res;
-      res = NULL;
-    }
-    for (int i = 1; i < fn->n_in; i++) {
-      gi[i] = fgi[i];
-      fgi[i] = NULL;
-    }
-  }
-  if (fgi) {
-    for (int i = 0; i < fn->n_in; i++) lt_release(fgi[i]);
-    free(fgi);
-  }
-  lt_release(part);
-  lt_release(slot);
-  lt_release(res);
-  return rc;
-}
-
-static void copy_slices_release(lt_node *self) {
-  slices_extra *e = self->extra;
-  lt_node_release(e->fn);
-  e->fn = NULL;
-}
-
-static const lt_node_type copy_slices_type = {"CopySlices", copy_slices_backward,
-                                              copy_slices_release};
-
-void lt_set_view_base(lt_tensor *view, lt_tensor *in) {
-  lt_tensor *b = in->base ? in->base : in;
-  lt_release(view->base);
-  view->base = lt_retain(b);
-  view->base_epoch = b->view_epoch;
-}
-
-/* Edge to t's history: its grad_fn, or its AccumulateGrad for a leaf; no node when t needs no
-** grad. -1 on out-of-memory. */
-static int edge_of(lt_ctx *ctx, lt_tensor *t, lt_edge *e) {
-  e->node = NULL;
-  e->input_nr = 0;
-  if (!t || !t->requires_grad) return 0;
-  if (t->grad_fn) {
-    e->node = t->grad_fn;
-    e->input_nr = t->output_nr;
-    lt_node_retain(t->grad_fn);
-    return 0;
-  }
-  e->node = grad_accumulator(ctx, t);
-  return e->node ? 0 : -1;
-}
-
-/* A new AsStridedBackward0 node for view t over `history` (its base's grad_fn to be), with
-** t's retain_grad slot; refcount 1. NULL on out-of-memory. */
-static lt_node *view_node(lt_tensor *t, lt_edge history) {
-  lt_node *n = node_new_raw(&as_strided_type, 1, 1, sizeof(view_geom), 0);
-  if (!n) return NULL;
-  n->refcount = 1;
-  geom_of(n->extra, t, t->base);
-  n->out_dtype = t->dtype;
-  if (t->retains_grad) {
-    n->retain = calloc(1, sizeof *n->retain);
-    if (!n->retain) {
-      lt_node_release(n);
-      return NULL;
-    }
-  }
-  n->next[0] = history;
-  if (history.node) lt_node_retain(history.node);
-  return n;
-}
-
-/* Makes n (from view_node) t's grad_fn. */
-static void install_view_node(lt_tensor *t, lt_node *n) {
-  lt_drop_grad_fn(t);
-  if (n->retain) n->retain[0] = t;
-  t->grad_fn = n;   /* takes the creation reference */
-  t->output_nr = 0;
-  t->requires_grad = true;
-  t->base_epoch = t->base->view_epoch;
-}
-
-/* Makes t's grad_fn an AsStridedBackward0 of its base's current history. */
-static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
-  lt_edge history;
-  if (edge_of(ctx, t->base, &history)) return -1;
-  lt_node *n = view_node(t, history);
-  if (history.node) lt_node_release(history.node);   /* n holds its own reference */
-  if (!n) return -1;
-  n->seq = ++ctx->seq;
-  install_view_node(t, n);
-  return 0;
-}
-
-int lt_refresh_view(lt_ctx *ctx, lt_tensor *t) {
-  lt_tensor *b = t->base;
-  if (!b || t->base_epoch == b->view_epoch || !ctx->grad_enabled) return 0;
-  if (!(t->requires_grad || b->requires_grad)) return 0;
-  if (!lt_is_contiguous(b))   /* its place in the base cannot be described: refuse, not guess */
-    return lt_fail(ctx, "autograd: a view of a non-contiguous tensor was used after the tensor "
-                   "was modified in place; take the view again, or clone() the tensor first");
-  return view_of_base(ctx, t) ? lt_fail(ctx, "autograd: out of memory") : 0;
-}
-
-/* The write of node fn into view v becomes part of v's base's history (see above). Every node
-** is made before b or v changes, so running out of memory leaves both as they were. */
-static int rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
-  lt_tensor *b = v->base;
-  lt_node *cs = node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
-  if (!cs) {
-    fn->refcount = 1;
-    lt_node_release(fn);
-    return -1;
-  }
-  slices_extra *e = cs->extra;
-  geom_of(&e->g, v, b);
-  e->fn = fn;
-  fn->refcount = 1;   /* owned by cs from here on */
-  cs->out_dtype = b->dtype;
-  cs->refcount = 1;   /* until b holds it */
-  for (int i = 1; i < fn->n_in; i++) {
-    cs->next[i] = fn->next[i];
-    if (cs->next[i].node) lt_node_retain(cs->next[i].node);
-  }
-  lt_node *vn = NULL;
-  bool keep_slot = b->retains_grad && b->grad_fn;   /* b keeps its retain_grad slot on cs */
-  if (edge_of(ctx, b, &cs->next[0]) ||
-      (keep_slot && !(cs->retain = calloc(1, sizeof *cs->retain))) ||
-      !(vn = view_node(v, (lt_edge){cs, 0}))) {
-    lt_node_release(cs);
-    return -1;
-  }
-  vn->seq = ++ctx->seq;
-  lt_drop_grad_fn(b);
-  if (keep_slot) cs->retain[0] = b;
-  b->grad_fn = cs;   /* takes the creation reference */
-  b->output_nr = 0;
-  b->requires_grad = true;
-  b->view_epoch++;
-  install_view_node(v, vn);
-  return 0;
-}
-
 int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
               int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
               lt_node **node) {
@@ -444,7 +213,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
     else if (!outputs[i]->requires_grad)
       return lt_fail_view_write(ctx, type->name);
   }
-  lt_node *n = node_new(ctx, type, n_in, n_out, extra_size, n_saved);
+  lt_node *n = lt_ag_node_new(ctx, type, n_in, n_out, extra_size, n_saved);
   if (!n) return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
   for (int i = 0; i < n_in; i++) {
     lt_tensor *t = inputs[i];
@@ -454,7 +223,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
       n->next[i].input_nr = t->output_nr;
       lt_node_retain(t->grad_fn);
     } else {
-      n->next[i].node = grad_accumulator(ctx, t);
+      n->next[i].node = lt_ag_grad_accumulator(ctx, t);
       if (!n->next[i].node) {
         n->refcount = 1;
         lt_node_release(n);
@@ -464,7 +233,7 @@ int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const 
   }
   n->out_dtype = outputs[0]->dtype;
   if (written_view) {
-    if (rebase_write(ctx, n, written_view))
+    if (lt_ag_rebase_write(ctx, n, written_view))
       return lt_fail(ctx, "%s: out of memory recording the graph", type->name);
     *node = n;   /* the caller fills in fn's data; CopySlices owns it */
     return 0;
@@ -638,292 +407,4 @@ int lt_retain_grad(lt_ctx *ctx, lt_tensor *t) {
   n->retain[t->output_nr] = t;
   t->retains_grad = true;
   return 0;
-}
-
-/* ------------------------------------------------------------ engine */
-
-typedef struct {
-  lt_node **v;
-  size_t n, cap;
-} node_vec;
-
-static int vec_push(node_vec *v, lt_node *x) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 64;
-    lt_node **nv = realloc(v->v, cap * sizeof *nv);
-    if (!nv) return -1;
-    v->v = nv;
-    v->cap = cap;
-  }
-  v->v[v->n++] = x;
-  return 0;
-}
-
-/* Max-heap on seq: the newest node runs first, as in PyTorch's CPU engine. */
-static int heap_push(node_vec *h, lt_node *x) {
-  if (vec_push(h, x)) return -1;
-  size_t i = h->n - 1;
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (h->v[p]->seq >= h->v[i]->seq) break;
-    lt_node *t = h->v[p];
-    h->v[p] = h->v[i];
-    h->v[i] = t;
-    i = p;
-  }
-  return 0;
-}
-
-static lt_node *heap_pop(node_vec *h) {
-  lt_node *top = h->v[0];
-  h->v[0] = h->v[--h->n];
-  size_t i = 0;
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < h->n && h->v[l]->seq > h->v[m]->seq) m = l;
-    if (r < h->n && h->v[r]->seq > h->v[m]->seq) m = r;
-    if (m == i) break;
-    lt_node *t = h->v[m];
-    h->v[m] = h->v[i];
-    h->v[i] = t;
-    i = m;
-  }
-  return top;
-}
-
-/* Adds g into slot *acc (taking a reference to g). */
-static int accumulate_into(lt_ctx *ctx, lt_tensor **acc, lt_tensor *g) {
-  if (!*acc) {
-    *acc = lt_retain(g);
-    return 0;
-  }
-  lt_tensor *sum;
-  if (lt_binary(ctx, &sum, LT_ADD, *acc, g)) return -1;
-  lt_release(*acc);
-  *acc = sum;
-  return 0;
-}
-
-typedef struct {
-  lt_node *node;
-  int output_nr;
-} capture;
-
-static int engine_fail(lt_ctx *ctx, const char *what) {
-  return lt_fail(ctx, "backward: %s", what);
-}
-
-int lt_backward(lt_ctx *ctx, int n_roots, lt_tensor *const *roots, lt_tensor *const *seeds,
-                bool retain_graph, int n_inputs, lt_tensor *const *inputs,
-                lt_tensor **results, bool allow_unused) {
-  node_vec all = {0}, ready = {0}, todo = {0};
-  capture *caps = NULL;
-  lt_edge *root_edges = NULL;
-  lt_tensor **root_grads = NULL;
-  lt_tensor **gin = NULL;
-  int rc = -1;
-  bool old_mode = ctx->grad_enabled;
-
-  for (int i = 0; i < n_inputs; i++) results[i] = NULL;
-  root_edges = calloc((size_t)(n_roots ? n_roots : 1), sizeof *root_edges);
-  root_grads = calloc((size_t)(n_roots ? n_roots : 1), sizeof *root_grads);
-  caps = calloc((size_t)(n_inputs ? n_inputs : 1), sizeof *caps);
-  if (!root_edges || !root_grads || !caps) {
-    engine_fail(ctx, "out of memory");
-    goto done;
-  }
-
-  /* 1. validate roots and make their seed gradients */
-  for (int i = 0; i < n_roots; i++) {
-    lt_tensor *r = roots[i];
-    if (lt_refresh_view(ctx, r)) goto done;
-    if (!r->requires_grad) {
-      lt_fail(ctx, "backward: element %d of tensors does not require grad and does not have a "
-              "grad_fn", i);
-      goto done;
-    }
-    lt_tensor *s = seeds ? seeds[i] : NULL;
-    if (!s) {
-      if (lt_numel(r) != 1) {
-        char buf[256];
-        lt_fail(ctx, "backward: grad can be implicitly created only for scalar outputs (got "
-                "shape %s); pass a gradient of the same shape", LT_SHAPE(r, buf));
-        goto done;
-      }
-      if (lt_full_as(ctx, &root_grads[i], r, r->dtype, r->ndim, r->size, 1.0)) goto done;
-    } else {
-      if (!lt_same_shape(s, r)) {
-        char a[256], b[256];
-        lt_fail(ctx, "backward: Mismatch in shape: grad_output has a shape of %s and output "
-                "has a shape of %s", LT_SHAPE(s, a), LT_SHAPE(r, b));
-        goto done;
-      }
-      if (lt_to_dtype(ctx, &root_grads[i], s, r->dtype)) goto done;
-    }
-    if (r->grad_fn) {
-      root_edges[i].node = r->grad_fn;
-      root_edges[i].input_nr = r->output_nr;
-      lt_node_retain(r->grad_fn);
-    } else {
-      root_edges[i].node = grad_accumulator(ctx, r);
-      if (!root_edges[i].node) {
-        engine_fail(ctx, "out of memory");
-        goto done;
-      }
-    }
-  }
-  for (int i = 0; i < n_inputs; i++) {
-    lt_tensor *t = inputs[i];
-    if (!t->requires_grad) {
-      lt_fail(ctx, "grad: One of the differentiated Tensors (input %d) does not require grad",
-              i + 1);
-      goto done;
-    }
-    caps[i].node = t->grad_fn ? t->grad_fn : t->grad_acc;
-    caps[i].output_nr = t->grad_fn ? t->output_nr : 0;
-  }
-
-  /* 2. discover the graph and count each node's incoming edges. A node whose scratch belongs
-  ** to another pass is part of a backward that is running (a hook started this one): sharing
-  ** its buffers and counts would drop gradients, so that is refused. */
-  for (int i = 0; i < n_roots; i++) {
-    lt_node *n = root_edges[i].node;
-    if (n->eng_buf && n->eng_owner != &all) goto reentrant;
-    if (n->eng_buf) continue;
-    n->eng_buf = calloc((size_t)n->n_out, sizeof(lt_tensor *));
-    n->eng_owner = &all;
-    if (!n->eng_buf || vec_push(&all, n) || vec_push(&todo, n)) {
-      engine_fail(ctx, "out of memory");
-      goto done;
-    }
-    lt_node_retain(n);
-  }
-  while (todo.n) {
-    lt_node *n = todo.v[--todo.n];
-    for (int i = 0; i < n->n_in; i++) {
-      lt_node *c = n->next[i].node;
-      if (!c) continue;
-      if (c->eng_buf && c->eng_owner != &all) goto reentrant;
-      c->eng_deps++;
-      if (c->eng_buf) continue;
-      c->eng_buf = calloc((size_t)c->n_out, sizeof(lt_tensor *));
-      c->eng_owner = &all;
-      if (!c->eng_buf || vec_push(&all, c) || vec_push(&todo, c)) {
-        engine_fail(ctx, "out of memory");
-        goto done;
-      }
-      lt_node_retain(c);
-    }
-  }
-
-  /* 3. seed and run, newest node first, with grad mode off */
-  ctx->grad_enabled = false;
-  for (int i = 0; i < n_roots; i++) {
-    lt_node *n = root_edges[i].node;
-    if (accumulate_into(ctx, &n->eng_buf[root_edges[i].input_nr], root_grads[i])) goto done;
-  }
-  for (int i = 0; i < n_roots; i++) {
-    lt_node *n = root_edges[i].node;
-    if (n->eng_deps == 0) {   /* roots with no incoming edge; several roots may share one */
-      n->eng_deps = -1;       /* queued */
-      if (heap_push(&ready, n)) goto done;
-    }
-  }
-  while (ready.n) {
-    lt_node *n = heap_pop(&ready);
-    bool any = false;
-    for (int o = 0; o < n->n_out; o++) {
-      if (!n->eng_buf[o]) continue;
-      if (n->pre_hooks && run_hooks(ctx, n->pre_hooks, o, &n->eng_buf[o])) goto done;
-      if (n->retain && n->retain[o]) {
-        lt_tensor *rt = n->retain[o];
-        if (!rt->grad) {
-          if (lt_clone(ctx, &rt->grad, n->eng_buf[o])) goto done;
-        } else if (lt_binary_(ctx, LT_ADD, rt->grad, n->eng_buf[o])) {
-          goto done;
-        }
-      }
-      any = true;
-    }
-    for (int k = 0; k < n_inputs; k++) {
-      if (caps[k].node == n && n->eng_buf[caps[k].output_nr] && !results[k])
-        results[k] = lt_retain(n->eng_buf[caps[k].output_nr]);
-    }
-    bool skip = n_inputs > 0 && n->type == &accumulate_type;
-    free(gin);
-    gin = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *gin);
-    if (!gin) {
-      engine_fail(ctx, "out of memory");
-      goto done;
-    }
-    if (any && !skip) {
-      if (n->type->backward(ctx, n, n->eng_buf, gin)) {
-        for (int i = 0; i < n->n_in; i++) lt_release(gin[i]);
-        goto done;
-      }
-    }
-    for (int o = 0; o < n->n_out; o++) {
-      lt_release(n->eng_buf[o]);
-      n->eng_buf[o] = NULL;
-    }
-    if (!retain_graph && n->n_saved) {
-      node_free_saved(n);
-      n->released = true;
-    }
-    for (int i = 0; i < n->n_in; i++) {
-      lt_node *c = n->next[i].node;
-      int bad = 0;
-      if (c && gin[i]) bad = accumulate_into(ctx, &c->eng_buf[n->next[i].input_nr], gin[i]);
-      lt_release(gin[i]);
-      gin[i] = NULL;
-      if (bad) goto done;
-      if (c && --c->eng_deps == 0) {
-        c->eng_deps = -1;
-        if (heap_push(&ready, c)) goto done;
-      }
-    }
-  }
-  for (int k = 0; k < n_inputs; k++) {
-    if (!results[k] && !allow_unused) {
-      lt_fail(ctx, "grad: One of the differentiated Tensors (input %d) appears to not have "
-              "been used in the graph. Set allow_unused=true if this is the desired behavior.",
-              k + 1);
-      goto done;
-    }
-  }
-  rc = 0;
-  goto done;
-
-reentrant:
-  engine_fail(ctx, "the graph is already running a backward pass (a hook or Function called "
-              "backward on a graph that shares nodes with the pass that runs it)");
-done:
-  ctx->grad_enabled = old_mode;
-  if (rc) {
-    for (int k = 0; k < n_inputs; k++) {
-      lt_release(results[k]);
-      results[k] = NULL;
-    }
-  }
-  for (size_t i = 0; i < all.n; i++) {
-    lt_node *n = all.v[i];
-    for (int o = 0; o < n->n_out; o++) lt_release(n->eng_buf[o]);
-    free(n->eng_buf);
-    n->eng_buf = NULL;
-    n->eng_owner = NULL;
-    n->eng_deps = 0;
-  }
-  for (size_t i = 0; i < all.n; i++) lt_node_release(all.v[i]);
-  for (int i = 0; i < n_roots; i++) {
-    if (root_edges && root_edges[i].node) lt_node_release(root_edges[i].node);
-    if (root_grads) lt_release(root_grads[i]);
-  }
-  free(gin);
-  free(all.v);
-  free(ready.v);
-  free(todo.v);
-  free(caps);
-  free(root_edges);
-  free(root_grads);
-  return rc;
 }

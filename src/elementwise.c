@@ -1,20 +1,23 @@
 /*
-** elementwise.c -- the elementwise op family: binary (tensor-tensor and tensor-number), unary,
-** clamp, where, isclose/allclose/equal, their in-place forms and their backward functions.
+** elementwise.c -- the binary op family: tensor-tensor and tensor-number ops, their in-place
+** forms and backward functions, and isclose/allclose/equal. Unary ops and clamp are in unary.c,
+** where in where.c; what the three share is in elementwise.h.
 **
 ** Type promotion follows PyTorch: bool < int64 < float32 < float64; a zero-dim tensor (or a Lua
 ** number) takes part only when it is of a higher category (bool < integer < float) than the
 ** dimensioned operand, and then a number gives the default dtype of its category (int64,
 ** float32). A number never widens a float tensor. Integer true division gives float32.
 **
-** Numbers are passed to the kernels as zero-dim tensors that live on the C stack (scalar_box),
-** so `x + 2` allocates nothing but its output. They are never retained or saved: a node that
-** needs the number keeps it in its extra data and rebuilds the box during backward.
+** Numbers are passed to the kernels as zero-dim tensors that live on the C stack
+** (lt_ew_scalar_box), so `x + 2` allocates nothing but its output. They are never retained or
+** saved: a node that needs the number keeps it in its extra data and rebuilds the box during
+** backward.
 */
 #include <math.h>
 #include <stdio.h>
 
-#include "core.h"
+#include "backend.h"
+#include "elementwise.h"
 
 /* ============================================================ names and dtype rules */
 
@@ -23,15 +26,10 @@ static const char *const binop_names[LT_NBINOP] = {
     "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "atan2", "fmod", "remainder",
     "div", "div", "floor_divide"};
 
-static const char *const unop_names[LT_NUNOP] = {
-    "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
-    "sigmoid", "relu", "gelu", "silu", "logical_not", "isnan", "isfinite", "reciprocal",
-    "square", "floor", "ceil", "round", "trunc", "expm1", "log2", "erf", "leaky_relu", "elu",
-    "gelu", "softplus", "tan", "asin", "acos", "atan"};
 
 /* "add" -> "add_" in buf (of 40 bytes): the in-place op's name for its messages. Built with
 ** memcpy, not snprintf, which would cost more than a small in-place op itself. */
-static const char *inplace_name(char *buf, const char *base) {
+const char *lt_ew_inplace_name(char *buf, const char *base) {
   size_t k = strlen(base);
   if (k > 38) k = 38;
   memcpy(buf, base, k);
@@ -53,14 +51,14 @@ lt_dtype lt_result_type(const lt_tensor *a, const lt_tensor *b) {
 }
 
 /* Result dtype of a tensor of dtype t with a Lua number. */
-static lt_dtype scalar_result(lt_dtype t, bool s_is_int) {
+lt_dtype lt_ew_scalar_result(lt_dtype t, bool s_is_int) {
   int c = s_is_int ? 1 : 2;
   if (c > category(t)) return c == 1 ? LT_INT64 : LT_FLOAT32;
   return t;
 }
 
 /* PyTorch's can_cast for in-place results: never float->integer, never non-bool->bool. */
-static bool can_cast(lt_dtype from, lt_dtype to) { return category(from) <= category(to); }
+bool lt_ew_can_cast(lt_dtype from, lt_dtype to) { return category(from) <= category(to); }
 
 static bool binop_diff(int op) {
   switch (op) {
@@ -117,83 +115,9 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dt
   return 0;
 }
 
-enum { U_SAME, U_FLOAT, U_FLOATONLY, U_BOOLOUT };            /* output dtype rule */
-enum { S_NODIFF, S_IN, S_OUT, S_ZERO, S_NEG };               /* what backward needs */
-
-typedef struct {
-  unsigned char kind, save;
-  bool bool_ok;      /* U_SAME: defined on bool tensors */
-} unop_info;
-
-static const unop_info uinfo[LT_NUNOP] = {
-    [LT_NEG] = {U_SAME, S_NEG, false},         [LT_ABS] = {U_SAME, S_IN, false},
-    [LT_SIGN] = {U_SAME, S_ZERO, true},        [LT_EXP] = {U_FLOAT, S_OUT, true},
-    [LT_LOG] = {U_FLOAT, S_IN, true},          [LT_LOG1P] = {U_FLOAT, S_IN, true},
-    [LT_SQRT] = {U_FLOAT, S_OUT, true},        [LT_RSQRT] = {U_FLOAT, S_OUT, true},
-    [LT_SIN] = {U_FLOAT, S_IN, true},          [LT_COS] = {U_FLOAT, S_IN, true},
-    [LT_TANH] = {U_FLOAT, S_OUT, true},        [LT_SIGMOID] = {U_FLOAT, S_OUT, true},
-    [LT_RELU] = {U_SAME, S_OUT, false},        [LT_GELU] = {U_FLOATONLY, S_IN, false},
-    [LT_SILU] = {U_FLOATONLY, S_IN, false},    [LT_LNOT] = {U_BOOLOUT, S_NODIFF, true},
-    [LT_ISNAN] = {U_BOOLOUT, S_NODIFF, true},  [LT_ISFINITE] = {U_BOOLOUT, S_NODIFF, true},
-    [LT_RECIPROCAL] = {U_FLOAT, S_OUT, true},  [LT_SQUARE] = {U_SAME, S_IN, true},
-    [LT_FLOOR] = {U_SAME, S_ZERO, false},      [LT_CEIL] = {U_SAME, S_ZERO, false},
-    [LT_ROUND] = {U_SAME, S_ZERO, false},      [LT_TRUNC] = {U_SAME, S_ZERO, false},
-    [LT_EXPM1] = {U_FLOAT, S_OUT, true},       [LT_LOG2] = {U_FLOAT, S_IN, true},
-    [LT_ERF] = {U_FLOAT, S_IN, true},          [LT_LEAKY_RELU] = {U_FLOATONLY, S_IN, false},
-    [LT_ELU] = {U_FLOATONLY, S_IN, false},     [LT_GELU_TANH] = {U_FLOATONLY, S_IN, false},
-    [LT_SOFTPLUS] = {U_FLOATONLY, S_IN, false}, [LT_TAN] = {U_FLOAT, S_OUT, true},
-    [LT_ASIN] = {U_FLOAT, S_IN, true},         [LT_ACOS] = {U_FLOAT, S_IN, true},
-    [LT_ATAN] = {U_FLOAT, S_IN, true},
-};
-
-static int unary_out_dtype(lt_ctx *ctx, const char *name, int op, lt_dtype in, lt_dtype *out) {
-  *out = in;
-  const unop_info *u = &uinfo[op];
-  switch (u->kind) {
-    case U_SAME:
-      if (in == LT_BOOL && op == LT_SQUARE) {
-        *out = LT_INT64;
-        return 0;
-      }
-      if (in == LT_BOOL && !u->bool_ok) {
-        if (op == LT_NEG)
-          return lt_fail(ctx, "%s: negation, the `-` operator, on a bool tensor is not "
-                         "supported. If you are trying to invert a mask, use logical_not() "
-                         "instead.", name);
-        return lt_fail(ctx, "%s: not implemented for bool tensors", name);
-      }
-      *out = in;
-      return 0;
-    case U_FLOAT:
-      *out = lt_dtype_is_float(in) ? in : LT_FLOAT32;
-      return 0;
-    case U_FLOATONLY:
-      if (!lt_dtype_is_float(in))
-        return lt_fail(ctx, "%s: not implemented for %s tensors (expected float32 or float64)",
-                       name, lt_dtype_name(in));
-      *out = in;
-      return 0;
-    default:
-      *out = LT_BOOL;
-      return 0;
-  }
-}
-
 /* ============================================================ helpers */
 
-/* A zero-dim tensor on the C stack holding one number: never retained, never saved. */
-typedef struct {
-  lt_tensor t;
-  lt_storage s;
-  union {
-    double f64;
-    float f32;
-    int64_t i64;
-    uint8_t b;
-  } v;
-} scalar_box;
-
-static lt_tensor *scalar_init(scalar_box *sb, lt_dtype dt, double v) {
+lt_tensor *lt_ew_scalar_init(lt_ew_scalar_box *sb, lt_dtype dt, double v) {
   memset(&sb->t, 0, sizeof sb->t);
   memset(&sb->s, 0, sizeof sb->s);
   sb->s.refcount = 1;
@@ -225,14 +149,14 @@ static bool same_view(const lt_tensor *a, const lt_tensor *b) {
 }
 
 /* A plain copy of t's values (contiguous, no autograd). */
-static int data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
+int lt_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
   if (lt_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
   lt_kernels(t)->copy(ctx, *out, t);
   return 0;
 }
 
 /* new ref of t converted to dt (t itself when it already has it); no autograd */
-static int as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
+int lt_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
   if (t->dtype == dt) {
     *out = lt_retain(t);
     return 0;
@@ -259,7 +183,7 @@ static void zero_row(char **d, const int64_t *st, int64_t n, void *ud) {
 static bool has_zero(lt_ctx *ctx, lt_tensor *t) {
   lt_tensor *tmp = NULL, *src = t;
   if (t->dtype != LT_INT64) {
-    if (as_dtype(ctx, &tmp, t, LT_INT64)) return false;
+    if (lt_ew_as_dtype(ctx, &tmp, t, LT_INT64)) return false;
     src = tmp;
   }
   zero_scan z = {0};
@@ -280,7 +204,7 @@ static bool all_true(const lt_tensor *t) {
 }
 
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
-static int finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
+int lt_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate) {
   lt_tensor *s, *t;
   if (lt_sum_to(ctx, &s, full, nd, size)) return -1;
@@ -290,7 +214,7 @@ static int finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
     if (rc) return -1;
     s = t;
   }
-  int rc = as_dtype(ctx, &t, s, dt);
+  int rc = lt_ew_as_dtype(ctx, &t, s, dt);
   lt_release(s);
   if (rc) return -1;
   *out = t;
@@ -302,7 +226,8 @@ static int ternary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor
                    lt_tensor *b) {
   lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
   int rc = -1;
-  if (as_dtype(ctx, &ca, a, g->dtype) || as_dtype(ctx, &cb, b, g->dtype)) goto done;
+  if (lt_ew_as_dtype(ctx, &ca, a, g->dtype) || lt_ew_as_dtype(ctx, &cb, b, g->dtype))
+    goto done;
   if (lt_empty_as(ctx, &o, g, g->dtype, g->ndim, g->size)) goto done;
   lt_cpu_ternary(ctx, op, o, g, ca, cb);
   *out = o;
@@ -314,7 +239,7 @@ done:
 }
 
 /* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-static int grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
+int lt_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
                        lt_dtype dt, double p0, double p1) {
   int nd;
   int64_t size[LT_MAX_DIMS];
@@ -348,7 +273,7 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                            lt_tensor **gin) {
   const bin_extra *e = self->extra;
   lt_tensor *g0 = gout[0], *g = NULL, *a = NULL, *b = NULL, *fa = NULL, *fb = NULL;
-  scalar_box boxa, boxb;
+  lt_ew_scalar_box boxa, boxb;
   bool ga = lt_needs_input_grad(self, 0), gb = lt_needs_input_grad(self, 1);
   bool need_a, need_b, neg_b = false;
   int rc = -1;
@@ -356,15 +281,15 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
   if (!lt_dtype_is_float(g0->dtype)) return lt_fail(ctx, "%s: gradient of dtype %s",
                                                      self->type->name,
                                                      lt_dtype_name(g0->dtype));
-  if (as_dtype(ctx, &g, g0, lt_dtype_is_float(self->out_dtype) ? self->out_dtype : g0->dtype))
-    return -1;
+  lt_dtype gdt = lt_dtype_is_float(self->out_dtype) ? self->out_dtype : g0->dtype;
+  if (lt_ew_as_dtype(ctx, &g, g0, gdt)) return -1;
   bin_needs(e->op, ga, gb, &need_a, &need_b);
   if (e->scal == 1)
-    a = scalar_init(&boxa, g->dtype, e->s);
+    a = lt_ew_scalar_init(&boxa, g->dtype, e->s);
   else if (need_a && lt_saved_get(ctx, self, 0, &a))
     goto done;
   if (e->scal == 2)
-    b = scalar_init(&boxb, g->dtype, e->s);
+    b = lt_ew_scalar_init(&boxb, g->dtype, e->s);
   else if (need_b && lt_saved_get(ctx, self, 1, &b))
     goto done;
   switch (e->op) {
@@ -417,8 +342,8 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
     default:
       break;
   }
-  if (fa && finish_grad(ctx, &gin[0], fa, e->na, e->sa, e->da, false)) goto done;
-  if (fb && finish_grad(ctx, &gin[1], fb, e->nb, e->sb, e->db, neg_b)) goto done;
+  if (fa && lt_ew_finish_grad(ctx, &gin[0], fa, e->na, e->sa, e->da, false)) goto done;
+  if (fb && lt_ew_finish_grad(ctx, &gin[1], fb, e->nb, e->sb, e->db, neg_b)) goto done;
   rc = 0;
 done:
   lt_release(fa);
@@ -427,23 +352,22 @@ done:
   return rc;
 }
 
-#define NODE_TYPE(var, name, fn) static const lt_node_type var = {name, fn, NULL}
-NODE_TYPE(add_type, "AddBackward0", binary_backward);
-NODE_TYPE(sub_type, "SubBackward0", binary_backward);
-NODE_TYPE(rsub_type, "RsubBackward1", binary_backward);
-NODE_TYPE(mul_type, "MulBackward0", binary_backward);
-NODE_TYPE(div_type, "DivBackward0", binary_backward);
-NODE_TYPE(pow0_type, "PowBackward0", binary_backward);
-NODE_TYPE(pow1_type, "PowBackward1", binary_backward);
-NODE_TYPE(pow2_type, "PowBackward2", binary_backward);
-NODE_TYPE(max_type, "MaximumBackward0", binary_backward);
-NODE_TYPE(min_type, "MinimumBackward0", binary_backward);
-NODE_TYPE(atan2_type, "Atan2Backward0", binary_backward);
-NODE_TYPE(fmod0_type, "FmodBackward0", binary_backward);
-NODE_TYPE(fmod1_type, "FmodBackward1", binary_backward);
-NODE_TYPE(rem0_type, "RemainderBackward0", binary_backward);
-NODE_TYPE(rem1_type, "RemainderBackward1", binary_backward);
-NODE_TYPE(div_round_type, "DivBackward2", binary_backward);
+LT_EW_NODE_TYPE(add_type, "AddBackward0", binary_backward);
+LT_EW_NODE_TYPE(sub_type, "SubBackward0", binary_backward);
+LT_EW_NODE_TYPE(rsub_type, "RsubBackward1", binary_backward);
+LT_EW_NODE_TYPE(mul_type, "MulBackward0", binary_backward);
+LT_EW_NODE_TYPE(div_type, "DivBackward0", binary_backward);
+LT_EW_NODE_TYPE(pow0_type, "PowBackward0", binary_backward);
+LT_EW_NODE_TYPE(pow1_type, "PowBackward1", binary_backward);
+LT_EW_NODE_TYPE(pow2_type, "PowBackward2", binary_backward);
+LT_EW_NODE_TYPE(max_type, "MaximumBackward0", binary_backward);
+LT_EW_NODE_TYPE(min_type, "MinimumBackward0", binary_backward);
+LT_EW_NODE_TYPE(atan2_type, "Atan2Backward0", binary_backward);
+LT_EW_NODE_TYPE(fmod0_type, "FmodBackward0", binary_backward);
+LT_EW_NODE_TYPE(fmod1_type, "FmodBackward1", binary_backward);
+LT_EW_NODE_TYPE(rem0_type, "RemainderBackward0", binary_backward);
+LT_EW_NODE_TYPE(rem1_type, "RemainderBackward1", binary_backward);
+LT_EW_NODE_TYPE(div_round_type, "DivBackward2", binary_backward);
 
 /* PyTorch 1.13 records floor_divide with a node whose backward raises; so does Lantern, so that
 ** a program that differentiates through `//` fails here as it would there. */
@@ -453,7 +377,7 @@ static int floor_divide_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *g
   return lt_fail(ctx, "floor_divide: the derivative for 'floor_divide' is not implemented "
                  "(use div(other, {rounding_mode = \"floor\"}), whose gradient is zero)");
 }
-NODE_TYPE(floor_divide_type, "NotImplemented", floor_divide_backward);
+LT_EW_NODE_TYPE(floor_divide_type, "NotImplemented", floor_divide_backward);
 
 static const lt_node_type *bin_type(int op, int scal) {
   switch (op) {
@@ -565,7 +489,7 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
   return 0;
 }
 
-int lt_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b) {
+int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary: unknown op %d", op);
   if (!a || !b) return lt_fail(ctx, "%s: missing operand", binop_names[op]);
   return binary_impl(ctx, out, op, a, b, 0, 0);
@@ -573,23 +497,23 @@ int lt_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b) 
 
 /* Checks of a tensor-number op; fills the number's box in the compute dtype. */
 static int scalar_operand(lt_ctx *ctx, const char *name, int op, lt_tensor *a, double s,
-                          bool s_is_int, bool reverse, scalar_box *box) {
+                          bool s_is_int, bool reverse, lt_ew_scalar_box *box) {
   lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
-  if (binop_dtypes(ctx, name, op, scalar_result(a->dtype, s_is_int), &compute, &odt))
+  if (binop_dtypes(ctx, name, op, lt_ew_scalar_result(a->dtype, s_is_int), &compute, &odt))
     return -1;
   if (op == LT_POW && !reverse && compute == LT_INT64 && s < 0)
     return lt_fail(ctx, "%s: integers to negative integer powers are not allowed", name);
   if (int_divides(op) && !reverse && compute == LT_INT64 && s == 0)
     return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
-  scalar_init(box, compute, s);
+  lt_ew_scalar_init(box, compute, s);
   return 0;
 }
 
-int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double s, bool s_is_int,
+int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, double s, bool s_is_int,
                      bool reverse) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary: unknown op %d", op);
   if (!a) return lt_fail(ctx, "%s: missing operand", binop_names[op]);
-  scalar_box box;
+  lt_ew_scalar_box box;
   if (scalar_operand(ctx, binop_names[op], op, a, s, s_is_int, reverse, &box)) return -1;
   return reverse ? binary_impl(ctx, out, op, &box.t, a, 1, s)
                  : binary_impl(ctx, out, op, a, &box.t, 2, s);
@@ -599,7 +523,7 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double 
 
 static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int scal, double s) {
   char name[40], bufa[256], bufb[256];
-  inplace_name(name, binop_names[op]);
+  lt_ew_inplace_name(name, binop_names[op]);
   if (!lt_same_shape(a, b)) {
     int nd;
     int64_t size[LT_MAX_DIMS];
@@ -613,7 +537,7 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
   }
   lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
   if (binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
-  if (!can_cast(odt, a->dtype))
+  if (!lt_ew_can_cast(odt, a->dtype))
     return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
   if (odt != LT_BOOL) compute = a->dtype;
@@ -629,10 +553,10 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
   if (scal != 2 && b->storage == a->storage && (!same_view(a, b) || need_b)) {
-    if (data_clone(ctx, &bcopy, b)) return -1;
+    if (lt_ew_data_clone(ctx, &bcopy, b)) return -1;
     bk = bcopy;
   }
-  if (need_a && data_clone(ctx, &aold, a)) {
+  if (need_a && lt_ew_data_clone(ctx, &aold, a)) {
     lt_release(bcopy);
     return -1;
   }
@@ -645,293 +569,21 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
   return rc;
 }
 
-int lt_binary_(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b) {
+int lt_binary_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary_: unknown op %d", op);
   if (!a || !b) return lt_fail(ctx, "%s_: missing operand", binop_names[op]);
   return binary_inplace(ctx, op, a, b, 0, 0);
 }
 
-int lt_binary_scalar_(lt_ctx *ctx, int op, lt_tensor *a, double s) {
+int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary_: unknown op %d", op);
   if (!a) return lt_fail(ctx, "%s_: missing operand", binop_names[op]);
   char name[40];
-  inplace_name(name, binop_names[op]);
-  scalar_box box;
+  lt_ew_inplace_name(name, binop_names[op]);
+  lt_ew_scalar_box box;
   bool s_is_int = s == floor(s) && fabs(s) < 9.2e18;
   if (scalar_operand(ctx, name, op, a, s, s_is_int, false, &box)) return -1;
   return binary_inplace(ctx, op, a, &box.t, 2, s);
-}
-
-/* ============================================================ unary */
-
-typedef struct {
-  int op;
-  double p0, p1;
-  lt_dtype da;
-} un_extra;
-
-static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
-  const un_extra *e = self->extra;
-  lt_tensor *g = gout[0], *s;
-  if (!g) return 0;
-  switch (uinfo[e->op].save) {
-    case S_NEG: {
-      lt_tensor *t;
-      if (lt_unary(ctx, &t, LT_NEG, g, 0, 0)) return -1;
-      int rc = as_dtype(ctx, &gin[0], t, e->da);
-      lt_release(t);
-      return rc;
-    }
-    case S_ZERO:
-      return lt_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
-    default:
-      if (lt_saved_get(ctx, self, 0, &s)) return -1;
-      return grad_binary(ctx, &gin[0], LT_EW_BW + e->op, g, s, e->da, e->p0, e->p1);
-  }
-}
-
-static const lt_node_type un_types[LT_NUNOP] = {
-    [LT_NEG] = {"NegBackward0", unary_backward, NULL},
-    [LT_ABS] = {"AbsBackward0", unary_backward, NULL},
-    [LT_SIGN] = {"SignBackward0", unary_backward, NULL},
-    [LT_EXP] = {"ExpBackward0", unary_backward, NULL},
-    [LT_LOG] = {"LogBackward0", unary_backward, NULL},
-    [LT_LOG1P] = {"Log1PBackward0", unary_backward, NULL},
-    [LT_SQRT] = {"SqrtBackward0", unary_backward, NULL},
-    [LT_RSQRT] = {"RsqrtBackward0", unary_backward, NULL},
-    [LT_SIN] = {"SinBackward0", unary_backward, NULL},
-    [LT_COS] = {"CosBackward0", unary_backward, NULL},
-    [LT_TANH] = {"TanhBackward0", unary_backward, NULL},
-    [LT_SIGMOID] = {"SigmoidBackward0", unary_backward, NULL},
-    [LT_RELU] = {"ReluBackward0", unary_backward, NULL},
-    [LT_GELU] = {"GeluBackward0", unary_backward, NULL},
-    [LT_SILU] = {"SiluBackward0", unary_backward, NULL},
-    [LT_RECIPROCAL] = {"ReciprocalBackward0", unary_backward, NULL},
-    [LT_SQUARE] = {"PowBackward0", unary_backward, NULL},
-    [LT_FLOOR] = {"FloorBackward0", unary_backward, NULL},
-    [LT_CEIL] = {"CeilBackward0", unary_backward, NULL},
-    [LT_ROUND] = {"RoundBackward0", unary_backward, NULL},
-    [LT_TRUNC] = {"TruncBackward0", unary_backward, NULL},
-    [LT_EXPM1] = {"Expm1Backward0", unary_backward, NULL},
-    [LT_LOG2] = {"Log2Backward0", unary_backward, NULL},
-    [LT_ERF] = {"ErfBackward0", unary_backward, NULL},
-    [LT_LEAKY_RELU] = {"LeakyReluBackward0", unary_backward, NULL},
-    [LT_ELU] = {"EluBackward0", unary_backward, NULL},
-    [LT_GELU_TANH] = {"GeluBackward0", unary_backward, NULL},
-    [LT_SOFTPLUS] = {"SoftplusBackward0", unary_backward, NULL},
-    [LT_TAN] = {"TanBackward0", unary_backward, NULL},
-    [LT_ASIN] = {"AsinBackward0", unary_backward, NULL},
-    [LT_ACOS] = {"AcosBackward0", unary_backward, NULL},
-    [LT_ATAN] = {"AtanBackward0", unary_backward, NULL},
-};
-
-/* Records out = op(a); save_in replaces a as the saved input (in-place ops). */
-static int record_unary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *out, double p0, double p1,
-                        lt_tensor *save_in) {
-  lt_node *node;
-  int save = uinfo[op].save;
-  int nsaved = (save == S_IN || save == S_OUT) ? 1 : 0;
-  if (lt_record(ctx, &un_types[op], 1, &a, 1, &out, sizeof(un_extra), nsaved, &node)) return -1;
-  if (!node) return 0;
-  un_extra *e = node->extra;
-  e->op = op;
-  e->p0 = p0;
-  e->p1 = p1;
-  e->da = a->dtype;
-  int rc = 0;
-  if (save == S_IN) rc = lt_save(node, 0, save_in ? save_in : a, false);
-  if (save == S_OUT) rc = lt_save(node, 0, out, true);
-  return rc ? lt_fail(ctx, "%s: out of memory", unop_names[op]) : 0;
-}
-
-int lt_unary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double p0, double p1) {
-  if (op < 0 || op >= LT_NUNOP) return lt_fail(ctx, "unary: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s: missing operand", unop_names[op]);
-  lt_dtype odt;
-  if (unary_out_dtype(ctx, unop_names[op], op, a->dtype, &odt)) return -1;
-  lt_tensor *o;
-  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  lt_kernels(a)->unary(ctx, op, o, a, p0, p1);
-  if (uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad &&
-      record_unary(ctx, op, a, o, p0, p1, NULL)) {
-    lt_release(o);
-    return -1;
-  }
-  *out = o;
-  return 0;
-}
-
-int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1) {
-  if (op < 0 || op >= LT_NUNOP) return lt_fail(ctx, "unary_: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s_: missing operand", unop_names[op]);
-  char name[40];
-  inplace_name(name, unop_names[op]);
-  lt_dtype odt;
-  if (unary_out_dtype(ctx, name, op, a->dtype, &odt)) return -1;
-  if (!can_cast(odt, a->dtype))
-    return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
-                   lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (lt_check_inplace(ctx, name, a)) return -1;
-  bool grad = ctx->grad_enabled && a->requires_grad;
-  if (grad && uinfo[op].save == S_NODIFF)
-    return lt_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
-                   "(the result is not differentiable)", name, unop_names[op]);
-  lt_tensor *aold = NULL;
-  if (grad && uinfo[op].save == S_IN && data_clone(ctx, &aold, a)) return -1;
-  lt_kernels(a)->unary(ctx, op, a, a, p0, p1);
-  lt_bump_version(a);
-  int rc = grad ? record_unary(ctx, op, a, a, p0, p1, aold) : 0;
-  lt_release(aold);
-  return rc;
-}
-
-/* ============================================================ clamp */
-
-typedef struct {
-  double lo, hi;
-  lt_dtype da;
-} clamp_extra;
-
-static int clamp_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
-  const clamp_extra *e = self->extra;
-  lt_tensor *x;
-  if (!gout[0]) return 0;
-  if (lt_saved_get(ctx, self, 0, &x)) return -1;
-  return grad_binary(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo, e->hi);
-}
-
-NODE_TYPE(clamp_type, "ClampBackward1", clamp_backward);
-
-static int record_clamp(lt_ctx *ctx, lt_tensor *a, lt_tensor *out, double lo, double hi,
-                        lt_tensor *save_in) {
-  lt_node *node;
-  if (lt_record(ctx, &clamp_type, 1, &a, 1, &out, sizeof(clamp_extra), 1, &node)) return -1;
-  if (!node) return 0;
-  clamp_extra *e = node->extra;
-  e->lo = lo;
-  e->hi = hi;
-  e->da = a->dtype;
-  if (lt_save(node, 0, save_in ? save_in : a, false)) return lt_fail(ctx, "clamp: out of memory");
-  return 0;
-}
-
-static bool is_int_value(double v) { return v == floor(v) && fabs(v) < 9.2e18; }
-
-/* Output dtype of clamp: the tensor's, promoted by the bounds as numbers. */
-static lt_dtype clamp_dtype(lt_dtype dt, const double *lo, const double *hi) {
-  if (lo) dt = scalar_result(dt, is_int_value(*lo));
-  if (hi) dt = scalar_result(dt, is_int_value(*hi));
-  return dt;
-}
-
-int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const double *hi) {
-  if (!a) return lt_fail(ctx, "clamp: missing operand");
-  if (!lo && !hi) return lt_fail(ctx, "clamp: at least one of min and max must be given");
-  double l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
-  lt_dtype odt = clamp_dtype(a->dtype, lo, hi);
-  lt_tensor *o;
-  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  lt_kernels(a)->unary(ctx, LT_UCLAMP, o, a, l, h);
-  if (ctx->grad_enabled && a->requires_grad && record_clamp(ctx, a, o, l, h, NULL)) {
-    lt_release(o);
-    return -1;
-  }
-  *out = o;
-  return 0;
-}
-
-int lt_clamp_(lt_ctx *ctx, lt_tensor *a, const double *lo, const double *hi) {
-  if (!a) return lt_fail(ctx, "clamp_: missing operand");
-  if (!lo && !hi) return lt_fail(ctx, "clamp_: at least one of min and max must be given");
-  double l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
-  lt_dtype odt = clamp_dtype(a->dtype, lo, hi);
-  if (!can_cast(odt, a->dtype))
-    return lt_fail(ctx, "clamp_: result type %s can't be cast to the desired output type %s",
-                   lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (lt_check_inplace(ctx, "clamp_", a)) return -1;
-  bool grad = ctx->grad_enabled && a->requires_grad;
-  lt_tensor *aold = NULL;
-  if (grad && data_clone(ctx, &aold, a)) return -1;
-  lt_kernels(a)->unary(ctx, LT_UCLAMP, a, a, l, h);
-  lt_bump_version(a);
-  int rc = grad ? record_clamp(ctx, a, a, l, h, aold) : 0;
-  lt_release(aold);
-  return rc;
-}
-
-/* ============================================================ where */
-
-typedef struct {
-  lt_dtype da, db;
-  int na, nb;
-  int64_t sa[LT_MAX_DIMS], sb[LT_MAX_DIMS];
-} where_extra;
-
-static int where_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
-  const where_extra *e = self->extra;
-  lt_tensor *g = gout[0], *cond, *full = NULL;
-  if (!g) return 0;
-  if (lt_saved_get(ctx, self, 0, &cond)) return -1;
-  scalar_box zero;
-  lt_tensor *z = scalar_init(&zero, g->dtype, 0.0);
-  for (int k = 0; k < 2; k++) {
-    if (!lt_needs_input_grad(self, k)) continue;
-    if (lt_empty_as(ctx, &full, g, g->dtype, g->ndim, g->size)) return -1;
-    lt_cpu_where(ctx, full, cond, k == 0 ? g : z, k == 0 ? z : g);
-    int rc = finish_grad(ctx, &gin[k], full, k == 0 ? e->na : e->nb, k == 0 ? e->sa : e->sb,
-                         k == 0 ? e->da : e->db, false);
-    lt_release(full);
-    if (rc) return -1;
-  }
-  return 0;
-}
-
-NODE_TYPE(where_type, "WhereBackward0", where_backward);
-
-int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
-  if (!cond || !a || !b) return lt_fail(ctx, "where: missing operand");
-  if (cond->dtype != LT_BOOL)
-    return lt_fail(ctx, "where: expected condition to be a bool tensor, got %s",
-                   lt_dtype_name(cond->dtype));
-  int nd, nd2;
-  int64_t s1[LT_MAX_DIMS], size[LT_MAX_DIMS];
-  if (lt_check_devices(ctx, "where", cond, a) || lt_check_devices(ctx, "where", a, b)) return -1;
-  if (lt_broadcast_shapes(ctx, "where", a->ndim, a->size, b->ndim, b->size, &nd, s1)) return -1;
-  if (lt_broadcast_shapes(ctx, "where", cond->ndim, cond->size, nd, s1, &nd2, size)) return -1;
-  lt_dtype r = lt_result_type(a, b);
-  lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
-  if (as_dtype(ctx, &ca, a, r) || as_dtype(ctx, &cb, b, r) ||
-      lt_empty_as(ctx, &o, a, r, nd2, size)) {
-    lt_release(ca);
-    lt_release(cb);
-    return -1;
-  }
-  lt_cpu_where(ctx, o, cond, ca, cb);
-  lt_release(ca);
-  lt_release(cb);
-  lt_tensor *ins[2] = {a, b};
-  if (lt_needs_grad(ctx, 2, ins)) {
-    lt_node *node;
-    if (lt_record(ctx, &where_type, 2, ins, 1, &o, sizeof(where_extra), 1, &node)) {
-      lt_release(o);
-      return -1;
-    }
-    if (node) {
-      where_extra *e = node->extra;
-      e->da = a->dtype;
-      e->db = b->dtype;
-      e->na = a->ndim;
-      e->nb = b->ndim;
-      memcpy(e->sa, a->size, sizeof e->sa);
-      memcpy(e->sb, b->size, sizeof e->sb);
-      if (lt_save(node, 0, cond, false)) {
-        lt_release(o);
-        return lt_fail(ctx, "where: out of memory");
-      }
-    }
-  }
-  *out = o;
-  return 0;
 }
 
 /* ============================================================ comparisons of whole tensors */

@@ -1,0 +1,47 @@
+/*
+** elementwise.h -- what the elementwise op files share (elementwise.c: binary ops and the
+** whole-tensor comparisons; unary.c: unary ops and clamp; where.c): PyTorch's dtype rules,
+** numbers boxed on the C stack, and the helpers the backward functions are written with.
+** Op layer only: nothing here touches tensor data.
+*/
+#ifndef LT_ELEMENTWISE_H
+#define LT_ELEMENTWISE_H
+
+#include "core.h"
+
+/* A zero-dim tensor on the C stack holding one number: never retained, never saved. */
+typedef struct {
+  lt_tensor t;
+  lt_storage s;
+  union {
+    double f64;
+    float f32;
+    int64_t i64;
+    uint8_t b;
+  } v;
+} lt_ew_scalar_box;
+
+/* A graph node type with no op-specific resources to release. */
+#define LT_EW_NODE_TYPE(var, type_name, fn) \
+  static const lt_node_type var = {.name = (type_name), .backward = (fn), .release = NULL}
+
+/* The box's tensor, holding v in dtype dt (int64 saturates, NaN gives 0). */
+lt_tensor *lt_ew_scalar_init(lt_ew_scalar_box *sb, lt_dtype dt, double v);
+/* "add" -> "add_" in buf (of 40 bytes): the in-place op's name for its messages. */
+const char *lt_ew_inplace_name(char *buf, const char *base);
+/* Result dtype of a tensor of dtype t with a Lua number (integral when s_is_int). */
+lt_dtype lt_ew_scalar_result(lt_dtype t, bool s_is_int);
+/* PyTorch's can_cast for in-place results: never float->integer, never non-bool->bool. */
+bool lt_ew_can_cast(lt_dtype from, lt_dtype to);
+/* A plain copy of t's values (contiguous, no autograd). */
+int lt_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+/* New ref of t converted to dt (t itself when it already has it); no autograd. */
+int lt_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
+/* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
+int lt_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
+                      const int64_t *size, lt_dtype dt, bool negate);
+/* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
+int lt_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
+                      lt_dtype dt, double p0, double p1);
+
+#endif
