@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lantern.h"
+#include "lantern_ops.h"   /* the op layer's API: every op declared once */
 
 /* ============================================================ context */
 
@@ -178,8 +179,7 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
 ** A CUDA backend fills the same table. Kernels get already-checked arguments, never call ops
 ** and never fail except for out-of-memory (the int entries: 0 or -1 with the message set). */
 
-/* reductions of lt_reduce (the kernel's `op`) */
-enum lt_redop { LT_RSUM, LT_RMEAN, LT_RPROD, LT_RAMAX, LT_RAMIN, LT_RALL, LT_RANY, LT_NREDOP };
+/* (enum lt_redop, the kernel's reduce `op`, is public: lantern_ops.h) */
 
 /* The matrix dims an operand of a product has (a vector lacks one), and whether the kernel reads
 ** it transposed. */
@@ -223,8 +223,7 @@ typedef struct lt_norm_geom {
 } lt_norm_geom;
 
 /* -- dropout, losses, random fills, optimiser steps: the arguments their kernels get. */
-/* How a loss folds its per-element values (PyTorch's reduction 'none', 'mean', 'sum'). */
-enum lt_reduction { LT_REDUCTION_NONE, LT_REDUCTION_MEAN, LT_REDUCTION_SUM };
+/* (enum lt_reduction, how a loss folds its values, is public: lantern_ops.h) */
 
 /* A class-index loss over x seen as (N, C, S): C class scores at stride S per row (n, s),
 ** classes counted from base, rows whose target is `ignore` left out; logits: cross_entropy
@@ -522,24 +521,7 @@ int lt_storage_host_bytes(lt_ctx *ctx, const lt_storage *s, size_t nbytes, void 
 /* dst (any device) gets src's values (any device), converted and broadcast as lt_cpu_copy. */
 int lt_copy_across(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 
-/* ========================================================= op codes (append-only) */
-
-enum lt_binop {
-  LT_ADD, LT_SUB, LT_MUL, LT_DIV, LT_POW, LT_MAXIMUM, LT_MINIMUM,
-  LT_EQ, LT_NE, LT_LT, LT_LE, LT_GT, LT_GE, LT_LAND, LT_LOR, LT_LXOR,
-  LT_ATAN2, LT_FMOD, LT_REMAINDER,
-  LT_DIV_TRUNC, LT_DIV_FLOOR,   /* div with rounding_mode "trunc" / "floor" (zero gradient) */
-  LT_FLOOR_DIVIDE,              /* floor_divide, `//`: DIV_FLOOR with no derivative (PyTorch) */
-  LT_NBINOP
-};
-
-enum lt_unop {
-  LT_NEG, LT_ABS, LT_SIGN, LT_EXP, LT_LOG, LT_LOG1P, LT_SQRT, LT_RSQRT, LT_SIN, LT_COS,
-  LT_TANH, LT_SIGMOID, LT_RELU, LT_GELU, LT_SILU, LT_LNOT, LT_ISNAN, LT_ISFINITE,
-  LT_RECIPROCAL, LT_SQUARE, LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_EXPM1, LT_LOG2,
-  LT_ERF, LT_LEAKY_RELU /* p0 = slope */, LT_ELU /* p0 = alpha */, LT_GELU_TANH,
-  LT_SOFTPLUS /* p0 = beta, p1 = threshold */, LT_TAN, LT_ASIN, LT_ACOS, LT_ATAN, LT_NUNOP
-};
+/* The op codes (enum lt_binop, lt_unop, append-only) are public: lantern_ops.h. */
 
 /* ============================================================ autograd
 ** A node is one recorded op. It holds edges to the nodes of its differentiable inputs and
@@ -628,13 +610,9 @@ int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud, void (*
 int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
 
 /* ================================================================= ops
-** Implemented by the op families; all run the autograd recording when needed. Scalar forms
-** take a double and follow PyTorch's promotion (a number never widens a float tensor). */
+** The ops themselves are the public API in include/lantern_ops.h (included above); what
+** follows are the op layer's internal helpers. All ops run the autograd recording when needed. */
 
-/* creation and filling (creation.c, random.c) */
-int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v);
-int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v);
-int lt_zero_(lt_ctx *ctx, lt_tensor *t);
 /* After an in-place overwrite (fill_, zero_, the random fills) of t: its values no longer
 ** depend on its history, so when t requires grad it gets a node of `type` whose gradient to
 ** that history is zero, as in PyTorch. -1 only on out-of-memory. */
@@ -646,42 +624,10 @@ void lt_set_view_base(lt_tensor *view, lt_tensor *in);
 int lt_refresh_view(lt_ctx *ctx, lt_tensor *t);
 /* The backward of such nodes: a zero gradient for input 0. */
 int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
-int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt);
-/* int64 arange with exact integer arithmetic (any int64 range) */
-int lt_arange_int(lt_ctx *ctx, lt_tensor **out, int64_t start, int64_t end, int64_t step);
-int lt_linspace(lt_ctx *ctx, lt_tensor **out, double start, double end, int64_t steps, lt_dtype dt);
-int lt_eye(lt_ctx *ctx, lt_tensor **out, int64_t n, int64_t m, lt_dtype dt);
-int lt_copy_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src);      /* broadcast + convert */
-/* dst = the value of the 0-d tensor `value`, recorded as copy_ is (PyTorch's fill_(Tensor),
-** which x[i] = v runs): unlike copy_ it accepts an expanded dst. */
-int lt_fill_tensor_(lt_ctx *ctx, lt_tensor *dst, lt_tensor *value);
-int lt_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
-int lt_contiguous(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);  /* t itself if contiguous */
-int lt_to_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt); /* t itself if same */
 /* t as a contiguous tensor of dtype dt (t itself when it already is one): the form a kernel's
 ** backward reads an incoming gradient in. */
 int lt_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
-int lt_detach(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
 
-/* elementwise (elementwise.c) */
-int lt_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b);
-int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double s, bool s_is_int,
-                     bool reverse /* s op a */);
-int lt_binary_(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b);          /* a = a op b */
-int lt_binary_scalar_(lt_ctx *ctx, int op, lt_tensor *a, double s);
-int lt_unary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, double p0, double p1);
-int lt_unary_(lt_ctx *ctx, int op, lt_tensor *a, double p0, double p1);
-int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const double *hi);
-int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
-int lt_clamp_(lt_ctx *ctx, lt_tensor *a, const double *lo, const double *hi);
-/* |a - b| <= atol + rtol * |b| elementwise (bool tensor); equal: same shape and values. */
-int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double rtol,
-               double atol, bool equal_nan);
-int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol, double atol,
-                bool equal_nan);
-int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b);
-/* PyTorch's result dtype of a op b (zero-dim tensors join only with a higher category). */
-lt_dtype lt_result_type(const lt_tensor *a, const lt_tensor *b);
 /* Internals shared by elementwise.c and cpu/{binary,unary,ternary}.c: private op codes of the cpu
 ** kernels (fused gradient formulas), a binary kernel with parameters, ternary and where. */
 enum { LT_EW_BW = 1000 /* + lt_unop: g * d op(y)/dy from (g, saved y) */,
@@ -696,176 +642,5 @@ void lt_cpu_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, con
                     const lt_tensor *b);
 void lt_cpu_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                   const lt_tensor *b);
-
-/* views and shape (shape.c) */
-int lt_view(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
-int lt_reshape(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
-int lt_transpose(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int d0, int d1);
-int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm);
-int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size);
-int lt_narrow(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t start, int64_t len);
-int lt_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t index);
-int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim /* -1000: all */);
-int lt_unsqueeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim);
-int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
-int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim);
-/* flatten dims [start, end] into one (a view when possible); unflatten splits dim into sizes
-** (one may be -1); repeat tiles (n >= ndim repeats); flip reverses dims (copies);
-** tril/triu keep the elements with j - i <= k / j - i >= k of the last two dims */
-int lt_flatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int start, int end);
-int lt_unflatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int n,
-                 const int64_t *sizes);
-int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *repeats);
-int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims);
-int lt_tril(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k);
-int lt_triu(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k);
-
-/* indexing (index.c). Index tensors are int64 holding positions counted from `base`: 0 for C
-** callers (PyTorch's convention), 1 for Lua's. Out-of-range indices fail before any write. */
-int lt_index_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-                    int64_t base);
-int lt_index_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-                 lt_tensor *src, int64_t base);
-int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
-                  int64_t base);
-int lt_gather(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-              int64_t base);
-int lt_scatter(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-               lt_tensor *src, int64_t base);
-int lt_scatter_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
-                int64_t base);
-int lt_scatter_value(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-                     double value, int64_t base);
-int lt_scatter_value_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, double value,
-                      int64_t base);
-int lt_scatter_add(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, lt_tensor *index,
-                   lt_tensor *src, int64_t base);
-int lt_scatter_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tensor *src,
-                    int64_t base);
-/* mask is bool and broadcasts against t (in place: to t's shape) */
-int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask, double v);
-int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v);
-int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask);
-/* int64 classes (from base) to an int64 tensor of shape [..., num_classes]; -1 infers it */
-int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, int64_t base);
-
-/* reductions (reduce.c, search.c: max/min along a dim and arg search, reduce_composed.c:
-** var/std/norm/logsumexp, softmax.c, scan.c); dims NULL/ndims 0 means all */
-int lt_reduce(lt_ctx *ctx, lt_tensor **out, enum lt_redop op, lt_tensor *a, int ndims,
-              const int *dims, bool keepdim);
-/* Full max/min (0-dim result; gradient shared among ties as PyTorch's MaxBackward1). */
-int lt_max(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
-int lt_min(lt_ctx *ctx, lt_tensor **out, lt_tensor *a);
-/* Along one dim: values and int64 indices counted from `base` (0 for C, 1 for Lua, as in
-** index.c); the first occurrence wins and NaN counts as the largest and the smallest. */
-int lt_max_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim, int64_t base);
-int lt_min_dim(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
-               bool keepdim, int64_t base);
-/* int64 indices (from base) along *dim, or into the flattened tensor when dim is NULL. */
-int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
-              int64_t base);
-int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
-              int64_t base);
-/* sum((x - mean)^2) / max(0, N - correction); PyTorch's default correction is 1. */
-int lt_var(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
-           double correction, bool keepdim);
-int lt_std(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
-           double correction, bool keepdim);
-/* Vector p-norm over dims: p = 2, 1, 0 (count), +-INFINITY (max/min |x|) or any other p. */
-int lt_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, double p, int ndims, const int *dims,
-            bool keepdim);
-/* log(sum(exp(x))), shifted by the max; integer inputs give float32. */
-int lt_logsumexp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
-                 bool keepdim);
-int lt_softmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
-int lt_log_softmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
-/* Running sum along dim; integer and bool inputs give int64. */
-int lt_cumsum(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim);
-
-/* linear algebra (linalg.c) */
-int lt_matmul(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
-int lt_mm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
-int lt_bmm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
-int lt_mv(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *v);
-int lt_dot(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
-int lt_outer(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b);
-/* out = beta * input + alpha * (a @ b); input broadcasts to the product's shape */
-int lt_addmm(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *a, lt_tensor *b,
-             double beta, double alpha);
-
-/* nn kernels (nn_conv.c, nn_pool.c, nn_norm.c, nn_misc.c). Spatial arrays are in the op's
-** dimension order (1-d ops use index 0 only). Optional tensors (bias, weight, running stats)
-** may be NULL. */
-typedef struct lt_conv_args {
-  int64_t stride[2], padding[2], dilation[2];
-  int64_t padding_extra[2];    /* more zeros after each dim ('same' with an even kernel); conv */
-  int64_t output_padding[2];   /* transposed convolutions only */
-  int64_t groups;
-} lt_conv_args;
-void lt_conv_args_init(lt_conv_args *a);   /* stride 1, padding 0, dilation 1, groups 1 */
-/* x (N,C,L) or (C,L); w (O, C/groups, k) */
-int lt_conv1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
-              const lt_conv_args *a);
-/* x (N,C,H,W) or (C,H,W); w (O, C/groups, kh, kw) */
-int lt_conv2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
-              const lt_conv_args *a);
-/* w (C, O/groups, k...) */
-int lt_conv_transpose1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
-                        const lt_conv_args *a);
-int lt_conv_transpose2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *w, lt_tensor *b,
-                        const lt_conv_args *a);
-
-typedef struct lt_pool_args {
-  int64_t kernel[2], stride[2] /* PyTorch's default is the kernel size */, padding[2],
-      dilation[2] /* max only */;
-  bool ceil_mode, count_include_pad /* avg only */;
-  int64_t divisor_override;    /* avg only; 0: none */
-} lt_pool_args;
-/* dilation 1, count_include_pad, rest 0: the caller sets kernel and stride (>= 1) */
-void lt_pool_args_init(lt_pool_args *a);
-/* indices (may be NULL): int64 flat 0-based positions inside each input plane */
-int lt_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
-                  const lt_pool_args *a);
-int lt_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
-                  const lt_pool_args *a);
-int lt_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a);
-int lt_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const lt_pool_args *a);
-int lt_adaptive_avg_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int64_t osize);
-int lt_adaptive_avg_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, const int64_t *osize);
-int lt_adaptive_max_pool1d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
-                           int64_t osize);
-int lt_adaptive_max_pool2d(lt_ctx *ctx, lt_tensor **out, lt_tensor **indices, lt_tensor *x,
-                           const int64_t *osize);
-
-/* x (N,C,...); training: batch statistics, running stats (if given) updated in place with
-** the unbiased variance; eval: running stats (required) */
-int lt_batch_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, lt_tensor *running_mean,
-                  lt_tensor *running_var, lt_tensor *weight, lt_tensor *bias, bool training,
-                  double momentum, double eps);
-/* normalises over the trailing nd dims, which must equal nshape; weight/bias of shape nshape */
-int lt_layer_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int nd, const int64_t *nshape,
-                  lt_tensor *weight, lt_tensor *bias, double eps);
-int lt_group_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int64_t num_groups,
-                  lt_tensor *weight, lt_tensor *bias, double eps);
-/* eps < 0: the dtype's machine epsilon (PyTorch's eps=None) */
-int lt_rms_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int nd, const int64_t *nshape,
-                lt_tensor *weight, double eps);
-
-/* out = weight[indices - index_base]; padding_idx (0-based row, < 0: none) gets no gradient */
-int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *indices,
-                 int64_t padding_idx, int64_t index_base);
-/* not training or p == 0: *out is x itself (new reference) */
-int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
-               lt_generator *gen);
-/* Class-index losses on x (C), (N, C) or (N, C, d...) with an int64 target of x's shape less
-** the class dim; classes count from index_base; reduction none, mean or sum. The fused
-** cross_entropy is nll_loss(log_softmax(x)) with label smoothing (PyTorch's formulas). */
-int lt_cross_entropy(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
-                     lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
-                     double label_smoothing, int64_t index_base);
-int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor *target,
-                lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
-                int64_t index_base);
 
 #endif
