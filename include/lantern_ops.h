@@ -20,6 +20,7 @@
 **   record the graph that lt_backward runs; a host that only infers turns grad mode off.
 ** - Positions count from 0; a negative dim counts from the end (-1 is the last). Index tensors
 **   are int64 holding positions counted from `base` (pass 0 from C; the Lua binding passes 1).
+**   Error messages name dims as the Lua binding counts them, from 1.
 ** - Shapes are given as (ndim, const int64_t *size); ndim <= LT_MAX_DIMS.
 ** - Every output lives on its inputs' device; inputs of one op share a device.
 **

@@ -2,12 +2,15 @@
 #
 #   make install PREFIX=/opt/lantern     Lua modules -> $(PREFIX)/share/lua/5.4/lantern/...
 #                                        C module    -> $(PREFIX)/lib/lua/5.4/lantern/core.so
-#                                        liblantern.a -> $(PREFIX)/lib, lantern.h -> $(PREFIX)/include
-#                                        lantern.pc  -> $(PREFIX)/lib/pkgconfig
+#                                        liblantern.a -> $(PREFIX)/lib, lantern.h and
+#                                        lantern_ops.h -> $(PREFIX)/include
+#                                        lantern.pc, lantern-core.pc (a host with no Lua)
+#                                                    -> $(PREFIX)/lib/pkgconfig
 #                                        the `lantern` command -> $(PREFIX)/bin
 #   make docs                            LDoc reference in docs/api (Debian: lua-ldoc)
 #   make rock-check                      `luarocks make` into a scratch tree, then require it
 #   make embed-demo                      builds and runs examples/embed (C host, liblantern.a)
+#   make embed-c-demo                    builds and runs examples/embed_c (C host with no Lua)
 #
 # DESTDIR is honoured (staged installs). The rock build (rockspec/lantern-scm-1.rockspec) calls
 # `install` with ROCK=1 and luarocks' own directories, which installs only what a rock deploys.
@@ -43,17 +46,23 @@ install: all
 ifneq ($(ROCK),1)
 	install -d "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCDIR)" "$(DESTDIR)$(PCDIR)"
 	install -m 644 $(LIB_A) "$(DESTDIR)$(LIBDIR)/liblantern.a"
-	install -m 644 include/lantern.h "$(DESTDIR)$(INCDIR)/lantern.h"
+	install -m 644 include/lantern.h include/lantern_ops.h "$(DESTDIR)$(INCDIR)/"
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
 	  -e 's|@VERSION@|$(LT_VERSION)|g' -e 's|@LUA_V@|$(LUA_V)|g' \
 	  -e 's|@LUA_CFLAGS@|$(LUA_INC_FLAGS)|g' -e 's|@LUA_LIBS@|$(LUA_LIB_FLAGS)|g' -e 's|@LDLIBS@|$(LDLIBS)|g' \
 	  tools/lantern.pc.in > "$(DESTDIR)$(PCDIR)/lantern.pc"
+	# the same library for a host that calls only lt_* (lantern_ops.h): no Lua flags
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' \
+	  -e 's|@VERSION@|$(LT_VERSION)|g' -e 's|@LUA_V@|$(LUA_V)|g' -e 's|^Name: lantern$$|Name: lantern-core|' \
+	  -e 's|@LUA_CFLAGS@||g' -e 's|@LUA_LIBS@||g' -e 's|@LDLIBS@|$(LDLIBS)|g' \
+	  tools/lantern.pc.in > "$(DESTDIR)$(PCDIR)/lantern-core.pc"
 endif
 
 uninstall:
 	@for f in $(LUASRC); do rm -f "$(DESTDIR)$(LUADIR)/$${f#lua/}"; done
 	rm -f "$(DESTDIR)$(CMODDIR)/lantern/core.so" "$(DESTDIR)$(BINDIR)/lantern" \
-	  "$(DESTDIR)$(LIBDIR)/liblantern.a" "$(DESTDIR)$(INCDIR)/lantern.h" "$(DESTDIR)$(PCDIR)/lantern.pc"
+	  "$(DESTDIR)$(LIBDIR)/liblantern.a" "$(DESTDIR)$(INCDIR)/lantern.h" \
+	  "$(DESTDIR)$(INCDIR)/lantern_ops.h" "$(DESTDIR)$(PCDIR)/lantern.pc" "$(DESTDIR)$(PCDIR)/lantern-core.pc"
 
 # Reference docs from the LDoc comments in lua/lantern and the stubs in docs/api_core.lua
 # (which document the functions written in C). config.ld says what goes in.
@@ -79,3 +88,15 @@ embed-demo: $(EMBED_DEMO)
 	cd examples/embed && ./embed_demo model.pt 10000
 $(EMBED_DEMO): examples/embed/embed.c include/lantern.h $(LIB_A)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Iinclude $(LUA_INC_FLAGS) $< $(LIB_A) $(LUA_LIB_FLAGS) $(LDLIBS) -o $@
+
+# The C host with no Lua (examples/embed_c/infer.c): liblantern.a and the core's libraries only,
+# run on the MLP checkpoint that examples/embed_c/make_model.lua writes.
+EMBED_C = $(BUILD)/examples/infer
+EMBED_C_MODEL = $(BUILD)/examples/mlp.safetensors
+.PHONY: embed-c-demo
+embed-c-demo: $(EMBED_C) $(CORE_SO)
+	bin/lantern examples/embed_c/make_model.lua $(EMBED_C_MODEL)
+	$(EMBED_C) $(EMBED_C_MODEL) 0.5 -1.25 2 0.125  -0.75 0 1.5 -2.5
+$(EMBED_C): examples/embed_c/infer.c include/lantern.h include/lantern_ops.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Iinclude $< $(LIB_A) $(LDLIBS) -o $@
