@@ -3,8 +3,8 @@
 **
 ** How to use it
 ** -------------
-** A C host either uses the core directly (lt_* functions below, no Lua involved) or opens the
-** Lua binding inside a lua_State it owns:
+** A C host either uses the core directly (lt_* functions below and the ops and checkpoint
+** functions of lantern_ops.h, no Lua involved) or opens the Lua binding inside a lua_State it owns:
 **
 **     lua_State *L = luaL_newstate();
 **     luaL_openlibs(L);
