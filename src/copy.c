@@ -2,7 +2,7 @@
 ** copy.c -- the ops built on the copy and fill kernels (cpu/copy.c on the cpu): full, fill_,
 ** copy_, clone, contiguous, to_dtype, detach.
 */
-#include "core.h"
+#include "backend.h"
 
 int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v) {
   lt_tensor *t;

@@ -47,6 +47,10 @@ struct lt_storage {
 };
 
 lt_storage *lt_storage_new(size_t nbytes);           /* NULL on out-of-memory */
+/* A storage record for memory that deleter(data, ud) frees when the last view dies (a host's
+** blob, a device's block); NULL on out-of-memory. */
+lt_storage *lt_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
+                             void *ud);
 void lt_storage_release(lt_storage *s);
 
 /* Buffer cache (alloc.c). Blocks are 64-byte aligned. */
@@ -56,6 +60,14 @@ void lt_cache_free(void *p, size_t nbytes);
 size_t lt_cache_in_use(void);
 
 /* ============================================================ tensor */
+
+/* The bytes of a new tensor of that dtype and shape, or -1 with the message (bad dtype, rank,
+** negative or overflowing sizes). */
+int lt_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes);
+/* *out = a contiguous tensor over the fresh storage s (taking its reference; s is released on
+** failure). */
+int lt_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
+                   const int64_t *size);
 
 typedef struct lt_hook lt_hook;
 void lt_hooks_free(lt_hook *h);
@@ -400,8 +412,6 @@ typedef struct lt_backend {
 extern const lt_backend lt_cpu_backend;
 /* The entries' names in the struct's order, NULL-terminated (cpu/backend.c). */
 extern const char *const lt_backend_entries[];
-/* The table of a kind of device (NULL: none registered). */
-const lt_backend *lt_backend_of(lt_devtype device);
 /* cpu kernels behind the table, in src/cpu/ (binary/unary in binary.c and unary.c)
 ** (the table itself in cpu/backend.c) */
 void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
@@ -486,40 +496,6 @@ void lt_cpu_arange(lt_tensor *t, double start, double step);
 void lt_cpu_arange_int(lt_tensor *t, int64_t start, int64_t step);
 void lt_cpu_linspace(lt_tensor *t, double start, double end);
 int lt_cpu_device_count(void);
-/* Registers the kernel table of a kind of device (a plugin's, or a test's); NULL removes it.
-** The cpu's is built in. */
-void lt_backend_register(lt_devtype type, const lt_backend *b);
-
-extern const lt_backend *lt_backends[LT_NDEVTYPE];
-/* The kernel table of t's device: a tensor exists only on a device whose table is registered. */
-static inline const lt_backend *lt_kernels(const lt_tensor *t) {
-  return lt_backends[t->storage->device];
-}
-
-/* A storage of nbytes on a device that is not the cpu, from its table's allocator. */
-lt_storage *lt_storage_on(lt_ctx *ctx, size_t nbytes, lt_devtype type, int index);
-/* New empty tensor on `like`'s device: the op layer's outputs live where their inputs do. */
-int lt_empty_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
-                const int64_t *size);
-/* The same filled with v (copy.c). */
-int lt_full_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
-               const int64_t *size, double v);
-/* PyTorch's error for tensors of one op on two devices, prefixed with the op. */
-int lt_fail_devices(lt_ctx *ctx, const char *op, const lt_tensor *a, const lt_tensor *b);
-static inline bool lt_same_device(const lt_tensor *a, const lt_tensor *b) {
-  return a->storage->device == b->storage->device &&
-         a->storage->device_index == b->storage->device_index;
-}
-/* 0 when a and b are on one device, else the error above. */
-static inline int lt_check_devices(lt_ctx *ctx, const char *op, const lt_tensor *a,
-                                   const lt_tensor *b) {
-  return lt_same_device(a, b) ? 0 : lt_fail_devices(ctx, op, a, b);
-}
-/* The first nbytes of a storage as the host sees them: *host is NULL for a cpu storage (read
-** its data), else a malloc'ed copy the caller frees. */
-int lt_storage_host_bytes(lt_ctx *ctx, const lt_storage *s, size_t nbytes, void **host);
-/* dst (any device) gets src's values (any device), converted and broadcast as lt_cpu_copy. */
-int lt_copy_across(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 
 /* The op codes (enum lt_binop, lt_unop, append-only) are public: lantern_ops.h. */
 

@@ -5,7 +5,7 @@
 */
 #include <math.h>
 
-#include "core.h"
+#include "backend.h"
 
 int lt_arange(lt_ctx *ctx, lt_tensor **out, double start, double end, double step, lt_dtype dt) {
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "arange: unknown dtype %d", (int)dt);

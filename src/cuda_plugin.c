@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cuda/plugin.h"
 
 #define PLUGIN_FILE "cuda.so"

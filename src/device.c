@@ -11,10 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "backend.h"
 #include "cuda/plugin.h"
-
-const lt_backend *lt_backends[LT_NDEVTYPE] = {[LT_CPU] = &lt_cpu_backend};
 
 static const char *const kind_names[LT_NDEVTYPE] = {[LT_CPU] = "cpu", [LT_CUDA] = "cuda"};
 
@@ -22,14 +20,6 @@ static const char *const kind_names[LT_NDEVTYPE] = {[LT_CPU] = "cpu", [LT_CUDA] 
 static const char *const missing_hint[LT_NDEVTYPE] = {
     [LT_CUDA] = "Lantern's CUDA plugin is not loaded",
 };
-
-void lt_backend_register(lt_devtype type, const lt_backend *b) {
-  if (type != LT_CPU && (unsigned)type < LT_NDEVTYPE && b) lt_backends[type] = b;
-}
-
-const lt_backend *lt_backend_of(lt_devtype device) {
-  return (unsigned)device < LT_NDEVTYPE ? lt_backends[device] : NULL;
-}
 
 /* "cpu" for the cpu, "cuda:0" for the others, as PyTorch prints a tensor's device. */
 static char *device_name(lt_devtype type, int index, char *buf, size_t n) {
@@ -88,6 +78,44 @@ int lt_fail_devices(lt_ctx *ctx, const char *op, const lt_tensor *a, const lt_te
                  lt_device_str(b, db, sizeof db));
 }
 
+int lt_check_devices(lt_ctx *ctx, const char *op, const lt_tensor *a, const lt_tensor *b) {
+  return lt_same_device(a, b) ? 0 : lt_fail_devices(ctx, op, a, b);
+}
+
+/* ------------------------------------------------------------ memory on a device */
+
+/* The deleter of a device storage: ud is the storage record itself. */
+static void release_block(void *data, void *ud) {
+  const lt_storage *s = ud;
+  lt_backends[s->device]->release(s->device_index, data, s->nbytes);
+}
+
+int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size,
+                lt_devtype type, int index) {
+  if (type == LT_CPU) return lt_empty(ctx, out, dt, ndim, size);
+  size_t nbytes;
+  void *data;
+  if (lt_check_new_shape(ctx, dt, ndim, size, &nbytes) ||
+      lt_device_check(ctx, "empty", type, index) ||
+      lt_backends[type]->alloc(ctx, index, nbytes, &data))
+    return -1;
+  lt_storage *s = lt_storage_adopt(data, nbytes, release_block, NULL);
+  if (!s) {
+    lt_backends[type]->release(index, data, nbytes);
+    return lt_fail(ctx, "empty: out of memory");
+  }
+  s->deleter_ud = s;
+  s->device = type;
+  s->device_index = index;
+  return lt_tensor_over(ctx, out, s, dt, ndim, size);
+}
+
+int lt_empty_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
+                const int64_t *size) {
+  return lt_empty_on(ctx, out, dt, ndim, size, like->storage->device,
+                     like->storage->device_index);
+}
+
 /* ------------------------------------------------------------ copies between devices */
 
 /* A contiguous tensor of t's dtype and shape on (type, index), uninitialised. */
@@ -97,7 +125,7 @@ static int empty_like_on(lt_ctx *ctx, lt_tensor **out, const lt_tensor *t, lt_dt
 }
 
 /* src's values, contiguous, on the host (src itself when it is a contiguous cpu tensor). */
-static int to_host(lt_ctx *ctx, lt_tensor **out, const lt_tensor *src) {
+static int host_copy_of(lt_ctx *ctx, lt_tensor **out, const lt_tensor *src) {
   if (src->storage->device == LT_CPU && lt_is_contiguous(src)) {
     *out = lt_retain((lt_tensor *)src);
     return 0;
@@ -132,7 +160,7 @@ int lt_copy_across(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
     return 0;
   }
   lt_tensor *host, *staged = NULL;
-  if (to_host(ctx, &host, src)) return -1;
+  if (host_copy_of(ctx, &host, src)) return -1;
   int rc = 0;
   if (dst->storage->device == LT_CPU) {
     lt_cpu_backend.copy(ctx, dst, host);

@@ -11,7 +11,7 @@
 ** index_select and index_add reach the gather and scatter kernels with their 1-d index
 ** expanded along every other dim (stride 0), a view of the index's storage.
 */
-#include "core.h"
+#include "backend.h"
 
 /* A struct copy of t for iterator geometry, seen as 1-d of size 1 when 0-d. Never released. */
 static lt_tensor geom(const lt_tensor *t) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "backend.h"
 
 /* ------------------------------------------------------------ operand preparation */
 

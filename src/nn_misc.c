@@ -5,7 +5,7 @@
 **
 ** Shape letters: V rows of the embedding table, D its width, I = number of indices.
 */
-#include "core.h"
+#include "backend.h"
 
 /* ============================================================ embedding */
 

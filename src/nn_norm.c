@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core.h"
+#include "backend.h"
 
 /* ------------------------------------------------------------ shared helpers */
 

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "core.h"
+#include "backend.h"
 
 /* The two spatial dims of the geometry; a 1-d op uses only SP_W (H = 1). */
 enum { SP_H, SP_W, SP_DIMS };

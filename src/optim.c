@@ -6,7 +6,7 @@
 ** All tensors of one update must be contiguous, of the parameter's shape and float dtype; the
 ** Lua optimisers create their state that way and gradients from backward are contiguous.
 */
-#include "core.h"
+#include "backend.h"
 #include "optim.h"
 
 static int check_same(lt_ctx *ctx, const char *op, const lt_tensor *p, const lt_tensor *t,

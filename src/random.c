@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend.h"
 #include "random.h"
 
 static uint64_t splitmix64(uint64_t *x) {

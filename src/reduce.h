@@ -7,7 +7,7 @@
 #ifndef LT_REDUCE_H
 #define LT_REDUCE_H
 
-#include "core.h"
+#include "backend.h"
 
 /* What a reduction node remembers about its input. */
 typedef struct lt_red_extra {

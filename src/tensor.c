@@ -200,20 +200,13 @@ lt_storage *lt_storage_new(size_t nbytes) {
   return storage_init(s, data, nbytes, false);
 }
 
-lt_storage *lt_storage_on(lt_ctx *ctx, size_t nbytes, lt_devtype type, int index) {
+lt_storage *lt_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
+                             void *ud) {
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
-  if (!s) {
-    lt_fail(ctx, "out of memory");
-    return NULL;
-  }
-  void *data;
-  if (lt_backends[type]->alloc(ctx, index, nbytes, &data)) {
-    give(&free_storages, &n_free_storages, s);
-    return NULL;
-  }
+  if (!s) return NULL;
   storage_init(s, data, nbytes, false);
-  s->device = type;
-  s->device_index = index;
+  s->deleter = deleter;
+  s->deleter_ud = ud;
   return s;
 }
 
@@ -223,9 +216,7 @@ void lt_storage_release(lt_storage *s) {
     give(&free_smalls, &n_free_smalls, s);
     return;
   }
-  if (s->device != LT_CPU)
-    lt_backends[s->device]->release(s->device_index, s->data, s->nbytes);
-  else if (s->deleter)
+  if (s->deleter)
     s->deleter(s->data, s->deleter_ud);
   else
     lt_cache_free(s->data, s->nbytes ? s->nbytes : 1);
@@ -296,18 +287,7 @@ void lt_release(lt_tensor *t) {
   give(&free_tensors, &n_free_tensors, t);
 }
 
-int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
-  return lt_empty_on(ctx, out, dt, ndim, size, LT_CPU, 0);
-}
-
-int lt_empty_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt, int ndim,
-                const int64_t *size) {
-  return lt_empty_on(ctx, out, dt, ndim, size, like->storage->device,
-                     like->storage->device_index);
-}
-
-int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size,
-                lt_devtype type, int index) {
+int lt_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes) {
   if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "empty: unknown dtype %d", (int)dt);
   if (ndim < 0 || ndim > LT_MAX_DIMS)
     return lt_fail(ctx, "empty: %d dimensions given, at most %d supported", ndim, LT_MAX_DIMS);
@@ -320,16 +300,12 @@ int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64
       return lt_fail(ctx, "empty: size overflows");
     n *= size[i];
   }
-  lt_storage *s;
-  if (type == LT_CPU) {
-    s = lt_storage_new((size_t)n * lt_esize(dt));
-    if (!s) return lt_fail(ctx, "empty: out of memory allocating %lld bytes",
-                           (long long)(n * (int64_t)lt_dtype_size(dt)));
-  } else {
-    if (lt_device_check(ctx, "empty", type, index)) return -1;
-    s = lt_storage_on(ctx, (size_t)n * lt_esize(dt), type, index);
-    if (!s) return -1;
-  }
+  *nbytes = (size_t)n * lt_esize(dt);
+  return 0;
+}
+
+int lt_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
+                   const int64_t *size) {
   lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
   if (!t) {
     lt_storage_release(s);
@@ -338,6 +314,14 @@ int lt_empty_on(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64
   s->refcount--;   /* the tensor now holds the only reference */
   *out = t;
   return 0;
+}
+
+int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
+  size_t nbytes;
+  if (lt_check_new_shape(ctx, dt, ndim, size, &nbytes)) return -1;
+  lt_storage *s = lt_storage_new(nbytes);
+  if (!s) return lt_fail(ctx, "empty: out of memory allocating %zu bytes", nbytes);
+  return lt_tensor_over(ctx, out, s, dt, ndim, size);
 }
 
 /* Host-owned memory: nothing to free. */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/core.h"
+#include "../../src/backend.h"
 #include "lantern.h"
 
 #define MAGIC 0x6d6f636bu   /* "mock" */

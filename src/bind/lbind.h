@@ -11,7 +11,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "../core.h"
+#include "../backend.h"
 
 #define LTL_TENSOR_MT "lantern.Tensor"
 #define LTL_GEN_MT "lantern.Generator"

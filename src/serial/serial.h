@@ -18,7 +18,7 @@
 
 #include <stdio.h>
 
-#include "../core.h"
+#include "../backend.h"
 
 /* ============================================================ file dtypes
 ** Element types that files may hold. Lantern computes in float32/float64/int64/bool; a loader
