@@ -525,7 +525,9 @@ static int materialize(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o,
   return rc;
 }
 
-int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **out) {
+/* Reads and checks the 8-byte header length and the header after it: *h (malloc'd) holds its n
+** bytes, valid UTF-8 that opens an object. */
+static int read_header(lt_ctx *ctx, const lt_src *src, uint8_t **h, uint64_t *len) {
   uint8_t hb[8];
   if (src->size < 8)
     return lt_fail(ctx, "%s: %s: file too small (%llu bytes; a safetensors file starts with an "
@@ -539,131 +541,152 @@ int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **
   if (n + 8 > src->size)
     return lt_fail(ctx, "%s: %s: header length %llu exceeds the file size %llu (truncated file?)",
                    OP, src->name, (unsigned long long)n, (unsigned long long)src->size);
-  uint8_t *h = malloc(n ? (size_t)n : 1);
-  if (!h) return lt_fail(ctx, "%s: out of memory", OP);
-  if (lt_src_read(ctx, OP, src, 8, h, (size_t)n, "header")) {
-    free(h);
+  uint8_t *p = malloc(n ? (size_t)n : 1);
+  if (!p) return lt_fail(ctx, "%s: out of memory", OP);
+  int rc = lt_src_read(ctx, OP, src, 8, p, (size_t)n, "header");
+  if (!rc && !valid_utf8(p, (size_t)n))
+    rc = lt_fail(ctx, "%s: %s: header is not valid UTF-8", OP, src->name);
+  if (!rc && (n == 0 || p[0] != '{'))
+    rc = lt_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
+  if (rc) {
+    free(p);
     return -1;
   }
-  if (!valid_utf8(h, (size_t)n)) {
-    free(h);
-    return lt_fail(ctx, "%s: %s: header is not valid UTF-8", OP, src->name);
+  *h = p;
+  *len = n;
+  return 0;
+}
+
+/* The __metadata__ entry: string pairs, pointing into the header. */
+typedef struct stmeta {
+  struct mpair { char *k, *v; size_t kl, vl; } *v;
+  size_t n, cap;
+  bool have;
+} stmeta;
+
+/* Parses the __metadata__ object (after its key and colon) into m. */
+static int parse_meta(js *j, stmeta *m) {
+  if (m->have) return jfail(j, "duplicate __metadata__");
+  m->have = true;
+  int rc = expect(j, '{');
+  if (rc) return rc;
+  if (peek(j, '}')) {
+    j->p++;
+    return 0;
   }
-  if (n == 0 || h[0] != '{') {
-    free(h);
-    return lt_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
+  for (;;) {
+    if (m->n == m->cap) {
+      size_t nc = m->cap ? m->cap * 2 : 8;
+      struct mpair *a = realloc(m->v, nc * sizeof *a);
+      if (!a) return lt_fail(j->ctx, "%s: out of memory", OP);
+      m->v = a;
+      m->cap = nc;
+    }
+    struct mpair *e = &m->v[m->n];
+    if ((rc = jstring(j, &e->k, &e->kl)) != 0) return rc;
+    if ((rc = expect(j, ':')) != 0) return rc;
+    ws(j);
+    if (!peek(j, '"'))
+      return lt_fail(j->ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
+                     "values must be strings)", OP, j->name, e->k);
+    if ((rc = jstring(j, &e->v, &e->vl)) != 0) return rc;
+    m->n++;
+    if (!peek(j, ',')) return expect(j, '}');
+    j->p++;
   }
-  js j = {ctx, src->name, h, h + n, h};
-  stparse ps = {0};
-  struct mpair { char *k, *v; size_t kl, vl; } *meta = NULL;
-  size_t nm = 0, cm = 0;
-  bool have_meta = false;
-  lt_sdoc *d = NULL;
-  int rc = expect(&j, '{');
-  if (!rc && peek(&j, '}')) {
-    j.p++;
+}
+
+/* Parses the info object of the tensor named key (after its colon) into a new entry of ps. */
+static int add_entry(js *j, stparse *ps, char *key, size_t kl) {
+  if (ps->n == ps->cap) {
+    size_t nc = ps->cap ? ps->cap * 2 : 16;
+    stent *a = nc <= UINT32_MAX ? realloc(ps->e, nc * sizeof *a) : NULL;
+    if (!a) return lt_fail(j->ctx, "%s: out of memory", OP);
+    ps->e = a;
+    ps->cap = nc;
+  }
+  stent *e = &ps->e[ps->n++];
+  memset(e, 0, sizeof *e);
+  e->name = key;
+  e->nlen = (uint32_t)kl;   /* the header is at most MAX_HEADER bytes */
+  return parse_info(j, ps, e);
+}
+
+/* Parses the header object: tensor entries into ps, __metadata__ into m; nothing may follow. */
+static int parse_header(js *j, stparse *ps, stmeta *m) {
+  int rc = expect(j, '{');
+  if (!rc && peek(j, '}')) {
+    j->p++;
   } else {
     while (!rc) {
       char *key;
       size_t kl;
-      if ((rc = jstring(&j, &key, &kl)) != 0) break;
-      if ((rc = expect(&j, ':')) != 0) break;
-      if (kl == 12 && memcmp(key, "__metadata__", 12) == 0) {
-        if (have_meta) {
-          rc = jfail(&j, "duplicate __metadata__");
-          break;
-        }
-        have_meta = true;
-        if ((rc = expect(&j, '{')) != 0) break;
-        if (peek(&j, '}')) {
-          j.p++;
-        } else {
-          while (!rc) {
-            if (nm == cm) {
-              size_t nc = cm ? cm * 2 : 8;
-              struct mpair *a = realloc(meta, nc * sizeof *a);
-              if (!a) {
-                rc = lt_fail(ctx, "%s: out of memory", OP);
-                break;
-              }
-              meta = a;
-              cm = nc;
-            }
-            struct mpair *m = &meta[nm];
-            if ((rc = jstring(&j, &m->k, &m->kl)) != 0) break;
-            if ((rc = expect(&j, ':')) == 0) {
-              ws(&j);
-              if (!peek(&j, '"'))
-                rc = lt_fail(ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
-                             "values must be strings)", OP, src->name, m->k);
-              else
-                rc = jstring(&j, &m->v, &m->vl);
-            }
-            if (rc) break;
-            nm++;
-            if (peek(&j, ',')) {
-              j.p++;
-              continue;
-            }
-            rc = expect(&j, '}');
-            break;
-          }
-        }
-      } else {
-        if (ps.n == ps.cap) {
-          size_t nc = ps.cap ? ps.cap * 2 : 16;
-          stent *a = nc <= UINT32_MAX ? realloc(ps.e, nc * sizeof *a) : NULL;
-          if (!a) {
-            rc = lt_fail(ctx, "%s: out of memory", OP);
-            break;
-          }
-          ps.e = a;
-          ps.cap = nc;
-        }
-        stent *e = &ps.e[ps.n++];
-        memset(e, 0, sizeof *e);
-        e->name = key;
-        e->nlen = (uint32_t)kl;   /* the header is at most MAX_HEADER bytes */
-        rc = parse_info(&j, &ps, e);
-      }
+      if ((rc = jstring(j, &key, &kl)) != 0) break;
+      if ((rc = expect(j, ':')) != 0) break;
+      bool is_meta = kl == 12 && memcmp(key, "__metadata__", 12) == 0;
+      rc = is_meta ? parse_meta(j, m) : add_entry(j, ps, key, kl);
       if (rc) break;
-      if (peek(&j, ',')) {
-        j.p++;
+      if (peek(j, ',')) {
+        j->p++;
         continue;
       }
-      rc = expect(&j, '}');
+      rc = expect(j, '}');
       break;
     }
   }
-  if (!rc) {
-    ws(&j);
-    if (j.p != j.end) rc = jfail(&j, "trailing characters after the header object");
+  if (rc) return rc;
+  ws(j);
+  return j->p != j->end ? jfail(j, "trailing characters after the header object") : 0;
+}
+
+/* The entries against the data buffer (buflen bytes): no name twice, every byte used once. */
+static int check_layout(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t buflen) {
+  if (ps->n) {
+    if (check_duplicates(ctx, src, ps)) return -1;
+    return check_offsets(ctx, src, ps, buflen);
   }
-  uint64_t buflen = src->size - 8 - n;
-  if (!rc && ps.n) {
-    rc = check_duplicates(ctx, src, &ps);
-    if (!rc) rc = check_offsets(ctx, src, &ps, buflen);
-  } else if (!rc && buflen != 0) {
-    rc = lt_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
-                 (unsigned long long)buflen);
-  }
-  if (!rc) {
-    d = lt_sdoc_new();
-    if (!d) rc = lt_fail(ctx, "%s: out of memory", OP);
-  }
-  if (!rc) rc = build_doc(ctx, &ps, d);
-  if (!rc && have_meta) {
-    lt_sval *m = lt_sv_new(d, LT_SV_DICT);
-    if (!m) rc = lt_fail(ctx, "%s: out of memory", OP);
-    for (size_t i = 0; !rc && i < nm; i++) {
-      lt_sval *k = lt_sv_str(d, LT_SV_STR, meta[i].k, meta[i].kl);
-      lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, meta[i].v, meta[i].vl) : NULL;
-      if (!v || lt_sv_set(d, m, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
+  if (buflen != 0)
+    return lt_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
+                   (unsigned long long)buflen);
+  return 0;
+}
+
+/* A new doc with the entries of ps and, if the header had one, the metadata dict. */
+static int make_doc(lt_ctx *ctx, const stparse *ps, const stmeta *m, lt_sdoc **out) {
+  lt_sdoc *d = lt_sdoc_new();
+  if (!d) return lt_fail(ctx, "%s: out of memory", OP);
+  int rc = build_doc(ctx, ps, d);
+  if (!rc && m->have) {
+    lt_sval *md = lt_sv_new(d, LT_SV_DICT);
+    if (!md) rc = lt_fail(ctx, "%s: out of memory", OP);
+    for (size_t i = 0; !rc && i < m->n; i++) {
+      lt_sval *k = lt_sv_str(d, LT_SV_STR, m->v[i].k, m->v[i].kl);
+      lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, m->v[i].v, m->v[i].vl) : NULL;
+      if (!v || lt_sv_set(d, md, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
     }
-    if (!rc) lt_sdoc_set_meta(d, m);
+    if (!rc) lt_sdoc_set_meta(d, md);
   }
+  if (rc) {
+    lt_sdoc_free(d);
+    return -1;
+  }
+  *out = d;
+  return 0;
+}
+
+int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **out) {
+  uint8_t *h = NULL;
+  uint64_t n = 0;
+  if (read_header(ctx, src, &h, &n)) return -1;
+  js j = {ctx, src->name, h, h + n, h};
+  stparse ps = {0};
+  stmeta meta = {0};
+  lt_sdoc *d = NULL;
+  int rc = parse_header(&j, &ps, &meta);
+  if (!rc) rc = check_layout(ctx, src, &ps, src->size - 8 - n);
+  if (!rc) rc = make_doc(ctx, &ps, &meta, &d);
   /* the doc has copied every name: the header goes before the storages are allocated */
-  free(meta);
+  free(meta.v);
   free(h);
   if (!rc && ps.n) rc = materialize(ctx, src, o, &ps, 8 + n, lt_sdoc_root(d));
   free(ps.e);
