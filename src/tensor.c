@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "core.h"
-#include "random.h"
+#include "generator.h"
 
 /* ------------------------------------------------------------ context */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "lbind.h"
-#include "../random.h"
+#include "../generator.h"
 
 /* The name a binding function was registered under (upvalue 2, set by ltL_register), or NULL
 ** for a function registered otherwise (metamethods, t_index). */

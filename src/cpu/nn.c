@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "cpu.h"
-#include "../random.h"
+#include "../generator.h"
 
 /* ============================================================ dropout */
 

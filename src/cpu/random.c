@@ -5,7 +5,7 @@
 ** never on strides or thread count.
 */
 #include "cpu.h"
-#include "../random.h"
+#include "../generator.h"
 
 /* Values are drawn a chunk at a time, as one long draw would give them: the chunk is even, so
 ** normal's Box-Muller pairs never straddle two chunks. */

@@ -1,10 +1,10 @@
 /*
-** random.h -- seedable random generators (xoshiro256**, seeded through splitmix64).
+** generator.h -- seedable random generators (xoshiro256**, seeded through splitmix64).
 ** A generator's whole state is LT_GEN_STATE_WORDS 64-bit words, so it can be saved in a
 ** checkpoint and restored to continue the exact same sequence.
 */
-#ifndef LT_RANDOM_H
-#define LT_RANDOM_H
+#ifndef LT_GENERATOR_H
+#define LT_GENERATOR_H
 
 #include "core.h"
 
