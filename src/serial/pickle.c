@@ -15,6 +15,8 @@
 #define PK_BATCH 1000
 /* Deeper value trees are refused: emit_value recurses once per level, on the C stack. */
 #define PK_MAX_DEPTH 1000
+/* The protocol torch.save writes by default. */
+#define PK_PROTOCOL 2
 
 typedef struct pk {
   lt_ctx *ctx;
@@ -59,13 +61,13 @@ static void emit_le(pk *w, uint64_t v, int n) {
 
 static void emit_int(pk *w, int64_t v) {
   if (v >= 0 && v < 256) {
-    emit1(w, 'K');
+    emit1(w, PK_BININT1);
     emit1(w, (int)v);
   } else if (v >= 0 && v < 65536) {
-    emit1(w, 'M');
+    emit1(w, PK_BININT2);
     emit_le(w, (uint64_t)v, 2);
   } else if (v >= INT32_MIN && v <= INT32_MAX) {
-    emit1(w, 'J');
+    emit1(w, PK_BININT);
     emit_le(w, (uint64_t)v, 4);
   } else {   /* LONG1 with the shortest two's complement form */
     int n = 8;
@@ -74,14 +76,14 @@ static void emit_int(pk *w, int64_t v) {
       if (v < lo || v > hi) break;
       n--;
     }
-    emit1(w, 0x8a);
+    emit1(w, PK_LONG1);
     emit1(w, n);
     emit_le(w, (uint64_t)v, n);
   }
 }
 
 static void emit_str(pk *w, const char *s, size_t n) {
-  emit1(w, 'X');
+  emit1(w, PK_BINUNICODE);
   emit_le(w, n, 4);
   emit(w, s, n);
 }
@@ -89,10 +91,10 @@ static void emit_str(pk *w, const char *s, size_t n) {
 static void memoize(pk *w, lt_sval *v) {
   int64_t i = w->nmemo++;
   if (i < 256) {
-    emit1(w, 'q');
+    emit1(w, PK_BINPUT);
     emit1(w, (int)i);
   } else {
-    emit1(w, 'r');
+    emit1(w, PK_LONG_BINPUT);
     emit_le(w, (uint64_t)i, 4);
   }
   if (v) v->memo = i + 1;
@@ -100,10 +102,10 @@ static void memoize(pk *w, lt_sval *v) {
 
 static void emit_get(pk *w, int64_t i) {
   if (i < 256) {
-    emit1(w, 'h');
+    emit1(w, PK_BINGET);
     emit1(w, (int)i);
   } else {
-    emit1(w, 'j');
+    emit1(w, PK_LONG_BINGET);
     emit_le(w, (uint64_t)i, 4);
   }
 }
@@ -115,7 +117,7 @@ static void emit_global(pk *w, const char *mod, const char *name) {
       emit_get(w, w->g[i].memo);
       return;
     }
-  emit1(w, 'c');
+  emit1(w, PK_GLOBAL);
   emit(w, mod, strlen(mod));
   emit1(w, '\n');
   emit(w, name, strlen(name));
@@ -160,32 +162,32 @@ static int emit_tensor(pk *w, lt_sval *v) {
   char keybuf[24];
   snprintf(keybuf, sizeof keybuf, "%zu", key);
   emit_global(w, "torch._utils", "_rebuild_tensor_v2");
-  emit1(w, '(');
-  emit1(w, '(');
+  emit1(w, PK_MARK);
+  emit1(w, PK_MARK);
   emit_str(w, "storage", 7);
   emit_global(w, "torch", storage_class[t->dtype]);
   emit_str(w, keybuf, strlen(keybuf));
   emit_str(w, "cpu", 3);
   emit_int(w, numel);
-  emit1(w, 't');
-  emit1(w, 'Q');
+  emit1(w, PK_TUPLE);
+  emit1(w, PK_BINPERSID);
   emit_int(w, n > 0 ? t->offset : 0);
   for (int pass = 0; pass < 2; pass++) {
     const int64_t *x = pass ? t->stride : t->size;
     if (t->ndim == 0) {
-      emit1(w, ')');
+      emit1(w, PK_EMPTY_TUPLE);
       continue;
     }
-    if (t->ndim > 3) emit1(w, '(');
+    if (t->ndim > 3) emit1(w, PK_MARK);
     for (int i = 0; i < t->ndim; i++) emit_int(w, x[i]);
-    emit1(w, t->ndim > 3 ? 't' : 0x84 + t->ndim);
+    emit1(w, t->ndim > 3 ? PK_TUPLE : PK_TUPLE1 - 1 + t->ndim);
   }
-  emit1(w, v->requires_grad ? 0x88 : 0x89);
+  emit1(w, v->requires_grad ? PK_NEWTRUE : PK_NEWFALSE);
   emit_global(w, "collections", "OrderedDict");
-  emit1(w, ')');
-  emit1(w, 'R');
-  emit1(w, 't');
-  emit1(w, 'R');
+  emit1(w, PK_EMPTY_TUPLE);
+  emit1(w, PK_REDUCE);
+  emit1(w, PK_TUPLE);
+  emit1(w, PK_REDUCE);
   memoize(w, v);
   return 0;
 }
@@ -197,15 +199,15 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
     return 0;
   }
   switch (v->kind) {
-    case LT_SV_NONE: emit1(w, 'N'); return 0;
-    case LT_SV_BOOL: emit1(w, v->u.b ? 0x88 : 0x89); return 0;
+    case LT_SV_NONE: emit1(w, PK_NONE); return 0;
+    case LT_SV_BOOL: emit1(w, v->u.b ? PK_NEWTRUE : PK_NEWFALSE); return 0;
     case LT_SV_INT: emit_int(w, v->u.i); return 0;
     case LT_SV_BIGINT:
       if (v->u.s.n <= 255) {
-        emit1(w, 0x8a);
+        emit1(w, PK_LONG1);
         emit1(w, (int)v->u.s.n);
       } else {
-        emit1(w, 0x8b);
+        emit1(w, PK_LONG4);
         emit_le(w, v->u.s.n, 4);
       }
       emit(w, v->u.s.p, v->u.s.n);
@@ -213,14 +215,14 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
     case LT_SV_FLOAT: {
       uint64_t bits;
       memcpy(&bits, &v->u.f, 8);
-      emit1(w, 'G');
+      emit1(w, PK_BINFLOAT);
       for (int i = 7; i >= 0; i--) emit1(w, (int)(bits >> (8 * i)) & 0xff);
       return 0;
     }
     case LT_SV_STR: emit_str(w, v->u.s.p, v->u.s.n); return 0;
     case LT_SV_BYTES: {   /* protocol 2 has no bytes: _codecs.encode(latin-1 text, 'latin1') */
       emit_global(w, "_codecs", "encode");
-      emit1(w, 'X');
+      emit1(w, PK_BINUNICODE);
       size_t len = 0;
       for (size_t i = 0; i < v->u.s.n; i++) len += (uint8_t)v->u.s.p[i] < 0x80 ? 1 : 2;
       emit_le(w, len, 4);
@@ -234,66 +236,66 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
         }
       }
       emit_str(w, "latin1", 6);
-      emit1(w, 0x86);
-      emit1(w, 'R');
+      emit1(w, PK_TUPLE2);
+      emit1(w, PK_REDUCE);
       memoize(w, v);
       return 0;
     }
     case LT_SV_LIST: {
-      emit1(w, ']');
+      emit1(w, PK_EMPTY_LIST);
       memoize(w, v);
       size_t n = v->u.seq.n;
       for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
         size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
-        if (m > 1) emit1(w, '(');
+        if (m > 1) emit1(w, PK_MARK);
         for (size_t i = i0; i < i0 + m; i++)
           if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
-        emit1(w, m > 1 ? 'e' : 'a');
+        emit1(w, m > 1 ? PK_APPENDS : PK_APPEND);
       }
       return 0;
     }
     case LT_SV_TUPLE: {
       size_t n = v->u.seq.n;
       if (n == 0) {
-        emit1(w, ')');
+        emit1(w, PK_EMPTY_TUPLE);
         return 0;
       }
       if (v->busy) return lt_fail(w->ctx, "%s: a tuple contains itself", w->op);
       v->busy = true;
-      if (n > 3) emit1(w, '(');
+      if (n > 3) emit1(w, PK_MARK);
       for (size_t i = 0; i < n; i++)
         if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
       v->busy = false;
-      emit1(w, n > 3 ? 't' : 0x84 + (int)n);
+      emit1(w, n > 3 ? PK_TUPLE : PK_TUPLE1 - 1 + (int)n);
       memoize(w, v);
       return 0;
     }
     case LT_SV_DICT: {
       if (v->ordered) {
         emit_global(w, "collections", "OrderedDict");
-        emit1(w, ')');
-        emit1(w, 'R');
+        emit1(w, PK_EMPTY_TUPLE);
+        emit1(w, PK_REDUCE);
       } else {
-        emit1(w, '}');
+        emit1(w, PK_EMPTY_DICT);
       }
       memoize(w, v);
       size_t n = v->u.dict.n;
       for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
         size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
-        if (m > 1) emit1(w, '(');
+        if (m > 1) emit1(w, PK_MARK);
         for (size_t i = i0; i < i0 + m; i++)
           if (emit_value(w, v->u.dict.k[i], depth + 1) ||
               emit_value(w, v->u.dict.v[i], depth + 1))
             return -1;
-        emit1(w, m > 1 ? 'u' : 's');
+        emit1(w, m > 1 ? PK_SETITEMS : PK_SETITEM);
       }
       if (v->u.dict.meta) {   /* state_dict._metadata, set through BUILD */
-        emit1(w, '}');
+        emit1(w, PK_EMPTY_DICT);
         memoize(w, NULL);
         emit_str(w, "_metadata", 9);
         if (emit_value(w, v->u.dict.meta, depth + 1)) return -1;
-        emit1(w, 's');
-        emit1(w, 'b');
+        emit1(w, PK_SETITEM);
+        emit1(w, PK_BUILD);
       }
       return 0;
     }
@@ -306,10 +308,10 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
 int lt_pickle(lt_ctx *ctx, const char *op, lt_sval *root, uint8_t **out, size_t *n,
               lt_pstorage **storages, size_t *nstorages) {
   pk w = {.ctx = ctx, .op = op};
-  emit1(&w, 0x80);
-  emit1(&w, 2);
+  emit1(&w, PK_PROTO);
+  emit1(&w, PK_PROTOCOL);
   int rc = emit_value(&w, root, 0);
-  emit1(&w, '.');
+  emit1(&w, PK_STOP);
   if (rc == 0 && w.oom) rc = lt_fail(ctx, "%s: out of memory", op);
   if (rc) {
     free(w.buf);

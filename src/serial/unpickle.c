@@ -230,7 +230,8 @@ static int int_tuple(up *u, const lt_sval *v, const char *what, int *n, int64_t 
 static int make_tensor(up *u, lt_sval *const *a, bool rg, lt_sval **out) {
   if (a[0]->kind != LT_SV_STORAGE)
     return fail(u, "tensor rebuild expects a storage, got %s", lt_pickle_kind_name(a[0]));
-  if (!is_int(a[1])) return fail(u, "tensor offset must be an int, got %s", lt_pickle_kind_name(a[1]));
+  if (!is_int(a[1]))
+    return fail(u, "tensor offset must be an int, got %s", lt_pickle_kind_name(a[1]));
   lt_sval *v = lt_sv_new(u->d, LT_SV_TENSOR);
   lt_stensor *t = v ? lt_sdoc_alloc(u->d, sizeof *t) : NULL;
   if (!t || lt_sdoc_add_tensor(u->d, v)) return oom(u);
@@ -254,10 +255,99 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out);
 
 static int call_checked(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
   if (fn->kind != LT_SV_GLOBAL)
-    return fail(u, "cannot call a %s (REDUCE needs one of the allowed globals)", lt_pickle_kind_name(fn));
+    return fail(u, "cannot call a %s (REDUCE needs one of the allowed globals)",
+                lt_pickle_kind_name(fn));
   if (args->kind != LT_SV_TUPLE)
     return fail(u, "arguments of %s must be a tuple, got %s", fn->u.s.p, lt_pickle_kind_name(args));
   return call(u, fn, args, out);
+}
+
+/* collections.OrderedDict(): empty, or from a list of pairs. */
+static int call_odict(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
+  lt_sval *d = lt_sv_new(u->d, LT_SV_DICT);
+  if (!d) return oom(u);
+  d->ordered = true;
+  if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
+    for (size_t i = 0; i < a[0]->u.seq.n; i++) {
+      lt_sval *pr = a[0]->u.seq.v[i];
+      if ((pr->kind != LT_SV_TUPLE && pr->kind != LT_SV_LIST) || pr->u.seq.n != 2)
+        return fail(u, "OrderedDict items must be pairs");
+      if (lt_sv_set(u->d, d, pr->u.seq.v[0], pr->u.seq.v[1])) return oom(u);
+    }
+  } else if (n != 0) {
+    return fail(u, "OrderedDict called with %zu arguments", n);
+  }
+  *out = d;
+  return 0;
+}
+
+/* torch._utils._rebuild_tensor_v3: a typed view on a storage, which an untyped one takes the
+** element type of. */
+static int call_rebuild_v3(up *u, const char *name, size_t n, lt_sval *const *a,
+                           lt_sval **out) {
+  if (n != 7 && n != 8) return fail(u, "%s takes 7 or 8 arguments, got %zu", name, n);
+  if (a[6]->kind != LT_SV_DTYPE) return fail(u, "%s: argument 7 must be a dtype", name);
+  if (a[4]->kind != LT_SV_BOOL) return fail(u, "requires_grad must be a bool");
+  if (a[0]->kind != LT_SV_STORAGE) return fail(u, "%s expects a storage", name);
+  lt_sstorage *s = a[0]->u.stor;
+  lt_fdtype f = (lt_fdtype)a[6]->code;
+  if (s->untyped) {
+    size_t fs = lt_fdtype_size(f);
+    if (s->numel % (int64_t)fs)
+      return fail(u, "storage '%s' of %lld bytes cannot hold %s elements", s->key,
+                  (long long)s->numel, lt_fdtype_name(f));
+    s->numel /= (int64_t)fs;
+    s->fdt = f;
+    s->untyped = false;
+  } else if (s->fdt != f) {
+    return fail(u, "storage '%s' is viewed as both %s and %s", s->key,
+                lt_fdtype_name(s->fdt), lt_fdtype_name(f));
+  }
+  return make_tensor(u, a, a[4]->u.b, out);
+}
+
+/* _codecs.encode(str, encoding): how protocol 2 pickles bytes. */
+static int call_codecs(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
+  if (n != 2 || a[0]->kind != LT_SV_STR || a[1]->kind != LT_SV_STR)
+    return fail(u, "_codecs.encode expects (str, encoding)");
+  const char *enc = a[1]->u.s.p;
+  const uint8_t *s = (const uint8_t *)a[0]->u.s.p;
+  size_t sn = a[0]->u.s.n;
+  lt_sval *b = lt_sv_str(u->d, LT_SV_BYTES, (const char *)s, sn);
+  if (!b) return oom(u);
+  if (strcmp(enc, "latin1") == 0 || strcmp(enc, "latin-1") == 0) {
+    size_t k = 0;   /* UTF-8 code points below 256 -> bytes */
+    for (size_t i = 0; i < sn;) {
+      if (s[i] < 0x80) {
+        b->u.s.p[k++] = (char)s[i++];
+      } else if ((s[i] & 0xe0) == 0xc0 && i + 1 < sn && s[i] <= 0xc3) {
+        b->u.s.p[k++] = (char)(((s[i] & 3) << 6) | (s[i + 1] & 0x3f));
+        i += 2;
+      } else {
+        return fail(u, "_codecs.encode: text is not latin-1");
+      }
+    }
+    b->u.s.p[k] = 0;
+    b->u.s.n = k;
+  } else if (strcmp(enc, "utf-8") && strcmp(enc, "utf8") && strcmp(enc, "ascii")) {
+    return fail(u, "_codecs.encode: unsupported encoding '%.40s'", enc);
+  }
+  *out = b;
+  return 0;
+}
+
+/* set/frozenset: read as lists. */
+static int call_set(up *u, const char *name, size_t n, lt_sval *const *a, lt_sval **out) {
+  lt_sval *l = lt_sv_new(u->d, LT_SV_LIST);
+  if (!l) return oom(u);
+  if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
+    for (size_t i = 0; i < a[0]->u.seq.n; i++)
+      if (lt_sv_push(u->d, l, a[0]->u.seq.v[i])) return oom(u);
+  } else if (n != 0) {
+    return fail(u, "%s expects at most one list", name);
+  }
+  *out = l;
+  return 0;
 }
 
 static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
@@ -265,23 +355,8 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
   lt_sval *const *a = args->u.seq.v;
   const char *name = fn->u.s.p;
   switch (fn->code) {
-    case G_ODICT: {
-      lt_sval *d = lt_sv_new(u->d, LT_SV_DICT);
-      if (!d) return oom(u);
-      d->ordered = true;
-      if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
-        for (size_t i = 0; i < a[0]->u.seq.n; i++) {
-          lt_sval *pr = a[0]->u.seq.v[i];
-          if ((pr->kind != LT_SV_TUPLE && pr->kind != LT_SV_LIST) || pr->u.seq.n != 2)
-            return fail(u, "OrderedDict items must be pairs");
-          if (lt_sv_set(u->d, d, pr->u.seq.v[0], pr->u.seq.v[1])) return oom(u);
-        }
-      } else if (n != 0) {
-        return fail(u, "OrderedDict called with %zu arguments", n);
-      }
-      *out = d;
-      return 0;
-    }
+    case G_ODICT:
+      return call_odict(u, n, a, out);
     case G_RT:
     case G_RT2: {
       bool v2 = fn->code == G_RT2;
@@ -293,27 +368,8 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
         return fail(u, "%s got an untyped storage", name);
       return make_tensor(u, a, v2 && a[4]->u.b, out);
     }
-    case G_RT3: {
-      if (n != 7 && n != 8) return fail(u, "%s takes 7 or 8 arguments, got %zu", name, n);
-      if (a[6]->kind != LT_SV_DTYPE) return fail(u, "%s: argument 7 must be a dtype", name);
-      if (a[4]->kind != LT_SV_BOOL) return fail(u, "requires_grad must be a bool");
-      if (a[0]->kind != LT_SV_STORAGE) return fail(u, "%s expects a storage", name);
-      lt_sstorage *s = a[0]->u.stor;
-      lt_fdtype f = (lt_fdtype)a[6]->code;
-      if (s->untyped) {
-        size_t fs = lt_fdtype_size(f);
-        if (s->numel % (int64_t)fs)
-          return fail(u, "storage '%s' of %lld bytes cannot hold %s elements", s->key,
-                      (long long)s->numel, lt_fdtype_name(f));
-        s->numel /= (int64_t)fs;
-        s->fdt = f;
-        s->untyped = false;
-      } else if (s->fdt != f) {
-        return fail(u, "storage '%s' is viewed as both %s and %s", s->key,
-                    lt_fdtype_name(s->fdt), lt_fdtype_name(f));
-      }
-      return make_tensor(u, a, a[4]->u.b, out);
-    }
+    case G_RT3:
+      return call_rebuild_v3(u, name, n, a, out);
     case G_RPARAM:
     case G_RPARAM_STATE:
       if (n != (fn->code == G_RPARAM ? 3u : 4u) || a[0]->kind != LT_SV_TENSOR ||
@@ -345,47 +401,11 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
       if (n < 1 || n > 2 || a[0]->kind != LT_SV_STR) return fail(u, "torch.device expects a str");
       *out = a[0];
       return 0;
-    case G_CODECS: {
-      if (n != 2 || a[0]->kind != LT_SV_STR || a[1]->kind != LT_SV_STR)
-        return fail(u, "_codecs.encode expects (str, encoding)");
-      const char *enc = a[1]->u.s.p;
-      const uint8_t *s = (const uint8_t *)a[0]->u.s.p;
-      size_t sn = a[0]->u.s.n;
-      lt_sval *b = lt_sv_str(u->d, LT_SV_BYTES, (const char *)s, sn);
-      if (!b) return oom(u);
-      if (strcmp(enc, "latin1") == 0 || strcmp(enc, "latin-1") == 0) {
-        size_t k = 0;   /* UTF-8 code points below 256 -> bytes */
-        for (size_t i = 0; i < sn;) {
-          if (s[i] < 0x80) {
-            b->u.s.p[k++] = (char)s[i++];
-          } else if ((s[i] & 0xe0) == 0xc0 && i + 1 < sn && s[i] <= 0xc3) {
-            b->u.s.p[k++] = (char)(((s[i] & 3) << 6) | (s[i + 1] & 0x3f));
-            i += 2;
-          } else {
-            return fail(u, "_codecs.encode: text is not latin-1");
-          }
-        }
-        b->u.s.p[k] = 0;
-        b->u.s.n = k;
-      } else if (strcmp(enc, "utf-8") && strcmp(enc, "utf8") && strcmp(enc, "ascii")) {
-        return fail(u, "_codecs.encode: unsupported encoding '%.40s'", enc);
-      }
-      *out = b;
-      return 0;
-    }
+    case G_CODECS:
+      return call_codecs(u, n, a, out);
     case G_SET:
-    case G_FROZENSET: {
-      lt_sval *l = lt_sv_new(u->d, LT_SV_LIST);
-      if (!l) return oom(u);
-      if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
-        for (size_t i = 0; i < a[0]->u.seq.n; i++)
-          if (lt_sv_push(u->d, l, a[0]->u.seq.v[i])) return oom(u);
-      } else if (n != 0) {
-        return fail(u, "%s expects at most one list", name);
-      }
-      *out = l;
-      return 0;
-    }
+    case G_FROZENSET:
+      return call_set(u, name, n, a, out);
     default:
       return fail(u, "global %s cannot be called", name);
   }
@@ -472,7 +492,8 @@ static int append_items(up *u, lt_sval *l, size_t k) {
 
 static int build(up *u, lt_sval *obj, lt_sval *state) {
   if (obj->kind == LT_SV_TENSOR) return 0;      /* Parameter/Tensor python attributes: ignored */
-  if (obj->kind != LT_SV_DICT) return fail(u, "BUILD on a %s is not allowed", lt_pickle_kind_name(obj));
+  if (obj->kind != LT_SV_DICT)
+    return fail(u, "BUILD on a %s is not allowed", lt_pickle_kind_name(obj));
   lt_sval *parts[2] = {state, NULL};
   if (state->kind == LT_SV_TUPLE && state->u.seq.n == 2) {
     parts[0] = state->u.seq.v[0];
@@ -481,7 +502,8 @@ static int build(up *u, lt_sval *obj, lt_sval *state) {
   for (int j = 0; j < 2; j++) {
     lt_sval *s = parts[j];
     if (!s || s->kind == LT_SV_NONE) continue;
-    if (s->kind != LT_SV_DICT) return fail(u, "BUILD state must be a dict, got %s", lt_pickle_kind_name(s));
+    if (s->kind != LT_SV_DICT)
+      return fail(u, "BUILD state must be a dict, got %s", lt_pickle_kind_name(s));
     for (size_t i = 0; i < s->u.dict.n; i++) {
       lt_sval *k = s->u.dict.k[i];
       if (k->kind == LT_SV_STR && strcmp(k->u.s.p, "_metadata") == 0)
@@ -493,23 +515,23 @@ static int build(up *u, lt_sval *obj, lt_sval *state) {
 
 static const char *opname(int op) {
   switch (op) {
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 'P': return "PERSID";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    case 'g': return "GET";
-    case 'p': return "PUT";
-    case 'S': return "STRING";
-    case 'V': return "UNICODE";
-    case 'F': return "FLOAT";
-    case 'I': return "INT";
-    case 'L': return "LONG";
-    case 0x92: return "NEWOBJ_EX";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
+    case PK_INST: return "INST";
+    case PK_OBJ: return "OBJ";
+    case PK_PERSID: return "PERSID";
+    case PK_EXT1: return "EXT1";
+    case PK_EXT2: return "EXT2";
+    case PK_EXT4: return "EXT4";
+    case PK_GET: return "GET";
+    case PK_PUT: return "PUT";
+    case PK_STRING: return "STRING";
+    case PK_UNICODE: return "UNICODE";
+    case PK_FLOAT: return "FLOAT";
+    case PK_INT: return "INT";
+    case PK_LONG: return "LONG";
+    case PK_NEWOBJ_EX: return "NEWOBJ_EX";
+    case PK_BYTEARRAY8: return "BYTEARRAY8";
+    case PK_NEXT_BUFFER: return "NEXT_BUFFER";
+    case PK_READONLY_BUFFER: return "READONLY_BUFFER";
     default: return "unknown opcode";
   }
 }
@@ -541,182 +563,225 @@ static int long_op(up *u, size_t lenbytes) {
   return push(u, lt_sv_str(u->d, LT_SV_BIGINT, (const char *)b, (size_t)n));
 }
 
+/* An op_* function's answer for an opcode outside its family. */
+enum { NOT_MINE = 1 };
+
+/* Protocol, framing, the mark and value stacks, and the memo. */
+static int op_stack(up *u, int op) {
+  lt_sval *a = NULL;
+  size_t k = 0;
+  switch (op) {
+    case PK_PROTO:
+      if (need(u, 1)) return -1;
+      if (*u->p > 5) return fail(u, "unsupported pickle protocol %d", *u->p);
+      u->p++;
+      break;
+    case PK_FRAME:   /* framing is only a read-ahead hint */
+      if (need(u, 8)) return -1;
+      u->p += 8;
+      break;
+    case PK_MARK:
+      if (u->nm == u->mcap) {
+        size_t nc = u->mcap ? u->mcap * 2 : 32;
+        size_t *m = realloc(u->marks, nc * sizeof *m);
+        if (!m) return oom(u);
+        u->marks = m;
+        u->mcap = nc;
+      }
+      u->marks[u->nm++] = u->sp;
+      break;
+    case PK_POP:
+      if (u->nm && u->marks[u->nm - 1] == u->sp) {
+        u->nm--;   /* popping a mark */
+      } else if (pop(u, &a)) {
+        return -1;
+      }
+      break;
+    case PK_POP_MARK:
+      if (pop_mark(u, &k)) return -1;
+      u->sp = k;
+      break;
+    case PK_DUP:
+      if (top(u, &a) || push(u, a)) return -1;
+      break;
+    case PK_BINPUT:
+      if (need(u, 1) || memo_put(u, *u->p)) return -1;
+      u->p += 1;
+      break;
+    case PK_LONG_BINPUT:
+      if (need(u, 4) || memo_put(u, le(u->p, 4))) return -1;
+      u->p += 4;
+      break;
+    case PK_MEMOIZE:   /* the next slot is the number of entries so far */
+      if (memo_put(u, u->memolen)) return -1;
+      break;
+    case PK_BINGET:
+      if (need(u, 1) || memo_get(u, *u->p)) return -1;
+      u->p += 1;
+      break;
+    case PK_LONG_BINGET:
+      if (need(u, 4) || memo_get(u, le(u->p, 4))) return -1;
+      u->p += 4;
+      break;
+    default:
+      return NOT_MINE;
+  }
+  return 0;
+}
+
+/* Constants: None, bools, ints, floats, strings and bytes. */
+static int op_scalar(up *u, int op) {
+  switch (op) {
+    case PK_NONE: if (push(u, lt_sv_new(u->d, LT_SV_NONE))) return -1; break;
+    case PK_NEWTRUE: if (push(u, lt_sv_bool(u->d, true))) return -1; break;
+    case PK_NEWFALSE: if (push(u, lt_sv_bool(u->d, false))) return -1; break;
+    case PK_BININT1:
+      if (need(u, 1) || push(u, lt_sv_int(u->d, *u->p))) return -1;
+      u->p += 1;
+      break;
+    case PK_BININT2:
+      if (need(u, 2) || push(u, lt_sv_int(u->d, (int64_t)le(u->p, 2)))) return -1;
+      u->p += 2;
+      break;
+    case PK_BININT:
+      if (need(u, 4) || push(u, lt_sv_int(u->d, (int32_t)(uint32_t)le(u->p, 4)))) return -1;
+      u->p += 4;
+      break;
+    case PK_LONG1: if (long_op(u, 1)) return -1; break;
+    case PK_LONG4: if (long_op(u, 4)) return -1; break;
+    case PK_BINFLOAT: {  /* big-endian double */
+      if (need(u, 8)) return -1;
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; i++) bits = bits << 8 | u->p[i];
+      double d;
+      memcpy(&d, &bits, 8);
+      u->p += 8;
+      if (push(u, lt_sv_float(u->d, d))) return -1;
+      break;
+    }
+    case PK_BINUNICODE: if (str_op(u, LT_SV_STR, 4, false)) return -1; break;
+    case PK_SHORT_BINUNICODE: if (str_op(u, LT_SV_STR, 1, false)) return -1; break;
+    case PK_BINUNICODE8: if (str_op(u, LT_SV_STR, 8, false)) return -1; break;
+    case PK_SHORT_BINSTRING: if (str_op(u, LT_SV_STR, 1, false)) return -1; break;
+    case PK_BINSTRING: if (str_op(u, LT_SV_STR, 4, true)) return -1; break;
+    case PK_BINBYTES: if (str_op(u, LT_SV_BYTES, 4, false)) return -1; break;
+    case PK_SHORT_BINBYTES: if (str_op(u, LT_SV_BYTES, 1, false)) return -1; break;
+    case PK_BINBYTES8: if (str_op(u, LT_SV_BYTES, 8, false)) return -1; break;
+    default:
+      return NOT_MINE;
+  }
+  return 0;
+}
+
+/* Tuples, lists, dicts and sets, and the opcodes that fill them. */
+static int op_container(up *u, int op) {
+  lt_sval *a = NULL, *b = NULL, *v = NULL;
+  size_t k = 0;
+  switch (op) {
+    case PK_EMPTY_TUPLE: if (push(u, lt_sv_new(u->d, LT_SV_TUPLE))) return -1; break;
+    case PK_EMPTY_LIST: if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;
+    case PK_EMPTY_SET: if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;   /* a set reads as a list */
+    case PK_EMPTY_DICT: if (push(u, lt_sv_new(u->d, LT_SV_DICT))) return -1; break;
+    case PK_TUPLE:
+    case PK_LIST:
+    case PK_FROZENSET:
+      if (pop_mark(u, &k) || seq_from(u, op == PK_TUPLE ? LT_SV_TUPLE : LT_SV_LIST, k, &v) ||
+          push(u, v))
+        return -1;
+      break;
+    case PK_TUPLE1:
+    case PK_TUPLE2:
+    case PK_TUPLE3: {
+      size_t n = (size_t)(op - PK_TUPLE1 + 1), floor = u->nm ? u->marks[u->nm - 1] : 0;
+      if (u->sp < floor + n) return fail(u, "stack underflow");
+      if (seq_from(u, LT_SV_TUPLE, u->sp - n, &v) || push(u, v)) return -1;
+      break;
+    }
+    case PK_DICT:    /* from marked pairs */
+      if (pop_mark(u, &k)) return -1;
+      v = lt_sv_new(u->d, LT_SV_DICT);
+      if (!v) return oom(u);
+      if (set_pairs(u, v, k) || push(u, v)) return -1;
+      break;
+    case PK_APPEND:
+      if (pop(u, &a) || top(u, &b)) return -1;
+      if (b->kind != LT_SV_LIST) return fail(u, "APPEND on a %s", lt_pickle_kind_name(b));
+      if (lt_sv_push(u->d, b, a)) return oom(u);
+      break;
+    case PK_APPENDS:
+    case PK_ADDITEMS:
+      if (pop_mark(u, &k)) return -1;
+      if (k == 0 || (u->nm && k <= u->marks[u->nm - 1]))
+        return fail(u, "APPENDS without a list");
+      if (append_items(u, u->st[k - 1], k)) return -1;
+      break;
+    case PK_SETITEM:
+      if (pop(u, &b) || pop(u, &a) || top(u, &v)) return -1;
+      if (v->kind != LT_SV_DICT) return fail(u, "SETITEM on a %s", lt_pickle_kind_name(v));
+      if (lt_sv_set(u->d, v, a, b)) return oom(u);
+      break;
+    case PK_SETITEMS:
+      if (pop_mark(u, &k)) return -1;
+      if (k == 0 || (u->nm && k <= u->marks[u->nm - 1]))
+        return fail(u, "SETITEMS without a dict");
+      if (set_pairs(u, u->st[k - 1], k)) return -1;
+      break;
+    default:
+      return NOT_MINE;
+  }
+  return 0;
+}
+
+/* Globals, the calls of allowed ones, BUILD and persistent ids. */
+static int op_object(up *u, int op) {
+  lt_sval *a = NULL, *b = NULL, *v = NULL;
+  switch (op) {
+    case PK_GLOBAL: {  /* module\nname\n */
+      const uint8_t *m = u->p, *nl1 = memchr(m, '\n', (size_t)(u->end - m));
+      if (!nl1) return need(u, (size_t)(u->end - u->p) + 1);
+      const uint8_t *nm = nl1 + 1, *nl2 = memchr(nm, '\n', (size_t)(u->end - nm));
+      if (!nl2) return need(u, (size_t)(u->end - u->p) + 1);
+      u->p = nl2 + 1;
+      if (find_global(u, (const char *)m, (size_t)(nl1 - m), (const char *)nm,
+                      (size_t)(nl2 - nm)))
+        return -1;
+      break;
+    }
+    case PK_STACK_GLOBAL:
+      if (pop(u, &b) || pop(u, &a)) return -1;
+      if (a->kind != LT_SV_STR || b->kind != LT_SV_STR)
+        return fail(u, "STACK_GLOBAL needs two strings");
+      if (find_global(u, a->u.s.p, a->u.s.n, b->u.s.p, b->u.s.n)) return -1;
+      break;
+    case PK_REDUCE:
+    case PK_NEWOBJ:
+      if (pop(u, &b) || pop(u, &a) || call_checked(u, a, b, &v) || push(u, v)) return -1;
+      break;
+    case PK_BUILD:
+      if (pop(u, &b) || top(u, &a) || build(u, a, b)) return -1;
+      break;
+    case PK_BINPERSID:
+      if (pop(u, &a) || persistent_load(u, a, &v) || push(u, v)) return -1;
+      break;
+    default:
+      return NOT_MINE;
+  }
+  return 0;
+}
 static int run(up *u, lt_sval **result) {
   for (;;) {
     if (need(u, 1)) return -1;
     int op = *u->p++;
-    lt_sval *a = NULL, *b = NULL, *v = NULL;
-    size_t k = 0;
-    switch (op) {
-      case 0x80:   /* PROTO */
-        if (need(u, 1)) return -1;
-        if (*u->p > 5) return fail(u, "unsupported pickle protocol %d", *u->p);
-        u->p++;
-        break;
-      case 0x95:   /* FRAME: framing is only a read-ahead hint */
-        if (need(u, 8)) return -1;
-        u->p += 8;
-        break;
-      case '.':    /* STOP */
-        if (pop(u, result)) return -1;
-        return 0;
-      case '(':    /* MARK */
-        if (u->nm == u->mcap) {
-          size_t nc = u->mcap ? u->mcap * 2 : 32;
-          size_t *m = realloc(u->marks, nc * sizeof *m);
-          if (!m) return oom(u);
-          u->marks = m;
-          u->mcap = nc;
-        }
-        u->marks[u->nm++] = u->sp;
-        break;
-      case '0':    /* POP */
-        if (u->nm && u->marks[u->nm - 1] == u->sp) {
-          u->nm--;   /* popping a mark */
-        } else if (pop(u, &a)) {
-          return -1;
-        }
-        break;
-      case '1':    /* POP_MARK */
-        if (pop_mark(u, &k)) return -1;
-        u->sp = k;
-        break;
-      case '2':    /* DUP */
-        if (top(u, &a) || push(u, a)) return -1;
-        break;
-      case 'N': if (push(u, lt_sv_new(u->d, LT_SV_NONE))) return -1; break;
-      case 0x88: if (push(u, lt_sv_bool(u->d, true))) return -1; break;
-      case 0x89: if (push(u, lt_sv_bool(u->d, false))) return -1; break;
-      case 'K':
-        if (need(u, 1) || push(u, lt_sv_int(u->d, *u->p))) return -1;
-        u->p += 1;
-        break;
-      case 'M':
-        if (need(u, 2) || push(u, lt_sv_int(u->d, (int64_t)le(u->p, 2)))) return -1;
-        u->p += 2;
-        break;
-      case 'J':
-        if (need(u, 4) || push(u, lt_sv_int(u->d, (int32_t)(uint32_t)le(u->p, 4)))) return -1;
-        u->p += 4;
-        break;
-      case 0x8a: if (long_op(u, 1)) return -1; break;   /* LONG1 */
-      case 0x8b: if (long_op(u, 4)) return -1; break;   /* LONG4 */
-      case 'G': {  /* BINFLOAT: big-endian double */
-        if (need(u, 8)) return -1;
-        uint64_t bits = 0;
-        for (int i = 0; i < 8; i++) bits = bits << 8 | u->p[i];
-        double d;
-        memcpy(&d, &bits, 8);
-        u->p += 8;
-        if (push(u, lt_sv_float(u->d, d))) return -1;
-        break;
-      }
-      case 'X': if (str_op(u, LT_SV_STR, 4, false)) return -1; break;
-      case 0x8c: if (str_op(u, LT_SV_STR, 1, false)) return -1; break;
-      case 0x8d: if (str_op(u, LT_SV_STR, 8, false)) return -1; break;
-      case 'U': if (str_op(u, LT_SV_STR, 1, false)) return -1; break;
-      case 'T': if (str_op(u, LT_SV_STR, 4, true)) return -1; break;
-      case 'B': if (str_op(u, LT_SV_BYTES, 4, false)) return -1; break;
-      case 'C': if (str_op(u, LT_SV_BYTES, 1, false)) return -1; break;
-      case 0x8e: if (str_op(u, LT_SV_BYTES, 8, false)) return -1; break;
-      case ')': if (push(u, lt_sv_new(u->d, LT_SV_TUPLE))) return -1; break;
-      case ']': if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;
-      case 0x8f: if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;   /* EMPTY_SET */
-      case '}': if (push(u, lt_sv_new(u->d, LT_SV_DICT))) return -1; break;
-      case 't':
-      case 'l':
-      case 0x91:   /* TUPLE, LIST, FROZENSET */
-        if (pop_mark(u, &k) || seq_from(u, op == 't' ? LT_SV_TUPLE : LT_SV_LIST, k, &v) ||
-            push(u, v))
-          return -1;
-        break;
-      case 0x85:
-      case 0x86:
-      case 0x87: {  /* TUPLE1..3 */
-        size_t n = (size_t)(op - 0x84), floor = u->nm ? u->marks[u->nm - 1] : 0;
-        if (u->sp < floor + n) return fail(u, "stack underflow");
-        if (seq_from(u, LT_SV_TUPLE, u->sp - n, &v) || push(u, v)) return -1;
-        break;
-      }
-      case 'd':    /* DICT from marked pairs */
-        if (pop_mark(u, &k)) return -1;
-        v = lt_sv_new(u->d, LT_SV_DICT);
-        if (!v) return oom(u);
-        if (set_pairs(u, v, k) || push(u, v)) return -1;
-        break;
-      case 'a':    /* APPEND */
-        if (pop(u, &a) || top(u, &b)) return -1;
-        if (b->kind != LT_SV_LIST) return fail(u, "APPEND on a %s", lt_pickle_kind_name(b));
-        if (lt_sv_push(u->d, b, a)) return oom(u);
-        break;
-      case 'e':
-      case 0x90:   /* APPENDS, ADDITEMS */
-        if (pop_mark(u, &k)) return -1;
-        if (k == 0 || (u->nm && k <= u->marks[u->nm - 1]))
-          return fail(u, "APPENDS without a list");
-        if (append_items(u, u->st[k - 1], k)) return -1;
-        break;
-      case 's':    /* SETITEM */
-        if (pop(u, &b) || pop(u, &a) || top(u, &v)) return -1;
-        if (v->kind != LT_SV_DICT) return fail(u, "SETITEM on a %s", lt_pickle_kind_name(v));
-        if (lt_sv_set(u->d, v, a, b)) return oom(u);
-        break;
-      case 'u':    /* SETITEMS */
-        if (pop_mark(u, &k)) return -1;
-        if (k == 0 || (u->nm && k <= u->marks[u->nm - 1]))
-          return fail(u, "SETITEMS without a dict");
-        if (set_pairs(u, u->st[k - 1], k)) return -1;
-        break;
-      case 'c': {  /* GLOBAL module\nname\n */
-        const uint8_t *m = u->p, *nl1 = memchr(m, '\n', (size_t)(u->end - m));
-        if (!nl1) return need(u, (size_t)(u->end - u->p) + 1);
-        const uint8_t *nm = nl1 + 1, *nl2 = memchr(nm, '\n', (size_t)(u->end - nm));
-        if (!nl2) return need(u, (size_t)(u->end - u->p) + 1);
-        u->p = nl2 + 1;
-        if (find_global(u, (const char *)m, (size_t)(nl1 - m), (const char *)nm,
-                        (size_t)(nl2 - nm)))
-          return -1;
-        break;
-      }
-      case 0x93:   /* STACK_GLOBAL */
-        if (pop(u, &b) || pop(u, &a)) return -1;
-        if (a->kind != LT_SV_STR || b->kind != LT_SV_STR)
-          return fail(u, "STACK_GLOBAL needs two strings");
-        if (find_global(u, a->u.s.p, a->u.s.n, b->u.s.p, b->u.s.n)) return -1;
-        break;
-      case 'R':    /* REDUCE */
-      case 0x81:   /* NEWOBJ */
-        if (pop(u, &b) || pop(u, &a) || call_checked(u, a, b, &v) || push(u, v)) return -1;
-        break;
-      case 'b':    /* BUILD */
-        if (pop(u, &b) || top(u, &a) || build(u, a, b)) return -1;
-        break;
-      case 'Q':    /* BINPERSID */
-        if (pop(u, &a) || persistent_load(u, a, &v) || push(u, v)) return -1;
-        break;
-      case 'q':
-        if (need(u, 1) || memo_put(u, *u->p)) return -1;
-        u->p += 1;
-        break;
-      case 'r':
-        if (need(u, 4) || memo_put(u, le(u->p, 4))) return -1;
-        u->p += 4;
-        break;
-      case 0x94:   /* MEMOIZE: the next slot is the number of entries so far */
-        if (memo_put(u, u->memolen)) return -1;
-        break;
-      case 'h':
-        if (need(u, 1) || memo_get(u, *u->p)) return -1;
-        u->p += 1;
-        break;
-      case 'j':
-        if (need(u, 4) || memo_get(u, le(u->p, 4))) return -1;
-        u->p += 4;
-        break;
-      default:
-        u->p--;
-        return fail(u, "unsupported pickle opcode 0x%02x (%s)", op, opname(op));
+    if (op == PK_STOP) return pop(u, result);
+    int rc = op_stack(u, op);
+    if (rc == NOT_MINE) rc = op_scalar(u, op);
+    if (rc == NOT_MINE) rc = op_container(u, op);
+    if (rc == NOT_MINE) rc = op_object(u, op);
+    if (rc == NOT_MINE) {
+      u->p--;
+      return fail(u, "unsupported pickle opcode 0x%02x (%s)", op, opname(op));
     }
+    if (rc) return -1;
   }
 }
 
