@@ -604,11 +604,16 @@ int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor
 ** backward reads an incoming gradient in. */
 int lt_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 
-/* Internals shared by elementwise.c and cpu/{binary,unary,ternary}.c: private op codes of the cpu
-** kernels (fused gradient formulas), a binary kernel with parameters, ternary and where. */
-enum { LT_EW_BW = 1000 /* + lt_unop: g * d op(y)/dy from (g, saved y) */,
-       LT_EW_BW_CLAMP = 1100 /* p0 <= y <= p1 ? g : 0 */, LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN };
-enum { LT_UCLAMP = 1000 /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
+/* Internals shared by the elementwise op files (elementwise.c, unary.c, where.c) and
+** cpu/{binary,unary,ternary}.c: private op codes of the cpu kernels (fused gradient formulas),
+** a binary kernel with parameters, ternary and where. The private codes follow the public ones,
+** so a kernel's switch can never mistake one for the other. */
+enum lt_ew_op {
+  LT_EW_BW = LT_NBINOP,                /* + lt_unop: g * d op(y)/dy from (g, saved y) */
+  LT_EW_BW_CLAMP = LT_EW_BW + LT_NUNOP,   /* p0 <= y <= p1 ? g : 0 */
+  LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN
+};
+enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
 enum { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A, LT_T_MAX_B,
        LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
 void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
