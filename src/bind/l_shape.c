@@ -141,7 +141,7 @@ static int l_unflatten(lua_State *L) {
 
 static int l_squeeze(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
-  int d = optdim_arg(L, 2, "squeeze", -1000);
+  int d = optdim_arg(L, 2, "squeeze", LT_SQUEEZE_ALL);
   PUSH_RESULT(lt_squeeze(CTX, OUT, t, d));
 }
 
