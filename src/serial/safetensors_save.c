@@ -1,0 +1,218 @@
+/*
+** safetensors_save.c -- the safetensors writer. It produces the reference implementation's
+** bytes: tensors sorted by dtype (descending, the reference's enum order) then name, compact
+** JSON with __metadata__ first, space padding to a multiple of 8. The reader is safetensors.c.
+*/
+#include <stdlib.h>
+
+#include "serial.h"
+#include "safetensors.h"
+
+typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
+
+static void sput(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->cap - b->n < n + 1) {
+    size_t nc = b->cap ? b->cap : 256;
+    while (nc - b->n < n + 1) nc *= 2;
+    char *q = realloc(b->p, nc);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+}
+
+static void sputs(sbuf *b, const char *s) { sput(b, s, strlen(s)); }
+
+/* A JSON string the way serde_json writes it. */
+static void sjson(sbuf *b, const char *s, size_t n) {
+  sputs(b, "\"");
+  for (size_t i = 0; i < n; i++) {
+    uint8_t c = (uint8_t)s[i];
+    const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
+                    : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                    : c == '\t' ? "\\t" : NULL;
+    if (esc) {
+      sputs(b, esc);
+    } else if (c < 0x20) {
+      char u[8];
+      snprintf(u, sizeof u, "\\u%04x", c);
+      sputs(b, u);
+    } else {
+      sput(b, (const char *)&c, 1);
+    }
+  }
+  sputs(b, "\"");
+}
+
+typedef struct went {
+  const char *name;
+  size_t nlen;
+  lt_tensor *t;
+  int rank;
+  const char *dtname;
+} went;
+
+static int cmp_went(const void *a, const void *b) {
+  const went *x = a, *y = b;
+  if (x->rank != y->rank) return y->rank - x->rank;   /* descending dtype */
+  size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+  int c = memcmp(x->name, y->name, n);
+  return c ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+static int cmp_meta(const void *a, const void *b) {
+  const lt_sval *const *x = a, *const *y = b;
+  size_t n = x[0]->u.s.n < y[0]->u.s.n ? x[0]->u.s.n : y[0]->u.s.n;
+  int c = memcmp(x[0]->u.s.p, y[0]->u.s.p, n);
+  return c ? c : (x[0]->u.s.n > y[0]->u.s.n) - (x[0]->u.s.n < y[0]->u.s.n);
+}
+
+/* Copies t's elements in C order into dst (any strides). */
+static void gather(const lt_tensor *t, uint8_t *dst) {
+  size_t es = lt_dtype_size(t->dtype);
+  int64_t n = lt_numel(t);
+  if (n == 0) return;
+  if (lt_is_contiguous(t)) {
+    memcpy(dst, lt_data(t), (size_t)n * es);
+    return;
+  }
+  int64_t idx[LT_MAX_DIMS] = {0};
+  const uint8_t *base = lt_data(t);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (int d = 0; d < t->ndim; d++) off += idx[d] * t->stride[d];
+    memcpy(dst + (size_t)i * es, base + off * (int64_t)es, es);
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->size[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
+  const char *op = "safetensors.save";
+  const uint16_t one = 1;
+  if (*(const uint8_t *)&one != 1)
+    return lt_fail(ctx, "%s: writing on a big-endian host is not supported", op);
+  size_t ne = tensors->u.dict.n;
+  went *e = calloc(ne ? ne : 1, sizeof *e);
+  lt_sval **mp = NULL;
+  size_t nm = meta ? meta->u.dict.n : 0;
+  if (!e) return lt_fail(ctx, "%s: out of memory", op);
+  for (size_t i = 0; i < ne; i++) {
+    lt_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
+    e[i].name = k->u.s.p;
+    e[i].nlen = k->u.s.n;
+    e[i].t = v->u.ten->t;
+    lt_dtype dt = e[i].t->dtype;
+    int q = dt == LT_FLOAT64 ? LT_ST_F64 : dt == LT_INT64 ? LT_ST_I64
+          : dt == LT_BOOL ? LT_ST_BOOL : LT_ST_F32;
+    e[i].rank = lt_st_dtypes[q].rank;
+    e[i].dtname = lt_st_dtypes[q].name;
+  }
+  qsort(e, ne, sizeof *e, cmp_went);
+  sbuf b = {0};
+  sputs(&b, "{");
+  if (meta) {
+    mp = malloc((nm ? nm : 1) * 2 * sizeof *mp);
+    if (!mp) b.oom = true;
+    for (size_t i = 0; mp && i < nm; i++) {
+      mp[2 * i] = meta->u.dict.k[i];
+      mp[2 * i + 1] = meta->u.dict.v[i];
+    }
+    if (mp) qsort(mp, nm, 2 * sizeof *mp, cmp_meta);
+    sputs(&b, "\"__metadata__\":{");
+    for (size_t i = 0; mp && i < nm; i++) {
+      if (i) sputs(&b, ",");
+      sjson(&b, mp[2 * i]->u.s.p, mp[2 * i]->u.s.n);
+      sputs(&b, ":");
+      sjson(&b, mp[2 * i + 1]->u.s.p, mp[2 * i + 1]->u.s.n);
+    }
+    sputs(&b, "}");
+    if (ne) sputs(&b, ",");
+  }
+  uint64_t off = 0;
+  char num[64];
+  for (size_t i = 0; i < ne; i++) {
+    lt_tensor *t = e[i].t;
+    if (i) sputs(&b, ",");
+    sjson(&b, e[i].name, e[i].nlen);
+    sputs(&b, ":{\"dtype\":\"");
+    sputs(&b, e[i].dtname);
+    sputs(&b, "\",\"shape\":[");
+    for (int d = 0; d < t->ndim; d++) {
+      snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->size[d]);
+      sputs(&b, num);
+    }
+    uint64_t nb = (uint64_t)lt_numel(t) * lt_dtype_size(t->dtype);
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+             (unsigned long long)(off + nb));
+    sputs(&b, num);
+    off += nb;
+  }
+  sputs(&b, "}");
+  while (b.n % 8) sputs(&b, " ");
+  free(mp);
+  if (b.oom) {
+    free(b.p);
+    free(e);
+    return lt_fail(ctx, "%s: out of memory", op);
+  }
+  lt_afile a;
+  if (lt_afile_open(ctx, op, &a, path)) {
+    free(b.p);
+    free(e);
+    return -1;
+  }
+  uint8_t hn[8];
+  for (int i = 0; i < 8; i++) hn[i] = (uint8_t)((uint64_t)b.n >> (8 * i));
+  int bad = fwrite(hn, 1, 8, a.f) != 8 || fwrite(b.p, 1, b.n, a.f) != b.n;
+  uint8_t *tmp = NULL;
+  for (size_t i = 0; !bad && i < ne; i++) {
+    lt_tensor *t = e[i].t, *host = NULL;
+    size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
+    if (!nb) continue;
+    if (t->storage->device != LT_CPU) {   /* a device tensor is written from the host */
+      bool grad = lt_set_grad_enabled(ctx, false);
+      int rc = lt_to_device(ctx, &host, t, LT_CPU, 0);
+      lt_set_grad_enabled(ctx, grad);
+      if (rc) {
+        free(b.p);
+        free(e);
+        lt_afile_abort(&a);
+        return -1;
+      }
+      t = host;
+    }
+    if (lt_is_contiguous(t)) {
+      bad = fwrite(lt_data(t), 1, nb, a.f) != nb;
+    } else {
+      tmp = malloc(nb);
+      if (!tmp) {
+        lt_release(host);
+        free(b.p);
+        free(e);
+        lt_afile_abort(&a);
+        return lt_fail(ctx, "%s: out of memory", op);
+      }
+      gather(t, tmp);
+      bad = fwrite(tmp, 1, nb, a.f) != nb;
+      free(tmp);
+      tmp = NULL;
+    }
+    lt_release(host);
+  }
+  free(b.p);
+  free(e);
+  if (bad) {
+    lt_afile_abort(&a);
+    return lt_fail(ctx, "%s: write error on '%s'", op, path);
+  }
+  return lt_afile_commit(ctx, op, &a);
+}
