@@ -32,7 +32,9 @@ static int fill_as(lt_ctx *ctx, const char *op, const lt_node_type *type, lt_ten
   return lt_record_overwrite(ctx, type, t);
 }
 
-int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v) { return fill_as(ctx, "fill_", &fill_type, t, v); }
+int lt_fill_(lt_ctx *ctx, lt_tensor *t, double v) {
+  return fill_as(ctx, "fill_", &fill_type, t, v);
+}
 int lt_zero_(lt_ctx *ctx, lt_tensor *t) { return fill_as(ctx, "zero_", &zero_type, t, 0.0); }
 
 /* CopyBackwards: the gradient flows to the source (summed over broadcast dims). */

@@ -509,8 +509,8 @@ static int scalar_operand(lt_ctx *ctx, const char *name, int op, lt_tensor *a, d
   return 0;
 }
 
-int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, double s, bool s_is_int,
-                     bool reverse) {
+int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, double s,
+                     bool s_is_int, bool reverse) {
   if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary: unknown op %d", op);
   if (!a) return lt_fail(ctx, "%s: missing operand", binop_names[op]);
   lt_ew_scalar_box box;

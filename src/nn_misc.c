@@ -33,7 +33,8 @@ static int embedding_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad
   lt_dtype dt = self->out_dtype;
   const int64_t wsize[2] = {ex->V, ex->D}, I = lt_numel(idx), D = ex->D;
   const char *op = "embedding backward";
-  if (lt_dense_as(ctx, &dy, grad_out[0], dt) || lt_full_as(ctx, &dw, grad_out[0], dt, 2, wsize, 0.0) ||
+  if (lt_dense_as(ctx, &dy, grad_out[0], dt) ||
+      lt_full_as(ctx, &dw, grad_out[0], dt, 2, wsize, 0.0) ||
       view2(ctx, op, &dy2, dy, 0, I, D, D, 1) || view2(ctx, op, &ix2, idx, 0, I, D, 1, 0))
     goto fail;
   lt_kernels(dw)->scatter(ctx, dw, 0, ix2, dy2, true, ex->base);
@@ -89,7 +90,8 @@ int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *ind
   int64_t size[LT_MAX_DIMS];
   memcpy(size, indices->size, (size_t)indices->ndim * sizeof(int64_t));
   size[indices->ndim] = D;
-  if (lt_contiguous(ctx, &ic, indices) || lt_empty_as(ctx, &y, weight, weight->dtype, indices->ndim + 1, size))
+  if (lt_contiguous(ctx, &ic, indices) ||
+      lt_empty_as(ctx, &y, weight, weight->dtype, indices->ndim + 1, size))
     goto fail;
   int64_t I = lt_numel(ic);
   if (view2(ctx, op, &y2, y, 0, I, D, D, 1) || view2(ctx, op, &ix2, ic, 0, I, D, 1, 0)) goto fail;

@@ -88,7 +88,8 @@ static int l_kernel_names(lua_State *L) {
   int index = 0;
   if (!lua_isnoneornil(L, 1)) ltL_checkdevice(L, 1, "_kernel_names", &type, &index);
   const lt_backend *b = lt_backend_of(type);
-  if (!b) return luaL_error(L, "_kernel_names: device '%s' has no kernel table", lua_tostring(L, 1));
+  if (!b)
+    return luaL_error(L, "_kernel_names: device '%s' has no kernel table", lua_tostring(L, 1));
   lua_newtable(L);
   int n = 0;
   for (int i = 0; lt_backend_entries[i]; i++) {
