@@ -9,6 +9,8 @@
 
 #include "core.h"
 
+/* "cpu" for the cpu, "cuda:0" for the others, as PyTorch prints a tensor's device; returns buf. */
+char *lt_device_name(lt_devtype type, int index, char *buf, size_t n);
 /* The table of a kind of device (NULL: none registered); the registry is in backend.c. */
 const lt_backend *lt_backend_of(lt_devtype device);
 /* Registers the kernel table of a kind of device (a plugin's, or a test's); a NULL table or the

@@ -21,8 +21,7 @@ static const char *const missing_hint[LT_NDEVTYPE] = {
     [LT_CUDA] = "Lantern's CUDA plugin is not loaded",
 };
 
-/* "cpu" for the cpu, "cuda:0" for the others, as PyTorch prints a tensor's device. */
-static char *device_name(lt_devtype type, int index, char *buf, size_t n) {
+char *lt_device_name(lt_devtype type, int index, char *buf, size_t n) {
   if (type == LT_CPU)
     snprintf(buf, n, "cpu");
   else
@@ -31,7 +30,7 @@ static char *device_name(lt_devtype type, int index, char *buf, size_t n) {
 }
 
 char *lt_device_str(const lt_tensor *t, char *buf, size_t n) {
-  return device_name(t->storage->device, t->storage->device_index, buf, n);
+  return lt_device_name(t->storage->device, t->storage->device_index, buf, n);
 }
 
 int lt_device_parse(lt_ctx *ctx, const char *op, const char *name, lt_devtype *type,
@@ -59,7 +58,7 @@ int lt_device_parse(lt_ctx *ctx, const char *op, const char *name, lt_devtype *t
 int lt_device_check(lt_ctx *ctx, const char *op, lt_devtype type, int index) {
   if ((unsigned)type >= LT_NDEVTYPE) return lt_fail(ctx, "%s: unknown device kind %d", op, type);
   char name[32];
-  device_name(type, index, name, sizeof name);
+  lt_device_name(type, index, name, sizeof name);
   const lt_backend *b = type == LT_CUDA ? lt_cuda_load() : lt_backends[type];
   if (!b)
     return lt_fail(ctx, "%s: device '%s' is not available: %s: %s", op, name, missing_hint[type],

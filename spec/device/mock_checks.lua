@@ -31,6 +31,12 @@ check("names", function()
   raises(function() lt.zeros(2, { device = "cuda:2" }) end,
     "zeros: device 'cuda:2' is not available: 2 cuda devices present")
   raises(function() lt.zeros(2):to("tpu") end, "to: unknown dtype or device 'tpu'")
+  lt.set_default_device("cuda:1")
+  assert(lt.get_default_device() == "cuda:1")
+  assert(lt.zeros(2).device == "cuda:1" and lt.randn(2, { device = "cpu" }).device == "cpu")
+  lt.set_default_device("cpu")
+  assert(lt.get_default_device() == "cpu" and lt.zeros(2).device == "cpu")
+  raises(function() lt.set_default_device("cuda:7") end, "not available")
 end)
 
 check("round trip", function()

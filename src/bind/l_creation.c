@@ -273,17 +273,24 @@ static int l_tensor(lua_State *L) {
 
 /* ------------------------------------------------------------ filled constructors */
 
-static int filled(lua_State *L, const char *op, double v, bool uninit) {
-  lt_ctx *ctx = LTL_CTX(L);
-  int64_t size[LT_MAX_DIMS];
+int ltL_cr_size_args(lua_State *L, const char *op, const char *const *known, int64_t *size,
+                     int *opts) {
   int next;
   int n = ltL_checksizes(L, 1, size, &next);
   if (!lua_isnoneornil(L, next) && !lua_istable(L, next))
-    return luaL_error(L, "%s: bad argument #%d (size or options table expected, got %s)", op,
-                      next, luaL_typename(L, next));
-  int opts = lua_istable(L, next) ? next : 0;
-  ltL_cr_check_opts(L, opts, op, ltL_cr_opts_new);
+    luaL_error(L, "%s: bad argument #%d (size or options table expected, got %s)", op, next,
+               luaL_typename(L, next));
+  *opts = lua_istable(L, next) ? next : 0;
+  ltL_cr_check_opts(L, *opts, op, known);
   ltL_cr_check_sizes(L, op, n, size);
+  return n;
+}
+
+static int filled(lua_State *L, const char *op, double v, bool uninit) {
+  lt_ctx *ctx = LTL_CTX(L);
+  int64_t size[LT_MAX_DIMS];
+  int opts;
+  int n = ltL_cr_size_args(L, op, ltL_cr_opts_new, size, &opts);
   lt_dtype dt = ltL_cr_opt_dtype(L, opts, LT_FLOAT32);
   lt_tensor *t;
   if (uninit)

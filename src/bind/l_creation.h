@@ -15,6 +15,10 @@ extern const char *const ltL_cr_opts_gen[];      /* generator only (the in-place
 
 /* Index of the trailing options table among args [first, top] (0 if none). */
 int ltL_cr_opts_index(lua_State *L, int first);
+/* The sizes from argument 1 on (a list or numbers) and the options table after them (*opts 0 if
+** none), checked: unknown keys of `known`, the device, negative sizes. Returns the rank. */
+int ltL_cr_size_args(lua_State *L, const char *op, const char *const *known, int64_t *size,
+                     int *opts);
 /* Raises for a negative size. */
 void ltL_cr_check_sizes(lua_State *L, const char *op, int n, const int64_t *size);
 /* Refuses keys outside `known` in the options table at opts (0: none), and a device that is no

@@ -46,13 +46,10 @@ static int l_device(lua_State *L) {
   lt_devtype type;
   int index;
   ltL_checkdevice(L, 1, "device", &type, &index);
-  const char *name = lua_tostring(L, 1);
-  if (type == LT_CPU)
-    lua_pushliteral(L, "cpu");
-  else if (strchr(name, ':'))
-    lua_pushfstring(L, "cuda:%d", index);
-  else
-    lua_pushliteral(L, "cuda");
+  char name[32];
+  lt_device_name(type, index, name, sizeof name);
+  if (!strchr(lua_tostring(L, 1), ':')) name[strcspn(name, ":")] = '\0';   /* "cuda" stays */
+  lua_pushstring(L, name);
   return 1;
 }
 
@@ -71,10 +68,8 @@ static int l_set_default_device(lua_State *L) {
 
 static int l_get_default_device(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
-  if (ctx->default_device == LT_CPU)
-    lua_pushliteral(L, "cpu");
-  else
-    lua_pushfstring(L, "cuda:%d", ctx->default_index);
+  char name[32];
+  lua_pushstring(L, lt_device_name(ctx->default_device, ctx->default_index, name, sizeof name));
   return 1;
 }
 

@@ -18,14 +18,8 @@
 static int random_new(lua_State *L, const char *op, bool normal) {
   lt_ctx *ctx = LTL_CTX(L);
   int64_t size[LT_MAX_DIMS];
-  int next;
-  int n = ltL_checksizes(L, 1, size, &next);
-  if (!lua_isnoneornil(L, next) && !lua_istable(L, next))
-    return luaL_error(L, "%s: bad argument #%d (size or options table expected, got %s)", op,
-                      next, luaL_typename(L, next));
-  int opts = lua_istable(L, next) ? next : 0;
-  ltL_cr_check_opts(L, opts, op, ltL_cr_opts_random);
-  ltL_cr_check_sizes(L, op, n, size);
+  int opts;
+  int n = ltL_cr_size_args(L, op, ltL_cr_opts_random, size, &opts);
   lt_dtype dt = ltL_cr_opt_dtype(L, opts, LT_FLOAT32);
   ltL_cr_check_float(L, op, dt);
   lt_generator *g = ltL_cr_opt_gen(L, opts);
