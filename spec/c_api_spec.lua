@@ -125,3 +125,31 @@ describe("C API without Lua (lantern_ops.h)", function()
     assert.are.equal(3.0, t["layer.bias"][1][4]:item())
   end)
 end)
+
+describe("the names core.so exports", function()
+  local function lines(cmd)
+    local p = assert(io.popen(cmd))
+    local out = {}
+    for l in p:lines() do out[#out + 1] = l end
+    p:close()
+    return out
+  end
+
+  -- What a C host may call is what include/ declares; every internal name has a layer prefix
+  -- (ltB_, ltO_, ...; docs/architecture.md) and stays hidden.
+  it("are lt_ names declared in include/, lantern_* and luaopen_*, nothing internal", function()
+    local so = cc.abspath(cc.build_dir .. "/lantern/core.so")
+    local syms = lines("nm -D --defined-only " .. cc.shq(so) .. " | awk '{print $3}'")
+    assert.is_true(#syms > 100, "nm found " .. #syms .. " symbols in " .. so)
+    local declared = {}
+    for _, h in ipairs { "include/lantern.h", "include/lantern_ops.h" } do
+      for id in io.open(cc.abspath(h)):read("a"):gmatch("[%w_]+") do declared[id] = true end
+    end
+    local bad = {}
+    for _, s in ipairs(syms) do
+      local api = (s:match("^lt_") and declared[s]) or s:match("^lantern_") or s:match("^luaopen_")
+      if not api then bad[#bad + 1] = s end
+    end
+    assert.are.same({}, bad)
+  end)
+end)

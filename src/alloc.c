@@ -28,7 +28,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static block *freelist[NCLASS];
 static uint32_t count[NCLASS], lowwater[NCLASS];
 static lt_memstats stats;
-/* read without the lock by lt_cache_in_use (the collector pacing asks it often) */
+/* read without the lock by ltB_cache_in_use (the collector pacing asks it often) */
 static size_t in_use_now;
 
 static size_t cache_cap = (size_t)4 << 30;
@@ -107,7 +107,7 @@ static void free_all(block *b) {
   }
 }
 
-void *lt_cache_alloc(size_t nbytes, size_t *got) {
+void *ltB_cache_alloc(size_t nbytes, size_t *got) {
   size_t rounded;
   int c = size_class(nbytes, &rounded);
   if (c < 0) return NULL;
@@ -140,7 +140,7 @@ void *lt_cache_alloc(size_t nbytes, size_t *got) {
   return b;
 }
 
-void lt_cache_free(void *p, size_t nbytes) {
+void ltB_cache_free(void *p, size_t nbytes) {
   if (!p) return;
   size_t rounded;
   int c = size_class(nbytes, &rounded);
@@ -161,7 +161,7 @@ void lt_cache_free(void *p, size_t nbytes) {
   free_all(aged);
 }
 
-size_t lt_cache_in_use(void) { return __atomic_load_n(&in_use_now, __ATOMIC_RELAXED); }
+size_t ltB_cache_in_use(void) { return __atomic_load_n(&in_use_now, __ATOMIC_RELAXED); }
 
 void lt_memory_stats(lt_memstats *st) {
   block *aged = NULL;

@@ -1,7 +1,7 @@
 /*
 ** autograd.h -- what the autograd files share (autograd.c: nodes, recording, saved tensors;
 ** autograd_views.c: writes through views; autograd_engine.c: the backward pass). Internal to
-** them: the op layer records through core.h's lt_record/lt_save.
+** them: the op layer records through core.h's ltG_record/ltG_save.
 */
 #ifndef LT_AUTOGRAD_H
 #define LT_AUTOGRAD_H
@@ -9,21 +9,21 @@
 #include "core.h"
 
 /* Runs hooks (those matching output_nr, or all when output_nr < 0) on *g, replacing it. */
-int lt_ag_run_hooks(lt_ctx *ctx, lt_hook *h, int output_nr, lt_tensor **g);
+int ltG_run_hooks(lt_ctx *ctx, ltG_hook *h, int output_nr, lt_tensor **g);
 /* Releases the node's saved tensors (a backward pass without retain_graph is done with them). */
-void lt_ag_node_free_saved(lt_node *n);
-/* A zeroed node with its arrays, refcount 0 and seq 0 (lt_ag_node_new numbers it); NULL on OOM. */
-lt_node *lt_ag_node_new_raw(const lt_node_type *type, int n_in, int n_out,
-                            size_t extra_size, int n_saved);
+void ltG_node_free_saved(lt_node *n);
+/* A zeroed node with its arrays, refcount 0 and seq 0 (ltG_node_new numbers it); NULL on OOM. */
+lt_node *ltG_node_new_raw(const ltG_node_type *type, int n_in, int n_out,
+                          size_t extra_size, int n_saved);
 /* The same, numbered with the context's next seq (newer nodes run first in backward). */
-lt_node *lt_ag_node_new(lt_ctx *ctx, const lt_node_type *type, int n_in, int n_out,
-                        size_t extra_size, int n_saved);
+lt_node *ltG_node_new(lt_ctx *ctx, const ltG_node_type *type, int n_in, int n_out,
+                      size_t extra_size, int n_saved);
 /* The leaf's AccumulateGrad node, made on first use; a new reference, NULL on OOM. */
-lt_node *lt_ag_grad_accumulator(lt_ctx *ctx, lt_tensor *leaf);
+lt_node *ltG_grad_accumulator(lt_ctx *ctx, lt_tensor *leaf);
 /* Whether n is an AccumulateGrad node (autograd.grad captures their input, never runs them). */
-bool lt_ag_is_accumulator(const lt_node *n);
+bool ltG_is_accumulator(const lt_node *n);
 /* Makes the write of the just-made node fn (refcount 0) into view v part of v's base's history
 ** (CopySlices), taking fn; -1 on OOM, with fn released and v and its base unchanged. */
-int lt_ag_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v);
+int ltG_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v);
 
 #endif

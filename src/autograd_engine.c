@@ -76,7 +76,7 @@ typedef struct {
 } capture;
 
 static int engine_fail(lt_ctx *ctx, const char *what) {
-  return lt_fail(ctx, "backward: %s", what);
+  return ltB_fail(ctx, "backward: %s", what);
 }
 
 /* One backward pass: its arguments, the nodes it reached and its scratch. The address of `all`
@@ -89,7 +89,7 @@ typedef struct {
   bool retain_graph;
   node_vec all, ready, todo;
   capture *caps;           /* per input: the node and output whose gradient is its result */
-  lt_edge *root_edges;     /* per root: the node its seed enters */
+  ltG_edge *root_edges;     /* per root: the node its seed enters */
   lt_tensor **root_grads;  /* per root: its seed gradient */
   lt_tensor **gin;         /* the gradients of the running node's inputs */
 } pass;
@@ -109,15 +109,15 @@ static int seed_of(pass *p, int i) {
   if (!s) {
     if (lt_numel(r) != 1) {
       char buf[256];
-      return lt_fail(ctx, "backward: grad can be implicitly created only for scalar outputs "
-                     "(got shape %s); pass a gradient of the same shape", LT_SHAPE(r, buf));
+      return ltB_fail(ctx, "backward: grad can be implicitly created only for scalar outputs "
+                      "(got shape %s); pass a gradient of the same shape", LT_SHAPE(r, buf));
     }
-    return lt_full_as(ctx, &p->root_grads[i], r, r->dtype, r->ndim, r->size, 1.0);
+    return ltO_full_as(ctx, &p->root_grads[i], r, r->dtype, r->ndim, r->size, 1.0);
   }
-  if (!lt_same_shape(s, r)) {
+  if (!ltB_same_shape(s, r)) {
     char a[256], b[256];
-    return lt_fail(ctx, "backward: Mismatch in shape: grad_output has a shape of %s and output "
-                   "has a shape of %s", LT_SHAPE(s, a), LT_SHAPE(r, b));
+    return ltB_fail(ctx, "backward: Mismatch in shape: grad_output has a shape of %s and output "
+                    "has a shape of %s", LT_SHAPE(s, a), LT_SHAPE(r, b));
   }
   return lt_to_dtype(ctx, &p->root_grads[i], s, r->dtype);
 }
@@ -127,17 +127,17 @@ static int seed_roots(pass *p) {
   lt_ctx *ctx = p->ctx;
   for (int i = 0; i < p->n_roots; i++) {
     lt_tensor *r = p->roots[i];
-    if (lt_refresh_view(ctx, r)) return -1;
+    if (ltG_refresh_view(ctx, r)) return -1;
     if (!r->requires_grad)
-      return lt_fail(ctx, "backward: element %d of tensors does not require grad and does not "
-                     "have a grad_fn", i);
+      return ltB_fail(ctx, "backward: element %d of tensors does not require grad and does not "
+                      "have a grad_fn", i);
     if (seed_of(p, i)) return -1;
     if (r->grad_fn) {
       p->root_edges[i].node = r->grad_fn;
       p->root_edges[i].input_nr = r->output_nr;
-      lt_node_retain(r->grad_fn);
+      ltG_node_retain(r->grad_fn);
     } else {
-      p->root_edges[i].node = lt_ag_grad_accumulator(ctx, r);
+      p->root_edges[i].node = ltG_grad_accumulator(ctx, r);
       if (!p->root_edges[i].node) return engine_fail(ctx, "out of memory");
     }
   }
@@ -149,8 +149,8 @@ static int capture_inputs(pass *p) {
   for (int i = 0; i < p->n_inputs; i++) {
     lt_tensor *t = p->inputs[i];
     if (!t->requires_grad)
-      return lt_fail(p->ctx, "grad: One of the differentiated Tensors (input %d) does not "
-                     "require grad", i + 1);
+      return ltB_fail(p->ctx, "grad: One of the differentiated Tensors (input %d) does not "
+                      "require grad", i + 1);
     p->caps[i].node = t->grad_fn ? t->grad_fn : t->grad_acc;
     p->caps[i].output_nr = t->grad_fn ? t->output_nr : 0;
   }
@@ -177,7 +177,7 @@ static int visit(pass *p, lt_node *n) {
   n->eng_owner = &p->all;
   if (!n->eng_buf || vec_push(&p->all, n) || vec_push(&p->todo, n))
     return engine_fail(p->ctx, "out of memory");
-  lt_node_retain(n);
+  ltG_node_retain(n);
   return 0;
 }
 
@@ -223,7 +223,7 @@ static int outputs_ready(pass *p, lt_node *n, bool *any) {
   *any = false;
   for (int o = 0; o < n->n_out; o++) {
     if (!n->eng_buf[o]) continue;
-    if (n->pre_hooks && lt_ag_run_hooks(p->ctx, n->pre_hooks, o, &n->eng_buf[o])) return -1;
+    if (n->pre_hooks && ltG_run_hooks(p->ctx, n->pre_hooks, o, &n->eng_buf[o])) return -1;
     if (n->retain && n->retain[o]) {
       lt_tensor *rt = n->retain[o];
       if (!rt->grad) {
@@ -264,7 +264,7 @@ static int propagate(pass *p, lt_node *n) {
 static int run_node(pass *p, lt_node *n) {
   bool any;
   if (outputs_ready(p, n, &any)) return -1;
-  bool skip = p->n_inputs > 0 && lt_ag_is_accumulator(n);
+  bool skip = p->n_inputs > 0 && ltG_is_accumulator(n);
   free(p->gin);
   p->gin = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *p->gin);
   if (!p->gin) return engine_fail(p->ctx, "out of memory");
@@ -277,7 +277,7 @@ static int run_node(pass *p, lt_node *n) {
     n->eng_buf[o] = NULL;
   }
   if (!p->retain_graph && n->n_saved) {
-    lt_ag_node_free_saved(n);
+    ltG_node_free_saved(n);
     n->released = true;
   }
   return propagate(p, n);
@@ -286,9 +286,9 @@ static int run_node(pass *p, lt_node *n) {
 static int check_unused(pass *p, bool allow_unused) {
   for (int k = 0; k < p->n_inputs; k++)
     if (!p->results[k] && !allow_unused)
-      return lt_fail(p->ctx, "grad: One of the differentiated Tensors (input %d) appears to "
-                     "not have been used in the graph. Set allow_unused=true if this is the "
-                     "desired behavior.", k + 1);
+      return ltB_fail(p->ctx, "grad: One of the differentiated Tensors (input %d) appears to "
+                      "not have been used in the graph. Set allow_unused=true if this is the "
+                      "desired behavior.", k + 1);
   return 0;
 }
 
@@ -308,9 +308,9 @@ static void pass_free(pass *p, int rc) {
     n->eng_owner = NULL;
     n->eng_deps = 0;
   }
-  for (size_t i = 0; i < p->all.n; i++) lt_node_release(p->all.v[i]);
+  for (size_t i = 0; i < p->all.n; i++) ltG_node_release(p->all.v[i]);
   for (int i = 0; i < p->n_roots; i++) {
-    if (p->root_edges && p->root_edges[i].node) lt_node_release(p->root_edges[i].node);
+    if (p->root_edges && p->root_edges[i].node) ltG_node_release(p->root_edges[i].node);
     if (p->root_grads) lt_release(p->root_grads[i]);
   }
   free(p->gin);

@@ -32,7 +32,7 @@ static void geom_of(view_geom *g, const lt_tensor *v, const lt_tensor *base) {
 
 /* The part of contiguous t (of the base's shape) that the view covers. */
 static lt_tensor *geom_alias(const view_geom *g, const lt_tensor *t) {
-  return lt_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
+  return ltB_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
 }
 
 /* AsStridedBackward0: the view's gradient placed in zeros of the base's shape. Expanded dims
@@ -40,15 +40,16 @@ static lt_tensor *geom_alias(const view_geom *g, const lt_tensor *t) {
 static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
                                lt_tensor **gi) {
   const view_geom *g = self->extra;
-  if (!go[0] || !lt_needs_input_grad(self, 0)) return 0;
+  if (!go[0] || !ltG_needs_input_grad(self, 0)) return 0;
   view_geom once = *g;
   for (int d = 0; d < once.ndim; d++)
     if (once.stride[d] == 0) once.size[d] = 1;
   lt_tensor *src, *z, *slot = NULL;
-  if (lt_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
-  int rc = lt_full_as(ctx, &z, go[0], go[0]->dtype, g->base_ndim, g->base_size, 0.0);
-  if (!rc && !(slot = geom_alias(&once, z))) rc = lt_fail(ctx, "AsStridedBackward0: out of memory");
-  if (!rc) lt_kernels(z)->copy(ctx, slot, src);
+  if (ltG_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
+  int rc = ltO_full_as(ctx, &z, go[0], go[0]->dtype, g->base_ndim, g->base_size, 0.0);
+  if (!rc && !(slot = geom_alias(&once, z)))
+    rc = ltB_fail(ctx, "AsStridedBackward0: out of memory");
+  if (!rc) ltK_kernels(z)->copy(ctx, slot, src);
   lt_release(slot);
   lt_release(src);
   if (rc) {
@@ -59,7 +60,7 @@ static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
   return 0;
 }
 
-static const lt_node_type as_strided_type = {"AsStridedBackward0", as_strided_backward, NULL};
+static const ltG_node_type as_strided_type = {"AsStridedBackward0", as_strided_backward, NULL};
 
 typedef struct {
   view_geom g;
@@ -71,35 +72,35 @@ static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go
   slices_extra *e = self->extra;
   lt_node *fn = e->fn;
   if (self->released)
-    return lt_fail(ctx, "CopySlices: Trying to backward through the graph a second time; "
-                   "specify retain_graph=true");
+    return ltB_fail(ctx, "CopySlices: Trying to backward through the graph a second time; "
+                    "specify retain_graph=true");
   if (!go[0]) return 0;
   lt_tensor *res = NULL, *slot = NULL, *part = NULL;
   lt_tensor **fgi = calloc((size_t)fn->n_in, sizeof *fgi);
-  int rc = fgi ? 0 : lt_fail(ctx, "CopySlices: out of memory");
+  int rc = fgi ? 0 : ltB_fail(ctx, "CopySlices: out of memory");
   /* res: the base's gradient; part: a copy of the slice the view covers, for fn */
-  if (!rc) rc = lt_empty_as(ctx, &res, go[0], go[0]->dtype, e->g.base_ndim, e->g.base_size);
+  if (!rc) rc = ltO_empty_as(ctx, &res, go[0], go[0]->dtype, e->g.base_ndim, e->g.base_size);
   if (!rc) {
-    lt_kernels(res)->copy(ctx, res, go[0]);
-    if (!(slot = geom_alias(&e->g, res))) rc = lt_fail(ctx, "CopySlices: out of memory");
+    ltK_kernels(res)->copy(ctx, res, go[0]);
+    if (!(slot = geom_alias(&e->g, res))) rc = ltB_fail(ctx, "CopySlices: out of memory");
   }
-  if (!rc) rc = lt_empty_as(ctx, &part, res, res->dtype, slot->ndim, slot->size);
+  if (!rc) rc = ltO_empty_as(ctx, &part, res, res->dtype, slot->ndim, slot->size);
   if (!rc) {
-    lt_kernels(part)->copy(ctx, part, slot);
+    ltK_kernels(part)->copy(ctx, part, slot);
     rc = fn->type->backward(ctx, fn, &part, fgi);
   }
   if (!rc) {
     /* the view's old values: their gradient replaces the slice (none: zero) */
-    if (fgi[0] && !lt_same_shape(fgi[0], slot))
-      rc = lt_fail(ctx, "CopySlices: %s returned a gradient of another shape than the view",
-                   fn->type->name);
+    if (fgi[0] && !ltB_same_shape(fgi[0], slot))
+      rc = ltB_fail(ctx, "CopySlices: %s returned a gradient of another shape than the view",
+                    fn->type->name);
     else if (fgi[0])
-      lt_kernels(slot)->copy(ctx, slot, fgi[0]);
+      ltK_kernels(slot)->copy(ctx, slot, fgi[0]);
     else
-      lt_kernels(slot)->fill(ctx, slot, 0.0);
+      ltK_kernels(slot)->fill(ctx, slot, 0.0);
   }
   if (!rc) {
-    if (lt_needs_input_grad(self, 0)) {
+    if (ltG_needs_input_grad(self, 0)) {
       gi[0] = res;
       res = NULL;
     }
@@ -120,14 +121,14 @@ static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go
 
 static void copy_slices_release(lt_node *self) {
   slices_extra *e = self->extra;
-  lt_node_release(e->fn);
+  ltG_node_release(e->fn);
   e->fn = NULL;
 }
 
-static const lt_node_type copy_slices_type = {"CopySlices", copy_slices_backward,
+static const ltG_node_type copy_slices_type = {"CopySlices", copy_slices_backward,
                                               copy_slices_release};
 
-void lt_set_view_base(lt_tensor *view, lt_tensor *in) {
+void ltG_set_view_base(lt_tensor *view, lt_tensor *in) {
   lt_tensor *b = in->base ? in->base : in;
   lt_release(view->base);
   view->base = lt_retain(b);
@@ -136,24 +137,24 @@ void lt_set_view_base(lt_tensor *view, lt_tensor *in) {
 
 /* Edge to t's history: its grad_fn, or its AccumulateGrad for a leaf; no node when t needs no
 ** grad. -1 on out-of-memory. */
-static int edge_of(lt_ctx *ctx, lt_tensor *t, lt_edge *e) {
+static int edge_of(lt_ctx *ctx, lt_tensor *t, ltG_edge *e) {
   e->node = NULL;
   e->input_nr = 0;
   if (!t || !t->requires_grad) return 0;
   if (t->grad_fn) {
     e->node = t->grad_fn;
     e->input_nr = t->output_nr;
-    lt_node_retain(t->grad_fn);
+    ltG_node_retain(t->grad_fn);
     return 0;
   }
-  e->node = lt_ag_grad_accumulator(ctx, t);
+  e->node = ltG_grad_accumulator(ctx, t);
   return e->node ? 0 : -1;
 }
 
 /* A new AsStridedBackward0 node for view t over `history` (its base's grad_fn to be), with
 ** t's retain_grad slot; refcount 1. NULL on out-of-memory. */
-static lt_node *view_node(lt_tensor *t, lt_edge history) {
-  lt_node *n = lt_ag_node_new_raw(&as_strided_type, 1, 1, sizeof(view_geom), 0);
+static lt_node *view_node(lt_tensor *t, ltG_edge history) {
+  lt_node *n = ltG_node_new_raw(&as_strided_type, 1, 1, sizeof(view_geom), 0);
   if (!n) return NULL;
   n->refcount = 1;
   geom_of(n->extra, t, t->base);
@@ -161,18 +162,18 @@ static lt_node *view_node(lt_tensor *t, lt_edge history) {
   if (t->retains_grad) {
     n->retain = calloc(1, sizeof *n->retain);
     if (!n->retain) {
-      lt_node_release(n);
+      ltG_node_release(n);
       return NULL;
     }
   }
   n->next[0] = history;
-  if (history.node) lt_node_retain(history.node);
+  if (history.node) ltG_node_retain(history.node);
   return n;
 }
 
 /* Makes n (from view_node) t's grad_fn. */
 static void install_view_node(lt_tensor *t, lt_node *n) {
-  lt_drop_grad_fn(t);
+  ltG_drop_grad_fn(t);
   if (n->retain) n->retain[0] = t;
   t->grad_fn = n;   /* takes the creation reference */
   t->output_nr = 0;
@@ -182,34 +183,34 @@ static void install_view_node(lt_tensor *t, lt_node *n) {
 
 /* Makes t's grad_fn an AsStridedBackward0 of its base's current history. */
 static int view_of_base(lt_ctx *ctx, lt_tensor *t) {
-  lt_edge history;
+  ltG_edge history;
   if (edge_of(ctx, t->base, &history)) return -1;
   lt_node *n = view_node(t, history);
-  if (history.node) lt_node_release(history.node);   /* n holds its own reference */
+  if (history.node) ltG_node_release(history.node);   /* n holds its own reference */
   if (!n) return -1;
   n->seq = ++ctx->seq;
   install_view_node(t, n);
   return 0;
 }
 
-int lt_refresh_view(lt_ctx *ctx, lt_tensor *t) {
+int ltG_refresh_view(lt_ctx *ctx, lt_tensor *t) {
   lt_tensor *b = t->base;
   if (!b || t->base_epoch == b->view_epoch || !ctx->grad_enabled) return 0;
   if (!(t->requires_grad || b->requires_grad)) return 0;
   if (!lt_is_contiguous(b))   /* its place in the base cannot be described: refuse, not guess */
-    return lt_fail(ctx, "autograd: a view of a non-contiguous tensor was used after the tensor "
-                   "was modified in place; take the view again, or clone() the tensor first");
-  return view_of_base(ctx, t) ? lt_fail(ctx, "autograd: out of memory") : 0;
+    return ltB_fail(ctx, "autograd: a view of a non-contiguous tensor was used after the tensor "
+                    "was modified in place; take the view again, or clone() the tensor first");
+  return view_of_base(ctx, t) ? ltB_fail(ctx, "autograd: out of memory") : 0;
 }
 
 /* The write of node fn into view v becomes part of v's base's history (see above). Every node
 ** is made before b or v changes, so running out of memory leaves both as they were. */
-int lt_ag_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
+int ltG_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
   lt_tensor *b = v->base;
-  lt_node *cs = lt_ag_node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
+  lt_node *cs = ltG_node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
   if (!cs) {
     fn->refcount = 1;
-    lt_node_release(fn);
+    ltG_node_release(fn);
     return -1;
   }
   slices_extra *e = cs->extra;
@@ -220,18 +221,18 @@ int lt_ag_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
   cs->refcount = 1;   /* until b holds it */
   for (int i = 1; i < fn->n_in; i++) {
     cs->next[i] = fn->next[i];
-    if (cs->next[i].node) lt_node_retain(cs->next[i].node);
+    if (cs->next[i].node) ltG_node_retain(cs->next[i].node);
   }
   lt_node *vn = NULL;
   bool keep_slot = b->retains_grad && b->grad_fn;   /* b keeps its retain_grad slot on cs */
   if (edge_of(ctx, b, &cs->next[0]) ||
       (keep_slot && !(cs->retain = calloc(1, sizeof *cs->retain))) ||
-      !(vn = view_node(v, (lt_edge){cs, 0}))) {
-    lt_node_release(cs);
+      !(vn = view_node(v, (ltG_edge){cs, 0}))) {
+    ltG_node_release(cs);
     return -1;
   }
   vn->seq = ++ctx->seq;
-  lt_drop_grad_fn(b);
+  ltG_drop_grad_fn(b);
   if (keep_slot) cs->retain[0] = b;
   b->grad_fn = cs;   /* takes the creation reference */
   b->output_nr = 0;

@@ -4,12 +4,12 @@
 */
 #include "backend.h"
 
-const lt_backend *lt_backends[LT_NDEVTYPE] = {[LT_CPU] = &lt_cpu_backend};
+const ltK_backend *ltD_backends[LT_NDEVTYPE] = {[LT_CPU] = &ltC_backend};
 
-void lt_backend_register(lt_devtype type, const lt_backend *b) {
-  if (type != LT_CPU && (unsigned)type < LT_NDEVTYPE && b) lt_backends[type] = b;
+void ltD_backend_register(lt_devtype type, const ltK_backend *b) {
+  if (type != LT_CPU && (unsigned)type < LT_NDEVTYPE && b) ltD_backends[type] = b;
 }
 
-const lt_backend *lt_backend_of(lt_devtype device) {
-  return (unsigned)device < LT_NDEVTYPE ? lt_backends[device] : NULL;
+const ltK_backend *ltD_backend_of(lt_devtype device) {
+  return (unsigned)device < LT_NDEVTYPE ? ltD_backends[device] : NULL;
 }

@@ -27,10 +27,10 @@ struct lt_ctx {
 };
 
 /* Initialises a context in memory the caller owns (lt_ctx_new allocates one); -1 on OOM. */
-int lt_ctx_init(lt_ctx *ctx);
+int ltB_ctx_init(lt_ctx *ctx);
 
-/* Formats the error message into ctx and returns -1, so callers write `return lt_fail(...)`. */
-int lt_fail(lt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formats the error message into ctx and returns -1, so callers write `return ltB_fail(...)`. */
+int ltB_fail(lt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ============================================================ storage */
 
@@ -46,31 +46,31 @@ struct lt_storage {
   bool inline_data;     /* data lives in this storage's own block (small storages) */
 };
 
-lt_storage *lt_storage_new(size_t nbytes);           /* NULL on out-of-memory */
+lt_storage *ltB_storage_new(size_t nbytes);           /* NULL on out-of-memory */
 /* A storage record for memory that deleter(data, ud) frees when the last view dies (a host's
 ** blob, a device's block); NULL on out-of-memory. */
-lt_storage *lt_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
-                             void *ud);
-void lt_storage_release(lt_storage *s);
+lt_storage *ltB_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
+                              void *ud);
+void ltB_storage_release(lt_storage *s);
 
 /* Buffer cache (alloc.c). Blocks are 64-byte aligned. */
-void *lt_cache_alloc(size_t nbytes, size_t *got);
-void lt_cache_free(void *p, size_t nbytes);
+void *ltB_cache_alloc(size_t nbytes, size_t *got);
+void ltB_cache_free(void *p, size_t nbytes);
 /* Bytes held by live blocks now, read without the lock (the collector pacing polls it). */
-size_t lt_cache_in_use(void);
+size_t ltB_cache_in_use(void);
 
 /* ============================================================ tensor */
 
 /* The bytes of a new tensor of that dtype and shape, or -1 with the message (bad dtype, rank,
 ** negative or overflowing sizes). */
-int lt_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes);
+int ltB_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes);
 /* *out = a contiguous tensor over the fresh storage s (taking its reference; s is released on
 ** failure). */
-int lt_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
-                   const int64_t *size);
+int ltB_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
+                    const int64_t *size);
 
-typedef struct lt_hook lt_hook;
-void lt_hooks_free(lt_hook *h);
+typedef struct ltG_hook ltG_hook;
+void ltG_hooks_free(ltG_hook *h);
 
 struct lt_tensor {
   long refcount;
@@ -89,7 +89,7 @@ struct lt_tensor {
   lt_tensor *grad;
   lt_node *grad_fn;     /* strong; NULL for a leaf */
   lt_node *grad_acc;    /* weak: the AccumulateGrad node of a leaf, cleared when it dies */
-  lt_hook *hooks;       /* gradient hooks of a leaf (a non-leaf's live on its grad_fn) */
+  ltG_hook *hooks;       /* gradient hooks of a leaf (a non-leaf's live on its grad_fn) */
   /* views and in-place autograd (PyTorch's CopySlices) */
   lt_tensor *base;      /* a view's root base (strong); NULL for a tensor that is no view */
   uint32_t base_epoch;  /* the base's view_epoch when this view's grad_fn was made */
@@ -97,12 +97,12 @@ struct lt_tensor {
 };
 
 /* Element size and data pointer, inline for hot paths (lt_dtype_size/lt_data are the API). */
-static inline size_t lt_esize(lt_dtype dt) { return dt == LT_BOOL ? 1 : dt == LT_FLOAT32 ? 4 : 8; }
-static inline void *lt_ptr(const lt_tensor *t) {
-  return (char *)t->storage->data + t->offset * (int64_t)lt_esize(t->dtype);
+static inline size_t ltB_esize(lt_dtype dt) { return dt == LT_BOOL ? 1 : dt == LT_FLOAT32 ? 4 : 8; }
+static inline void *ltB_ptr(const lt_tensor *t) {
+  return (char *)t->storage->data + t->offset * (int64_t)ltB_esize(t->dtype);
 }
 /* Row-major with no gaps; sets *n to the element count. lt_is_contiguous is the API form. */
-static inline bool lt_dense(const lt_tensor *t, int64_t *n) {
+static inline bool ltB_dense(const lt_tensor *t, int64_t *n) {
   int64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->size[i] != 1 && t->stride[i] != s) {
@@ -117,41 +117,41 @@ static inline bool lt_dense(const lt_tensor *t, int64_t *n) {
 }
 
 /* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
-lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
-                          const int64_t *stride, int64_t offset);
+lt_tensor *ltB_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
+                           const int64_t *stride, int64_t offset);
 /* A view of t with new geometry, sharing storage, no autograd info. */
-lt_tensor *lt_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
-                    int64_t offset);
-void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride);
-int64_t lt_shape_numel(int ndim, const int64_t *size);
-bool lt_same_shape(const lt_tensor *a, const lt_tensor *b);
+lt_tensor *ltB_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
+                     int64_t offset);
+void ltB_contiguous_strides(int ndim, const int64_t *size, int64_t *stride);
+int64_t ltB_shape_numel(int ndim, const int64_t *size);
+bool ltB_same_shape(const lt_tensor *a, const lt_tensor *b);
 /* Writes "[2, 3]" for a size list. */
-char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n);
+char *ltB_sizes_str(int ndim, const int64_t *size, char *buf, size_t n);
 #define LT_SHAPE(t, buf) lt_shape_str((t), (buf), sizeof(buf))
 
 /* The checks every in-place write runs before it changes anything (its caller then bumps the
 ** version counter): a leaf that requires grad may not be written while grad mode is on, nor a
 ** destination in which several elements share one memory location (an expanded tensor, as
 ** PyTorch's has_internal_overlap), which would make the result depend on the write order. */
-int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
+int ltB_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t);
 /* The same for writes of one value everywhere (fill_, zero_, masked_fill_, x[i] = number):
 ** PyTorch accepts them on an expanded tensor, whose result is well defined. */
-int lt_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t);
+int ltB_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t);
 /* Whether several elements of t (numel > 0) share a memory location: a zero stride on a dim of
-** size > 1. lt_fail_overlap is the error of a write into such a tensor. */
-bool lt_has_internal_overlap(const lt_tensor *t);
-int lt_fail_overlap(lt_ctx *ctx, const char *op);
+** size > 1. ltB_fail_overlap is the error of a write into such a tensor. */
+bool ltB_has_internal_overlap(const lt_tensor *t);
+int ltB_fail_overlap(lt_ctx *ctx, const char *op);
 /* The same for writing `src` into t: also refuses a src that requires grad when t is a view of
 ** a tensor that does not (the gradient could not reach the base). */
-int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
-/* ... and for writing one value `src` everywhere (which may alias, as lt_check_inplace_fill). */
-int lt_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
-/* The error of such a write; lt_record raises it for in-place paths that check no source. */
-int lt_fail_view_write(lt_ctx *ctx, const char *op);
-static inline void lt_bump_version(lt_tensor *t) { t->storage->version++; }
+int ltB_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
+/* ... and for writing one value `src` everywhere (which may alias, as ltB_check_inplace_fill). */
+int ltB_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src);
+/* The error of such a write; ltG_record raises it for in-place paths that check no source. */
+int ltB_fail_view_write(lt_ctx *ctx, const char *op);
+static inline void ltB_bump_version(lt_tensor *t) { t->storage->version++; }
 
 /* Normalises a possibly negative 0-based dim for a tensor of rank ndim (ndim 0 allows -1,0). */
-int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out);
+int ltB_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out);
 
 /* ======================================================= elementwise iteration
 ** Torch7-style apply: the iterator broadcasts up to LT_ITER_MAX operands to one shape,
@@ -160,31 +160,31 @@ int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out);
 ** and strides[k] is its byte stride along the row. Operand 0 is the output. */
 #define LT_ITER_MAX 4
 
-typedef void (*lt_row_fn)(char **data, const int64_t *strides, int64_t n, void *ud);
+typedef void (*ltK_row_fn)(char **data, const int64_t *strides, int64_t n, void *ud);
 
-typedef struct lt_iter {
+typedef struct ltB_iter {
   int nops;
   int ndim;                          /* after collapsing; innermost is ndim-1 */
   int64_t size[LT_MAX_DIMS];
   int64_t stride[LT_ITER_MAX][LT_MAX_DIMS];   /* bytes */
   char *data[LT_ITER_MAX];
   int64_t numel;
-} lt_iter;
+} ltB_iter;
 
 /* Builds an iterator over ops[0..nops) viewed with shape (ndim,size): each operand must be
 ** broadcastable to it (checked by the caller). */
-void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size);
+void ltB_iter_init(ltB_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size);
 /* Runs kernel over every row; splits across threads when numel >= LT_PAR_MIN. */
-void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud);
+void ltB_iter_run(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud);
 #define LT_PAR_MIN 32768
 
 /* Broadcast shape of a and b into (ndim,size); error names op and both shapes. */
-int lt_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
-                        const int64_t *sb, int *ndim, int64_t *size);
+int ltB_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
+                         const int64_t *sb, int *ndim, int64_t *size);
 
 /* Parallel for over [0,n) in chunks (OpenMP when enabled and n is large enough). */
-typedef void (*lt_range_fn)(int64_t begin, int64_t end, void *ud);
-void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void *ud);
+typedef void (*ltK_range_fn)(int64_t begin, int64_t end, void *ud);
+void ltB_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, ltK_range_fn fn, void *ud);
 
 /* ======================================================= device kernel table
 ** Every op reaches its kernels through the table of its tensors' device; only cpu exists.
@@ -195,44 +195,44 @@ void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void
 
 /* The matrix dims an operand of a product has (a vector lacks one), and whether the kernel reads
 ** it transposed. */
-typedef struct lt_mat_dims {
+typedef struct ltK_mat_dims {
   bool has_rows, has_cols, transposed;
-} lt_mat_dims;
+} ltK_mat_dims;
 
 /* -- convolution, pooling, norms: the geometry their kernels get, filled by the op layer
 ** (nn_conv.c, nn_pool.c, nn_norm.c) once every argument is checked. */
 /* A convolution maps the image side (N, C, H, W) to the column side (N, O, OH, OW), a transposed
 ** one the column side to the image side; a 1-d op has H = kh = 1. */
-typedef struct lt_conv_geom {
+typedef struct ltK_conv_geom {
   int64_t N, C, H, W;                       /* image side */
   int64_t O, OH, OW;                        /* column side */
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;   /* ph, pw: zeros before each spatial dim */
   int64_t groups;
   bool transposed;
-} lt_conv_geom;
+} ltK_conv_geom;
 
-enum lt_pool_kind { LT_POOL_MAX, LT_POOL_AVG, LT_POOL_ADAPTIVE_AVG, LT_POOL_ADAPTIVE_MAX };
+enum ltK_pool_kind { LT_POOL_MAX, LT_POOL_AVG, LT_POOL_ADAPTIVE_AVG, LT_POOL_ADAPTIVE_MAX };
 
 /* P = N*C planes of H x W in and OH x OW out; a 1-d op has H = kh = 1. Adaptive kinds use
 ** only the sizes. */
-typedef struct lt_pool_geom {
-  enum lt_pool_kind kind;
+typedef struct ltK_pool_geom {
+  enum ltK_pool_kind kind;
   int64_t P, H, W, OH, OW;
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   bool count_include_pad;
   int64_t divisor;   /* avg: divisor_override, 0 for none */
-} lt_pool_geom;
+} ltK_pool_geom;
 
-enum lt_norm_kind { LT_NORM_LAYER, LT_NORM_RMS, LT_NORM_GROUP };
+enum ltK_norm_kind { LT_NORM_LAYER, LT_NORM_RMS, LT_NORM_GROUP };
 
 /* Rows of D values normalised one by one: layer and rms norm over the trailing dims, group norm
 ** over (n, group) blocks of D = Cg*L values whose channel is group*Cg + i/L. */
-typedef struct lt_norm_geom {
-  enum lt_norm_kind kind;
+typedef struct ltK_norm_geom {
+  enum ltK_norm_kind kind;
   int64_t R, D;
   int64_t G, Cg, L;   /* group norm; 1 otherwise */
   double eps;
-} lt_norm_geom;
+} ltK_norm_geom;
 
 /* -- dropout, losses, random fills, optimiser steps: the arguments their kernels get. */
 /* (enum lt_reduction, how a loss folds its values, is public: lantern_ops.h) */
@@ -241,13 +241,13 @@ typedef struct lt_norm_geom {
 ** classes counted from base, rows whose target is `ignore` left out; logits: cross_entropy
 ** (log-softmax inside, label smoothing ls), else nll_loss on log-probabilities. The forward
 ** kernel sets dn and ds, the mean's denominators of the nll and smoothing terms. */
-typedef struct lt_class_loss {
+typedef struct ltK_class_loss {
   int64_t N, C, S, base, ignore;
   enum lt_reduction reduction;
   double ls;
   bool logits;
   double dn, ds;
-} lt_class_loss;
+} ltK_class_loss;
 
 /* the fused optimiser steps' options, defined in optim.h */
 typedef struct lt_sgd_opts lt_sgd_opts;
@@ -255,7 +255,7 @@ typedef struct lt_adam_opts lt_adam_opts;
 typedef struct lt_rmsprop_opts lt_rmsprop_opts;
 typedef struct lt_adagrad_opts lt_adagrad_opts;
 
-typedef struct lt_backend {
+typedef struct ltK_backend {
   const char *name;
   /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
   void (*copy)(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
@@ -274,10 +274,10 @@ typedef struct lt_backend {
   ** broadcast over them and c's batch dims of size 1 summed into (a gradient); each operand
   ** with the matrix dims it has, a or b read transposed when marked */
   void (*matmul)(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
-                 lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta, lt_tensor *c,
-                 lt_mat_dims dc);
+                 ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta, lt_tensor *c,
+                 ltK_mat_dims dc);
   /* whether matmul reads every matrix of t as laid out (else the op passes a contiguous copy) */
-  bool (*matmul_ready)(const lt_tensor *t, lt_mat_dims d);
+  bool (*matmul_ready)(const lt_tensor *t, ltK_mat_dims d);
   /* out = op folded over the dims of a marked in mask; out is contiguous with the kept dims
   ** in order (keepdim or not), of the dtype the op layer chose; `name` is for messages */
   int (*reduce)(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
@@ -328,20 +328,20 @@ typedef struct lt_backend {
   /* -- convolution, pooling, norms */
   /* y = conv(x, w) (+ b, may be NULL) of geometry g, transposed or not: x, w, b contiguous,
   ** y fresh, one float dtype; -1 only when a work buffer cannot be had (`name` for it) */
-  int (*conv)(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
+  int (*conv)(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
               const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
   /* the gradients of that y for dy (contiguous, y's shape) into fresh dx, dw, db (x's, w's
   ** and the bias's shapes; any may be NULL) */
-  int (*conv_backward)(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
+  int (*conv_backward)(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *dx,
                        lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                        const lt_tensor *dy);
   /* y = the pool g of each plane of x (contiguous), y fresh; max kinds also write idx (int64,
   ** y's shape; may be NULL): the flat position ih*W + iw of each max in its plane */
-  void (*pool)(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+  void (*pool)(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
                const lt_tensor *x);
   /* dx (fresh, the input's shape) = the gradient of that pool for dy (contiguous, y's shape);
   ** max kinds route it through the forward's idx */
-  void (*pool_backward)(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+  void (*pool_backward)(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
                         const lt_tensor *idx);
   /* y = batch norm of x (N, C, ...) with the batch's statistics (training) or the running ones;
   ** mean, invstd (fresh float64 (C)) get those used; training updates running_mean/var (may be
@@ -356,10 +356,10 @@ typedef struct lt_backend {
                              const lt_tensor *mean, const lt_tensor *invstd, bool training);
   /* y = layer, rms or group norm g of the rows of x (contiguous; w, b contiguous, may be
   ** NULL), y fresh; mean, rstd (fresh float64 (R)) get each row's statistics */
-  void (*row_norm)(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+  void (*row_norm)(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *mean,
                    lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
   /* its gradients for dy (contiguous) into fresh dx, dw, db (any may be NULL); -1 on OOM */
-  int (*row_norm_backward)(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+  int (*row_norm_backward)(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
                            lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                            const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
   /* -- dropout, losses, random fills, optimiser steps */
@@ -369,11 +369,11 @@ typedef struct lt_backend {
   /* the loss a of x (contiguous) for target (int64, in range, N*S): y gets each row's (none) or
   ** the reduced 0-d value, lse (float64, N*S; logits only) each row's log-sum-exp; -1 on OOM */
   int (*class_loss)(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
-                    const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a);
+                    const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a);
   /* dx (fresh, x's shape) = its gradient for g (contiguous: y's shape) from the saved x, lse */
   void (*class_loss_backward)(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
                               const lt_tensor *target, const lt_tensor *weight,
-                              const lt_tensor *lse, const lt_class_loss *a);
+                              const lt_tensor *lse, const ltK_class_loss *a);
   /* random fills of t (any layout) in row-major order from g, which advances on the host:
   ** uniform in [lo, hi), normal, integers in [lo, hi), bernoulli(p) as 1/0, a permutation
   ** of 0..n-1 (t int64, 1-d, contiguous) */
@@ -407,95 +407,95 @@ typedef struct lt_backend {
   ** after the device's pending work on src is done */
   int (*to_host)(lt_ctx *ctx, int index, void *host, const void *src, size_t nbytes);
   int (*from_host)(lt_ctx *ctx, int index, void *dst, const void *host, size_t nbytes);
-} lt_backend;
+} ltK_backend;
 
-extern const lt_backend lt_cpu_backend;
+extern const ltK_backend ltC_backend;
 /* The entries' names in the struct's order, NULL-terminated (cpu/backend.c). */
-extern const char *const lt_backend_entries[];
+extern const char *const ltC_backend_entries[];
 /* cpu kernels behind the table, in src/cpu/ (binary/unary in binary.c and unary.c)
 ** (the table itself in cpu/backend.c) */
-void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
-void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v);
-void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                   lt_dtype compute);
-void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
-                        const void *b, int sb);
-void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
-void lt_cpu_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
-                   lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta, lt_tensor *c,
-                   lt_mat_dims dc);
-bool lt_cpu_matmul_ready(const lt_tensor *t, lt_mat_dims d);
-int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
-                  const lt_tensor *a, const bool *mask);
-void lt_cpu_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
-                          int64_t n);
-bool lt_cpu_has_nan(const lt_tensor *t);
-void lt_cpu_search_dim(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
-                       const lt_tensor *a, int dim, int64_t base);
-int lt_cpu_search_flat(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
-                       const lt_tensor *a, int64_t base);
-void lt_cpu_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_);
-void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
-                             int dim, bool log_);
-void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
+void ltC_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
+void ltC_fill(lt_ctx *ctx, lt_tensor *dst, double v);
+void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
+                lt_dtype compute);
+void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
+                     const void *b, int sb);
+void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
+                ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta, lt_tensor *c,
+                ltK_mat_dims dc);
+bool ltC_matmul_ready(const lt_tensor *t, ltK_mat_dims d);
+int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
+               const lt_tensor *a, const bool *mask);
+void ltC_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
+                       int64_t n);
+bool ltC_has_nan(const lt_tensor *t);
+void ltC_search_dim(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
+                    const lt_tensor *a, int dim, int64_t base);
+int ltC_search_flat(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
+                    const lt_tensor *a, int64_t base);
+void ltC_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_);
+void ltC_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
+                          int dim, bool log_);
+void ltC_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 /* -- indexing, gather/scatter, masked ops, embedding */
-bool lt_cpu_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
-                        int64_t *bad, int64_t *max);
-void lt_cpu_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
-                   const lt_tensor *index, int64_t base);
-void lt_cpu_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
-                    const lt_tensor *src, bool accumulate, int64_t base);
-void lt_cpu_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
-                        const lt_tensor *mask, double v);
-int64_t lt_cpu_mask_count(const lt_tensor *mask);
-void lt_cpu_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask);
-void lt_cpu_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src);
+bool ltC_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
+                     int64_t *bad, int64_t *max);
+void ltC_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                const lt_tensor *index, int64_t base);
+void ltC_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
+                 const lt_tensor *src, bool accumulate, int64_t base);
+void ltC_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
+                     const lt_tensor *mask, double v);
+int64_t ltC_mask_count(const lt_tensor *mask);
+void ltC_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask);
+void ltC_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src);
 /* -- convolution, pooling, norms (cpu/conv.c, cpu/pool.c, cpu/norm.c) */
-int lt_cpu_conv(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
-                const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
-int lt_cpu_conv_backward(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
-                         lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
-                         const lt_tensor *dy);
-void lt_cpu_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
-                 const lt_tensor *x);
-void lt_cpu_pool_backward(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
-                          const lt_tensor *idx);
-void lt_cpu_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
-                       const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
-                       lt_tensor *running_mean, lt_tensor *running_var, bool training,
-                       double momentum, double eps);
-int lt_cpu_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
-                               const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
-                               const lt_tensor *mean, const lt_tensor *invstd, bool training);
-void lt_cpu_row_norm(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
-                     lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
-int lt_cpu_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
-                             lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
-                             const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
+int ltC_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
+             const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+int ltC_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *dx,
+                      lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                      const lt_tensor *dy);
+void ltC_pool(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+              const lt_tensor *x);
+void ltC_pool_backward(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+                       const lt_tensor *idx);
+void ltC_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
+                    const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
+                    lt_tensor *running_mean, lt_tensor *running_var, bool training,
+                    double momentum, double eps);
+int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
+                            const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
+                            const lt_tensor *mean, const lt_tensor *invstd, bool training);
+void ltC_row_norm(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+                  lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+                          lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                          const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
 /* -- dropout, losses, random fills, optimiser steps */
-void lt_cpu_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
-                    lt_generator *g);
-int lt_cpu_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
-                      const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a);
-void lt_cpu_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
-                                const lt_tensor *target, const lt_tensor *weight,
-                                const lt_tensor *lse, const lt_class_loss *a);
-void lt_cpu_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
-void lt_cpu_normal(lt_tensor *t, double mean, double std, lt_generator *g);
-void lt_cpu_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
-void lt_cpu_bernoulli(lt_tensor *t, double p, lt_generator *g);
-void lt_cpu_randperm(lt_tensor *t, lt_generator *g);
-void lt_cpu_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
-void lt_cpu_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
-                      lt_tensor *vmax, const lt_adam_opts *o);
-void lt_cpu_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
-                         lt_tensor *buf, const lt_rmsprop_opts *o);
-void lt_cpu_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
-                         const lt_adagrad_opts *o);
-void lt_cpu_arange(lt_tensor *t, double start, double step);
-void lt_cpu_arange_int(lt_tensor *t, int64_t start, int64_t step);
-void lt_cpu_linspace(lt_tensor *t, double start, double end);
-int lt_cpu_device_count(void);
+void ltC_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
+                 lt_generator *g);
+int ltC_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
+                   const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a);
+void ltC_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
+                             const lt_tensor *target, const lt_tensor *weight,
+                             const lt_tensor *lse, const ltK_class_loss *a);
+void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
+void ltC_normal(lt_tensor *t, double mean, double std, lt_generator *g);
+void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
+void ltC_bernoulli(lt_tensor *t, double p, lt_generator *g);
+void ltC_randperm(lt_tensor *t, lt_generator *g);
+void ltC_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
+void ltC_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+                   lt_tensor *vmax, const lt_adam_opts *o);
+void ltC_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
+                      lt_tensor *buf, const lt_rmsprop_opts *o);
+void ltC_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+                      const lt_adagrad_opts *o);
+void ltC_arange(lt_tensor *t, double start, double step);
+void ltC_arange_int(lt_tensor *t, int64_t start, int64_t step);
+void ltC_linspace(lt_tensor *t, double start, double end);
+int ltC_device_count(void);
 
 /* The op codes (enum lt_binop, lt_unop, append-only) are public: lantern_ops.h. */
 
@@ -506,48 +506,48 @@ int lt_cpu_device_count(void);
 ** per output (NULL = zero) and writes one new-reference gradient per input (NULL = none).
 ** It runs with grad mode off and may call any core op. */
 
-typedef struct lt_edge {
+typedef struct ltG_edge {
   lt_node *node;
   int input_nr;
-} lt_edge;
+} ltG_edge;
 
-typedef int (*lt_backward_fn)(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
-                              lt_tensor **grad_in);
+typedef int (*ltG_backward_fn)(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                               lt_tensor **grad_in);
 
-typedef struct lt_node_type {
+typedef struct ltG_node_type {
   const char *name;          /* "MulBackward0" */
-  lt_backward_fn backward;
+  ltG_backward_fn backward;
   void (*release)(lt_node *self);   /* frees op-specific resources in extra (may be NULL) */
-} lt_node_type;
+} ltG_node_type;
 
-typedef struct lt_saved {
+typedef struct ltG_saved {
   lt_tensor *t;              /* detached alias, or NULL */
   uint32_t version;
   bool was_output;
   const char *owner;         /* for the error message */
-} lt_saved;
+} ltG_saved;
 
-typedef int (*lt_grad_hook_fn)(lt_ctx *ctx, void *ud, lt_tensor *grad, lt_tensor **replace);
+typedef int (*ltG_grad_hook_fn)(lt_ctx *ctx, void *ud, lt_tensor *grad, lt_tensor **replace);
 
-struct lt_hook {
-  lt_grad_hook_fn fn;
+struct ltG_hook {
+  ltG_grad_hook_fn fn;
   void *ud;
   void (*free_ud)(void *ud);
   int output_nr;             /* for hooks on a node's output */
-  struct lt_hook *next;
+  struct ltG_hook *next;
 };
 
 struct lt_node {
   long refcount;
-  const lt_node_type *type;
+  const ltG_node_type *type;
   uint64_t seq;
   int n_in;                  /* edges (one per differentiable input) */
   int n_out;
-  lt_edge *next;
+  ltG_edge *next;
   int n_saved;
-  lt_saved *saved;
+  ltG_saved *saved;
   bool released;             /* saved tensors already freed by a backward pass */
-  lt_hook *pre_hooks;        /* run on an output's grad before backward (tensor hooks) */
+  ltG_hook *pre_hooks;        /* run on an output's grad before backward (tensor hooks) */
   lt_tensor **retain;        /* weak per-output tensors with retains_grad (n_out), or NULL */
   /* per-output input metadata so gradients can be zero-filled / reduced */
   lt_dtype out_dtype;
@@ -562,28 +562,28 @@ struct lt_node {
 ** input (inputs may be NULL), `extra_size` bytes of zeroed op data and `n_saved` save slots,
 ** makes outputs[i] its output i (requires_grad, grad_fn, output_nr), and stores it in *node.
 ** Otherwise *node = NULL. Returns -1 only on out-of-memory. */
-int lt_record(lt_ctx *ctx, const lt_node_type *type, int n_in, lt_tensor *const *inputs,
-              int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
-              lt_node **node);
+int ltG_record(lt_ctx *ctx, const ltG_node_type *type, int n_in, lt_tensor *const *inputs,
+               int n_out, lt_tensor *const *outputs, size_t extra_size, int n_saved,
+               lt_node **node);
 /* Whether any of the inputs would be recorded (grad mode on and requires_grad). */
-bool lt_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs);
+bool ltG_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs);
 /* Saves t (may be NULL) in slot i of node. `is_output`: t is an output of this node. */
-int lt_save(lt_node *node, int i, const lt_tensor *t, bool is_output);
+int ltG_save(lt_node *node, int i, const lt_tensor *t, bool is_output);
 /* Fetches saved slot i (borrowed), checking it was not modified in place or freed. */
-int lt_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t);
-void lt_node_retain(lt_node *n);
-void lt_node_release(lt_node *n);
+int ltG_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t);
+void ltG_node_retain(lt_node *n);
+void ltG_node_release(lt_node *n);
 /* Makes t a tensor without history: releases its grad_fn and clears the weak retain_grad slot
 ** that points at t (any other path leaves the slot dangling once t dies). */
-void lt_drop_grad_fn(lt_tensor *t);
+void ltG_drop_grad_fn(lt_tensor *t);
 /* Whether input edge i of node needs a gradient. */
-static inline bool lt_needs_input_grad(const lt_node *n, int i) { return n->next[i].node != NULL; }
+static inline bool ltG_needs_input_grad(const lt_node *n, int i) { return n->next[i].node != NULL; }
 
 /* Reduces grad (broadcast result) back to shape (ndim,size) by summing; new ref in *out. */
-int lt_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size);
+int ltG_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size);
 /* Adds a hook on tensor t's gradient (leaf: before accumulation; non-leaf: before its node). */
-int lt_add_hook(lt_ctx *ctx, lt_tensor *t, lt_grad_hook_fn fn, void *ud, void (*free_ud)(void *));
-int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
+int ltG_add_hook(lt_ctx *ctx, lt_tensor *t, ltG_grad_hook_fn fn, void *ud, void (*free_ud)(void *));
+int ltG_retain_grad(lt_ctx *ctx, lt_tensor *t);
 
 /* ================================================================= ops
 ** The ops themselves are the public API in include/lantern_ops.h (included above); what
@@ -592,23 +592,23 @@ int lt_retain_grad(lt_ctx *ctx, lt_tensor *t);
 /* After an in-place overwrite (fill_, zero_, the random fills) of t: its values no longer
 ** depend on its history, so when t requires grad it gets a node of `type` whose gradient to
 ** that history is zero, as in PyTorch. -1 only on out-of-memory. */
-int lt_record_overwrite(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t);
+int ltG_record_overwrite(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *t);
 /* A view made by a view op: records its root base for in-place autograd. */
-void lt_set_view_base(lt_tensor *view, lt_tensor *in);
+void ltG_set_view_base(lt_tensor *view, lt_tensor *in);
 /* A view whose base's graph was rewritten through another view gets its grad_fn remade from
 ** the base (AsStridedBackward0), as PyTorch does; 0 or -1 on out-of-memory. */
-int lt_refresh_view(lt_ctx *ctx, lt_tensor *t);
+int ltG_refresh_view(lt_ctx *ctx, lt_tensor *t);
 /* The backward of such nodes: a zero gradient for input 0. */
-int lt_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
+int ltG_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
 /* t as a contiguous tensor of dtype dt (t itself when it already is one): the form a kernel's
 ** backward reads an incoming gradient in. */
-int lt_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
+int ltO_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 
 /* Internals shared by the elementwise op files (elementwise.c, unary.c, where.c) and
 ** cpu/{binary,unary,ternary}.c: private op codes of the cpu kernels (fused gradient formulas),
 ** a binary kernel with parameters, ternary and where. The private codes follow the public ones,
 ** so a kernel's switch can never mistake one for the other. */
-enum lt_ew_op {
+enum ltK_ew_op {
   LT_EW_BW = LT_NBINOP,                /* + lt_unop: g * d op(y)/dy from (g, saved y) */
   LT_EW_BW_CLAMP = LT_EW_BW + LT_NUNOP,   /* p0 <= y <= p1 ? g : 0 */
   LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN
@@ -616,12 +616,12 @@ enum lt_ew_op {
 enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
 enum { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A, LT_T_MAX_B,
        LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
-void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
-                     const lt_tensor *b, lt_dtype compute, double p0, double p1);
+void ltC_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
+                  const lt_tensor *b, lt_dtype compute, double p0, double p1);
 /* out = f(g, a, b), all of out's float dtype, broadcast to out's shape. */
-void lt_cpu_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                    const lt_tensor *b);
-void lt_cpu_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
-                  const lt_tensor *b);
+void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                 const lt_tensor *b);
+void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+               const lt_tensor *b);
 
 #endif

@@ -18,14 +18,14 @@ static const char *const names[LT_NISA] = {"sse4", "avx2", "avx512"};
 static int level;
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
-bool lt_cpu_isa_supported(int lv) {
+bool ltB_cpu_isa_supported(int lv) {
   switch (lv) {
     case LT_ISA_SSE4: return true;
 #ifdef LT_ISA_DISPATCH
     /* __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0) */
     case LT_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case LT_ISA_AVX512:
-      return lt_cpu_isa_supported(LT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+      return ltB_cpu_isa_supported(LT_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl");
 #endif
@@ -33,7 +33,7 @@ bool lt_cpu_isa_supported(int lv) {
   }
 }
 
-const char *lt_cpu_isa_name(int lv) { return lv >= 0 && lv < LT_NISA ? names[lv] : "?"; }
+const char *ltB_cpu_isa_name(int lv) { return lv >= 0 && lv < LT_NISA ? names[lv] : "?"; }
 
 /* A bad LANTERN_ISA cannot be a Lua error (the choice is made inside a kernel, possibly in a
 ** host without Lua), so it is reported once on stderr and the best level is used instead. */
@@ -43,13 +43,13 @@ static void choose(void) {
 #endif
   int best = LT_ISA_SSE4;
   for (int lv = LT_ISA_SSE4 + 1; lv < LT_NISA; lv++)
-    if (lt_cpu_isa_supported(lv)) best = lv;
+    if (ltB_cpu_isa_supported(lv)) best = lv;
   level = best;
   const char *want = getenv("LANTERN_ISA");
   if (!want || !*want) return;
   for (int lv = 0; lv < LT_NISA; lv++) {
     if (strcmp(want, names[lv]) != 0) continue;
-    if (lt_cpu_isa_supported(lv))
+    if (ltB_cpu_isa_supported(lv))
       level = lv;
     else
       fprintf(stderr, "lantern: LANTERN_ISA=%s: this CPU does not support %s; using %s\n", want,
@@ -60,7 +60,7 @@ static void choose(void) {
           names[best]);
 }
 
-int lt_cpu_isa(void) {
+int ltB_cpu_isa(void) {
   pthread_once(&chosen, choose);
   return level;
 }

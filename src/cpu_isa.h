@@ -22,8 +22,8 @@ enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
   _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,prefer-vector-width=512\")")
 #define LT_ISA_END _Pragma("GCC pop_options")
 
-int lt_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
-bool lt_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
-const char *lt_cpu_isa_name(int level);
+int ltB_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
+bool ltB_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
+const char *ltB_cpu_isa_name(int level);
 
 #endif

@@ -18,16 +18,16 @@
 #define PLUGIN_FILE "cuda.so"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static lt_cuda_plugin plugin;
+static ltD_cuda_plugin plugin;
 static bool loaded;   /* the plugin's init succeeded */
 static char why[LT_CUDA_WHY_MAX];
 static char path[4096];
 
-static const lt_cuda_host host = {
+static const ltD_cuda_host host = {
     .abi = LT_CUDA_ABI,
-    .backend_size = sizeof(lt_backend),
+    .backend_size = sizeof(ltK_backend),
     .tensor_size = sizeof(lt_tensor),
-    .fail = lt_fail,
+    .fail = ltB_fail,
 };
 
 /* cuda.so in the directory of the object that holds this function. */
@@ -35,7 +35,7 @@ static bool plugin_path(void) {
   const char *env = getenv("LANTERN_CUDA_PLUGIN");
   if (env && *env) return snprintf(path, sizeof path, "%s", env) < (int)sizeof path;
   Dl_info info;
-  if (!dladdr((void *)lt_cuda_load, &info) || !info.dli_fname) return false;
+  if (!dladdr((void *)ltD_cuda_load, &info) || !info.dli_fname) return false;
   const char *slash = strrchr(info.dli_fname, '/');
   int dir = slash ? (int)(slash - info.dli_fname) : 0;
   return snprintf(path, sizeof path, "%.*s%s" PLUGIN_FILE, dir, info.dli_fname,
@@ -59,7 +59,7 @@ static void load(void) {
                "library missing?): %.200s", path, e ? e : "unknown error");
     return;
   }
-  lt_cuda_init_fn init;
+  ltD_cuda_init_fn init;
   void *sym = dlsym(h, LT_CUDA_INIT);
   memcpy(&init, &sym, sizeof init);   /* POSIX: a function's address through void * */
   if (!sym) {
@@ -72,21 +72,21 @@ static void load(void) {
     return;
   }
   loaded = true;
-  if (!lt_backend_of(LT_CUDA)) lt_backend_register(LT_CUDA, &plugin.table);
+  if (!ltD_backend_of(LT_CUDA)) ltD_backend_register(LT_CUDA, &plugin.table);
 }
 
 static void load_once(void) { load(); }
 
 /* A table a C host registered itself (spec/c/mock_device.c) stands, and no plugin is loaded. */
-const lt_backend *lt_cuda_load(void) {
-  const lt_backend *b = lt_backend_of(LT_CUDA);
+const ltK_backend *ltD_cuda_load(void) {
+  const ltK_backend *b = ltD_backend_of(LT_CUDA);
   if (b) return b;
   pthread_once(&once, load_once);
-  return lt_backend_of(LT_CUDA);
+  return ltD_backend_of(LT_CUDA);
 }
 
-const char *lt_cuda_why(void) { return lt_cuda_load() ? NULL : why; }
+const char *ltD_cuda_why(void) { return ltD_cuda_load() ? NULL : why; }
 
-const lt_cuda_plugin *lt_cuda_plugin_of(void) {
-  return lt_cuda_load() == &plugin.table ? &plugin : NULL;
+const ltD_cuda_plugin *ltD_cuda_plugin_of(void) {
+  return ltD_cuda_load() == &plugin.table ? &plugin : NULL;
 }

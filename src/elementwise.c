@@ -9,7 +9,7 @@
 ** float32). A number never widens a float tensor. Integer true division gives float32.
 **
 ** Numbers are passed to the kernels as zero-dim tensors that live on the C stack
-** (lt_ew_scalar_box), so `x + 2` allocates nothing but its output. They are never retained or
+** (ltO_ew_scalar_box), so `x + 2` allocates nothing but its output. They are never retained or
 ** saved: a node that needs the number keeps it in its extra data and rebuilds the box during
 ** backward.
 */
@@ -29,7 +29,7 @@ static const char *const binop_names[LT_NBINOP] = {
 
 /* "add" -> "add_" in buf (of 40 bytes): the in-place op's name for its messages. Built with
 ** memcpy, not snprintf, which would cost more than a small in-place op itself. */
-const char *lt_ew_inplace_name(char *buf, const char *base) {
+const char *ltO_ew_inplace_name(char *buf, const char *base) {
   size_t k = strlen(base);
   if (k > 38) k = 38;
   memcpy(buf, base, k);
@@ -51,14 +51,14 @@ lt_dtype lt_result_type(const lt_tensor *a, const lt_tensor *b) {
 }
 
 /* Result dtype of a tensor of dtype t with a Lua number. */
-lt_dtype lt_ew_scalar_result(lt_dtype t, bool s_is_int) {
+lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int) {
   int c = s_is_int ? 1 : 2;
   if (c > category(t)) return c == 1 ? LT_INT64 : LT_FLOAT32;
   return t;
 }
 
 /* PyTorch's can_cast for in-place results: never float->integer, never non-bool->bool. */
-bool lt_ew_can_cast(lt_dtype from, lt_dtype to) { return category(from) <= category(to); }
+bool ltO_ew_can_cast(lt_dtype from, lt_dtype to) { return category(from) <= category(to); }
 
 static bool binop_diff(int op) {
   switch (op) {
@@ -83,9 +83,9 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dt
   switch (op) {
     case LT_SUB:
       if (r == LT_BOOL)
-        return lt_fail(ctx, "%s: subtraction, the `-` operator, with two bool tensors is not "
-                       "supported. Use logical_xor() instead (or logical_not() to invert a "
-                       "mask).", name);
+        return ltB_fail(ctx, "%s: subtraction, the `-` operator, with two bool tensors is not "
+                        "supported. Use logical_xor() instead (or logical_not() to invert a "
+                        "mask).", name);
       break;
     case LT_DIV:
     case LT_ATAN2:
@@ -97,7 +97,7 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dt
     case LT_DIV_TRUNC:
     case LT_DIV_FLOOR:
     case LT_FLOOR_DIVIDE:
-      if (r == LT_BOOL) return lt_fail(ctx, "%s: not implemented for bool tensors", name);
+      if (r == LT_BOOL) return ltB_fail(ctx, "%s: not implemented for bool tensors", name);
       break;
     case LT_EQ: case LT_NE: case LT_LT: case LT_LE: case LT_GT: case LT_GE:
       *compute = r;
@@ -117,7 +117,7 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dt
 
 /* ============================================================ helpers */
 
-lt_tensor *lt_ew_scalar_init(lt_ew_scalar_box *sb, lt_dtype dt, double v) {
+lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v) {
   memset(&sb->t, 0, sizeof sb->t);
   memset(&sb->s, 0, sizeof sb->s);
   sb->s.refcount = 1;
@@ -141,7 +141,7 @@ lt_tensor *lt_ew_scalar_init(lt_ew_scalar_box *sb, lt_dtype dt, double v) {
 
 static bool same_view(const lt_tensor *a, const lt_tensor *b) {
   if (a->storage != b->storage || a->offset != b->offset || a->dtype != b->dtype ||
-      !lt_same_shape(a, b))
+      !ltB_same_shape(a, b))
     return false;
   for (int i = 0; i < a->ndim; i++)
     if (a->size[i] > 1 && a->stride[i] != b->stride[i]) return false;
@@ -149,20 +149,20 @@ static bool same_view(const lt_tensor *a, const lt_tensor *b) {
 }
 
 /* A plain copy of t's values (contiguous, no autograd). */
-int lt_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
-  if (lt_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
-  lt_kernels(t)->copy(ctx, *out, t);
+int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
+  if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
+  ltK_kernels(t)->copy(ctx, *out, t);
   return 0;
 }
 
 /* new ref of t converted to dt (t itself when it already has it); no autograd */
-int lt_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
+int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
   if (t->dtype == dt) {
     *out = lt_retain(t);
     return 0;
   }
-  if (lt_empty_as(ctx, out, t, dt, t->ndim, t->size)) return -1;
-  lt_kernels(t)->copy(ctx, *out, t);
+  if (ltO_empty_as(ctx, out, t, dt, t->ndim, t->size)) return -1;
+  ltK_kernels(t)->copy(ctx, *out, t);
   return 0;
 }
 
@@ -183,13 +183,13 @@ static void zero_row(char **d, const int64_t *st, int64_t n, void *ud) {
 static bool has_zero(lt_ctx *ctx, lt_tensor *t) {
   lt_tensor *tmp = NULL, *src = t;
   if (t->dtype != LT_INT64) {
-    if (lt_ew_as_dtype(ctx, &tmp, t, LT_INT64)) return false;
+    if (ltO_ew_as_dtype(ctx, &tmp, t, LT_INT64)) return false;
     src = tmp;
   }
   zero_scan z = {0};
-  lt_iter it;
-  lt_iter_init(&it, 1, &src, src->ndim, src->size);
-  lt_iter_run(ctx, &it, zero_row, &z);
+  ltB_iter it;
+  ltB_iter_init(&it, 1, &src, src->ndim, src->size);
+  ltB_iter_run(ctx, &it, zero_row, &z);
   lt_release(tmp);
   return z.found != 0;
 }
@@ -204,17 +204,17 @@ static bool all_true(const lt_tensor *t) {
 }
 
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
-int lt_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
+int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate) {
   lt_tensor *s, *t;
-  if (lt_sum_to(ctx, &s, full, nd, size)) return -1;
+  if (ltG_sum_to(ctx, &s, full, nd, size)) return -1;
   if (negate) {
     int rc = lt_unary(ctx, &t, LT_NEG, s, 0, 0);
     lt_release(s);
     if (rc) return -1;
     s = t;
   }
-  int rc = lt_ew_as_dtype(ctx, &t, s, dt);
+  int rc = ltO_ew_as_dtype(ctx, &t, s, dt);
   lt_release(s);
   if (rc) return -1;
   *out = t;
@@ -226,10 +226,10 @@ static int ternary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor
                    lt_tensor *b) {
   lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
   int rc = -1;
-  if (lt_ew_as_dtype(ctx, &ca, a, g->dtype) || lt_ew_as_dtype(ctx, &cb, b, g->dtype))
+  if (ltO_ew_as_dtype(ctx, &ca, a, g->dtype) || ltO_ew_as_dtype(ctx, &cb, b, g->dtype))
     goto done;
-  if (lt_empty_as(ctx, &o, g, g->dtype, g->ndim, g->size)) goto done;
-  lt_cpu_ternary(ctx, op, o, g, ca, cb);
+  if (ltO_empty_as(ctx, &o, g, g->dtype, g->ndim, g->size)) goto done;
+  ltC_ternary(ctx, op, o, g, ca, cb);
   *out = o;
   rc = 0;
 done:
@@ -239,14 +239,14 @@ done:
 }
 
 /* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-int lt_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
+int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
                        lt_dtype dt, double p0, double p1) {
   int nd;
   int64_t size[LT_MAX_DIMS];
-  if (lt_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
+  if (ltB_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
     return -1;
-  if (lt_empty_as(ctx, out, g, dt, nd, size)) return -1;
-  lt_cpu_binary_p(ctx, op, *out, g, y, dt, p0, p1);
+  if (ltO_empty_as(ctx, out, g, dt, nd, size)) return -1;
+  ltC_binary_p(ctx, op, *out, g, y, dt, p0, p1);
   return 0;
 }
 
@@ -273,24 +273,24 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                            lt_tensor **gin) {
   const bin_extra *e = self->extra;
   lt_tensor *g0 = gout[0], *g = NULL, *a = NULL, *b = NULL, *fa = NULL, *fb = NULL;
-  lt_ew_scalar_box boxa, boxb;
-  bool ga = lt_needs_input_grad(self, 0), gb = lt_needs_input_grad(self, 1);
+  ltO_ew_scalar_box boxa, boxb;
+  bool ga = ltG_needs_input_grad(self, 0), gb = ltG_needs_input_grad(self, 1);
   bool need_a, need_b, neg_b = false;
   int rc = -1;
   if (!g0) return 0;
-  if (!lt_dtype_is_float(g0->dtype)) return lt_fail(ctx, "%s: gradient of dtype %s",
+  if (!lt_dtype_is_float(g0->dtype)) return ltB_fail(ctx, "%s: gradient of dtype %s",
                                                      self->type->name,
                                                      lt_dtype_name(g0->dtype));
   lt_dtype gdt = lt_dtype_is_float(self->out_dtype) ? self->out_dtype : g0->dtype;
-  if (lt_ew_as_dtype(ctx, &g, g0, gdt)) return -1;
+  if (ltO_ew_as_dtype(ctx, &g, g0, gdt)) return -1;
   bin_needs(e->op, ga, gb, &need_a, &need_b);
   if (e->scal == 1)
-    a = lt_ew_scalar_init(&boxa, g->dtype, e->s);
-  else if (need_a && lt_saved_get(ctx, self, 0, &a))
+    a = ltO_ew_scalar_init(&boxa, g->dtype, e->s);
+  else if (need_a && ltG_saved_get(ctx, self, 0, &a))
     goto done;
   if (e->scal == 2)
-    b = lt_ew_scalar_init(&boxb, g->dtype, e->s);
-  else if (need_b && lt_saved_get(ctx, self, 1, &b))
+    b = ltO_ew_scalar_init(&boxb, g->dtype, e->s);
+  else if (need_b && ltG_saved_get(ctx, self, 1, &b))
     goto done;
   switch (e->op) {
     case LT_ADD:
@@ -336,14 +336,14 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
       break;
     case LT_DIV_TRUNC:
     case LT_DIV_FLOOR:   /* piecewise constant: PyTorch's DivBackward2 gives zeros */
-      if (ga && lt_full_as(ctx, &fa, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
-      if (gb && lt_full_as(ctx, &fb, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      if (ga && ltO_full_as(ctx, &fa, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
+      if (gb && ltO_full_as(ctx, &fb, g, g->dtype, g->ndim, g->size, 0.0)) goto done;
       break;
     default:
       break;
   }
-  if (fa && lt_ew_finish_grad(ctx, &gin[0], fa, e->na, e->sa, e->da, false)) goto done;
-  if (fb && lt_ew_finish_grad(ctx, &gin[1], fb, e->nb, e->sb, e->db, neg_b)) goto done;
+  if (fa && ltO_ew_finish_grad(ctx, &gin[0], fa, e->na, e->sa, e->da, false)) goto done;
+  if (fb && ltO_ew_finish_grad(ctx, &gin[1], fb, e->nb, e->sb, e->db, neg_b)) goto done;
   rc = 0;
 done:
   lt_release(fa);
@@ -374,12 +374,12 @@ LT_EW_NODE_TYPE(div_round_type, "DivBackward2", binary_backward);
 static int floor_divide_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                                  lt_tensor **gin) {
   (void)self, (void)gout, (void)gin;
-  return lt_fail(ctx, "floor_divide: the derivative for 'floor_divide' is not implemented "
-                 "(use div(other, {rounding_mode = \"floor\"}), whose gradient is zero)");
+  return ltB_fail(ctx, "floor_divide: the derivative for 'floor_divide' is not implemented "
+                  "(use div(other, {rounding_mode = \"floor\"}), whose gradient is zero)");
 }
 LT_EW_NODE_TYPE(floor_divide_type, "NotImplemented", floor_divide_backward);
 
-static const lt_node_type *bin_type(int op, int scal) {
+static const ltG_node_type *bin_type(int op, int scal) {
   switch (op) {
     case LT_ADD: return &add_type;
     case LT_SUB: return scal == 1 ? &rsub_type : &sub_type;
@@ -402,7 +402,7 @@ static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int sc
                          lt_tensor *out, lt_tensor *save_a, lt_tensor *save_b) {
   lt_tensor *ins[2] = {a, b};
   lt_node *node;
-  if (lt_record(ctx, bin_type(op, scal), 2, ins, 1, &out, sizeof(bin_extra), 2, &node))
+  if (ltG_record(ctx, bin_type(op, scal), 2, ins, 1, &out, sizeof(bin_extra), 2, &node))
     return -1;
   if (!node) return 0;
   bin_extra *e = node->extra;
@@ -416,11 +416,11 @@ static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int sc
   memcpy(e->sa, a->size, sizeof e->sa);
   memcpy(e->sb, b->size, sizeof e->sb);
   bool need_a, need_b;
-  bin_needs(op, lt_needs_input_grad(node, 0), lt_needs_input_grad(node, 1), &need_a, &need_b);
-  if (need_a && scal != 1 && lt_save(node, 0, save_a ? save_a : a, false))
-    return lt_fail(ctx, "%s: out of memory", binop_names[op]);
-  if (need_b && scal != 2 && lt_save(node, 1, save_b ? save_b : b, false))
-    return lt_fail(ctx, "%s: out of memory", binop_names[op]);
+  bin_needs(op, ltG_needs_input_grad(node, 0), ltG_needs_input_grad(node, 1), &need_a, &need_b);
+  if (need_a && scal != 1 && ltG_save(node, 0, save_a ? save_a : a, false))
+    return ltB_fail(ctx, "%s: out of memory", binop_names[op]);
+  if (need_b && scal != 2 && ltG_save(node, 1, save_b ? save_b : b, false))
+    return ltB_fail(ctx, "%s: out of memory", binop_names[op]);
   return 0;
 }
 
@@ -438,9 +438,9 @@ static bool is_cpu_scalar(const lt_tensor *t) {
 ** element) so that the device's kernel sees operands of its own. */
 static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b,
                        int scal, double s) {
-  if (lt_same_device(a, b)) return binary_run(ctx, out, op, a, b, scal, s);
+  if (ltD_same_device(a, b)) return binary_run(ctx, out, op, a, b, scal, s);
   lt_tensor **sc = is_cpu_scalar(a) ? &a : is_cpu_scalar(b) ? &b : NULL;
-  if (!sc) return lt_fail_devices(ctx, binop_names[op], a, b);
+  if (!sc) return ltD_fail_devices(ctx, binop_names[op], a, b);
   const lt_tensor *other = sc == &a ? b : a;
   lt_tensor *moved;
   if (lt_to_device(ctx, &moved, *sc, other->storage->device, other->storage->device_index))
@@ -457,9 +457,9 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
   int nd = a->ndim;
   const int64_t *size = a->size;
   int64_t bsize[LT_MAX_DIMS];
-  bool same = lt_same_shape(a, b);
+  bool same = ltB_same_shape(a, b);
   if (!same) {
-    if (lt_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, bsize))
+    if (ltB_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, bsize))
       return -1;
     size = bsize;
   }
@@ -468,18 +468,18 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
   bool plain = a->dtype == b->dtype && lt_dtype_is_float(a->dtype) && op <= LT_DIV;
   if (!plain && binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
   if (int_divides(op) && compute == LT_INT64 && has_zero(ctx, b))
-    return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
+    return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
-  if (lt_empty_as(ctx, &o, scal == 1 ? b : a, odt, nd, size)) return -1;
+  if (ltO_empty_as(ctx, &o, scal == 1 ? b : a, odt, nd, size)) return -1;
   /* small, dense and of one dtype: a flat loop, each operand either walking with the output
   ** (the same shape) or a single element (a number, or a one-element tensor) */
-  int64_t n = lt_shape_numel(nd, size), na, nb;
-  if (plain && n < LT_PAR_MIN && lt_dense(a, &na) && lt_dense(b, &nb) &&
+  int64_t n = ltB_shape_numel(nd, size), na, nb;
+  if (plain && n < LT_PAR_MIN && ltB_dense(a, &na) && ltB_dense(b, &nb) &&
       (same || na == 1 || nb == 1))
-    lt_kernels(a)->binary_flat(op, odt, n, lt_ptr(o), lt_ptr(a), na == n && (same || nb == 1),
-                               lt_ptr(b), nb == n && (same || na == 1));
+    ltK_kernels(a)->binary_flat(op, odt, n, ltB_ptr(o), ltB_ptr(a), na == n && (same || nb == 1),
+                                ltB_ptr(b), nb == n && (same || na == 1));
   else
-    lt_kernels(a)->binary(ctx, op, o, a, b, compute);
+    ltK_kernels(a)->binary(ctx, op, o, a, b, compute);
   if (binop_diff(op) && ctx->grad_enabled && (a->requires_grad || b->requires_grad) &&
       record_binary(ctx, op, a, b, scal, s, o, NULL, NULL)) {
     lt_release(o);
@@ -490,30 +490,30 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
 }
 
 int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
-  if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary: unknown op %d", op);
-  if (!a || !b) return lt_fail(ctx, "%s: missing operand", binop_names[op]);
+  if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
+  if (!a || !b) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   return binary_impl(ctx, out, op, a, b, 0, 0);
 }
 
 /* Checks of a tensor-number op; fills the number's box in the compute dtype. */
 static int scalar_operand(lt_ctx *ctx, const char *name, int op, lt_tensor *a, double s,
-                          bool s_is_int, bool reverse, lt_ew_scalar_box *box) {
+                          bool s_is_int, bool reverse, ltO_ew_scalar_box *box) {
   lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
-  if (binop_dtypes(ctx, name, op, lt_ew_scalar_result(a->dtype, s_is_int), &compute, &odt))
+  if (binop_dtypes(ctx, name, op, ltO_ew_scalar_result(a->dtype, s_is_int), &compute, &odt))
     return -1;
   if (op == LT_POW && !reverse && compute == LT_INT64 && s < 0)
-    return lt_fail(ctx, "%s: integers to negative integer powers are not allowed", name);
+    return ltB_fail(ctx, "%s: integers to negative integer powers are not allowed", name);
   if (int_divides(op) && !reverse && compute == LT_INT64 && s == 0)
-    return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
-  lt_ew_scalar_init(box, compute, s);
+    return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
+  ltO_ew_scalar_init(box, compute, s);
   return 0;
 }
 
 int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, double s,
                      bool s_is_int, bool reverse) {
-  if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s: missing operand", binop_names[op]);
-  lt_ew_scalar_box box;
+  if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
+  if (!a) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
+  ltO_ew_scalar_box box;
   if (scalar_operand(ctx, binop_names[op], op, a, s, s_is_int, reverse, &box)) return -1;
   return reverse ? binary_impl(ctx, out, op, &box.t, a, 1, s)
                  : binary_impl(ctx, out, op, a, &box.t, 2, s);
@@ -523,45 +523,45 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *
 
 static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int scal, double s) {
   char name[40], bufa[256], bufb[256];
-  lt_ew_inplace_name(name, binop_names[op]);
-  if (!lt_same_shape(a, b)) {
+  ltO_ew_inplace_name(name, binop_names[op]);
+  if (!ltB_same_shape(a, b)) {
     int nd;
     int64_t size[LT_MAX_DIMS];
-    if (lt_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, size))
+    if (ltB_broadcast_shapes(ctx, name, a->ndim, a->size, b->ndim, b->size, &nd, size))
       return -1;
     bool ok = nd == a->ndim;
     for (int i = 0; ok && i < nd; i++) ok = size[i] == a->size[i];
     if (!ok)
-      return lt_fail(ctx, "%s: output with shape %s doesn't match the broadcast shape %s", name,
-                     LT_SHAPE(a, bufa), lt_sizes_str(nd, size, bufb, sizeof bufb));
+      return ltB_fail(ctx, "%s: output with shape %s doesn't match the broadcast shape %s", name,
+                      LT_SHAPE(a, bufa), ltB_sizes_str(nd, size, bufb, sizeof bufb));
   }
   lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
   if (binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
-  if (!lt_ew_can_cast(odt, a->dtype))
-    return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
-                   lt_dtype_name(odt), lt_dtype_name(a->dtype));
+  if (!ltO_ew_can_cast(odt, a->dtype))
+    return ltB_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
+                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
   if (odt != LT_BOOL) compute = a->dtype;
-  if (lt_check_inplace_from(ctx, name, a, b)) return -1;
+  if (ltB_check_inplace_from(ctx, name, a, b)) return -1;
   bool grad = ctx->grad_enabled && (a->requires_grad || b->requires_grad);
   if (grad && !binop_diff(op))
-    return lt_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
-                   "(the result is not differentiable)", name, binop_names[op]);
+    return ltB_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
+                    "(the result is not differentiable)", name, binop_names[op]);
   if (int_divides(op) && compute == LT_INT64 && scal != 2 &&
       has_zero(ctx, b))
-    return lt_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
+    return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   bool need_a = false, need_b = false;
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
   if (scal != 2 && b->storage == a->storage && (!same_view(a, b) || need_b)) {
-    if (lt_ew_data_clone(ctx, &bcopy, b)) return -1;
+    if (ltO_ew_data_clone(ctx, &bcopy, b)) return -1;
     bk = bcopy;
   }
-  if (need_a && lt_ew_data_clone(ctx, &aold, a)) {
+  if (need_a && ltO_ew_data_clone(ctx, &aold, a)) {
     lt_release(bcopy);
     return -1;
   }
-  lt_kernels(a)->binary(ctx, op, a, a, bk, compute);
-  lt_bump_version(a);
+  ltK_kernels(a)->binary(ctx, op, a, a, bk, compute);
+  ltB_bump_version(a);
   int rc = 0;
   if (grad) rc = record_binary(ctx, op, a, b, scal, s, a, aold, bcopy ? bcopy : b);
   lt_release(aold);
@@ -570,17 +570,17 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
 }
 
 int lt_binary_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
-  if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary_: unknown op %d", op);
-  if (!a || !b) return lt_fail(ctx, "%s_: missing operand", binop_names[op]);
+  if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary_: unknown op %d", op);
+  if (!a || !b) return ltB_fail(ctx, "%s_: missing operand", binop_names[op]);
   return binary_inplace(ctx, op, a, b, 0, 0);
 }
 
 int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
-  if (op < 0 || op >= LT_NBINOP) return lt_fail(ctx, "binary_: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s_: missing operand", binop_names[op]);
+  if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary_: unknown op %d", op);
+  if (!a) return ltB_fail(ctx, "%s_: missing operand", binop_names[op]);
   char name[40];
-  lt_ew_inplace_name(name, binop_names[op]);
-  lt_ew_scalar_box box;
+  ltO_ew_inplace_name(name, binop_names[op]);
+  ltO_ew_scalar_box box;
   bool s_is_int = s == floor(s) && fabs(s) < 9.2e18;
   if (scalar_operand(ctx, name, op, a, s, s_is_int, false, &box)) return -1;
   return binary_inplace(ctx, op, a, &box.t, 2, s);
@@ -590,28 +590,28 @@ int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
 
 int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double rtol,
                double atol, bool equal_nan) {
-  if (!a || !b) return lt_fail(ctx, "isclose: missing operand");
+  if (!a || !b) return ltB_fail(ctx, "isclose: missing operand");
   if (!(rtol >= 0) || !(atol >= 0))
-    return lt_fail(ctx, "isclose: rtol and atol must be non-negative (got rtol=%g, atol=%g)",
-                   rtol, atol);
+    return ltB_fail(ctx, "isclose: rtol and atol must be non-negative (got rtol=%g, atol=%g)",
+                    rtol, atol);
   int nd;
   int64_t size[LT_MAX_DIMS];
-  if (lt_broadcast_shapes(ctx, "isclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
+  if (ltB_broadcast_shapes(ctx, "isclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
     return -1;
   lt_dtype r = lt_promote(a->dtype, b->dtype);
   if (!lt_dtype_is_float(r) && (rtol > 0 || atol > 0)) r = LT_FLOAT64;
-  if (lt_empty_as(ctx, out, a, LT_BOOL, nd, size)) return -1;
-  lt_cpu_binary_p(ctx, equal_nan ? LT_EW_ISCLOSE_NAN : LT_EW_ISCLOSE, *out, a, b, r, rtol, atol);
+  if (ltO_empty_as(ctx, out, a, LT_BOOL, nd, size)) return -1;
+  ltC_binary_p(ctx, equal_nan ? LT_EW_ISCLOSE_NAN : LT_EW_ISCLOSE, *out, a, b, r, rtol, atol);
   return 0;
 }
 
 int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol, double atol,
                 bool equal_nan) {
   lt_tensor *c;
-  if (!a || !b) return lt_fail(ctx, "allclose: missing operand");
+  if (!a || !b) return ltB_fail(ctx, "allclose: missing operand");
   int nd;
   int64_t size[LT_MAX_DIMS];
-  if (lt_broadcast_shapes(ctx, "allclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
+  if (ltB_broadcast_shapes(ctx, "allclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
     return -1;
   if (lt_isclose(ctx, &c, a, b, rtol, atol, equal_nan)) return -1;
   *res = all_true(c);
@@ -620,14 +620,14 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
 }
 
 int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
-  if (!a || !b) return lt_fail(ctx, "equal: missing operand");
-  if (!lt_same_shape(a, b)) {
+  if (!a || !b) return ltB_fail(ctx, "equal: missing operand");
+  if (!ltB_same_shape(a, b)) {
     *res = false;
     return 0;
   }
   lt_tensor *c;
-  if (lt_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
-  lt_cpu_binary_p(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
+  if (ltO_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
+  ltC_binary_p(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
   *res = all_true(c);
   lt_release(c);
   return 0;

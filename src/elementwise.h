@@ -19,29 +19,29 @@ typedef struct {
     int64_t i64;
     uint8_t b;
   } v;
-} lt_ew_scalar_box;
+} ltO_ew_scalar_box;
 
 /* A graph node type with no op-specific resources to release. */
 #define LT_EW_NODE_TYPE(var, type_name, fn) \
-  static const lt_node_type var = {.name = (type_name), .backward = (fn), .release = NULL}
+  static const ltG_node_type var = {.name = (type_name), .backward = (fn), .release = NULL}
 
 /* The box's tensor, holding v in dtype dt (int64 saturates, NaN gives 0). */
-lt_tensor *lt_ew_scalar_init(lt_ew_scalar_box *sb, lt_dtype dt, double v);
+lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v);
 /* "add" -> "add_" in buf (of 40 bytes): the in-place op's name for its messages. */
-const char *lt_ew_inplace_name(char *buf, const char *base);
+const char *ltO_ew_inplace_name(char *buf, const char *base);
 /* Result dtype of a tensor of dtype t with a Lua number (integral when s_is_int). */
-lt_dtype lt_ew_scalar_result(lt_dtype t, bool s_is_int);
+lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int);
 /* PyTorch's can_cast for in-place results: never float->integer, never non-bool->bool. */
-bool lt_ew_can_cast(lt_dtype from, lt_dtype to);
+bool ltO_ew_can_cast(lt_dtype from, lt_dtype to);
 /* A plain copy of t's values (contiguous, no autograd). */
-int lt_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
 /* New ref of t converted to dt (t itself when it already has it); no autograd. */
-int lt_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
+int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
-int lt_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
-                      const int64_t *size, lt_dtype dt, bool negate);
+int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
+                       const int64_t *size, lt_dtype dt, bool negate);
 /* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-int lt_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
-                      lt_dtype dt, double p0, double p1);
+int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
+                       lt_dtype dt, double p0, double p1);
 
 #endif

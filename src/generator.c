@@ -14,42 +14,42 @@ static uint64_t splitmix64(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
-lt_generator *lt_generator_new(uint64_t seed) {
+lt_generator *ltB_generator_new(uint64_t seed) {
   lt_generator *g = malloc(sizeof *g);
-  if (g) lt_generator_seed(g, seed);
+  if (g) ltB_generator_seed(g, seed);
   return g;
 }
 
-void lt_generator_free(lt_generator *g) { free(g); }
+void ltB_generator_free(lt_generator *g) { free(g); }
 
-void lt_generator_seed(lt_generator *g, uint64_t seed) {
+void ltB_generator_seed(lt_generator *g, uint64_t seed) {
   uint64_t x = seed;
   for (int i = 0; i < 4; i++) g->s[i] = splitmix64(&x);
   g->seed = seed;
 }
 
-void lt_generator_get_state(const lt_generator *g, uint64_t *w) {
+void ltB_generator_get_state(const lt_generator *g, uint64_t *w) {
   for (int i = 0; i < 4; i++) w[i] = g->s[i];
   w[4] = g->seed;
 }
 
-void lt_generator_set_state(lt_generator *g, const uint64_t *w) {
+void ltB_generator_set_state(lt_generator *g, const uint64_t *w) {
   for (int i = 0; i < 4; i++) g->s[i] = w[i];
   g->seed = w[4];
-  if (!(g->s[0] | g->s[1] | g->s[2] | g->s[3])) lt_generator_seed(g, g->seed);
+  if (!(g->s[0] | g->s[1] | g->s[2] | g->s[3])) ltB_generator_seed(g, g->seed);
 }
 
-uint64_t lt_next_below(lt_generator *g, uint64_t n) {
+uint64_t ltB_next_below(lt_generator *g, uint64_t n) {
   uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t r;
-  do r = lt_next_u64(g); while (r >= limit);
+  do r = ltB_next_u64(g); while (r >= limit);
   return r % n;
 }
 
-void lt_fill_normal(lt_generator *g, double *out, int64_t n) {
+void ltB_fill_normal(lt_generator *g, double *out, int64_t n) {
   for (int64_t i = 0; i < n; i += 2) {
-    double u1 = 1.0 - lt_next_double(g);   /* (0, 1] keeps log finite */
-    double u2 = lt_next_double(g);
+    double u1 = 1.0 - ltB_next_double(g);   /* (0, 1] keeps log finite */
+    double u2 = ltB_next_double(g);
     double r = sqrt(-2.0 * log(u1));
     out[i] = r * cos(2.0 * M_PI * u2);
     if (i + 1 < n) out[i + 1] = r * sin(2.0 * M_PI * u2);

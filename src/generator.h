@@ -15,44 +15,44 @@ struct lt_generator {
   uint64_t seed;
 };
 
-lt_generator *lt_generator_new(uint64_t seed);
-void lt_generator_free(lt_generator *g);
-void lt_generator_seed(lt_generator *g, uint64_t seed);
-void lt_generator_get_state(const lt_generator *g, uint64_t *words);
-void lt_generator_set_state(lt_generator *g, const uint64_t *words);
+lt_generator *ltB_generator_new(uint64_t seed);
+void ltB_generator_free(lt_generator *g);
+void ltB_generator_seed(lt_generator *g, uint64_t seed);
+void ltB_generator_get_state(const lt_generator *g, uint64_t *words);
+void ltB_generator_set_state(lt_generator *g, const uint64_t *words);
 
-static inline uint64_t lt_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t ltB_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t lt_next_u64(lt_generator *g) {
+static inline uint64_t ltB_next_u64(lt_generator *g) {
   uint64_t *s = g->s;
-  uint64_t r = lt_rotl(s[1] * 5, 7) * 9;
+  uint64_t r = ltB_rotl(s[1] * 5, 7) * 9;
   uint64_t t = s[1] << 17;
   s[2] ^= s[0];
   s[3] ^= s[1];
   s[1] ^= s[2];
   s[0] ^= s[3];
   s[2] ^= t;
-  s[3] = lt_rotl(s[3], 45);
+  s[3] = ltB_rotl(s[3], 45);
   return r;
 }
 
 /* Uniform double in [0, 1) with 53 random bits. */
-static inline double lt_next_double(lt_generator *g) {
-  return (double)(lt_next_u64(g) >> 11) * 0x1.0p-53;
+static inline double ltB_next_double(lt_generator *g) {
+  return (double)(ltB_next_u64(g) >> 11) * 0x1.0p-53;
 }
 
 /* Uniform integer in [0, n) without modulo bias (n >= 1). */
-uint64_t lt_next_below(lt_generator *g, uint64_t n);
+uint64_t ltB_next_below(lt_generator *g, uint64_t n);
 
 /* Fills n doubles with N(0,1) samples (Box-Muller over pairs). */
-void lt_fill_normal(lt_generator *g, double *out, int64_t n);
+void ltB_fill_normal(lt_generator *g, double *out, int64_t n);
 
 /* Tensor fills (random.c); gen NULL = ctx's default generator. */
-int lt_uniform_(lt_ctx *ctx, lt_tensor *t, double lo, double hi, lt_generator *gen);
-int lt_normal_(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *gen);
-int lt_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator *gen);
-int lt_bernoulli_(lt_ctx *ctx, lt_tensor *t, double p, lt_generator *gen);
+int ltO_uniform_(lt_ctx *ctx, lt_tensor *t, double lo, double hi, lt_generator *gen);
+int ltO_normal_(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *gen);
+int ltO_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator *gen);
+int ltO_bernoulli_(lt_ctx *ctx, lt_tensor *t, double p, lt_generator *gen);
 /* A random permutation of 0..n-1 as int64. */
-int lt_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen);
+int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen);
 
 #endif

@@ -44,9 +44,9 @@ static double decode(const unsigned char *p, int code) {
   }
 }
 
-int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
+int ltS_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   gzFile f = gzopen(path, "rb");
-  if (!f) return lt_fail(ctx, "read_idx: cannot open '%s'", path);
+  if (!f) return ltB_fail(ctx, "read_idx: cannot open '%s'", path);
   unsigned char hdr[4];
   int rc = -1;
   unsigned char *buf = NULL;
@@ -55,7 +55,7 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   lt_tensor *t = NULL;
   if (gzread(f, hdr, 4) != 4 || hdr[0] || hdr[1] || !code_size(hdr[2]) || hdr[3] == 0 ||
       hdr[3] > LT_MAX_DIMS) {
-    lt_fail(ctx, "read_idx: '%s' is not an IDX file (bad magic)", path);
+    ltB_fail(ctx, "read_idx: '%s' is not an IDX file (bad magic)", path);
     goto done;
   }
   int ndim = hdr[3], es = code_size(hdr[2]);
@@ -63,28 +63,28 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   for (int i = 0; i < ndim; i++) {
     unsigned char b[4];
     if (gzread(f, b, 4) != 4) {
-      lt_fail(ctx, "read_idx: '%s' is truncated in its header", path);
+      ltB_fail(ctx, "read_idx: '%s' is truncated in its header", path);
       goto done;
     }
     size[i] = be32(b);
     if (size[i] && n > ((int64_t)1 << 40) / size[i]) {
-      lt_fail(ctx, "read_idx: '%s' declares an implausible size", path);
+      ltB_fail(ctx, "read_idx: '%s' declares an implausible size", path);
       goto done;
     }
     n *= size[i];
   }
   nbytes = (size_t)n * (size_t)es;
-  buf = lt_cache_alloc(nbytes ? nbytes : 1, &got);
+  buf = ltB_cache_alloc(nbytes ? nbytes : 1, &got);
   if (!buf) {
-    lt_fail(ctx, "read_idx: out of memory reading '%s'", path);
+    ltB_fail(ctx, "read_idx: out of memory reading '%s'", path);
     goto done;
   }
   for (size_t off = 0; off < nbytes;) {
     unsigned chunk = nbytes - off > (1u << 30) ? (1u << 30) : (unsigned)(nbytes - off);
     int r = gzread(f, buf + off, chunk);
     if (r <= 0) {
-      lt_fail(ctx, "read_idx: '%s' is truncated: expected %zu data bytes, got %zu", path,
-              nbytes, off);
+      ltB_fail(ctx, "read_idx: '%s' is truncated: expected %zu data bytes, got %zu", path,
+               nbytes, off);
       goto done;
     }
     off += (size_t)r;
@@ -92,9 +92,9 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   /* decoded on the host, then copied into a tensor of the default device */
   size_t des = lt_dtype_size(dt);
   vbytes = (size_t)n * des;
-  vals = lt_cache_alloc(vbytes ? vbytes : 1, &got);
+  vals = ltB_cache_alloc(vbytes ? vbytes : 1, &got);
   if (!vals) {
-    lt_fail(ctx, "read_idx: out of memory reading '%s'", path);
+    ltB_fail(ctx, "read_idx: out of memory reading '%s'", path);
     goto done;
   }
   for (int64_t i = 0; i < n; i++) {
@@ -114,8 +114,8 @@ int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt) {
   *out = t;
   rc = 0;
 done:
-  if (buf) lt_cache_free(buf, nbytes ? nbytes : 1);
-  if (vals) lt_cache_free(vals, vbytes ? vbytes : 1);
+  if (buf) ltB_cache_free(buf, nbytes ? nbytes : 1);
+  if (vals) ltB_cache_free(vals, vbytes ? vbytes : 1);
   gzclose(f);
   return rc;
 }

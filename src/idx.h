@@ -3,5 +3,5 @@
 #define LT_IDX_H
 #include "core.h"
 /* Reads an IDX file (plain or gzip) into a new contiguous tensor of dtype dt. */
-int lt_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt);
+int ltS_read_idx(lt_ctx *ctx, lt_tensor **out, const char *path, lt_dtype dt);
 #endif

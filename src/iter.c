@@ -3,18 +3,18 @@
 */
 #include "core.h"
 
-int lt_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
-                        const int64_t *sb, int *ndim, int64_t *size) {
+int ltB_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,
+                         const int64_t *sb, int *ndim, int64_t *size) {
   int n = na > nb ? na : nb;
   for (int i = 0; i < n; i++) {
     int ia = na - n + i, ib = nb - n + i;
     int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
     if (da != db && da != 1 && db != 1) {
       char bufa[256], bufb[256];
-      return lt_fail(ctx, "%s: shapes %s and %s cannot be broadcast (size %lld vs %lld at "
-                     "dimension %d)", op, lt_sizes_str(na, sa, bufa, sizeof bufa),
-                     lt_sizes_str(nb, sb, bufb, sizeof bufb), (long long)da, (long long)db,
-                     i + 1);
+      return ltB_fail(ctx, "%s: shapes %s and %s cannot be broadcast (size %lld vs %lld at "
+                      "dimension %d)", op, ltB_sizes_str(na, sa, bufa, sizeof bufa),
+                      ltB_sizes_str(nb, sb, bufb, sizeof bufb), (long long)da, (long long)db,
+                      i + 1);
     }
     size[i] = da == 1 ? db : da;
   }
@@ -22,19 +22,19 @@ int lt_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, 
   return 0;
 }
 
-void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size) {
+void ltB_iter_init(ltB_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size) {
   it->nops = nops;
-  it->numel = lt_shape_numel(ndim, size);
+  it->numel = ltB_shape_numel(ndim, size);
   /* byte strides of each operand aligned to the right, 0 along broadcast dims */
   int64_t st[LT_ITER_MAX][LT_MAX_DIMS];
   for (int k = 0; k < nops; k++) {
     const lt_tensor *t = ops[k];
-    int64_t es = (int64_t)lt_esize(t->dtype);
+    int64_t es = (int64_t)ltB_esize(t->dtype);
     for (int d = 0; d < ndim; d++) {
       int td = t->ndim - ndim + d;
       st[k][d] = (td >= 0 && t->size[td] != 1) ? t->stride[td] * es : 0;
     }
-    it->data[k] = lt_ptr(t);
+    it->data[k] = ltB_ptr(t);
   }
   /* drop size-1 dims, then merge dim d into d+1 when every operand is contiguous across */
   int n = 0;
@@ -70,7 +70,7 @@ void lt_iter_init(lt_iter *it, int nops, lt_tensor *const *ops, int ndim, const 
 }
 
 /* Runs rows [r0, r1) of the iterator, where a row is one pass over the innermost dim. */
-static void run_rows(const lt_iter *it, int64_t r0, int64_t r1, lt_row_fn kernel, void *ud) {
+static void run_rows(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn kernel, void *ud) {
   int nd = it->ndim, nops = it->nops;
   int64_t inner = it->size[nd - 1];
   int64_t rst[LT_ITER_MAX];
@@ -97,15 +97,15 @@ static void run_rows(const lt_iter *it, int64_t r0, int64_t r1, lt_row_fn kernel
 }
 
 typedef struct {
-  const lt_iter *it;
-  lt_row_fn kernel;
+  const ltB_iter *it;
+  ltK_row_fn kernel;
   void *ud;
 } iter_job;
 
 /* Splits a long single row into contiguous chunks so that 1-d work parallelises too. */
 static void run_chunk(int64_t b, int64_t e, void *ud) {
   iter_job *j = ud;
-  const lt_iter *it = j->it;
+  const ltB_iter *it = j->it;
   if (it->ndim == 1) {
     char *ptr[LT_ITER_MAX];
     int64_t st[LT_ITER_MAX];
@@ -119,7 +119,7 @@ static void run_chunk(int64_t b, int64_t e, void *ud) {
   run_rows(it, b, e, j->kernel, j->ud);
 }
 
-void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud) {
+void ltB_iter_run(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud) {
   if (it->numel == 0) return;
   int64_t rows = it->numel / it->size[it->ndim - 1];
   if (it->ndim == 1) {
@@ -132,7 +132,7 @@ void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud) {
       return;
     }
     iter_job j = {it, kernel, ud};
-    lt_parallel_for(ctx, it->numel, LT_PAR_MIN / 2, run_chunk, &j);
+    ltB_parallel_for(ctx, it->numel, LT_PAR_MIN / 2, run_chunk, &j);
     return;
   }
   if (it->numel < LT_PAR_MIN || ctx->num_threads <= 1 || rows < 2) {
@@ -142,5 +142,5 @@ void lt_iter_run(lt_ctx *ctx, const lt_iter *it, lt_row_fn kernel, void *ud) {
   iter_job j = {it, kernel, ud};
   int64_t inner = it->size[it->ndim - 1];
   int64_t grain = (LT_PAR_MIN / 2 + inner - 1) / inner;
-  lt_parallel_for(ctx, rows, grain, run_chunk, &j);
+  ltB_parallel_for(ctx, rows, grain, run_chunk, &j);
 }

@@ -1,7 +1,7 @@
 /*
 ** nn_conv.c -- the op layer of the convolutions: conv1d, conv2d, conv_transpose1d,
 ** conv_transpose2d and their backward (ConvolutionBackward0). Arguments are checked here and
-** turned into an lt_conv_geom (core.h); the device's `conv` and `conv_backward` kernels
+** turned into an ltK_conv_geom (core.h); the device's `conv` and `conv_backward` kernels
 ** (cpu/conv.c) compute.
 */
 #include <limits.h>
@@ -13,7 +13,7 @@
 enum { SP_H, SP_W, SP_DIMS };
 
 typedef struct conv_extra {
-  lt_conv_geom g;
+  ltK_conv_geom g;
   int x_ndim, w_ndim;
   int64_t x_size[LT_MAX_DIMS], w_size[LT_MAX_DIMS];
   const char *op;
@@ -22,21 +22,21 @@ typedef struct conv_extra {
 static int conv_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                          lt_tensor **grad_in) {
   conv_extra *ex = self->extra;
-  const lt_conv_geom *g = &ex->g;
+  const ltK_conv_geom *g = &ex->g;
   if (!grad_out[0]) return 0;
   lt_tensor *x, *w, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
-  if (lt_saved_get(ctx, self, 0, &x) || lt_saved_get(ctx, self, 1, &w)) return -1;
+  if (ltG_saved_get(ctx, self, 0, &x) || ltG_saved_get(ctx, self, 1, &w)) return -1;
   lt_dtype dt = x->dtype;
-  bool need_x = lt_needs_input_grad(self, 0), need_w = lt_needs_input_grad(self, 1);
-  bool need_b = self->n_in > 2 && lt_needs_input_grad(self, 2);
-  if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
-  if (need_x && lt_empty_as(ctx, &dx, x, dt, ex->x_ndim, ex->x_size)) goto fail;
-  if (need_w && lt_empty_as(ctx, &dw, x, dt, ex->w_ndim, ex->w_size)) goto fail;
+  bool need_x = ltG_needs_input_grad(self, 0), need_w = ltG_needs_input_grad(self, 1);
+  bool need_b = self->n_in > 2 && ltG_needs_input_grad(self, 2);
+  if (ltO_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
+  if (need_x && ltO_empty_as(ctx, &dx, x, dt, ex->x_ndim, ex->x_size)) goto fail;
+  if (need_w && ltO_empty_as(ctx, &dw, x, dt, ex->w_ndim, ex->w_size)) goto fail;
   if (need_b) {
     int64_t nc = g->transposed ? g->C : g->O;
-    if (lt_empty_as(ctx, &db, x, dt, 1, &nc)) goto fail;
+    if (ltO_empty_as(ctx, &db, x, dt, 1, &nc)) goto fail;
   }
-  if ((dx || dw || db) && lt_kernels(x)->conv_backward(ctx, ex->op, g, dx, dw, db, x, w, dy))
+  if ((dx || dw || db) && ltK_kernels(x)->conv_backward(ctx, ex->op, g, dx, dw, db, x, w, dy))
     goto fail;
   lt_release(dy);
   grad_in[0] = dx;
@@ -51,52 +51,52 @@ fail:
   return -1;
 }
 
-static const lt_node_type conv_type = {"ConvolutionBackward0", conv_backward, NULL};
+static const ltG_node_type conv_type = {"ConvolutionBackward0", conv_backward, NULL};
 
 /* Checks arguments and fills the geometry. sd = spatial dims (1 or 2). For a transposed
 ** convolution the image side is the output. */
 static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, const lt_tensor *x,
                       const lt_tensor *w, const lt_tensor *b, const lt_conv_args *a,
-                      lt_conv_geom *g, int *out_ndim, int64_t *out_size) {
+                      ltK_conv_geom *g, int *out_ndim, int64_t *out_size) {
   char bx[256], bw[256], bb[256];
   if (!lt_dtype_is_float(x->dtype))
-    return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
-                   lt_dtype_name(x->dtype));
+    return ltB_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
+                    lt_dtype_name(x->dtype));
   if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
-    return lt_fail(ctx, "%s: input (%s), weight (%s)%s%s must have the same dtype", op,
-                   lt_dtype_name(x->dtype), lt_dtype_name(w->dtype), b ? " and bias " : "",
-                   b ? lt_dtype_name(b->dtype) : "");
+    return ltB_fail(ctx, "%s: input (%s), weight (%s)%s%s must have the same dtype", op,
+                    lt_dtype_name(x->dtype), lt_dtype_name(w->dtype), b ? " and bias " : "",
+                    b ? lt_dtype_name(b->dtype) : "");
   if (x->ndim != sd + 1 && x->ndim != sd + 2)
-    return lt_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
-                   "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
-                   LT_SHAPE(x, bx));
+    return ltB_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
+                    "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
+                    LT_SHAPE(x, bx));
   if (w->ndim != sd + 2)
-    return lt_fail(ctx, "%s: expected %d-d weight %s, got weight of shape %s", op, sd + 2,
-                   transposed ? (sd == 1 ? "(in,out/groups,k)" : "(in,out/groups,kh,kw)")
+    return ltB_fail(ctx, "%s: expected %d-d weight %s, got weight of shape %s", op, sd + 2,
+                    transposed ? (sd == 1 ? "(in,out/groups,k)" : "(in,out/groups,kh,kw)")
                               : (sd == 1 ? "(out,in/groups,k)" : "(out,in/groups,kh,kw)"),
                    LT_SHAPE(w, bw));
   if (a->groups < 1)
-    return lt_fail(ctx, "%s: groups must be a positive integer, got %lld", op,
-                   (long long)a->groups);
+    return ltB_fail(ctx, "%s: groups must be a positive integer, got %lld", op,
+                    (long long)a->groups);
   for (int i = 0; i < sd; i++) {
     if (a->stride[i] < 1)
-      return lt_fail(ctx, "%s: non-positive stride is not supported (got %lld)", op,
-                     (long long)a->stride[i]);
+      return ltB_fail(ctx, "%s: non-positive stride is not supported (got %lld)", op,
+                      (long long)a->stride[i]);
     if (a->dilation[i] < 1)
-      return lt_fail(ctx, "%s: dilation must be positive (got %lld)", op,
-                     (long long)a->dilation[i]);
+      return ltB_fail(ctx, "%s: dilation must be positive (got %lld)", op,
+                      (long long)a->dilation[i]);
     if (a->padding[i] < 0 || a->padding_extra[i] < 0)
-      return lt_fail(ctx, "%s: negative padding is not supported (got %lld)", op,
-                     (long long)(a->padding[i] < 0 ? a->padding[i] : a->padding_extra[i]));
+      return ltB_fail(ctx, "%s: negative padding is not supported (got %lld)", op,
+                      (long long)(a->padding[i] < 0 ? a->padding[i] : a->padding_extra[i]));
     if (transposed && a->padding_extra[i] != 0)
-      return lt_fail(ctx, "%s: asymmetric padding is not supported", op);
+      return ltB_fail(ctx, "%s: asymmetric padding is not supported", op);
     if (transposed && (a->output_padding[i] < 0 ||
                        (a->output_padding[i] >= a->stride[i] &&
                         a->output_padding[i] >= a->dilation[i])))
-      return lt_fail(ctx, "%s: output padding must be non-negative and smaller than either "
-                     "stride or dilation, got output_padding=%lld stride=%lld dilation=%lld",
-                     op, (long long)a->output_padding[i], (long long)a->stride[i],
-                     (long long)a->dilation[i]);
+      return ltB_fail(ctx, "%s: output padding must be non-negative and smaller than either "
+                      "stride or dilation, got output_padding=%lld stride=%lld dilation=%lld",
+                      op, (long long)a->output_padding[i], (long long)a->stride[i],
+                      (long long)a->dilation[i]);
   }
   bool batched = x->ndim == sd + 2;
   int64_t N = batched ? x->size[0] : 1, Cx = x->size[batched ? 1 : 0];
@@ -105,33 +105,33 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
   int64_t G = a->groups, Cimg, Ocol;
   if (!transposed) {
     if (w->size[0] % G != 0)
-      return lt_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
-                     "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
-                     LT_SHAPE(w, bw));
+      return ltB_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
+                      "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
+                      LT_SHAPE(w, bw));
     if (w->size[1] * G != Cx)
-      return lt_fail(ctx, "%s: given groups=%lld, weight of shape %s expects input %s to have "
-                     "%lld channels, but got %lld channels instead", op, (long long)G,
-                     LT_SHAPE(w, bw), LT_SHAPE(x, bx), (long long)(w->size[1] * G),
-                     (long long)Cx);
+      return ltB_fail(ctx, "%s: given groups=%lld, weight of shape %s expects input %s to have "
+                      "%lld channels, but got %lld channels instead", op, (long long)G,
+                      LT_SHAPE(w, bw), LT_SHAPE(x, bx), (long long)(w->size[1] * G),
+                      (long long)Cx);
     Cimg = Cx;
     Ocol = w->size[0];
   } else {
     if (w->size[0] != Cx)
-      return lt_fail(ctx, "%s: given transposed=1, weight of shape %s expects input %s to have "
-                     "%lld channels, but got %lld channels instead", op, LT_SHAPE(w, bw),
-                     LT_SHAPE(x, bx), (long long)w->size[0], (long long)Cx);
+      return ltB_fail(ctx, "%s: given transposed=1, weight of shape %s expects input %s to have "
+                      "%lld channels, but got %lld channels instead", op, LT_SHAPE(w, bw),
+                      LT_SHAPE(x, bx), (long long)w->size[0], (long long)Cx);
     if (Cx % G != 0)
-      return lt_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
-                     "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
-                     LT_SHAPE(w, bw));
+      return ltB_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
+                      "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
+                      LT_SHAPE(w, bw));
     Cimg = w->size[1] * G;
     Ocol = Cx;
   }
   int64_t nout = transposed ? Cimg : Ocol;
   if (b && (b->ndim != 1 || b->size[0] != nout))
-    return lt_fail(ctx, "%s: given weight of shape %s, expected bias to be 1-d with %lld "
-                   "elements, but got bias of shape %s", op, LT_SHAPE(w, bw), (long long)nout,
-                   LT_SHAPE(b, bb));
+    return ltB_fail(ctx, "%s: given weight of shape %s, expected bias to be 1-d with %lld "
+                    "elements, but got bias of shape %s", op, LT_SHAPE(w, bw), (long long)nout,
+                    LT_SHAPE(b, bb));
   /* spatial geometry by SP_H, SP_W; a 1-d op has H = 1 */
   int64_t in_sp[SP_DIMS] = {1, 1}, k[SP_DIMS] = {1, 1}, s[SP_DIMS] = {1, 1}, p[SP_DIMS] = {0, 0};
   int64_t pe[SP_DIMS] = {0, 0}, d[SP_DIMS] = {1, 1}, op_[SP_DIMS] = {0, 0};
@@ -158,24 +158,24 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
           pin[i] = in_sp[jj] + 2 * p[jj] + pe[jj];
           pk[i] = d[jj] * (k[jj] - 1) + 1;
         }
-        return lt_fail(ctx, "%s: calculated padded input size per channel: %s. Kernel size "
-                       "(dilated): %s. Kernel size can't be greater than actual input size "
-                       "(input %s, weight %s)", op, lt_sizes_str(sd, pin, bi, sizeof bi),
-                       lt_sizes_str(sd, pk, bk, sizeof bk), LT_SHAPE(x, bx), LT_SHAPE(w, bw));
+        return ltB_fail(ctx, "%s: calculated padded input size per channel: %s. Kernel size "
+                        "(dilated): %s. Kernel size can't be greater than actual input size "
+                        "(input %s, weight %s)", op, ltB_sizes_str(sd, pin, bi, sizeof bi),
+                        ltB_sizes_str(sd, pk, bk, sizeof bk), LT_SHAPE(x, bx), LT_SHAPE(w, bw));
       }
       out_sp[j] = (padded - ek) / s[j] + 1;
     } else {
       out_sp[j] = (in_sp[j] - 1) * s[j] - 2 * p[j] + ek + op_[j];
       if (out_sp[j] < 1)
-        return lt_fail(ctx, "%s: computed output size is %lld (input %s, weight %s, stride "
-                       "%lld, padding %lld), but it must be positive", op,
-                       (long long)out_sp[j], LT_SHAPE(x, bx), LT_SHAPE(w, bw), (long long)s[j],
-                       (long long)p[j]);
+        return ltB_fail(ctx, "%s: computed output size is %lld (input %s, weight %s, stride "
+                        "%lld, padding %lld), but it must be positive", op,
+                        (long long)out_sp[j], LT_SHAPE(x, bx), LT_SHAPE(w, bw), (long long)s[j],
+                        (long long)p[j]);
     }
   }
   /* the image side is the input of a convolution and the output of a transposed one */
   const int64_t *img = transposed ? out_sp : in_sp, *col = transposed ? in_sp : out_sp;
-  *g = (lt_conv_geom){
+  *g = (ltK_conv_geom){
       .N = N, .C = Cimg, .H = img[SP_H], .W = img[SP_W],
       .O = Ocol, .OH = col[SP_H], .OW = col[SP_W],
       .kh = k[SP_H], .kw = k[SP_W], .sh = s[SP_H], .sw = s[SP_W],
@@ -185,8 +185,8 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
   /* BLAS takes int sizes */
   int64_t L = g->OH * g->OW;
   if (g->C * g->kh * g->kw > INT_MAX || L > INT_MAX / 2 || g->O > INT_MAX)
-    return lt_fail(ctx, "%s: problem too large for BLAS (input %s, weight %s)", op,
-                   LT_SHAPE(x, bx), LT_SHAPE(w, bw));
+    return ltB_fail(ctx, "%s: problem too large for BLAS (input %s, weight %s)", op,
+                    LT_SHAPE(x, bx), LT_SHAPE(w, bw));
   int nd = 0;
   if (batched) out_size[nd++] = N;
   out_size[nd++] = nout;
@@ -197,20 +197,20 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
 
 static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool transposed,
                    lt_tensor *x, lt_tensor *w, lt_tensor *b, const lt_conv_args *a) {
-  lt_conv_geom g;
+  ltK_conv_geom g;
   int ndim = 0;
   int64_t size[LT_MAX_DIMS] = {0};
-  if (!x || !w) return lt_fail(ctx, "%s: input and weight are required", op);
-  if (lt_check_devices(ctx, op, x, w) || (b && lt_check_devices(ctx, op, x, b))) return -1;
+  if (!x || !w) return ltB_fail(ctx, "%s: input and weight are required", op);
+  if (ltD_check_devices(ctx, op, x, w) || (b && ltD_check_devices(ctx, op, x, b))) return -1;
   if (conv_setup(ctx, op, sd, transposed, x, w, b, a, &g, &ndim, size)) return -1;
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
   if (lt_contiguous(ctx, &xc, x) || lt_contiguous(ctx, &wc, w) ||
-      (b && lt_contiguous(ctx, &bc, b)) || lt_empty_as(ctx, &y, x, x->dtype, ndim, size))
+      (b && lt_contiguous(ctx, &bc, b)) || ltO_empty_as(ctx, &y, x, x->dtype, ndim, size))
     goto fail;
-  if (lt_kernels(x)->conv(ctx, op, &g, y, xc, wc, bc)) goto fail;
+  if (ltK_kernels(x)->conv(ctx, op, &g, y, xc, wc, bc)) goto fail;
   lt_tensor *ins[3] = {x, w, b};
   lt_node *node;
-  if (lt_record(ctx, &conv_type, b ? 3 : 2, ins, 1, &y, sizeof(conv_extra), 2, &node))
+  if (ltG_record(ctx, &conv_type, b ? 3 : 2, ins, 1, &y, sizeof(conv_extra), 2, &node))
     goto fail;
   if (node) {
     conv_extra *ex = node->extra;
@@ -220,8 +220,8 @@ static int conv_op(lt_ctx *ctx, lt_tensor **out, const char *op, int sd, bool tr
     ex->w_ndim = w->ndim;
     memcpy(ex->x_size, x->size, (size_t)x->ndim * sizeof(int64_t));
     memcpy(ex->w_size, w->size, (size_t)w->ndim * sizeof(int64_t));
-    if (lt_save(node, 0, xc, false) || lt_save(node, 1, wc, false)) {
-      lt_fail(ctx, "%s: out of memory saving tensors for backward", op);
+    if (ltG_save(node, 0, xc, false) || ltG_save(node, 1, wc, false)) {
+      ltB_fail(ctx, "%s: out of memory saving tensors for backward", op);
       goto fail;
     }
   }

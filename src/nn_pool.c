@@ -1,7 +1,7 @@
 /*
 ** nn_pool.c -- the op layer of the pools: max_pool1d/2d (with indices), avg_pool1d/2d,
 ** adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d and their backward. Arguments are checked here
-** and turned into an lt_pool_geom (core.h); the device's `pool` and `pool_backward` kernels
+** and turned into an ltK_pool_geom (core.h); the device's `pool` and `pool_backward` kernels
 ** (cpu/pool.c) compute. Indices are 0-based flat positions ih*W + iw inside a plane (the Lua
 ** binding shows them 1-based).
 */
@@ -14,12 +14,12 @@
 enum { SP_H, SP_W, SP_DIMS };
 
 typedef struct pool_extra {
-  lt_pool_geom g;
+  ltK_pool_geom g;
   int ndim;
   int64_t size[LT_MAX_DIMS];   /* input shape */
 } pool_extra;
 
-static bool is_max_kind(enum lt_pool_kind k) {
+static bool is_max_kind(enum ltK_pool_kind k) {
   return k == LT_POOL_MAX || k == LT_POOL_ADAPTIVE_MAX;
 }
 
@@ -27,40 +27,40 @@ static bool is_max_kind(enum lt_pool_kind k) {
 static int pool_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                          lt_tensor **grad_in) {
   pool_extra *ex = self->extra;
-  if (!grad_out[0] || !lt_needs_input_grad(self, 0)) return 0;
+  if (!grad_out[0] || !ltG_needs_input_grad(self, 0)) return 0;
   lt_tensor *idx = NULL, *dy = NULL, *dx = NULL;
-  if (is_max_kind(ex->g.kind) && lt_saved_get(ctx, self, 0, &idx)) return -1;
+  if (is_max_kind(ex->g.kind) && ltG_saved_get(ctx, self, 0, &idx)) return -1;
   lt_dtype dt = self->out_dtype;
-  if (lt_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
-  if (lt_empty_as(ctx, &dx, dy, dt, ex->ndim, ex->size)) {
+  if (ltO_dense_as(ctx, &dy, grad_out[0], dt)) return -1;
+  if (ltO_empty_as(ctx, &dx, dy, dt, ex->ndim, ex->size)) {
     lt_release(dy);
     return -1;
   }
-  lt_kernels(dy)->pool_backward(ctx, &ex->g, dx, dy, idx);
+  ltK_kernels(dy)->pool_backward(ctx, &ex->g, dx, dy, idx);
   lt_release(dy);
   grad_in[0] = dx;
   return 0;
 }
 
-static const lt_node_type maxpool_type = {"MaxPool2DWithIndicesBackward0", pool_backward, NULL};
-static const lt_node_type avgpool_type = {"AvgPool2DBackward0", pool_backward, NULL};
-static const lt_node_type adavg_type = {"AdaptiveAvgPool2DBackward0", pool_backward, NULL};
-static const lt_node_type admax_type = {"AdaptiveMaxPool2DBackward0", pool_backward, NULL};
+static const ltG_node_type maxpool_type = {"MaxPool2DWithIndicesBackward0", pool_backward, NULL};
+static const ltG_node_type avgpool_type = {"AvgPool2DBackward0", pool_backward, NULL};
+static const ltG_node_type adavg_type = {"AdaptiveAvgPool2DBackward0", pool_backward, NULL};
+static const ltG_node_type admax_type = {"AdaptiveMaxPool2DBackward0", pool_backward, NULL};
 
 /* Checks x: float, sd+1 or sd+2 dims with non-zero non-batch sizes. Fills P, H, W. */
-static int pool_input(lt_ctx *ctx, const char *op, int sd, const lt_tensor *x, lt_pool_geom *g) {
+static int pool_input(lt_ctx *ctx, const char *op, int sd, const lt_tensor *x, ltK_pool_geom *g) {
   char bx[256];
   if (!lt_dtype_is_float(x->dtype))
-    return lt_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
-                   lt_dtype_name(x->dtype));
+    return ltB_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
+                    lt_dtype_name(x->dtype));
   if (x->ndim != sd + 1 && x->ndim != sd + 2)
-    return lt_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
-                   "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
-                   LT_SHAPE(x, bx));
+    return ltB_fail(ctx, "%s: expected %d-d (unbatched) or %d-d (batched) input %s, got input "
+                    "of shape %s", op, sd + 1, sd + 2, sd == 1 ? "(N,C,L)" : "(N,C,H,W)",
+                    LT_SHAPE(x, bx));
   for (int i = x->ndim == sd + 2 ? 1 : 0; i < x->ndim; i++)
     if (x->size[i] == 0)
-      return lt_fail(ctx, "%s: expected input to have non-zero size for non-batch dimensions, "
-                     "got input of shape %s", op, LT_SHAPE(x, bx));
+      return ltB_fail(ctx, "%s: expected input to have non-zero size for non-batch dimensions, "
+                      "got input of shape %s", op, LT_SHAPE(x, bx));
   g->P = 1;
   for (int i = 0; i < x->ndim - sd; i++) g->P *= x->size[i];
   g->H = sd == 2 ? x->size[x->ndim - 2] : 1;
@@ -78,7 +78,7 @@ static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int6
 
 /* Geometry of a windowed pool from args. */
 static int pool_setup(lt_ctx *ctx, const char *op, int sd, bool is_max, const lt_tensor *x,
-                      const lt_pool_args *a, lt_pool_geom *g) {
+                      const lt_pool_args *a, ltK_pool_geom *g) {
   char bx[256];
   memset(g, 0, sizeof *g);
   if (pool_input(ctx, op, sd, x, g)) return -1;
@@ -90,25 +90,25 @@ static int pool_setup(lt_ctx *ctx, const char *op, int sd, bool is_max, const lt
     p[jj] = a->padding[i];
     d[jj] = is_max ? a->dilation[i] : 1;
     if (k[jj] < 1)
-      return lt_fail(ctx, "%s: kernel_size must be greater than zero, got %lld", op,
-                     (long long)k[jj]);
+      return ltB_fail(ctx, "%s: kernel_size must be greater than zero, got %lld", op,
+                      (long long)k[jj]);
     /* a zero stride would never advance the window (and divides the output size by zero) */
-    if (s[jj] == 0) return lt_fail(ctx, "%s: stride should not be zero", op);
+    if (s[jj] == 0) return ltB_fail(ctx, "%s: stride should not be zero", op);
     if (s[jj] < 0)
-      return lt_fail(ctx, "%s: stride should be greater than zero, but got %lld", op,
-                     (long long)s[jj]);
+      return ltB_fail(ctx, "%s: stride should be greater than zero, but got %lld", op,
+                      (long long)s[jj]);
     if (d[jj] < 1)
-      return lt_fail(ctx, "%s: dilation should be greater than zero, but got %lld", op,
-                     (long long)d[jj]);
+      return ltB_fail(ctx, "%s: dilation should be greater than zero, but got %lld", op,
+                      (long long)d[jj]);
     if (p[jj] < 0)
-      return lt_fail(ctx, "%s: pad must be non-negative, but got pad=%lld", op,
-                     (long long)p[jj]);
+      return ltB_fail(ctx, "%s: pad must be non-negative, but got pad=%lld", op,
+                      (long long)p[jj]);
     if (p[jj] > k[jj] / 2)
-      return lt_fail(ctx, "%s: pad should be at most half of kernel size, but got pad=%lld "
-                     "and kernel_size=%lld", op, (long long)p[jj], (long long)k[jj]);
+      return ltB_fail(ctx, "%s: pad should be at most half of kernel size, but got pad=%lld "
+                      "and kernel_size=%lld", op, (long long)p[jj], (long long)k[jj]);
   }
   if (!is_max && a->divisor_override < 0)
-    return lt_fail(ctx, "%s: divisor must be not zero", op);
+    return ltB_fail(ctx, "%s: divisor must be not zero", op);
   g->kind = is_max ? LT_POOL_MAX : LT_POOL_AVG;
   g->kh = k[SP_H]; g->kw = k[SP_W];
   g->sh = s[SP_H]; g->sw = s[SP_W];
@@ -121,23 +121,24 @@ static int pool_setup(lt_ctx *ctx, const char *op, int sd, bool is_max, const lt
   if (g->OH < 1 || g->OW < 1) {
     int64_t os[SP_DIMS] = {g->OH, g->OW};
     char bo[128];
-    return lt_fail(ctx, "%s: given input of shape %s, the calculated output size %s is too "
-                   "small", op, LT_SHAPE(x, bx), lt_sizes_str(sd, os + SP_DIMS - sd, bo, sizeof bo));
+    return ltB_fail(ctx, "%s: given input of shape %s, the calculated output size %s is too "
+                    "small", op, LT_SHAPE(x, bx),
+                    ltB_sizes_str(sd, os + SP_DIMS - sd, bo, sizeof bo));
   }
   return 0;
 }
 
 /* Output shape: x's leading dims then the pooled spatial sizes. */
-static void pool_out_shape(const lt_tensor *x, int sd, const lt_pool_geom *g, int64_t *size) {
+static void pool_out_shape(const lt_tensor *x, int sd, const ltK_pool_geom *g, int64_t *size) {
   for (int i = 0; i < x->ndim - sd; i++) size[i] = x->size[i];
   if (sd == 2) size[x->ndim - 2] = g->OH;
   size[x->ndim - 1] = g->OW;
 }
 
 /* Runs a pooling forward of g (its kind picks the node type) and records it. */
-static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const lt_pool_geom *g,
+static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const ltK_pool_geom *g,
                     lt_tensor **out, lt_tensor **indices) {
-  static const lt_node_type *const types[] = {
+  static const ltG_node_type *const types[] = {
       [LT_POOL_MAX] = &maxpool_type,
       [LT_POOL_AVG] = &avgpool_type,
       [LT_POOL_ADAPTIVE_AVG] = &adavg_type,
@@ -146,19 +147,19 @@ static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const lt_
   int64_t size[LT_MAX_DIMS];
   pool_out_shape(x, sd, g, size);
   /* indices are made when asked for or needed by backward */
-  bool want_idx = is_max_kind(g->kind) && (indices || lt_needs_grad(ctx, 1, &x));
+  bool want_idx = is_max_kind(g->kind) && (indices || ltG_needs_grad(ctx, 1, &x));
   lt_tensor *xc = NULL, *y = NULL, *ix = NULL;
-  if (lt_contiguous(ctx, &xc, x) || lt_empty_as(ctx, &y, x, x->dtype, x->ndim, size) ||
-      (want_idx && lt_empty_as(ctx, &ix, x, LT_INT64, x->ndim, size))) {
+  if (lt_contiguous(ctx, &xc, x) || ltO_empty_as(ctx, &y, x, x->dtype, x->ndim, size) ||
+      (want_idx && ltO_empty_as(ctx, &ix, x, LT_INT64, x->ndim, size))) {
     lt_release(xc);
     lt_release(y);
     return -1;
   }
-  lt_kernels(x)->pool(ctx, g, y, ix, xc);
+  ltK_kernels(x)->pool(ctx, g, y, ix, xc);
   lt_release(xc);
   lt_node *node;
-  if (lt_record(ctx, types[g->kind], 1, &x, 1, &y, sizeof(pool_extra), want_idx ? 1 : 0,
-                &node)) {
+  if (ltG_record(ctx, types[g->kind], 1, &x, 1, &y, sizeof(pool_extra), want_idx ? 1 : 0,
+                 &node)) {
     lt_release(y);
     lt_release(ix);
     return -1;
@@ -168,10 +169,10 @@ static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const lt_
     ex->g = *g;
     ex->ndim = x->ndim;
     memcpy(ex->size, x->size, (size_t)x->ndim * sizeof(int64_t));
-    if (want_idx && lt_save(node, 0, ix, false)) {
+    if (want_idx && ltG_save(node, 0, ix, false)) {
       lt_release(y);
       lt_release(ix);
-      return lt_fail(ctx, "%s: out of memory saving indices for backward", op);
+      return ltB_fail(ctx, "%s: out of memory saving indices for backward", op);
     }
   }
   *out = y;
@@ -184,27 +185,27 @@ static int pool_run(lt_ctx *ctx, const char *op, int sd, lt_tensor *x, const lt_
 
 static int max_pool(lt_ctx *ctx, const char *op, int sd, lt_tensor **out, lt_tensor **indices,
                     lt_tensor *x, const lt_pool_args *a) {
-  lt_pool_geom g;
+  ltK_pool_geom g;
   if (pool_setup(ctx, op, sd, true, x, a, &g)) return -1;
   return pool_run(ctx, op, sd, x, &g, out, indices);
 }
 
 static int avg_pool(lt_ctx *ctx, const char *op, int sd, lt_tensor **out, lt_tensor *x,
                     const lt_pool_args *a) {
-  lt_pool_geom g;
+  ltK_pool_geom g;
   if (pool_setup(ctx, op, sd, false, x, a, &g)) return -1;
   return pool_run(ctx, op, sd, x, &g, out, NULL);
 }
 
-static int adaptive_pool(lt_ctx *ctx, const char *op, enum lt_pool_kind kind, int sd, lt_tensor **out,
-                         lt_tensor **indices, lt_tensor *x, const int64_t *osize) {
-  lt_pool_geom g;
+static int adaptive_pool(lt_ctx *ctx, const char *op, enum ltK_pool_kind kind, int sd,
+                         lt_tensor **out, lt_tensor **indices, lt_tensor *x, const int64_t *osize) {
+  ltK_pool_geom g;
   memset(&g, 0, sizeof g);
   if (pool_input(ctx, op, sd, x, &g)) return -1;
   for (int i = 0; i < sd; i++)
     if (osize[i] < 0)
-      return lt_fail(ctx, "%s: elements of output_size must be greater than or equal to 0, got "
-                     "%lld", op, (long long)osize[i]);
+      return ltB_fail(ctx, "%s: elements of output_size must be greater than or equal to 0, got "
+                      "%lld", op, (long long)osize[i]);
   g.OH = sd == 2 ? osize[0] : 1;
   g.OW = osize[sd - 1];
   g.kind = kind;

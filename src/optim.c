@@ -13,25 +13,25 @@ static int check_same(lt_ctx *ctx, const char *op, const lt_tensor *p, const lt_
                       const char *what) {
   if (!t) return 0;
   char a[256], b[256];
-  if (!lt_same_shape(p, t) || t->dtype != p->dtype || !lt_is_contiguous(t))
-    return lt_fail(ctx, "%s: %s must be a contiguous %s tensor of shape %s (got %s %s%s)", op,
-                   what, lt_dtype_name(p->dtype), LT_SHAPE(p, a), lt_dtype_name(t->dtype),
-                   LT_SHAPE(t, b), lt_is_contiguous(t) ? "" : ", non-contiguous");
+  if (!ltB_same_shape(p, t) || t->dtype != p->dtype || !lt_is_contiguous(t))
+    return ltB_fail(ctx, "%s: %s must be a contiguous %s tensor of shape %s (got %s %s%s)", op,
+                    what, lt_dtype_name(p->dtype), LT_SHAPE(p, a), lt_dtype_name(t->dtype),
+                    LT_SHAPE(t, b), lt_is_contiguous(t) ? "" : ", non-contiguous");
   return 0;
 }
 
 static int check_param(lt_ctx *ctx, const char *op, const lt_tensor *p) {
   if (!lt_dtype_is_float(p->dtype))
-    return lt_fail(ctx, "%s: parameter must be float32 or float64, got %s", op,
-                   lt_dtype_name(p->dtype));
-  if (!lt_is_contiguous(p)) return lt_fail(ctx, "%s: parameter must be contiguous", op);
+    return ltB_fail(ctx, "%s: parameter must be float32 or float64, got %s", op,
+                    lt_dtype_name(p->dtype));
+  if (!lt_is_contiguous(p)) return ltB_fail(ctx, "%s: parameter must be contiguous", op);
   return 0;
 }
 
 /* Whether two contiguous tensors share any byte (from their offsets in one storage). */
 static bool overlap(const lt_tensor *a, const lt_tensor *b) {
   if (!a || !b || a->storage != b->storage) return false;
-  int64_t ea = (int64_t)lt_esize(a->dtype), eb = (int64_t)lt_esize(b->dtype);
+  int64_t ea = (int64_t)ltB_esize(a->dtype), eb = (int64_t)ltB_esize(b->dtype);
   int64_t pa = a->offset * ea, pb = b->offset * eb, na = lt_numel(a) * ea, nb = lt_numel(b) * eb;
   return na && nb && pa < pb + nb && pb < pa + na;
 }
@@ -45,8 +45,8 @@ static int separate(lt_ctx *ctx, const char *op, const lt_tensor **g, lt_tensor 
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++)
       if (overlap(bufs[i], bufs[j]))
-        return lt_fail(ctx, "%s: %s shares memory with %s; each needs its own buffer", op,
-                       names[j], names[i]);
+        return ltB_fail(ctx, "%s: %s shares memory with %s; each needs its own buffer", op,
+                        names[j], names[i]);
   for (int i = 0; i < n; i++)
     if (overlap(*g, bufs[i])) {
       bool was = lt_set_grad_enabled(ctx, false);
@@ -64,14 +64,14 @@ int lt_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
   if (check_param(ctx, "SGD", p) || check_same(ctx, "SGD", p, g, "gradient") ||
       check_same(ctx, "SGD", p, buf, "momentum_buffer"))
     return -1;
-  if (o->momentum != 0 && !buf) return lt_fail(ctx, "SGD: momentum needs a momentum buffer");
+  if (o->momentum != 0 && !buf) return ltB_fail(ctx, "SGD: momentum needs a momentum buffer");
   lt_tensor *gcopy, *bufs[] = {p, buf};
   const char *names[] = {"the parameter", "momentum_buffer"};
   if (separate(ctx, "SGD", &g, &gcopy, bufs, names, 2)) return -1;
-  lt_kernels(p)->sgd_step(p, g, buf, o);
+  ltK_kernels(p)->sgd_step(p, g, buf, o);
   lt_release(gcopy);
-  lt_bump_version(p);
-  if (buf) lt_bump_version(buf);
+  ltB_bump_version(p);
+  if (buf) ltB_bump_version(buf);
   return 0;
 }
 
@@ -82,14 +82,14 @@ int lt_adam_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt
       check_same(ctx, op, p, m, "exp_avg") || check_same(ctx, op, p, v, "exp_avg_sq") ||
       check_same(ctx, op, p, vmax, "max_exp_avg_sq"))
     return -1;
-  if (!m || !v || (o->amsgrad && !vmax)) return lt_fail(ctx, "%s: missing state tensors", op);
-  if (o->step < 1) return lt_fail(ctx, "%s: step must be >= 1", op);
+  if (!m || !v || (o->amsgrad && !vmax)) return ltB_fail(ctx, "%s: missing state tensors", op);
+  if (o->step < 1) return ltB_fail(ctx, "%s: step must be >= 1", op);
   lt_tensor *gcopy, *bufs[] = {p, m, v, vmax};
   const char *names[] = {"the parameter", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   if (separate(ctx, op, &g, &gcopy, bufs, names, 4)) return -1;
-  lt_kernels(p)->adam_step(p, g, m, v, vmax, o);
+  ltK_kernels(p)->adam_step(p, g, m, v, vmax, o);
   lt_release(gcopy);
-  lt_bump_version(p);
+  ltB_bump_version(p);
   return 0;
 }
 
@@ -101,13 +101,13 @@ int lt_rmsprop_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq
       check_same(ctx, "RMSprop", p, buf, "momentum_buffer"))
     return -1;
   if (!sq || (o->centered && !gavg) || (o->momentum > 0 && !buf))
-    return lt_fail(ctx, "RMSprop: missing state tensors");
+    return ltB_fail(ctx, "RMSprop: missing state tensors");
   lt_tensor *gcopy, *bufs[] = {p, sq, gavg, buf};
   const char *names[] = {"the parameter", "square_avg", "grad_avg", "momentum_buffer"};
   if (separate(ctx, "RMSprop", &g, &gcopy, bufs, names, 4)) return -1;
-  lt_kernels(p)->rmsprop_step(p, g, sq, gavg, buf, o);
+  ltK_kernels(p)->rmsprop_step(p, g, sq, gavg, buf, o);
   lt_release(gcopy);
-  lt_bump_version(p);
+  ltB_bump_version(p);
   return 0;
 }
 
@@ -116,12 +116,12 @@ int lt_adagrad_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *su
   if (check_param(ctx, "Adagrad", p) || check_same(ctx, "Adagrad", p, g, "gradient") ||
       check_same(ctx, "Adagrad", p, sum, "sum"))
     return -1;
-  if (!sum) return lt_fail(ctx, "Adagrad: missing state tensor");
+  if (!sum) return ltB_fail(ctx, "Adagrad: missing state tensor");
   lt_tensor *gcopy, *bufs[] = {p, sum};
   const char *names[] = {"the parameter", "sum"};
   if (separate(ctx, "Adagrad", &g, &gcopy, bufs, names, 2)) return -1;
-  lt_kernels(p)->adagrad_step(p, g, sum, o);
+  ltK_kernels(p)->adagrad_step(p, g, sum, o);
   lt_release(gcopy);
-  lt_bump_version(p);
+  ltB_bump_version(p);
   return 0;
 }

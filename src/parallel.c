@@ -1,5 +1,5 @@
 /*
-** parallel.c -- the worker pool behind lt_parallel_for.
+** parallel.c -- the worker pool behind ltB_parallel_for.
 **
 ** Workers poll for SPIN_NS after a job and then sleep on a condition variable, so an idle worker
 ** never takes a core from OpenBLAS or from the caller's serial work. (OpenMP's default spin-wait
@@ -31,7 +31,7 @@ static _Atomic uint64_t generation;
 #define GEN_PARTS(g) ((int)((g) & 0xff))
 static _Atomic int remaining;        /* parts of the current job not finished */
 static struct {
-  lt_range_fn fn;
+  ltK_range_fn fn;
   void *ud;
   int64_t n;
   int parts;
@@ -126,7 +126,7 @@ static int ensure_workers(int n) {
   return nworkers;
 }
 
-void lt_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, lt_range_fn fn, void *ud) {
+void ltB_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, ltK_range_fn fn, void *ud) {
   if (n <= 0) return;
   int nt = ctx->num_threads;
   if (grain < 1) grain = 1;

@@ -23,18 +23,18 @@ static lt_tensor *dim_view(const lt_tensor *t, int ndim, const int64_t *size, in
       st[d] = t->stride[j++];
     }
   }
-  return lt_alias(t, ndim, size, st, t->offset);
+  return ltB_alias(t, ndim, size, st, t->offset);
 }
 
 /* The gradient goes to the position of each row's winner: g scattered along dim into zeros. */
 static int maxdim_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                            lt_tensor **gin) {
-  const lt_dim_extra *e = self->extra;
+  const ltO_dim_extra *e = self->extra;
   if (!gout[0]) return 0;
   lt_tensor *idx, *gi = NULL, *iv = NULL, *gv = NULL;
-  if (lt_saved_get(ctx, self, 0, &idx)) return -1;
+  if (ltG_saved_get(ctx, self, 0, &idx)) return -1;
   int rc = -1;
-  if (lt_full_as(ctx, &gi, gout[0], gout[0]->dtype, e->ndim, e->size, 0.0)) goto done;
+  if (ltO_full_as(ctx, &gi, gout[0], gout[0]->dtype, e->ndim, e->size, 0.0)) goto done;
   if (e->ndim > 0 && !e->keepdim) {
     if (lt_unsqueeze(ctx, &iv, idx, e->dim) || lt_unsqueeze(ctx, &gv, gout[0], e->dim))
       goto done;
@@ -53,47 +53,47 @@ done:
   return rc;
 }
 
-static const lt_node_type max0_type = {"MaxBackward0", maxdim_backward, NULL};
-static const lt_node_type min0_type = {"MinBackward0", maxdim_backward, NULL};
+static const ltG_node_type max0_type = {"MaxBackward0", maxdim_backward, NULL};
+static const ltG_node_type min0_type = {"MinBackward0", maxdim_backward, NULL};
 
 /* max/min/argmax/argmin along dim: values (may be NULL) and indices. */
 static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **values,
                       lt_tensor **indices, lt_tensor *a, int dim, bool keepdim, int64_t base) {
   int d;
-  if (lt_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
+  if (ltB_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
   if (a->ndim && a->size[d] == 0)
-    return lt_fail(ctx, "%s(): Expected reduction dim %d to have non-zero size.", op, d + 1);
+    return ltB_fail(ctx, "%s(): Expected reduction dim %d to have non-zero size.", op, d + 1);
   bool mask[LT_MAX_DIMS] = {false};
   if (a->ndim) mask[d] = true;
   int64_t osize[LT_MAX_DIMS];
-  int ond = lt_red_shape(a, mask, keepdim, osize);
+  int ond = ltO_red_shape(a, mask, keepdim, osize);
   lt_tensor *idx = NULL, *val = NULL, *iv = NULL, *vv = NULL;
   int rc = -1;
-  if (lt_empty_as(ctx, &idx, a, LT_INT64, ond, osize)) goto fail;
-  if (values && lt_empty_as(ctx, &val, a, a->dtype, ond, osize)) goto fail;
+  if (ltO_empty_as(ctx, &idx, a, LT_INT64, ond, osize)) goto fail;
+  if (values && ltO_empty_as(ctx, &val, a, a->dtype, ond, osize)) goto fail;
   iv = dim_view(idx, a->ndim, a->size, d, keepdim);
   if (!iv || (values && !(vv = dim_view(val, a->ndim, a->size, d, keepdim)))) {
-    lt_red_oom(ctx, op);
+    ltO_red_oom(ctx, op);
     goto fail;
   }
-  lt_kernels(a)->search_dim(ctx, is_max, iv, vv, a, d, base);
+  ltK_kernels(a)->search_dim(ctx, is_max, iv, vv, a, d, base);
   lt_release(iv);
   lt_release(vv);
   iv = vv = NULL;
   if (values && lt_dtype_is_float(a->dtype)) {
     lt_node *node;
-    if (lt_record(ctx, is_max ? &max0_type : &min0_type, 1, &a, 1, &val,
-                  sizeof(lt_dim_extra), 1, &node))
+    if (ltG_record(ctx, is_max ? &max0_type : &min0_type, 1, &a, 1, &val,
+                   sizeof(ltO_dim_extra), 1, &node))
       goto fail;
     if (node) {
-      lt_dim_extra *e = node->extra;
+      ltO_dim_extra *e = node->extra;
       e->ndim = a->ndim;
       for (int k = 0; k < a->ndim; k++) e->size[k] = a->size[k];
       e->dim = d;
       e->keepdim = keepdim;
       e->base = base;
-      if (lt_save(node, 0, idx, false)) {
-        lt_red_oom(ctx, op);
+      if (ltG_save(node, 0, idx, false)) {
+        ltO_red_oom(ctx, op);
         goto fail;
       }
     }
@@ -124,18 +124,18 @@ static int arg_search(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **out,
   if (dim) return search_dim(ctx, op, is_max, NULL, out, a, *dim, keepdim, base);
   int64_t n = lt_numel(a);
   if (n == 0)
-    return lt_fail(ctx, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
-                   op);
+    return ltB_fail(ctx, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+                    op);
   int64_t osize[LT_MAX_DIMS];
   int ond = keepdim ? a->ndim : 0;
   for (int d = 0; d < ond; d++) osize[d] = 1;
   lt_tensor *c, *o;
   if (lt_contiguous(ctx, &c, a)) return -1;
-  if (lt_empty_as(ctx, &o, a, LT_INT64, ond, osize)) {
+  if (ltO_empty_as(ctx, &o, a, LT_INT64, ond, osize)) {
     lt_release(c);
     return -1;
   }
-  int rc = lt_kernels(c)->search_flat(ctx, op, is_max, o, c, base);
+  int rc = ltK_kernels(c)->search_flat(ctx, op, is_max, o, c, base);
   lt_release(c);
   if (rc) {
     lt_release(o);

@@ -3,7 +3,7 @@
 ** unsqueeze, flatten, unflatten), each with its backward right after it. The shape ops that
 ** copy (cat, stack, repeat, flip, tril/triu) are in shape_copy.c; shape.h is what they share.
 **
-** A view shares its input's storage (lt_alias) and only changes sizes, strides and offset; it
+** A view shares its input's storage (ltB_alias) and only changes sizes, strides and offset; it
 ** never copies. Its backward maps the output gradient back onto the input's geometry.
 */
 #include <stdio.h>
@@ -11,15 +11,15 @@
 #include "backend.h"
 #include "shape.h"
 
-void lt_shape_put(lt_shape_extra *e, const lt_tensor *t) {
+void ltO_shape_put(ltO_shape_extra *e, const lt_tensor *t) {
   e->ndim = t->ndim;
   memcpy(e->size, t->size, sizeof e->size);
 }
 
 /* Records a one-input, one-output node for a view/copy; on failure releases *out. */
-int lt_shape_record1(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt_tensor **out,
-                     size_t extra, int nsaved, lt_node **node) {
-  if (lt_record(ctx, type, 1, &in, 1, out, extra, nsaved, node)) {
+int ltO_shape_record1(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *in, lt_tensor **out,
+                      size_t extra, int nsaved, lt_node **node) {
+  if (ltG_record(ctx, type, 1, &in, 1, out, extra, nsaved, node)) {
     lt_release(*out);
     *out = NULL;
     return -1;
@@ -27,35 +27,35 @@ int lt_shape_record1(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt_te
   if ((*out)->storage == in->storage) {
     (*out)->is_view = true;
     (*out)->grad_view = in->requires_grad || in->grad_view;
-    lt_set_view_base(*out, in);
+    ltG_set_view_base(*out, in);
   }
   return 0;
 }
 
 /* Records a view whose backward needs only the input's shape. */
-static int record_shape(lt_ctx *ctx, const lt_node_type *type, lt_tensor *in, lt_tensor **out) {
+static int record_shape(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *in, lt_tensor **out) {
   lt_node *n;
-  if (lt_shape_record1(ctx, type, in, out, sizeof(lt_shape_extra), 0, &n)) return -1;
-  if (n) lt_shape_put(n->extra, in);
+  if (ltO_shape_record1(ctx, type, in, out, sizeof(ltO_shape_extra), 0, &n)) return -1;
+  if (n) ltO_shape_put(n->extra, in);
   return 0;
 }
 
 /* lt_empty whose failure message names op. */
-int lt_shape_new_out(lt_ctx *ctx, const char *op, lt_tensor **out, const lt_tensor *like,
-                     lt_dtype dt, int ndim, const int64_t *size) {
-  if (lt_empty_as(ctx, out, like, dt, ndim, size) == 0) return 0;
+int ltO_shape_new_out(lt_ctx *ctx, const char *op, lt_tensor **out, const lt_tensor *like,
+                      lt_dtype dt, int ndim, const int64_t *size) {
+  if (ltO_empty_as(ctx, out, like, dt, ndim, size) == 0) return 0;
   char msg[sizeof ctx->err];
   memcpy(msg, ctx->err, sizeof msg);
-  return lt_fail(ctx, "%s: %s", op, msg);
+  return ltB_fail(ctx, "%s: %s", op, msg);
 }
 
-int lt_shape_oom(lt_ctx *ctx, const char *op) {
-  return lt_fail(ctx, "%s: out of memory", op);
+int ltO_shape_oom(lt_ctx *ctx, const char *op) {
+  return ltB_fail(ctx, "%s: out of memory", op);
 }
 
 /* Shared by backward functions: grad reshaped to the saved input shape. */
 static int reshape_back(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
-  lt_shape_extra *e = self->extra;
+  ltO_shape_extra *e = self->extra;
   return lt_reshape(ctx, &gi[0], go[0], e->ndim, e->size);
 }
 
@@ -65,19 +65,19 @@ static int reshape_back(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_ten
 static int infer_shape(lt_ctx *ctx, const char *op, int64_t numel, int ndim, const int64_t *in,
                        int64_t *outsz) {
   if (ndim < 0 || ndim > LT_MAX_DIMS)
-    return lt_fail(ctx, "%s: %d dimensions requested, at most %d supported", op, ndim,
-                   LT_MAX_DIMS);
+    return ltB_fail(ctx, "%s: %d dimensions requested, at most %d supported", op, ndim,
+                    LT_MAX_DIMS);
   int infer = -1;
   int64_t prod = 1;
   char buf[256];
   for (int i = 0; i < ndim; i++) {
     if (in[i] == -1) {
-      if (infer >= 0) return lt_fail(ctx, "%s: only one dimension can be inferred (shape %s)",
-                                     op, lt_sizes_str(ndim, in, buf, sizeof buf));
+      if (infer >= 0) return ltB_fail(ctx, "%s: only one dimension can be inferred (shape %s)",
+                                      op, ltB_sizes_str(ndim, in, buf, sizeof buf));
       infer = i;
     } else if (in[i] < 0) {
-      return lt_fail(ctx, "%s: invalid shape dimension %lld in shape %s", op,
-                     (long long)in[i], lt_sizes_str(ndim, in, buf, sizeof buf));
+      return ltB_fail(ctx, "%s: invalid shape dimension %lld in shape %s", op,
+                      (long long)in[i], ltB_sizes_str(ndim, in, buf, sizeof buf));
     } else {
       prod *= in[i];
     }
@@ -85,17 +85,17 @@ static int infer_shape(lt_ctx *ctx, const char *op, int64_t numel, int ndim, con
   }
   if (infer >= 0) {
     if (prod == 0)
-      return lt_fail(ctx, "%s: cannot reshape tensor of %lld elements into shape %s because "
-                     "the unspecified dimension size -1 can be any value and is ambiguous", op,
-                     (long long)numel, lt_sizes_str(ndim, in, buf, sizeof buf));
+      return ltB_fail(ctx, "%s: cannot reshape tensor of %lld elements into shape %s because "
+                      "the unspecified dimension size -1 can be any value and is ambiguous", op,
+                      (long long)numel, ltB_sizes_str(ndim, in, buf, sizeof buf));
     if (numel % prod == 0) {
       outsz[infer] = numel / prod;
       prod = numel;
     }
   }
   if (prod != numel)
-    return lt_fail(ctx, "%s: shape %s is invalid for input of size %lld", op,
-                   lt_sizes_str(ndim, in, buf, sizeof buf), (long long)numel);
+    return ltB_fail(ctx, "%s: shape %s is invalid for input of size %lld", op,
+                    ltB_sizes_str(ndim, in, buf, sizeof buf), (long long)numel);
   return 0;
 }
 
@@ -104,8 +104,8 @@ static int infer_shape(lt_ctx *ctx, const char *op, int64_t numel, int ndim, con
 ** covered exactly by a run of new dims, which then stride inside it. */
 static bool view_strides(int od, const int64_t *osz, const int64_t *ost, int nd,
                          const int64_t *nsz, int64_t *nst) {
-  if (lt_shape_numel(od, osz) == 0 || od == 0) {
-    lt_contiguous_strides(nd, nsz, nst);
+  if (ltB_shape_numel(od, osz) == 0 || od == 0) {
+    ltB_contiguous_strides(nd, nsz, nst);
     return true;
   }
   int v = nd - 1;
@@ -129,7 +129,7 @@ static bool view_strides(int od, const int64_t *osz, const int64_t *ost, int nd,
   return v == -1;
 }
 
-static const lt_node_type view_type = {"ViewBackward0", reshape_back, NULL};
+static const ltG_node_type view_type = {"ViewBackward0", reshape_back, NULL};
 
 static int view_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim,
                      const int64_t *size, const char *op, bool *not_viewable) {
@@ -141,14 +141,14 @@ static int view_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim,
       return -1;
     }
     char a[256], b[256], c[256];
-    return lt_fail(ctx, "%s: view size is not compatible with input tensor's size and stride "
-                   "(at least one dimension spans across two contiguous subspaces): input "
-                   "shape %s with strides %s, requested shape %s. Use .reshape(...) instead.",
-                   op, LT_SHAPE(t, a), lt_sizes_str(t->ndim, t->stride, b, sizeof b),
-                   lt_sizes_str(ndim, sz, c, sizeof c));
+    return ltB_fail(ctx, "%s: view size is not compatible with input tensor's size and stride "
+                    "(at least one dimension spans across two contiguous subspaces): input "
+                    "shape %s with strides %s, requested shape %s. Use .reshape(...) instead.",
+                    op, LT_SHAPE(t, a), ltB_sizes_str(t->ndim, t->stride, b, sizeof b),
+                    ltB_sizes_str(ndim, sz, c, sizeof c));
   }
-  lt_tensor *r = lt_alias(t, ndim, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, op);
+  lt_tensor *r = ltB_alias(t, ndim, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, op);
   if (record_shape(ctx, &view_type, t, &r)) return -1;
   *out = r;
   return 0;
@@ -171,11 +171,11 @@ int lt_reshape(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64
 
 int lt_flatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int start, int end) {
   int s, e;
-  if (lt_wrap_dim(ctx, "flatten", start, t->ndim, &s) ||
-      lt_wrap_dim(ctx, "flatten", end, t->ndim, &e))
+  if (ltB_wrap_dim(ctx, "flatten", start, t->ndim, &s) ||
+      ltB_wrap_dim(ctx, "flatten", end, t->ndim, &e))
     return -1;
   if (s > e)
-    return lt_fail(ctx, "flatten: start_dim (%d) cannot come after end_dim (%d)", s + 1, e + 1);
+    return ltB_fail(ctx, "flatten: start_dim (%d) cannot come after end_dim (%d)", s + 1, e + 1);
   if (t->ndim == 0) {
     int64_t one = 1;
     return lt_reshape(ctx, out, t, 1, &one);
@@ -193,18 +193,18 @@ int lt_flatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int start, int end) {
 int lt_unflatten(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int n,
                  const int64_t *sizes) {
   int d;
-  if (lt_wrap_dim(ctx, "unflatten", dim, t->ndim, &d)) return -1;
-  if (t->ndim == 0) return lt_fail(ctx, "unflatten: cannot unflatten a 0-d tensor");
-  if (n < 1) return lt_fail(ctx, "unflatten: sizes must be non-empty");
+  if (ltB_wrap_dim(ctx, "unflatten", dim, t->ndim, &d)) return -1;
+  if (t->ndim == 0) return ltB_fail(ctx, "unflatten: cannot unflatten a 0-d tensor");
+  if (n < 1) return ltB_fail(ctx, "unflatten: sizes must be non-empty");
   if (t->ndim - 1 + n > LT_MAX_DIMS)
-    return lt_fail(ctx, "unflatten: result would have more than %d dimensions", LT_MAX_DIMS);
+    return ltB_fail(ctx, "unflatten: result would have more than %d dimensions", LT_MAX_DIMS);
   int64_t part[LT_MAX_DIMS] = {0};
   if (infer_shape(ctx, "unflatten", t->size[d], n, sizes, part)) {
     char a[256], b[256], msg[1024];
     snprintf(msg, sizeof msg, "%s", ctx->err);
-    return lt_fail(ctx, "%s (unflatten of dimension %d of size %lld in a tensor of shape %s "
-                   "into sizes %s)", msg, d + 1, (long long)t->size[d], LT_SHAPE(t, a),
-                   lt_sizes_str(n, sizes, b, sizeof b));
+    return ltB_fail(ctx, "%s (unflatten of dimension %d of size %lld in a tensor of shape %s "
+                    "into sizes %s)", msg, d + 1, (long long)t->size[d], LT_SHAPE(t, a),
+                    ltB_sizes_str(n, sizes, b, sizeof b));
   }
   int64_t sz[LT_MAX_DIMS] = {0};
   int k = 0;
@@ -224,12 +224,12 @@ static int transpose_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
   return lt_transpose(ctx, &gi[0], go[0], e->d0, e->d1);
 }
 
-static const lt_node_type transpose_type = {"TransposeBackward0", transpose_backward, NULL};
+static const ltG_node_type transpose_type = {"TransposeBackward0", transpose_backward, NULL};
 
 int lt_transpose(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int d0, int d1) {
   int a, b;
-  if (lt_wrap_dim(ctx, "transpose", d0, t->ndim, &a) ||
-      lt_wrap_dim(ctx, "transpose", d1, t->ndim, &b))
+  if (ltB_wrap_dim(ctx, "transpose", d0, t->ndim, &a) ||
+      ltB_wrap_dim(ctx, "transpose", d1, t->ndim, &b))
     return -1;
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   memcpy(sz, t->size, sizeof sz);
@@ -240,10 +240,10 @@ int lt_transpose(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int d0, int d1) {
     st[a] = t->stride[b];
     st[b] = t->stride[a];
   }
-  lt_tensor *r = lt_alias(t, t->ndim, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, "transpose");
+  lt_tensor *r = ltB_alias(t, t->ndim, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, "transpose");
   lt_node *n;
-  if (lt_shape_record1(ctx, &transpose_type, t, &r, sizeof(transpose_extra), 0, &n)) return -1;
+  if (ltO_shape_record1(ctx, &transpose_type, t, &r, sizeof(transpose_extra), 0, &n)) return -1;
   if (n) *(transpose_extra *)n->extra = (transpose_extra){a, b};
   *out = r;
   return 0;
@@ -256,15 +256,15 @@ static int permute_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt
   return lt_permute(ctx, &gi[0], go[0], e->inv);
 }
 
-static const lt_node_type permute_type = {"PermuteBackward0", permute_backward, NULL};
+static const ltG_node_type permute_type = {"PermuteBackward0", permute_backward, NULL};
 
 int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm) {
   int p[LT_MAX_DIMS] = {0};
   bool seen[LT_MAX_DIMS] = {false};
   for (int i = 0; i < t->ndim; i++) {
-    if (lt_wrap_dim(ctx, "permute", perm[i], t->ndim, &p[i])) return -1;
-    if (seen[p[i]]) return lt_fail(ctx, "permute: dimension %d repeats in the permutation",
-                                   p[i] + 1);
+    if (ltB_wrap_dim(ctx, "permute", perm[i], t->ndim, &p[i])) return -1;
+    if (seen[p[i]]) return ltB_fail(ctx, "permute: dimension %d repeats in the permutation",
+                                    p[i] + 1);
     seen[p[i]] = true;
   }
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
@@ -272,10 +272,10 @@ int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm) {
     sz[i] = t->size[p[i]];
     st[i] = t->stride[p[i]];
   }
-  lt_tensor *r = lt_alias(t, t->ndim, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, "permute");
+  lt_tensor *r = ltB_alias(t, t->ndim, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, "permute");
   lt_node *n;
-  if (lt_shape_record1(ctx, &permute_type, t, &r, sizeof(permute_extra), 0, &n)) return -1;
+  if (ltO_shape_record1(ctx, &permute_type, t, &r, sizeof(permute_extra), 0, &n)) return -1;
   if (n) {
     permute_extra *e = n->extra;
     e->ndim = t->ndim;
@@ -288,28 +288,28 @@ int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm) {
 /* ------------------------------------------------------------ expand */
 
 static int expand_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
-  lt_shape_extra *e = self->extra;
-  return lt_sum_to(ctx, &gi[0], go[0], e->ndim, e->size);
+  ltO_shape_extra *e = self->extra;
+  return ltG_sum_to(ctx, &gi[0], go[0], e->ndim, e->size);
 }
 
-static const lt_node_type expand_type = {"ExpandBackward0", expand_backward, NULL};
+static const ltG_node_type expand_type = {"ExpandBackward0", expand_backward, NULL};
 
 int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_t *size) {
   char a[256], b[256];
   if (ndim < t->ndim || ndim > LT_MAX_DIMS)
-    return lt_fail(ctx, "expand: the number of sizes provided (%d) must be greater or equal to "
-                   "the number of dimensions in the tensor (%d) and at most %d", ndim, t->ndim,
-                   LT_MAX_DIMS);
+    return ltB_fail(ctx, "expand: the number of sizes provided (%d) must be greater or equal to "
+                    "the number of dimensions in the tensor (%d) and at most %d", ndim, t->ndim,
+                    LT_MAX_DIMS);
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   int lead = ndim - t->ndim;
   for (int i = 0; i < ndim; i++) {
     int td = i - lead;
     if (td < 0) {
       if (size[i] < 0)
-        return lt_fail(ctx, "expand: the expanded size %lld is not allowed in a leading, "
-                       "non-existing dimension %d (target sizes %s, tensor sizes %s)",
-                       (long long)size[i], i + 1, lt_sizes_str(ndim, size, a, sizeof a),
-                       LT_SHAPE(t, b));
+        return ltB_fail(ctx, "expand: the expanded size %lld is not allowed in a leading, "
+                        "non-existing dimension %d (target sizes %s, tensor sizes %s)",
+                        (long long)size[i], i + 1, ltB_sizes_str(ndim, size, a, sizeof a),
+                        LT_SHAPE(t, b));
       sz[i] = size[i];
       st[i] = 0;
     } else if (size[i] == -1 || size[i] == t->size[td]) {
@@ -319,10 +319,10 @@ int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_
       sz[i] = size[i];
       st[i] = 0;
     } else {
-      return lt_fail(ctx, "expand: the expanded size of the tensor (%lld) must match the "
-                     "existing size (%lld) at non-singleton dimension %d. Target sizes: %s. "
-                     "Tensor sizes: %s", (long long)size[i], (long long)t->size[td], i + 1,
-                     lt_sizes_str(ndim, size, a, sizeof a), LT_SHAPE(t, b));
+      return ltB_fail(ctx, "expand: the expanded size of the tensor (%lld) must match the "
+                      "existing size (%lld) at non-singleton dimension %d. Target sizes: %s. "
+                      "Tensor sizes: %s", (long long)size[i], (long long)t->size[td], i + 1,
+                      ltB_sizes_str(ndim, size, a, sizeof a), LT_SHAPE(t, b));
     }
   }
   /* the element count of a view must fit in int64, or it wraps (to 0 for [2^62, 4]) and every
@@ -332,13 +332,13 @@ int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_
   for (int i = 0; i < ndim; i++) empty = empty || sz[i] == 0;
   for (int i = 0; i < ndim && !empty; i++) {
     if (n > INT64_MAX / sz[i])
-      return lt_fail(ctx, "expand: the target sizes %s hold more elements than int64 counts "
-                     "(numel: integer multiplication overflow)", lt_sizes_str(ndim, sz, a,
-                     sizeof a));
+      return ltB_fail(ctx, "expand: the target sizes %s hold more elements than int64 counts "
+                      "(numel: integer multiplication overflow)", ltB_sizes_str(ndim, sz, a,
+                      sizeof a));
     n *= sz[i];
   }
-  lt_tensor *r = lt_alias(t, ndim, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, "expand");
+  lt_tensor *r = ltB_alias(t, ndim, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, "expand");
   if (record_shape(ctx, &expand_type, t, &r)) return -1;
   *out = r;
   return 0;
@@ -349,7 +349,7 @@ int lt_expand(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int ndim, const int64_
 /* Gradient of a view into a region: zeros of the input's shape with grad copied into the
 ** region, which `region` cuts out of the zeros the same way the forward cut the input. */
 typedef struct {
-  lt_shape_extra in;
+  ltO_shape_extra in;
   int dim;
   int64_t start, len;   /* narrow: [start, start+len); select: index in start, len = -1 */
 } region_extra;
@@ -357,7 +357,7 @@ typedef struct {
 static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   region_extra *e = self->extra;
   lt_tensor *z, *r;
-  if (lt_full_as(ctx, &z, go[0], go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
+  if (ltO_full_as(ctx, &z, go[0], go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, z->size, sizeof sz);
   int nd = z->ndim;
@@ -373,27 +373,27 @@ static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_
     }
     nd--;
   }
-  r = lt_alias(z, nd, sz, st, off);
+  r = ltB_alias(z, nd, sz, st, off);
   if (!r) {
     lt_release(z);
-    return lt_shape_oom(ctx, self->type->name);
+    return ltO_shape_oom(ctx, self->type->name);
   }
-  lt_kernels(z)->copy(ctx, r, go[0]);
+  ltK_kernels(z)->copy(ctx, r, go[0]);
   lt_release(r);
   gi[0] = z;
   return 0;
 }
 
-static const lt_node_type slice_type = {"SliceBackward0", region_backward, NULL};
-static const lt_node_type select_type = {"SelectBackward0", region_backward, NULL};
+static const ltG_node_type slice_type = {"SliceBackward0", region_backward, NULL};
+static const ltG_node_type select_type = {"SelectBackward0", region_backward, NULL};
 
-static int record_region(lt_ctx *ctx, const lt_node_type *type, lt_tensor *t, lt_tensor **r,
+static int record_region(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *t, lt_tensor **r,
                          int dim, int64_t start, int64_t len) {
   lt_node *n;
-  if (lt_shape_record1(ctx, type, t, r, sizeof(region_extra), 0, &n)) return -1;
+  if (ltO_shape_record1(ctx, type, t, r, sizeof(region_extra), 0, &n)) return -1;
   if (n) {
     region_extra *e = n->extra;
-    lt_shape_put(&e->in, t);
+    ltO_shape_put(&e->in, t);
     e->dim = dim;
     e->start = start;
     e->len = len;
@@ -407,25 +407,25 @@ static long long lua_pos(int64_t i) { return (long long)(i >= 0 ? i + 1 : i); }
 int lt_narrow(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t start, int64_t len) {
   int d;
   char a[256];
-  if (t->ndim == 0) return lt_fail(ctx, "narrow: cannot be applied to a 0-dim tensor");
-  if (lt_wrap_dim(ctx, "narrow", dim, t->ndim, &d)) return -1;
+  if (t->ndim == 0) return ltB_fail(ctx, "narrow: cannot be applied to a 0-dim tensor");
+  if (ltB_wrap_dim(ctx, "narrow", dim, t->ndim, &d)) return -1;
   int64_t size = t->size[d];
   if (start < -size || start > size)
-    return lt_fail(ctx, "narrow: start %lld out of range for dimension %d of size %lld "
-                   "(tensor of shape %s)", lua_pos(start), d + 1, (long long)size,
-                   LT_SHAPE(t, a));
+    return ltB_fail(ctx, "narrow: start %lld out of range for dimension %d of size %lld "
+                    "(tensor of shape %s)", lua_pos(start), d + 1, (long long)size,
+                    LT_SHAPE(t, a));
   if (start < 0) start += size;
-  if (len < 0) return lt_fail(ctx, "narrow: length must be non-negative (got %lld)",
-                              (long long)len);
+  if (len < 0) return ltB_fail(ctx, "narrow: length must be non-negative (got %lld)",
+                               (long long)len);
   if (start + len > size)
-    return lt_fail(ctx, "narrow: start (%lld) + length (%lld) exceeds dimension size (%lld) "
-                   "of dimension %d (tensor of shape %s)", (long long)start + 1,
-                   (long long)len, (long long)size, d + 1, LT_SHAPE(t, a));
+    return ltB_fail(ctx, "narrow: start (%lld) + length (%lld) exceeds dimension size (%lld) "
+                    "of dimension %d (tensor of shape %s)", (long long)start + 1,
+                    (long long)len, (long long)size, d + 1, LT_SHAPE(t, a));
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, t->size, sizeof sz);
   sz[d] = len;
-  lt_tensor *r = lt_alias(t, t->ndim, sz, t->stride, t->offset + start * t->stride[d]);
-  if (!r) return lt_shape_oom(ctx, "narrow");
+  lt_tensor *r = ltB_alias(t, t->ndim, sz, t->stride, t->offset + start * t->stride[d]);
+  if (!r) return ltO_shape_oom(ctx, "narrow");
   if (record_region(ctx, &slice_type, t, &r, d, start, len)) return -1;
   *out = r;
   return 0;
@@ -435,13 +435,13 @@ int lt_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t index
   int d;
   char a[256];
   if (t->ndim == 0)
-    return lt_fail(ctx, "select: cannot index a 0-dim tensor (it holds a single value)");
-  if (lt_wrap_dim(ctx, "select", dim, t->ndim, &d)) return -1;
+    return ltB_fail(ctx, "select: cannot index a 0-dim tensor (it holds a single value)");
+  if (ltB_wrap_dim(ctx, "select", dim, t->ndim, &d)) return -1;
   int64_t size = t->size[d];
   if (index < -size || index >= size)
-    return lt_fail(ctx, "select: index %lld out of range for dimension %d of size %lld "
-                   "(tensor of shape %s)", lua_pos(index), d + 1, (long long)size,
-                   LT_SHAPE(t, a));
+    return ltB_fail(ctx, "select: index %lld out of range for dimension %d of size %lld "
+                    "(tensor of shape %s)", lua_pos(index), d + 1, (long long)size,
+                    LT_SHAPE(t, a));
   if (index < 0) index += size;
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   int k = 0;
@@ -450,8 +450,8 @@ int lt_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t index
     sz[k] = t->size[i];
     st[k++] = t->stride[i];
   }
-  lt_tensor *r = lt_alias(t, k, sz, st, t->offset + index * t->stride[d]);
-  if (!r) return lt_shape_oom(ctx, "select");
+  lt_tensor *r = ltB_alias(t, k, sz, st, t->offset + index * t->stride[d]);
+  if (!r) return ltO_shape_oom(ctx, "select");
   if (record_region(ctx, &select_type, t, &r, d, index, -1)) return -1;
   *out = r;
   return 0;
@@ -459,13 +459,13 @@ int lt_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim, int64_t index
 
 /* ------------------------------------------------------------ squeeze / unsqueeze */
 
-static const lt_node_type squeeze_all_type = {"SqueezeBackward0", reshape_back, NULL};
-static const lt_node_type squeeze_dim_type = {"SqueezeBackward1", reshape_back, NULL};
-static const lt_node_type unsqueeze_type = {"UnsqueezeBackward0", reshape_back, NULL};
+static const ltG_node_type squeeze_all_type = {"SqueezeBackward0", reshape_back, NULL};
+static const ltG_node_type squeeze_dim_type = {"SqueezeBackward1", reshape_back, NULL};
+static const ltG_node_type unsqueeze_type = {"UnsqueezeBackward0", reshape_back, NULL};
 
 int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim) {
   int d = -1;
-  if (dim != LT_SQUEEZE_ALL && lt_wrap_dim(ctx, "squeeze", dim, t->ndim, &d)) return -1;
+  if (dim != LT_SQUEEZE_ALL && ltB_wrap_dim(ctx, "squeeze", dim, t->ndim, &d)) return -1;
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   int k = 0;
   for (int i = 0; i < t->ndim; i++) {
@@ -474,8 +474,8 @@ int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim) {
     sz[k] = t->size[i];
     st[k++] = t->stride[i];
   }
-  lt_tensor *r = lt_alias(t, k, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, "squeeze");
+  lt_tensor *r = ltB_alias(t, k, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, "squeeze");
   if (record_shape(ctx, dim == LT_SQUEEZE_ALL ? &squeeze_all_type : &squeeze_dim_type, t, &r))
     return -1;
   *out = r;
@@ -485,9 +485,9 @@ int lt_squeeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim) {
 int lt_unsqueeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim) {
   int d;
   if (t->ndim >= LT_MAX_DIMS)
-    return lt_fail(ctx, "unsqueeze: tensor already has the maximum of %d dimensions",
-                   LT_MAX_DIMS);
-  if (lt_wrap_dim(ctx, "unsqueeze", dim, t->ndim + 1, &d)) return -1;
+    return ltB_fail(ctx, "unsqueeze: tensor already has the maximum of %d dimensions",
+                    LT_MAX_DIMS);
+  if (ltB_wrap_dim(ctx, "unsqueeze", dim, t->ndim + 1, &d)) return -1;
   int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   int k = 0;
   for (int i = 0; i <= t->ndim; i++) {
@@ -500,8 +500,8 @@ int lt_unsqueeze(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int dim) {
       st[k++] = t->stride[i];
     }
   }
-  lt_tensor *r = lt_alias(t, k, sz, st, t->offset);
-  if (!r) return lt_shape_oom(ctx, "unsqueeze");
+  lt_tensor *r = ltB_alias(t, k, sz, st, t->offset);
+  if (!r) return ltO_shape_oom(ctx, "unsqueeze");
   if (record_shape(ctx, &unsqueeze_type, t, &r)) return -1;
   *out = r;
   return 0;

@@ -25,13 +25,13 @@ static int parts_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_t
                           bool stack) {
   parts_extra *e = self->extra;
   for (int i = 0; i < e->n; i++) {
-    if (!lt_needs_input_grad(self, i)) continue;
+    if (!ltG_needs_input_grad(self, i)) continue;
     part_info *p = &e->part[i];
     lt_tensor *g;
     int rc;
     if (p->skip) {
       int64_t zero = 0;
-      rc = lt_full_as(ctx, &gi[i], go[0], p->dt, 1, &zero, 0.0);
+      rc = ltO_full_as(ctx, &gi[i], go[0], p->dt, 1, &zero, 0.0);
       if (rc) return -1;
       continue;
     }
@@ -55,52 +55,52 @@ static int stack_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_t
   return parts_backward(ctx, self, go, gi, true);
 }
 
-static const lt_node_type cat_type = {"CatBackward0", cat_backward, NULL};
-static const lt_node_type stack_type = {"StackBackward0", stack_backward, NULL};
+static const ltG_node_type cat_type = {"CatBackward0", cat_backward, NULL};
+static const ltG_node_type stack_type = {"StackBackward0", stack_backward, NULL};
 
 static bool legacy_empty(const lt_tensor *t) { return t->ndim == 1 && t->size[0] == 0; }
 
 int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   char a[256], b[256];
-  if (n < 1) return lt_fail(ctx, "cat: expected a non-empty list of tensors");
+  if (n < 1) return ltB_fail(ctx, "cat: expected a non-empty list of tensors");
   int ref = -1;   /* first input that takes part */
   for (int i = 0; i < n; i++) {
     if (ts[i]->ndim == 0)
-      return lt_fail(ctx, "cat: zero-dimensional tensor (at position %d) cannot be "
-                     "concatenated", i + 1);
+      return ltB_fail(ctx, "cat: zero-dimensional tensor (at position %d) cannot be "
+                      "concatenated", i + 1);
     if (ref < 0 && !legacy_empty(ts[i])) ref = i;
   }
   if (ref < 0) ref = 0;
   const lt_tensor *r0 = ts[ref];
   int d;
-  if (lt_wrap_dim(ctx, "cat", dim, r0->ndim, &d)) return -1;
+  if (ltB_wrap_dim(ctx, "cat", dim, r0->ndim, &d)) return -1;
   lt_dtype dt = ts[0]->dtype;
   int64_t total = 0;
   for (int i = 0; i < n; i++) {
     const lt_tensor *t = ts[i];
-    if (lt_check_devices(ctx, "cat", r0, t)) return -1;
+    if (ltD_check_devices(ctx, "cat", r0, t)) return -1;
     dt = lt_promote(dt, t->dtype);
     if (legacy_empty(t) && i != ref) continue;
     if (t->ndim != r0->ndim)
-      return lt_fail(ctx, "cat: tensors must have the same number of dimensions: tensor %d "
-                     "has shape %s but tensor %d has shape %s", ref + 1, LT_SHAPE(r0, a),
-                     i + 1, LT_SHAPE(t, b));
+      return ltB_fail(ctx, "cat: tensors must have the same number of dimensions: tensor %d "
+                      "has shape %s but tensor %d has shape %s", ref + 1, LT_SHAPE(r0, a),
+                      i + 1, LT_SHAPE(t, b));
     for (int k = 0; k < t->ndim; k++)
       if (k != d && t->size[k] != r0->size[k])
-        return lt_fail(ctx, "cat: sizes of tensors must match except in dimension %d: "
-                       "expected size %lld but got size %lld in dimension %d for tensor %d "
-                       "in the list (shapes %s and %s)", d + 1, (long long)r0->size[k],
-                       (long long)t->size[k], k + 1, i + 1, LT_SHAPE(r0, a), LT_SHAPE(t, b));
+        return ltB_fail(ctx, "cat: sizes of tensors must match except in dimension %d: "
+                        "expected size %lld but got size %lld in dimension %d for tensor %d "
+                        "in the list (shapes %s and %s)", d + 1, (long long)r0->size[k],
+                        (long long)t->size[k], k + 1, i + 1, LT_SHAPE(r0, a), LT_SHAPE(t, b));
     total += t->size[d];
   }
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, r0->size, sizeof sz);
   sz[d] = total;
   lt_tensor *r;
-  if (lt_shape_new_out(ctx, "cat", &r, r0, dt, r0->ndim, sz)) return -1;
+  if (ltO_shape_new_out(ctx, "cat", &r, r0, dt, r0->ndim, sz)) return -1;
   lt_node *node = NULL;
-  if (lt_record(ctx, &cat_type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
-                0, &node)) {
+  if (ltG_record(ctx, &cat_type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
+                 0, &node)) {
     lt_release(r);
     return -1;
   }
@@ -118,12 +118,12 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
     int64_t psz[LT_MAX_DIMS] = {0};
     memcpy(psz, r->size, sizeof psz);
     psz[d] = t->size[d];
-    lt_tensor *v = lt_alias(r, r->ndim, psz, r->stride, r->offset + pos * r->stride[d]);
+    lt_tensor *v = ltB_alias(r, r->ndim, psz, r->stride, r->offset + pos * r->stride[d]);
     if (!v) {
       lt_release(r);
-      return lt_shape_oom(ctx, "cat");
+      return ltO_shape_oom(ctx, "cat");
     }
-    lt_kernels(r)->copy(ctx, v, t);
+    ltK_kernels(r)->copy(ctx, v, t);
     lt_release(v);
     pos += t->size[d];
   }
@@ -133,19 +133,19 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
 
 int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   char a[256], b[256];
-  if (n < 1) return lt_fail(ctx, "stack: expected a non-empty list of tensors");
+  if (n < 1) return ltB_fail(ctx, "stack: expected a non-empty list of tensors");
   const lt_tensor *r0 = ts[0];
   if (r0->ndim >= LT_MAX_DIMS)
-    return lt_fail(ctx, "stack: inputs already have the maximum of %d dimensions",
-                   LT_MAX_DIMS);
+    return ltB_fail(ctx, "stack: inputs already have the maximum of %d dimensions",
+                    LT_MAX_DIMS);
   int d;
-  if (lt_wrap_dim(ctx, "stack", dim, r0->ndim + 1, &d)) return -1;
+  if (ltB_wrap_dim(ctx, "stack", dim, r0->ndim + 1, &d)) return -1;
   lt_dtype dt = r0->dtype;
   for (int i = 1; i < n; i++) {
-    if (lt_check_devices(ctx, "stack", r0, ts[i])) return -1;
-    if (!lt_same_shape(ts[i], r0))
-      return lt_fail(ctx, "stack: expects each tensor to be equal size, but got %s at entry 1 "
-                     "and %s at entry %d", LT_SHAPE(r0, a), LT_SHAPE(ts[i], b), i + 1);
+    if (ltD_check_devices(ctx, "stack", r0, ts[i])) return -1;
+    if (!ltB_same_shape(ts[i], r0))
+      return ltB_fail(ctx, "stack: expects each tensor to be equal size, but got %s at entry 1 "
+                      "and %s at entry %d", LT_SHAPE(r0, a), LT_SHAPE(ts[i], b), i + 1);
     dt = lt_promote(dt, ts[i]->dtype);
   }
   int64_t sz[LT_MAX_DIMS] = {0};
@@ -155,10 +155,10 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
     if (i < r0->ndim) sz[k++] = r0->size[i];
   }
   lt_tensor *r;
-  if (lt_shape_new_out(ctx, "stack", &r, r0, dt, k, sz)) return -1;
+  if (ltO_shape_new_out(ctx, "stack", &r, r0, dt, k, sz)) return -1;
   lt_node *node = NULL;
-  if (lt_record(ctx, &stack_type, n, ts, 1, &r,
-                sizeof(parts_extra) + (size_t)n * sizeof(part_info), 0, &node)) {
+  if (ltG_record(ctx, &stack_type, n, ts, 1, &r,
+                 sizeof(parts_extra) + (size_t)n * sizeof(part_info), 0, &node)) {
     lt_release(r);
     return -1;
   }
@@ -177,12 +177,12 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
   }
   for (int i = 0; i < n; i++) {
     if (e) e->part[i] = (part_info){i, 1, ts[i]->dtype, false};
-    lt_tensor *v = lt_alias(r, m, psz, pst, r->offset + i * r->stride[d]);
+    lt_tensor *v = ltB_alias(r, m, psz, pst, r->offset + i * r->stride[d]);
     if (!v) {
       lt_release(r);
-      return lt_shape_oom(ctx, "stack");
+      return ltO_shape_oom(ctx, "stack");
     }
-    lt_kernels(r)->copy(ctx, v, ts[i]);
+    ltK_kernels(r)->copy(ctx, v, ts[i]);
     lt_release(v);
   }
   *out = r;
@@ -192,7 +192,7 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
 /* ------------------------------------------------------------ repeat */
 
 typedef struct {
-  lt_shape_extra in;
+  ltO_shape_extra in;
   int n;
   int64_t rep[LT_MAX_DIMS];
 } repeat_extra;
@@ -232,57 +232,57 @@ static int repeat_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_
   return rc;
 }
 
-static const lt_node_type repeat_type = {"RepeatBackward0", repeat_backward, NULL};
+static const ltG_node_type repeat_type = {"RepeatBackward0", repeat_backward, NULL};
 
 int lt_repeat(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int64_t *rep) {
   char a[256], b[256];
   if (n < t->ndim)
-    return lt_fail(ctx, "repeat: number of dimensions of repeat dims (%d) can not be smaller "
-                   "than number of dimensions of tensor (%d)", n, t->ndim);
-  if (n > LT_MAX_DIMS) return lt_fail(ctx, "repeat: at most %d dimensions", LT_MAX_DIMS);
+    return ltB_fail(ctx, "repeat: number of dimensions of repeat dims (%d) can not be smaller "
+                    "than number of dimensions of tensor (%d)", n, t->ndim);
+  if (n > LT_MAX_DIMS) return ltB_fail(ctx, "repeat: at most %d dimensions", LT_MAX_DIMS);
   int64_t insz[LT_MAX_DIMS] = {0}, inst[LT_MAX_DIMS] = {0}, osz[LT_MAX_DIMS] = {0};
   int lead = n - t->ndim;
   for (int i = 0; i < n; i++) {
     if (rep[i] < 0)
-      return lt_fail(ctx, "repeat: repeats %s must be non-negative (tensor of shape %s)",
-                     lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
+      return ltB_fail(ctx, "repeat: repeats %s must be non-negative (tensor of shape %s)",
+                      ltB_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
     insz[i] = i < lead ? 1 : t->size[i - lead];
     inst[i] = i < lead ? 0 : t->stride[i - lead];
     if (rep[i] > 0 && insz[i] > INT64_MAX / rep[i])
-      return lt_fail(ctx, "repeat: repeats %s on a tensor of shape %s overflow the size",
-                     lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
+      return ltB_fail(ctx, "repeat: repeats %s on a tensor of shape %s overflow the size",
+                      ltB_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b));
     osz[i] = insz[i] * rep[i];
   }
   int64_t gsz[LT_MAX_DIMS] = {0}, gst[LT_MAX_DIMS] = {0};
   int rdims[LT_MAX_DIMS] = {0}, nr;
   int k = repeat_geometry(n, rep, insz, gsz, rdims, &nr);
   if (k < 0)
-    return lt_fail(ctx, "repeat: repeats %s on a tensor of shape %s need more than %d "
-                   "internal dimensions", lt_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b),
-                   LT_MAX_DIMS);
+    return ltB_fail(ctx, "repeat: repeats %s on a tensor of shape %s need more than %d "
+                    "internal dimensions", ltB_sizes_str(n, rep, a, sizeof a), LT_SHAPE(t, b),
+                    LT_MAX_DIMS);
   lt_tensor *r;
-  if (lt_shape_new_out(ctx, "repeat", &r, t, t->dtype, n, osz)) return -1;
+  if (ltO_shape_new_out(ctx, "repeat", &r, t, t->dtype, n, osz)) return -1;
   /* source: t seen through the interleaved geometry with stride 0 along repeat dims */
   for (int i = 0, j = 0; i < n; i++) {
     if (rep[i] != 1) gst[j++] = 0;
     gst[j++] = inst[i];
   }
-  lt_tensor *src = lt_alias(t, k, gsz, gst, t->offset);
-  lt_tensor *dst = lt_alias(r, k, gsz, NULL, r->offset);
+  lt_tensor *src = ltB_alias(t, k, gsz, gst, t->offset);
+  lt_tensor *dst = ltB_alias(r, k, gsz, NULL, r->offset);
   if (!src || !dst) {
     lt_release(src);
     lt_release(dst);
     lt_release(r);
-    return lt_shape_oom(ctx, "repeat");
+    return ltO_shape_oom(ctx, "repeat");
   }
-  lt_kernels(r)->copy(ctx, dst, src);
+  ltK_kernels(r)->copy(ctx, dst, src);
   lt_release(src);
   lt_release(dst);
   lt_node *node;
-  if (lt_shape_record1(ctx, &repeat_type, t, &r, sizeof(repeat_extra), 0, &node)) return -1;
+  if (ltO_shape_record1(ctx, &repeat_type, t, &r, sizeof(repeat_extra), 0, &node)) return -1;
   if (node) {
     repeat_extra *e = node->extra;
-    lt_shape_put(&e->in, t);
+    ltO_shape_put(&e->in, t);
     e->n = n;
     memcpy(e->rep, rep, (size_t)n * sizeof *rep);
   }
@@ -299,21 +299,21 @@ static int flip_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_te
   return lt_flip(ctx, &gi[0], go[0], e->n, e->dims);
 }
 
-static const lt_node_type flip_type = {"FlipBackward0", flip_backward, NULL};
+static const ltG_node_type flip_type = {"FlipBackward0", flip_backward, NULL};
 
 int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims) {
   int ds[LT_MAX_DIMS] = {0};
   bool seen[LT_MAX_DIMS] = {false};
-  if (n < 0 || n > LT_MAX_DIMS) return lt_fail(ctx, "flip: bad number of dims %d", n);
+  if (n < 0 || n > LT_MAX_DIMS) return ltB_fail(ctx, "flip: bad number of dims %d", n);
   for (int i = 0; i < n; i++) {
-    if (lt_wrap_dim(ctx, "flip", dims[i], t->ndim, &ds[i])) return -1;
+    if (ltB_wrap_dim(ctx, "flip", dims[i], t->ndim, &ds[i])) return -1;
     if (t->ndim > 0 && seen[ds[i]])
-      return lt_fail(ctx, "flip: dimension %d appears multiple times in the list of dims",
-                     ds[i] + 1);
+      return ltB_fail(ctx, "flip: dimension %d appears multiple times in the list of dims",
+                      ds[i] + 1);
     seen[ds[i]] = true;
   }
   lt_tensor *r;
-  if (lt_shape_new_out(ctx, "flip", &r, t, t->dtype, t->ndim, t->size)) return -1;
+  if (ltO_shape_new_out(ctx, "flip", &r, t, t->dtype, t->ndim, t->size)) return -1;
   /* read t backwards along the flipped dims (a negative-stride source, internal only) */
   int64_t st[LT_MAX_DIMS] = {0}, off = t->offset;
   memcpy(st, t->stride, sizeof st);
@@ -323,15 +323,15 @@ int lt_flip(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int n, const int *dims) 
         off += (t->size[i] - 1) * t->stride[i];
         st[i] = -t->stride[i];
       }
-  lt_tensor *src = lt_alias(t, t->ndim, t->size, st, off);
+  lt_tensor *src = ltB_alias(t, t->ndim, t->size, st, off);
   if (!src) {
     lt_release(r);
-    return lt_shape_oom(ctx, "flip");
+    return ltO_shape_oom(ctx, "flip");
   }
-  lt_kernels(r)->copy(ctx, r, src);
+  ltK_kernels(r)->copy(ctx, r, src);
   lt_release(src);
   lt_node *node;
-  if (lt_shape_record1(ctx, &flip_type, t, &r, sizeof(flip_extra), 0, &node)) return -1;
+  if (ltO_shape_record1(ctx, &flip_type, t, &r, sizeof(flip_extra), 0, &node)) return -1;
   if (node) {
     flip_extra *e = node->extra;
     e->n = n;
@@ -352,8 +352,8 @@ static int tri_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_ten
   return tri_impl(ctx, &gi[0], go[0], e->k, e->upper);
 }
 
-static const lt_node_type tril_type = {"TrilBackward0", tri_backward, NULL};
-static const lt_node_type triu_type = {"TriuBackward0", tri_backward, NULL};
+static const ltG_node_type tril_type = {"TrilBackward0", tri_backward, NULL};
+static const ltG_node_type triu_type = {"TriuBackward0", tri_backward, NULL};
 
 /* Zeroes the elements of contiguous r outside the kept triangle: tril keeps j - i <= k,
 ** triu keeps j - i >= k. Zero bits are 0 in every dtype. */
@@ -378,18 +378,18 @@ static int tri_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k, bool 
   const char *op = upper ? "triu" : "tril";
   char a[256];
   if (t->ndim < 2)
-    return lt_fail(ctx, "%s: input tensor must have at least 2 dimensions (got shape %s)", op,
-                   LT_SHAPE(t, a));
+    return ltB_fail(ctx, "%s: input tensor must have at least 2 dimensions (got shape %s)", op,
+                    LT_SHAPE(t, a));
   /* beyond +-(rows + cols) every diagonal offset selects the same elements */
   int64_t lim = t->size[t->ndim - 2] + t->size[t->ndim - 1] + 1;
   if (k > lim) k = lim;
   if (k < -lim) k = -lim;
   lt_tensor *r;
-  if (lt_shape_new_out(ctx, op, &r, t, t->dtype, t->ndim, t->size)) return -1;
-  lt_kernels(r)->copy(ctx, r, t);
+  if (ltO_shape_new_out(ctx, op, &r, t, t->dtype, t->ndim, t->size)) return -1;
+  ltK_kernels(r)->copy(ctx, r, t);
   tri_zero(r, k, upper);
   lt_node *node;
-  if (lt_shape_record1(ctx, upper ? &triu_type : &tril_type, t, &r, sizeof(tri_extra), 0, &node))
+  if (ltO_shape_record1(ctx, upper ? &triu_type : &tril_type, t, &r, sizeof(tri_extra), 0, &node))
     return -1;
   if (node) *(tri_extra *)node->extra = (tri_extra){k, upper};
   *out = r;

@@ -14,12 +14,12 @@ static bool wants_dense(const lt_tensor *t, int dim) {
 
 static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
                             lt_tensor **gin) {
-  const lt_dim_extra *e = self->extra;
+  const ltO_dim_extra *e = self->extra;
   if (!gout[0]) return 0;
   lt_tensor *y, *g = NULL, *gi;
-  if (lt_saved_get(ctx, self, 0, &y)) return -1;
+  if (ltG_saved_get(ctx, self, 0, &y)) return -1;
   if (lt_to_dtype(ctx, &g, gout[0], y->dtype)) return -1;
-  if (lt_empty_as(ctx, &gi, y, y->dtype, y->ndim, y->size)) {
+  if (ltO_empty_as(ctx, &gi, y, y->dtype, y->ndim, y->size)) {
     lt_release(g);
     return -1;
   }
@@ -33,24 +33,24 @@ static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
     lt_release(g);
     g = gc;
   }
-  lt_kernels(y)->softmax_backward(ctx, gi, y, g, e->dim, e->log_);
+  ltK_kernels(y)->softmax_backward(ctx, gi, y, g, e->dim, e->log_);
   lt_release(g);
   gin[0] = gi;
   return 0;
 }
 
-static const lt_node_type softmax_type = {"SoftmaxBackward0", softmax_backward, NULL};
-static const lt_node_type log_softmax_type = {"LogSoftmaxBackward0", softmax_backward, NULL};
+static const ltG_node_type softmax_type = {"SoftmaxBackward0", softmax_backward, NULL};
+static const ltG_node_type log_softmax_type = {"LogSoftmaxBackward0", softmax_backward, NULL};
 
 static int softmax_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim, bool log_) {
   const char *op = log_ ? "log_softmax" : "softmax";
   int d;
-  if (lt_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
+  if (ltB_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
   if (!lt_dtype_is_float(a->dtype))
-    return lt_fail(ctx, "%s: expected a floating point tensor, got %s", op,
-                   lt_dtype_name(a->dtype));
+    return ltB_fail(ctx, "%s: expected a floating point tensor, got %s", op,
+                    lt_dtype_name(a->dtype));
   lt_tensor *y, *x;
-  if (lt_empty_as(ctx, &y, a, a->dtype, a->ndim, a->size)) return -1;
+  if (ltO_empty_as(ctx, &y, a, a->dtype, a->ndim, a->size)) return -1;
   if (wants_dense(a, d)) {
     if (lt_contiguous(ctx, &x, a)) {
       lt_release(y);
@@ -59,21 +59,21 @@ static int softmax_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int dim, boo
   } else {
     x = lt_retain(a);
   }
-  lt_kernels(a)->softmax(ctx, y, x, d, log_);
+  ltK_kernels(a)->softmax(ctx, y, x, d, log_);
   lt_release(x);
   lt_node *node;
-  if (lt_record(ctx, log_ ? &log_softmax_type : &softmax_type, 1, &a, 1, &y,
-                sizeof(lt_dim_extra), 1, &node)) {
+  if (ltG_record(ctx, log_ ? &log_softmax_type : &softmax_type, 1, &a, 1, &y,
+                 sizeof(ltO_dim_extra), 1, &node)) {
     lt_release(y);
     return -1;
   }
   if (node) {
-    lt_dim_extra *e = node->extra;
+    ltO_dim_extra *e = node->extra;
     e->dim = d;
     e->log_ = log_;
-    if (lt_save(node, 0, y, true)) {
+    if (ltG_save(node, 0, y, true)) {
       lt_release(y);
-      return lt_red_oom(ctx, op);
+      return ltO_red_oom(ctx, op);
     }
   }
   *out = y;

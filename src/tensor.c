@@ -11,18 +11,18 @@
 
 /* ------------------------------------------------------------ context */
 
-int lt_ctx_init(lt_ctx *ctx) {
+int ltB_ctx_init(lt_ctx *ctx) {
   memset(ctx, 0, sizeof *ctx);
   ctx->grad_enabled = true;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   ctx->num_threads = n > 0 ? (int)n : 1;
-  ctx->gen = lt_generator_new(0);
+  ctx->gen = ltB_generator_new(0);
   return ctx->gen ? 0 : -1;
 }
 
 lt_ctx *lt_ctx_new(void) {
   lt_ctx *ctx = malloc(sizeof *ctx);
-  if (ctx && lt_ctx_init(ctx)) {
+  if (ctx && ltB_ctx_init(ctx)) {
     free(ctx);
     return NULL;
   }
@@ -31,13 +31,13 @@ lt_ctx *lt_ctx_new(void) {
 
 void lt_ctx_free(lt_ctx *ctx) {
   if (!ctx) return;
-  lt_generator_free(ctx->gen);
+  ltB_generator_free(ctx->gen);
   free(ctx);
 }
 
 const char *lt_errmsg(const lt_ctx *ctx) { return ctx->err; }
 
-int lt_fail(lt_ctx *ctx, const char *fmt, ...) {
+int ltB_fail(lt_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
@@ -187,12 +187,12 @@ static lt_storage *small_storage_new(size_t nbytes) {
   return storage_init(&b->s, b->data, nbytes, true);
 }
 
-lt_storage *lt_storage_new(size_t nbytes) {
+lt_storage *ltB_storage_new(size_t nbytes) {
   if (nbytes <= SMALL_BYTES) return small_storage_new(nbytes);
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return NULL;
   size_t got = 0;
-  void *data = lt_cache_alloc(nbytes ? nbytes : 1, &got);
+  void *data = ltB_cache_alloc(nbytes ? nbytes : 1, &got);
   if (!data) {
     give(&free_storages, &n_free_storages, s);
     return NULL;
@@ -200,8 +200,8 @@ lt_storage *lt_storage_new(size_t nbytes) {
   return storage_init(s, data, nbytes, false);
 }
 
-lt_storage *lt_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
-                             void *ud) {
+lt_storage *ltB_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *data, void *ud),
+                              void *ud) {
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
   if (!s) return NULL;
   storage_init(s, data, nbytes, false);
@@ -210,7 +210,7 @@ lt_storage *lt_storage_adopt(void *data, size_t nbytes, void (*deleter)(void *da
   return s;
 }
 
-void lt_storage_release(lt_storage *s) {
+void ltB_storage_release(lt_storage *s) {
   if (!s || --s->refcount > 0) return;
   if (s->inline_data) {   /* the storage is the first member of its small_storage block */
     give(&free_smalls, &n_free_smalls, s);
@@ -219,19 +219,19 @@ void lt_storage_release(lt_storage *s) {
   if (s->deleter)
     s->deleter(s->data, s->deleter_ud);
   else
-    lt_cache_free(s->data, s->nbytes ? s->nbytes : 1);
+    ltB_cache_free(s->data, s->nbytes ? s->nbytes : 1);
   give(&free_storages, &n_free_storages, s);
 }
 
 /* ------------------------------------------------------------ tensor */
 
-int64_t lt_shape_numel(int ndim, const int64_t *size) {
+int64_t ltB_shape_numel(int ndim, const int64_t *size) {
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= size[i];
   return n;
 }
 
-void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
+void ltB_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
   int64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
     stride[i] = s;
@@ -239,8 +239,8 @@ void lt_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
   }
 }
 
-lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
-                          const int64_t *stride, int64_t offset) {
+lt_tensor *ltB_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
+                           const int64_t *stride, int64_t offset) {
   lt_tensor *t = take(&free_tensors, &n_free_tensors, sizeof *t);
   if (!t) return NULL;
   /* every field but the geometry arrays is set here; only [0, ndim) of those is ever read */
@@ -262,14 +262,14 @@ lt_tensor *lt_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *s
     if (stride)
       memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
     else
-      lt_contiguous_strides(ndim, size, t->stride);
+      ltB_contiguous_strides(ndim, size, t->stride);
   }
   return t;
 }
 
-lt_tensor *lt_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
-                    int64_t offset) {
-  return lt_tensor_wrap(t->storage, t->dtype, ndim, size, stride, offset);
+lt_tensor *ltB_alias(const lt_tensor *t, int ndim, const int64_t *size, const int64_t *stride,
+                     int64_t offset) {
+  return ltB_tensor_wrap(t->storage, t->dtype, ndim, size, stride, offset);
 }
 
 lt_tensor *lt_retain(lt_tensor *t) {
@@ -279,37 +279,37 @@ lt_tensor *lt_retain(lt_tensor *t) {
 
 void lt_release(lt_tensor *t) {
   if (!t || --t->refcount > 0) return;
-  if (t->grad_fn) lt_drop_grad_fn(t);   /* also clears the weak retained-grad slot to us */
+  if (t->grad_fn) ltG_drop_grad_fn(t);   /* also clears the weak retained-grad slot to us */
   if (t->grad) lt_release(t->grad);
-  if (t->hooks) lt_hooks_free(t->hooks);
+  if (t->hooks) ltG_hooks_free(t->hooks);
   if (t->base) lt_release(t->base);
-  lt_storage_release(t->storage);
+  ltB_storage_release(t->storage);
   give(&free_tensors, &n_free_tensors, t);
 }
 
-int lt_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes) {
-  if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "empty: unknown dtype %d", (int)dt);
+int ltB_check_new_shape(lt_ctx *ctx, lt_dtype dt, int ndim, const int64_t *size, size_t *nbytes) {
+  if ((unsigned)dt >= LT_NDTYPE) return ltB_fail(ctx, "empty: unknown dtype %d", (int)dt);
   if (ndim < 0 || ndim > LT_MAX_DIMS)
-    return lt_fail(ctx, "empty: %d dimensions given, at most %d supported", ndim, LT_MAX_DIMS);
+    return ltB_fail(ctx, "empty: %d dimensions given, at most %d supported", ndim, LT_MAX_DIMS);
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (size[i] < 0)
-      return lt_fail(ctx, "empty: negative dimension %lld at position %d",
-                     (long long)size[i], i + 1);
+      return ltB_fail(ctx, "empty: negative dimension %lld at position %d",
+                      (long long)size[i], i + 1);
     if (size[i] && n > INT64_MAX / 16 / size[i])
-      return lt_fail(ctx, "empty: size overflows");
+      return ltB_fail(ctx, "empty: size overflows");
     n *= size[i];
   }
-  *nbytes = (size_t)n * lt_esize(dt);
+  *nbytes = (size_t)n * ltB_esize(dt);
   return 0;
 }
 
-int lt_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
-                   const int64_t *size) {
-  lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, NULL, 0);
+int ltB_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int ndim,
+                    const int64_t *size) {
+  lt_tensor *t = ltB_tensor_wrap(s, dt, ndim, size, NULL, 0);
   if (!t) {
-    lt_storage_release(s);
-    return lt_fail(ctx, "empty: out of memory");
+    ltB_storage_release(s);
+    return ltB_fail(ctx, "empty: out of memory");
   }
   s->refcount--;   /* the tensor now holds the only reference */
   *out = t;
@@ -318,10 +318,10 @@ int lt_tensor_over(lt_ctx *ctx, lt_tensor **out, lt_storage *s, lt_dtype dt, int
 
 int lt_empty(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size) {
   size_t nbytes;
-  if (lt_check_new_shape(ctx, dt, ndim, size, &nbytes)) return -1;
-  lt_storage *s = lt_storage_new(nbytes);
-  if (!s) return lt_fail(ctx, "empty: out of memory allocating %zu bytes", nbytes);
-  return lt_tensor_over(ctx, out, s, dt, ndim, size);
+  if (ltB_check_new_shape(ctx, dt, ndim, size, &nbytes)) return -1;
+  lt_storage *s = ltB_storage_new(nbytes);
+  if (!s) return ltB_fail(ctx, "empty: out of memory allocating %zu bytes", nbytes);
+  return ltB_tensor_over(ctx, out, s, dt, ndim, size);
 }
 
 /* Host-owned memory: nothing to free. */
@@ -333,22 +333,22 @@ static void keep_blob(void *data, void *ud) {
 int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim,
                  const int64_t *size, const int64_t *stride,
                  void (*deleter)(void *data, void *ud), void *ud) {
-  if ((unsigned)dt >= LT_NDTYPE) return lt_fail(ctx, "from_blob: unknown dtype %d", (int)dt);
-  if (ndim < 0 || ndim > LT_MAX_DIMS) return lt_fail(ctx, "from_blob: bad rank %d", ndim);
-  if (!data) return lt_fail(ctx, "from_blob: NULL data");
+  if ((unsigned)dt >= LT_NDTYPE) return ltB_fail(ctx, "from_blob: unknown dtype %d", (int)dt);
+  if (ndim < 0 || ndim > LT_MAX_DIMS) return ltB_fail(ctx, "from_blob: bad rank %d", ndim);
+  if (!data) return ltB_fail(ctx, "from_blob: NULL data");
   lt_storage *s = take(&free_storages, &n_free_storages, sizeof *s);
-  if (!s) return lt_fail(ctx, "from_blob: out of memory");
+  if (!s) return ltB_fail(ctx, "from_blob: out of memory");
   int64_t extent = 1;   /* elements spanned, for nbytes */
   for (int i = 0; i < ndim; i++) {
     if (size[i] < 0) {
       give(&free_storages, &n_free_storages, s);
-      return lt_fail(ctx, "from_blob: negative size");
+      return ltB_fail(ctx, "from_blob: negative size");
     }
     if (size[i] == 0) extent = 0;
   }
   if (extent) {
     int64_t cs[LT_MAX_DIMS];
-    lt_contiguous_strides(ndim, size, cs);
+    ltB_contiguous_strides(ndim, size, cs);
     const int64_t *st = stride ? stride : cs;
     extent = 1;
     for (int i = 0; i < ndim; i++) extent += (size[i] - 1) * (st[i] < 0 ? -st[i] : st[i]);
@@ -356,9 +356,9 @@ int lt_from_blob(lt_ctx *ctx, lt_tensor **out, void *data, lt_dtype dt, int ndim
   storage_init(s, data, (size_t)extent * lt_dtype_size(dt), false);
   s->deleter = deleter ? deleter : keep_blob;
   s->deleter_ud = ud;
-  lt_tensor *t = lt_tensor_wrap(s, dt, ndim, size, stride, 0);
-  lt_storage_release(s);
-  if (!t) return lt_fail(ctx, "from_blob: out of memory");
+  lt_tensor *t = ltB_tensor_wrap(s, dt, ndim, size, stride, 0);
+  ltB_storage_release(s);
+  if (!t) return ltB_fail(ctx, "from_blob: out of memory");
   *out = t;
   return 0;
 }
@@ -368,19 +368,19 @@ int64_t lt_size(const lt_tensor *t, int dim) { return t->size[dim]; }
 int64_t lt_stride(const lt_tensor *t, int dim) { return t->stride[dim]; }
 const int64_t *lt_sizes(const lt_tensor *t) { return t->size; }
 const int64_t *lt_strides(const lt_tensor *t) { return t->stride; }
-int64_t lt_numel(const lt_tensor *t) { return lt_shape_numel(t->ndim, t->size); }
+int64_t lt_numel(const lt_tensor *t) { return ltB_shape_numel(t->ndim, t->size); }
 lt_dtype lt_type(const lt_tensor *t) { return t->dtype; }
 lt_devtype lt_device(const lt_tensor *t) { return t->storage->device; }
 int lt_device_index(const lt_tensor *t) { return t->storage->device_index; }
 
 bool lt_is_contiguous(const lt_tensor *t) {
   int64_t n;
-  return lt_dense(t, &n);
+  return ltB_dense(t, &n);
 }
 
-void *lt_data(const lt_tensor *t) { return lt_ptr(t); }
+void *lt_data(const lt_tensor *t) { return ltB_ptr(t); }
 
-char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n) {
+char *ltB_sizes_str(int ndim, const int64_t *size, char *buf, size_t n) {
   size_t k = 0;
   k += (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < ndim && k < n; i++)
@@ -390,21 +390,21 @@ char *lt_sizes_str(int ndim, const int64_t *size, char *buf, size_t n) {
 }
 
 char *lt_shape_str(const lt_tensor *t, char *buf, size_t n) {
-  return lt_sizes_str(t->ndim, t->size, buf, n);
+  return ltB_sizes_str(t->ndim, t->size, buf, n);
 }
 
-bool lt_same_shape(const lt_tensor *a, const lt_tensor *b) {
+bool ltB_same_shape(const lt_tensor *a, const lt_tensor *b) {
   if (a->ndim != b->ndim) return false;
   for (int i = 0; i < a->ndim; i++)
     if (a->size[i] != b->size[i]) return false;
   return true;
 }
 
-int lt_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out) {
+int ltB_wrap_dim(lt_ctx *ctx, const char *op, int64_t dim, int ndim, int *out) {
   int n = ndim > 0 ? ndim : 1;
   if (dim < -n || dim >= n)
-    return lt_fail(ctx, "%s: dimension %lld out of range (expected 1..%d or -%d..-1 for a "
-                   "%d-d tensor)", op, (long long)(dim >= 0 ? dim + 1 : dim), n, n, ndim);
+    return ltB_fail(ctx, "%s: dimension %lld out of range (expected 1..%d or -%d..-1 for a "
+                    "%d-d tensor)", op, (long long)(dim >= 0 ? dim + 1 : dim), n, n, ndim);
   *out = (int)(dim < 0 ? dim + n : dim);
   return 0;
 }
@@ -420,7 +420,7 @@ static bool rewritable_base(const lt_tensor *t) {
 ** "too hard to tell" (which lets the write go ahead) for other strides; the only overlapping
 ** views Lantern makes are expansions, and a host's lt_from_blob strides get the same benefit
 ** of the doubt. */
-bool lt_has_internal_overlap(const lt_tensor *t) {
+bool ltB_has_internal_overlap(const lt_tensor *t) {
   bool zero_stride = false;
   for (int i = 0; i < t->ndim; i++) {
     if (t->size[i] == 0) return false;
@@ -429,42 +429,42 @@ bool lt_has_internal_overlap(const lt_tensor *t) {
   return zero_stride;
 }
 
-int lt_fail_overlap(lt_ctx *ctx, const char *op) {
-  return lt_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
-                 "tensor refers to a single memory location. Please clone() the tensor before "
-                 "performing the operation.", op);
+int ltB_fail_overlap(lt_ctx *ctx, const char *op) {
+  return ltB_fail(ctx, "%s: unsupported operation: more than one element of the written-to "
+                  "tensor refers to a single memory location. Please clone() the tensor before "
+                  "performing the operation.", op);
 }
 
 /* The order of the checks is PyTorch's: a leaf that requires grad is named before overlap. */
 static int check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t, bool overlap_ok) {
   if (ctx->grad_enabled) {
     if (t->requires_grad && !t->grad_fn)
-      return lt_fail(ctx, "%s: a leaf Variable that requires grad is being used in an "
-                     "in-place operation.", op);
+      return ltB_fail(ctx, "%s: a leaf Variable that requires grad is being used in an "
+                      "in-place operation.", op);
     /* (also when the base came to require grad after the view was made) */
     if (t->base && t->base->requires_grad && !t->base->grad_fn)
-      return lt_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
-                     "an in-place operation.", op);
+      return ltB_fail(ctx, "%s: a view of a leaf Variable that requires grad is being used in "
+                      "an in-place operation.", op);
   }
-  if (!overlap_ok && lt_has_internal_overlap(t)) return lt_fail_overlap(ctx, op);
+  if (!overlap_ok && ltB_has_internal_overlap(t)) return ltB_fail_overlap(ctx, op);
   if (!ctx->grad_enabled) return 0;
   if (t->grad_view) {
     if (!t->requires_grad)
-      return lt_fail(ctx, "%s: A view was created in no_grad mode and is being modified "
-                     "inplace with grad mode enabled. Move both the view and the in-place op "
-                     "inside the no_grad block, or both outside it.", op);
+      return ltB_fail(ctx, "%s: A view was created in no_grad mode and is being modified "
+                      "inplace with grad mode enabled. Move both the view and the in-place op "
+                      "inside the no_grad block, or both outside it.", op);
     if (!rewritable_base(t))
-      return lt_fail(ctx, "%s: an in-place write through a view of a non-contiguous tensor "
-                     "that requires grad is not supported; clone() the tensor first", op);
+      return ltB_fail(ctx, "%s: an in-place write through a view of a non-contiguous tensor "
+                      "that requires grad is not supported; clone() the tensor first", op);
   }
   return 0;
 }
 
-int lt_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
+int ltB_check_inplace(lt_ctx *ctx, const char *op, lt_tensor *t) {
   return check_inplace(ctx, op, t, false);
 }
 
-int lt_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t) {
+int ltB_check_inplace_fill(lt_ctx *ctx, const char *op, lt_tensor *t) {
   return check_inplace(ctx, op, t, true);
 }
 
@@ -473,20 +473,20 @@ static int check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const l
   if (check_inplace(ctx, op, t, overlap_ok)) return -1;
   if (ctx->grad_enabled && src && src->requires_grad && t->is_view && !t->requires_grad &&
       !rewritable_base(t))
-    return lt_fail_view_write(ctx, op);
+    return ltB_fail_view_write(ctx, op);
   return 0;
 }
 
-int lt_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
+int ltB_check_inplace_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
   return check_inplace_from(ctx, op, t, src, false);
 }
 
-int lt_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
+int ltB_check_fill_from(lt_ctx *ctx, const char *op, lt_tensor *t, const lt_tensor *src) {
   return check_inplace_from(ctx, op, t, src, true);
 }
 
-int lt_fail_view_write(lt_ctx *ctx, const char *op) {
-  return lt_fail(ctx, "%s: an in-place write of a value that requires grad into a view of a "
-                   "non-contiguous tensor is not supported (its gradient could not reach the "
-                   "base); clone() the base first or use lt.cat/lt.stack", op);
+int ltB_fail_view_write(lt_ctx *ctx, const char *op) {
+  return ltB_fail(ctx, "%s: an in-place write of a value that requires grad into a view of a "
+                  "non-contiguous tensor is not supported (its gradient could not reach the "
+                  "base); clone() the base first or use lt.cat/lt.stack", op);
 }

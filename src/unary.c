@@ -54,10 +54,10 @@ static int unary_out_dtype(lt_ctx *ctx, const char *name, int op, lt_dtype in, l
       }
       if (in == LT_BOOL && !u->bool_ok) {
         if (op == LT_NEG)
-          return lt_fail(ctx, "%s: negation, the `-` operator, on a bool tensor is not "
-                         "supported. If you are trying to invert a mask, use logical_not() "
-                         "instead.", name);
-        return lt_fail(ctx, "%s: not implemented for bool tensors", name);
+          return ltB_fail(ctx, "%s: negation, the `-` operator, on a bool tensor is not "
+                          "supported. If you are trying to invert a mask, use logical_not() "
+                          "instead.", name);
+        return ltB_fail(ctx, "%s: not implemented for bool tensors", name);
       }
       *out = in;
       return 0;
@@ -66,8 +66,8 @@ static int unary_out_dtype(lt_ctx *ctx, const char *name, int op, lt_dtype in, l
       return 0;
     case U_FLOATONLY:
       if (!lt_dtype_is_float(in))
-        return lt_fail(ctx, "%s: not implemented for %s tensors (expected float32 or float64)",
-                       name, lt_dtype_name(in));
+        return ltB_fail(ctx, "%s: not implemented for %s tensors (expected float32 or float64)",
+                        name, lt_dtype_name(in));
       *out = in;
       return 0;
     default:
@@ -92,19 +92,19 @@ static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
     case S_NEG: {
       lt_tensor *t;
       if (lt_unary(ctx, &t, LT_NEG, g, 0, 0)) return -1;
-      int rc = lt_ew_as_dtype(ctx, &gin[0], t, e->da);
+      int rc = ltO_ew_as_dtype(ctx, &gin[0], t, e->da);
       lt_release(t);
       return rc;
     }
     case S_ZERO:
-      return lt_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
+      return ltO_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
     default:
-      if (lt_saved_get(ctx, self, 0, &s)) return -1;
-      return lt_ew_grad_binary(ctx, &gin[0], LT_EW_BW + e->op, g, s, e->da, e->p0, e->p1);
+      if (ltG_saved_get(ctx, self, 0, &s)) return -1;
+      return ltO_ew_grad_binary(ctx, &gin[0], LT_EW_BW + e->op, g, s, e->da, e->p0, e->p1);
   }
 }
 
-static const lt_node_type un_types[LT_NUNOP] = {
+static const ltG_node_type un_types[LT_NUNOP] = {
     [LT_NEG] = {"NegBackward0", unary_backward, NULL},
     [LT_ABS] = {"AbsBackward0", unary_backward, NULL},
     [LT_SIGN] = {"SignBackward0", unary_backward, NULL},
@@ -145,7 +145,7 @@ static int record_unary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *out, doubl
   lt_node *node;
   int save = uinfo[op].save;
   int nsaved = (save == S_IN || save == S_OUT) ? 1 : 0;
-  if (lt_record(ctx, &un_types[op], 1, &a, 1, &out, sizeof(un_extra), nsaved, &node)) return -1;
+  if (ltG_record(ctx, &un_types[op], 1, &a, 1, &out, sizeof(un_extra), nsaved, &node)) return -1;
   if (!node) return 0;
   un_extra *e = node->extra;
   e->op = op;
@@ -153,19 +153,19 @@ static int record_unary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *out, doubl
   e->p1 = p1;
   e->da = a->dtype;
   int rc = 0;
-  if (save == S_IN) rc = lt_save(node, 0, save_in ? save_in : a, false);
-  if (save == S_OUT) rc = lt_save(node, 0, out, true);
-  return rc ? lt_fail(ctx, "%s: out of memory", unop_names[op]) : 0;
+  if (save == S_IN) rc = ltG_save(node, 0, save_in ? save_in : a, false);
+  if (save == S_OUT) rc = ltG_save(node, 0, out, true);
+  return rc ? ltB_fail(ctx, "%s: out of memory", unop_names[op]) : 0;
 }
 
 int lt_unary(lt_ctx *ctx, lt_tensor **out, enum lt_unop op, lt_tensor *a, double p0, double p1) {
-  if (op < 0 || op >= LT_NUNOP) return lt_fail(ctx, "unary: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s: missing operand", unop_names[op]);
+  if (op < 0 || op >= LT_NUNOP) return ltB_fail(ctx, "unary: unknown op %d", op);
+  if (!a) return ltB_fail(ctx, "%s: missing operand", unop_names[op]);
   lt_dtype odt;
   if (unary_out_dtype(ctx, unop_names[op], op, a->dtype, &odt)) return -1;
   lt_tensor *o;
-  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  lt_kernels(a)->unary(ctx, op, o, a, p0, p1);
+  if (ltO_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
+  ltK_kernels(a)->unary(ctx, op, o, a, p0, p1);
   if (uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad &&
       record_unary(ctx, op, a, o, p0, p1, NULL)) {
     lt_release(o);
@@ -176,24 +176,24 @@ int lt_unary(lt_ctx *ctx, lt_tensor **out, enum lt_unop op, lt_tensor *a, double
 }
 
 int lt_unary_(lt_ctx *ctx, enum lt_unop op, lt_tensor *a, double p0, double p1) {
-  if (op < 0 || op >= LT_NUNOP) return lt_fail(ctx, "unary_: unknown op %d", op);
-  if (!a) return lt_fail(ctx, "%s_: missing operand", unop_names[op]);
+  if (op < 0 || op >= LT_NUNOP) return ltB_fail(ctx, "unary_: unknown op %d", op);
+  if (!a) return ltB_fail(ctx, "%s_: missing operand", unop_names[op]);
   char name[40];
-  lt_ew_inplace_name(name, unop_names[op]);
+  ltO_ew_inplace_name(name, unop_names[op]);
   lt_dtype odt;
   if (unary_out_dtype(ctx, name, op, a->dtype, &odt)) return -1;
-  if (!lt_ew_can_cast(odt, a->dtype))
-    return lt_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
-                   lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (lt_check_inplace(ctx, name, a)) return -1;
+  if (!ltO_ew_can_cast(odt, a->dtype))
+    return ltB_fail(ctx, "%s: result type %s can't be cast to the desired output type %s", name,
+                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
+  if (ltB_check_inplace(ctx, name, a)) return -1;
   bool grad = ctx->grad_enabled && a->requires_grad;
   if (grad && uinfo[op].save == S_NODIFF)
-    return lt_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
-                   "(the result is not differentiable)", name, unop_names[op]);
+    return ltB_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
+                    "(the result is not differentiable)", name, unop_names[op]);
   lt_tensor *aold = NULL;
-  if (grad && uinfo[op].save == S_IN && lt_ew_data_clone(ctx, &aold, a)) return -1;
-  lt_kernels(a)->unary(ctx, op, a, a, p0, p1);
-  lt_bump_version(a);
+  if (grad && uinfo[op].save == S_IN && ltO_ew_data_clone(ctx, &aold, a)) return -1;
+  ltK_kernels(a)->unary(ctx, op, a, a, p0, p1);
+  ltB_bump_version(a);
   int rc = grad ? record_unary(ctx, op, a, a, p0, p1, aold) : 0;
   lt_release(aold);
   return rc;
@@ -210,8 +210,8 @@ static int clamp_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
   const clamp_extra *e = self->extra;
   lt_tensor *x;
   if (!gout[0]) return 0;
-  if (lt_saved_get(ctx, self, 0, &x)) return -1;
-  return lt_ew_grad_binary(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo, e->hi);
+  if (ltG_saved_get(ctx, self, 0, &x)) return -1;
+  return ltO_ew_grad_binary(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo, e->hi);
 }
 
 LT_EW_NODE_TYPE(clamp_type, "ClampBackward1", clamp_backward);
@@ -219,13 +219,13 @@ LT_EW_NODE_TYPE(clamp_type, "ClampBackward1", clamp_backward);
 static int record_clamp(lt_ctx *ctx, lt_tensor *a, lt_tensor *out, double lo, double hi,
                         lt_tensor *save_in) {
   lt_node *node;
-  if (lt_record(ctx, &clamp_type, 1, &a, 1, &out, sizeof(clamp_extra), 1, &node)) return -1;
+  if (ltG_record(ctx, &clamp_type, 1, &a, 1, &out, sizeof(clamp_extra), 1, &node)) return -1;
   if (!node) return 0;
   clamp_extra *e = node->extra;
   e->lo = lo;
   e->hi = hi;
   e->da = a->dtype;
-  if (lt_save(node, 0, save_in ? save_in : a, false)) return lt_fail(ctx, "clamp: out of memory");
+  if (ltG_save(node, 0, save_in ? save_in : a, false)) return ltB_fail(ctx, "clamp: out of memory");
   return 0;
 }
 
@@ -233,19 +233,19 @@ static bool is_int_value(double v) { return v == floor(v) && fabs(v) < 9.2e18; }
 
 /* Output dtype of clamp: the tensor's, promoted by the bounds as numbers. */
 static lt_dtype clamp_dtype(lt_dtype dt, const double *lo, const double *hi) {
-  if (lo) dt = lt_ew_scalar_result(dt, is_int_value(*lo));
-  if (hi) dt = lt_ew_scalar_result(dt, is_int_value(*hi));
+  if (lo) dt = ltO_ew_scalar_result(dt, is_int_value(*lo));
+  if (hi) dt = ltO_ew_scalar_result(dt, is_int_value(*hi));
   return dt;
 }
 
 int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const double *hi) {
-  if (!a) return lt_fail(ctx, "clamp: missing operand");
-  if (!lo && !hi) return lt_fail(ctx, "clamp: at least one of min and max must be given");
+  if (!a) return ltB_fail(ctx, "clamp: missing operand");
+  if (!lo && !hi) return ltB_fail(ctx, "clamp: at least one of min and max must be given");
   double l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
   lt_dtype odt = clamp_dtype(a->dtype, lo, hi);
   lt_tensor *o;
-  if (lt_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  lt_kernels(a)->unary(ctx, LT_UCLAMP, o, a, l, h);
+  if (ltO_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
+  ltK_kernels(a)->unary(ctx, LT_UCLAMP, o, a, l, h);
   if (ctx->grad_enabled && a->requires_grad && record_clamp(ctx, a, o, l, h, NULL)) {
     lt_release(o);
     return -1;
@@ -255,19 +255,19 @@ int lt_clamp(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const double *lo, const
 }
 
 int lt_clamp_(lt_ctx *ctx, lt_tensor *a, const double *lo, const double *hi) {
-  if (!a) return lt_fail(ctx, "clamp_: missing operand");
-  if (!lo && !hi) return lt_fail(ctx, "clamp_: at least one of min and max must be given");
+  if (!a) return ltB_fail(ctx, "clamp_: missing operand");
+  if (!lo && !hi) return ltB_fail(ctx, "clamp_: at least one of min and max must be given");
   double l = lo ? *lo : -INFINITY, h = hi ? *hi : INFINITY;
   lt_dtype odt = clamp_dtype(a->dtype, lo, hi);
-  if (!lt_ew_can_cast(odt, a->dtype))
-    return lt_fail(ctx, "clamp_: result type %s can't be cast to the desired output type %s",
-                   lt_dtype_name(odt), lt_dtype_name(a->dtype));
-  if (lt_check_inplace(ctx, "clamp_", a)) return -1;
+  if (!ltO_ew_can_cast(odt, a->dtype))
+    return ltB_fail(ctx, "clamp_: result type %s can't be cast to the desired output type %s",
+                    lt_dtype_name(odt), lt_dtype_name(a->dtype));
+  if (ltB_check_inplace(ctx, "clamp_", a)) return -1;
   bool grad = ctx->grad_enabled && a->requires_grad;
   lt_tensor *aold = NULL;
-  if (grad && lt_ew_data_clone(ctx, &aold, a)) return -1;
-  lt_kernels(a)->unary(ctx, LT_UCLAMP, a, a, l, h);
-  lt_bump_version(a);
+  if (grad && ltO_ew_data_clone(ctx, &aold, a)) return -1;
+  ltK_kernels(a)->unary(ctx, LT_UCLAMP, a, a, l, h);
+  ltB_bump_version(a);
   int rc = grad ? record_clamp(ctx, a, a, l, h, aold) : 0;
   lt_release(aold);
   return rc;

@@ -67,10 +67,10 @@ static int mock_count(void) { return NDEV; }
 
 static int mock_alloc(lt_ctx *ctx, int index, size_t nbytes, void **data) {
   block *b = aligned_alloc(64, (sizeof(block) + nbytes + 63) / 64 * 64);
-  if (!b) return lt_fail(ctx, "mock device out of memory");
+  if (!b) return ltB_fail(ctx, "mock device out of memory");
   if (nblocks == MAXBLOCKS) {
     free(b);
-    return lt_fail(ctx, "mock device: too many blocks");
+    return ltB_fail(ctx, "mock device: too many blocks");
   }
   b->magic = MAGIC;
   b->index = index;
@@ -109,7 +109,7 @@ static int mock_from_host(lt_ctx *ctx, int index, void *dst, const void *host, s
   return 0;
 }
 
-static lt_backend mock;
+static ltK_backend mock;
 
 static int l_mock_bytes(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)live_bytes);
@@ -127,14 +127,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: mock_device script.lua\n");
     return 2;
   }
-  mock = lt_cpu_backend;
+  mock = ltC_backend;
   mock.name = "mock cuda";
   mock.device_count = mock_count;
   mock.alloc = mock_alloc;
   mock.release = mock_release;
   mock.to_host = mock_to_host;
   mock.from_host = mock_from_host;
-  lt_backend_register(LT_CUDA, &mock);
+  ltD_backend_register(LT_CUDA, &mock);
 
   lua_State *L = luaL_newstate();
   if (!L) return 1;

@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
     int nt = it & 1 ? 4 : 2;
     lt_set_num_threads(ctx, nt);
     for (int i = 0; i < nt; i++) hits[i] = 0;
-    lt_parallel_for(ctx, nt, 1, body, NULL);
+    ltB_parallel_for(ctx, nt, 1, body, NULL);
     for (int i = 0; i < nt; i++) {
       if (hits[i] != 1) {
         printf("job %d: part %d ran %ld times\n", it, i, (long)hits[i]);

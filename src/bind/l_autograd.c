@@ -158,12 +158,12 @@ static int callback_body(lua_State *L) {
 /* Calls the function with the tensors; leaves its one result on the stack, or fails ctx with
 ** "<who>: <message>" and leaves the stack as it was. */
 static int run_callback(lt_ctx *ctx, lua_State *L, const lua_callback *c, const char *who) {
-  if (!lua_checkstack(L, 3)) return lt_fail(ctx, "%s: Lua stack overflow", who);
+  if (!lua_checkstack(L, 3)) return ltB_fail(ctx, "%s: Lua stack overflow", who);
   lua_pushcfunction(L, callback_body);
   lua_pushlightuserdata(L, (void *)c);
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    lt_fail(ctx, "%s: %s", who, msg ? msg : "error object is not a string");
+    ltB_fail(ctx, "%s: %s", who, msg ? msg : "error object is not a string");
     lua_pop(L, 1);
     return -1;
   }
@@ -173,21 +173,21 @@ static int run_callback(lt_ctx *ctx, lua_State *L, const lua_callback *c, const 
 static int hook_call(lt_ctx *ctx, void *ud, lt_tensor *grad, lt_tensor **replace) {
   lua_State *L = ctx->host;
   lua_ref *r = ud;
-  if (!L) return lt_fail(ctx, "register_hook: hook ran outside a Lua backward call");
+  if (!L) return ltB_fail(ctx, "register_hook: hook ran outside a Lua backward call");
   lua_callback c = {r->ref, 1, &grad};
   if (run_callback(ctx, L, &c, "hook")) return -1;
   lt_tensor *rep = ltL_test(L, -1);
   if (rep) {
-    if (!lt_same_shape(rep, grad)) {
+    if (!ltB_same_shape(rep, grad)) {
       char a[256], b[256];
       lua_pop(L, 1);
-      return lt_fail(ctx, "hook: returned a gradient of shape %s, expected %s",
-                     LT_SHAPE(rep, a), LT_SHAPE(grad, b));
+      return ltB_fail(ctx, "hook: returned a gradient of shape %s, expected %s",
+                      LT_SHAPE(rep, a), LT_SHAPE(grad, b));
     }
     *replace = lt_retain(rep);
   } else if (!lua_isnil(L, -1)) {
     lua_pop(L, 1);
-    return lt_fail(ctx, "hook: must return nil or a Tensor");
+    return ltB_fail(ctx, "hook: must return nil or a Tensor");
   }
   lua_pop(L, 1);
   return 0;
@@ -198,7 +198,7 @@ static int l_register_hook(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_ref *r = make_ref(L, 2);
-  if (lt_add_hook(ctx, t, hook_call, r, unref)) {
+  if (ltG_add_hook(ctx, t, hook_call, r, unref)) {
     unref(r);
     return ltL_raise(L, ctx);
   }
@@ -208,7 +208,7 @@ static int l_register_hook(lua_State *L) {
 /* A Lua autograd.Function: backward calls `bw(ctxobj, grad1, grad2, ...)` and expects one
 ** gradient (or nil) per input. The node type is per node, so grad_fn names the class. */
 typedef struct {
-  lt_node_type type;
+  ltG_node_type type;
   char name[64];
   lua_ref *fn;      /* the Lua backward wrapper */
   int n_in;
@@ -217,21 +217,21 @@ typedef struct {
 static int fn_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   fn_extra *e = self->extra;
   lua_State *L = ctx->host;
-  if (!L) return lt_fail(ctx, "%s: backward ran outside a Lua backward call", e->name);
+  if (!L) return ltB_fail(ctx, "%s: backward ran outside a Lua backward call", e->name);
   if (self->released)
-    return lt_fail(ctx, "%s: Trying to backward through the graph a second time; specify "
-                   "retain_graph=true", e->name);
+    return ltB_fail(ctx, "%s: Trying to backward through the graph a second time; specify "
+                    "retain_graph=true", e->name);
   lua_callback c = {e->fn->ref, self->n_out, go};
   if (run_callback(ctx, L, &c, e->name)) return -1;
   /* the wrapper returns a table of n_in gradients (false/nil for none) */
   if (!lua_istable(L, -1)) {
     lua_pop(L, 1);
-    return lt_fail(ctx, "%s: backward must return gradients", e->name);
+    return ltB_fail(ctx, "%s: backward must return gradients", e->name);
   }
   for (int i = 0; i < e->n_in; i++) {
     lua_geti(L, -1, i + 1);
     lt_tensor *g = ltL_test(L, -1);
-    if (g && lt_needs_input_grad(self, i)) gi[i] = lt_retain(g);
+    if (g && ltG_needs_input_grad(self, i)) gi[i] = lt_retain(g);
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
@@ -254,10 +254,10 @@ static int l_function_record(lua_State *L) {
   lt_tensor **ins = check_list(L, 3, &ni, true);
   lt_tensor **outs = check_list(L, 4, &no, false);
   if (no == 0) return luaL_error(L, "%s: forward must return at least one Tensor", name);
-  static const lt_node_type tmpl = {"FunctionBackward", fn_backward, fn_release};
+  static const ltG_node_type tmpl = {"FunctionBackward", fn_backward, fn_release};
   lua_ref *fn = make_ref(L, 2);   /* before the node exists: a node never lacks its function */
   lt_node *n;
-  if (lt_record(ctx, &tmpl, ni, ins, no, outs, sizeof(fn_extra), 0, &n)) {
+  if (ltG_record(ctx, &tmpl, ni, ins, no, outs, sizeof(fn_extra), 0, &n)) {
     unref(fn);
     return ltL_raise(L, ctx);
   }

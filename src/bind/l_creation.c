@@ -255,7 +255,7 @@ static int l_tensor(lua_State *L) {
   }
   lua_pop(L, 1);
   ni.kind = K_BOOL;
-  int64_t numel = lt_shape_numel(ni.ndim, ni.size);
+  int64_t numel = ltB_shape_numel(ni.ndim, ni.size);
   if (numel == 0) ni.kind = K_FLOAT;   /* tensor{} is an empty float32 tensor */
   lua_pushvalue(L, 1);
   scan(L, &ni, 0);
@@ -388,8 +388,8 @@ static int like(lua_State *L, const char *op, enum like_kind kind) {
   int rc = 0;
   switch (kind) {
     case LIKE_ZEROS: case LIKE_ONES: case LIKE_FULL: rc = lt_fill_(ctx, t, v); break;
-    case LIKE_RAND: rc = lt_uniform_(ctx, t, 0.0, 1.0, ltL_cr_opt_gen(L, opts)); break;
-    case LIKE_RANDN: rc = lt_normal_(ctx, t, 0.0, 1.0, ltL_cr_opt_gen(L, opts)); break;
+    case LIKE_RAND: rc = ltO_uniform_(ctx, t, 0.0, 1.0, ltL_cr_opt_gen(L, opts)); break;
+    case LIKE_RANDN: rc = ltO_normal_(ctx, t, 0.0, 1.0, ltL_cr_opt_gen(L, opts)); break;
     case LIKE_EMPTY: break;
   }
   if (rc) return ltL_raise(L, ctx);
@@ -432,7 +432,7 @@ static int l_randint_like(lua_State *L) {
   lt_dtype dt = ltL_cr_opt_dtype(L, opts, src->dtype);
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, src->ndim, src->size));
   ltL_push(L, t);
-  LTL_TRY(L, ctx, lt_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
+  LTL_TRY(L, ctx, ltO_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
   ltL_cr_finish(L, opts);
   return 1;
 }

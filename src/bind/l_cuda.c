@@ -20,16 +20,16 @@ int ltL_cuda(lua_State *L) {
   static const char *const whats[] = {"count", "stats", "empty_cache", "synchronize", NULL};
   enum { COUNT, STATS, EMPTY_CACHE, SYNCHRONIZE };
   int what = luaL_checkoption(L, 1, NULL, whats);
-  const lt_backend *b = lt_cuda_load();
-  const lt_cuda_plugin *p = lt_cuda_plugin_of();
+  const ltK_backend *b = ltD_cuda_load();
+  const ltD_cuda_plugin *p = ltD_cuda_plugin_of();
   switch (what) {
   case COUNT:
     lua_pushinteger(L, b ? b->device_count() : 0);
     if (b) return 1;
-    lua_pushstring(L, lt_cuda_why());
+    lua_pushstring(L, ltD_cuda_why());
     return 2;
   case STATS: {
-    lt_cuda_stats s;
+    ltD_cuda_stats s;
     int index = (int)luaL_optinteger(L, 2, 0);
     if (!p || p->stats(index, &s)) return 0;
     lua_createtable(L, 0, 6);

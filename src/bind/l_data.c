@@ -10,7 +10,7 @@ static int l_read_idx(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lt_dtype dt = ltL_optdtype(L, 2, LT_FLOAT32);
   lt_tensor *t;
-  LTL_TRY(L, ctx, lt_read_idx(ctx, &t, path, dt));
+  LTL_TRY(L, ctx, ltS_read_idx(ctx, &t, path, dt));
   ltL_push(L, t);
   return 1;
 }

@@ -47,7 +47,7 @@ static int l_device(lua_State *L) {
   int index;
   ltL_checkdevice(L, 1, "device", &type, &index);
   char name[32];
-  lt_device_name(type, index, name, sizeof name);
+  ltD_device_name(type, index, name, sizeof name);
   if (!strchr(lua_tostring(L, 1), ':')) name[strcspn(name, ":")] = '\0';   /* "cuda" stays */
   lua_pushstring(L, name);
   return 1;
@@ -69,7 +69,7 @@ static int l_set_default_device(lua_State *L) {
 static int l_get_default_device(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   char name[32];
-  lua_pushstring(L, lt_device_name(ctx->default_device, ctx->default_index, name, sizeof name));
+  lua_pushstring(L, ltD_device_name(ctx->default_device, ctx->default_index, name, sizeof name));
   return 1;
 }
 
@@ -82,22 +82,22 @@ static int l_kernel_names(lua_State *L) {
   lt_devtype type = LT_CPU;
   int index = 0;
   if (!lua_isnoneornil(L, 1)) ltL_checkdevice(L, 1, "_kernel_names", &type, &index);
-  const lt_backend *b = lt_backend_of(type);
+  const ltK_backend *b = ltD_backend_of(type);
   if (!b)
     return luaL_error(L, "_kernel_names: device '%s' has no kernel table", lua_tostring(L, 1));
   lua_newtable(L);
   int n = 0;
-  for (int i = 0; lt_backend_entries[i]; i++) {
+  for (int i = 0; ltC_backend_entries[i]; i++) {
     /* the entries follow the name as pointers of one size (cpu/backend.c asserts it) */
     void (*fn)(void);
     memcpy(&fn, (const char *)b + sizeof(const char *) + (size_t)i * sizeof fn, sizeof fn);
     if (!fn) continue;
-    lua_pushstring(L, lt_backend_entries[i]);
+    lua_pushstring(L, ltC_backend_entries[i]);
     lua_rawseti(L, -2, ++n);
   }
   lua_newtable(L);
-  for (int i = 0; lt_backend_entries[i]; i++) {
-    lua_pushstring(L, lt_backend_entries[i]);
+  for (int i = 0; ltC_backend_entries[i]; i++) {
+    lua_pushstring(L, ltC_backend_entries[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 2;

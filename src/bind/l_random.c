@@ -27,9 +27,9 @@ static int random_new(lua_State *L, const char *op, bool normal) {
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, n, size));
   ltL_push(L, t);
   if (normal)
-    LTL_TRY(L, ctx, lt_normal_(ctx, t, 0.0, 1.0, g));
+    LTL_TRY(L, ctx, ltO_normal_(ctx, t, 0.0, 1.0, g));
   else
-    LTL_TRY(L, ctx, lt_uniform_(ctx, t, 0.0, 1.0, g));
+    LTL_TRY(L, ctx, ltO_uniform_(ctx, t, 0.0, 1.0, g));
   ltL_cr_finish(L, opts);
   return 1;
 }
@@ -55,7 +55,7 @@ static int l_randint(lua_State *L) {
   lt_tensor *t;
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, n, size));
   ltL_push(L, t);
-  LTL_TRY(L, ctx, lt_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
+  LTL_TRY(L, ctx, ltO_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
   ltL_cr_finish(L, opts);
   return 1;
 }
@@ -69,7 +69,7 @@ static int l_randperm(lua_State *L) {
   lt_dtype dt = ltL_cr_opt_dtype(L, opts, LT_INT64);
   if (dt == LT_BOOL) return luaL_error(L, "randperm: dtype bool is not supported");
   lt_tensor *t;
-  LTL_TRY(L, ctx, lt_randperm(ctx, &t, (int64_t)n, ltL_cr_opt_gen(L, opts)));
+  LTL_TRY(L, ctx, ltO_randperm(ctx, &t, (int64_t)n, ltL_cr_opt_gen(L, opts)));
   int64_t *p = lt_data(t);
   for (int64_t i = 0; i < n; i++) p[i] += 1;
   if (dt != LT_INT64) {
@@ -101,7 +101,7 @@ static int l_normal(lua_State *L) {
   lt_tensor *t;
   LTL_TRY(L, ctx, lt_empty(ctx, &t, dt, n, size));
   ltL_push(L, t);
-  LTL_TRY(L, ctx, lt_normal_(ctx, t, mean, std, ltL_cr_opt_gen(L, opts)));
+  LTL_TRY(L, ctx, ltO_normal_(ctx, t, mean, std, ltL_cr_opt_gen(L, opts)));
   ltL_cr_finish(L, opts);
   return 1;
 }
@@ -126,7 +126,7 @@ static int l_bernoulli(lua_State *L) {
     }
     LTL_TRY(L, ctx, lt_empty(ctx, &t, pr->dtype, pr->ndim, pr->size));
     ltL_push(L, t);
-    LTL_TRY(L, ctx, lt_bernoulli_(ctx, t, p, g));
+    LTL_TRY(L, ctx, ltO_bernoulli_(ctx, t, p, g));
     return 1;
   }
   if (!lua_isnoneornil(L, 2) && !opts)
@@ -149,7 +149,7 @@ static int l_bernoulli(lua_State *L) {
   ltL_push(L, t);
   char *o = lt_data(t);
   for (int64_t i = 0; i < n; i++) {
-    double b = lt_next_double(g) < p[i] ? 1.0 : 0.0;
+    double b = ltB_next_double(g) < p[i] ? 1.0 : 0.0;
     if (pr->dtype == LT_FLOAT32)
       ((float *)o)[i] = (float)b;
     else
@@ -173,7 +173,7 @@ static int t_uniform_(lua_State *L) {
   int opts = ltL_cr_opts_index(L, 2);
   ltL_cr_check_opts(L, opts, "uniform_", ltL_cr_opts_gen);
   ltL_cr_check_float(L, "uniform_", t->dtype);
-  LTL_RETURN_SELF(L, ctx, lt_uniform_(ctx, t, a, b, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_uniform_(ctx, t, a, b, ltL_cr_opt_gen(L, opts)));
 }
 
 static int t_normal_(lua_State *L) {
@@ -183,7 +183,7 @@ static int t_normal_(lua_State *L) {
   int opts = ltL_cr_opts_index(L, 2);
   ltL_cr_check_opts(L, opts, "normal_", ltL_cr_opts_gen);
   ltL_cr_check_float(L, "normal_", t->dtype);
-  LTL_RETURN_SELF(L, ctx, lt_normal_(ctx, t, mean, std, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_normal_(ctx, t, mean, std, ltL_cr_opt_gen(L, opts)));
 }
 
 static int t_bernoulli_(lua_State *L) {
@@ -192,7 +192,7 @@ static int t_bernoulli_(lua_State *L) {
   double p = optnum(L, 2, 0.5);
   int opts = ltL_cr_opts_index(L, 2);
   ltL_cr_check_opts(L, opts, "bernoulli_", ltL_cr_opts_gen);
-  LTL_RETURN_SELF(L, ctx, lt_bernoulli_(ctx, t, p, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_bernoulli_(ctx, t, p, ltL_cr_opt_gen(L, opts)));
 }
 
 /* random_(): [0, 2^mantissa] for floats, [0, 2^63) for int64, {0,1} for bool;
@@ -213,7 +213,7 @@ static int t_random_(lua_State *L) {
       default: hi = INT64_MAX; break;
     }
   }
-  LTL_RETURN_SELF(L, ctx, lt_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
 }
 
 /* ------------------------------------------------------------ generators */
@@ -232,7 +232,7 @@ static lt_generator *push_gen(lua_State *L, lt_generator *g, bool owned) {
 static int gen_gc(lua_State *L) {
   lt_generator **box = luaL_checkudata(L, 1, LTL_GEN_MT);
   lua_getiuservalue(L, 1, 1);
-  if (lua_toboolean(L, -1) && *box) lt_generator_free(*box);
+  if (lua_toboolean(L, -1) && *box) ltB_generator_free(*box);
   *box = NULL;
   return 0;
 }
@@ -253,7 +253,7 @@ static int l_generator_new(lua_State *L) {
   lua_pushboolean(L, 1);
   lua_setiuservalue(L, -2, 1);
   luaL_setmetatable(L, LTL_GEN_MT);
-  *box = lt_generator_new(seed);
+  *box = ltB_generator_new(seed);
   if (!*box) return luaL_error(L, "Generator: out of memory");
   return 1;
 }
@@ -274,7 +274,7 @@ static uint64_t fresh_seed(lua_State *L) {
 
 static int gen_manual_seed(lua_State *L) {
   lt_generator *g = ltL_checkgen(L, 1);
-  lt_generator_seed(g, check_seed(L, 2));
+  ltB_generator_seed(g, check_seed(L, 2));
   lua_settop(L, 1);
   return 1;
 }
@@ -282,7 +282,7 @@ static int gen_manual_seed(lua_State *L) {
 static int gen_seed(lua_State *L) {
   lt_generator *g = ltL_checkgen(L, 1);
   uint64_t s = fresh_seed(L);
-  lt_generator_seed(g, s);
+  ltB_generator_seed(g, s);
   lua_pushinteger(L, (lua_Integer)s);
   return 1;
 }
@@ -297,7 +297,7 @@ static int push_state(lua_State *L, const lt_generator *g) {
   int64_t n = LT_GEN_STATE_WORDS;
   lt_tensor *t;
   LTL_TRY(L, ctx, lt_empty(ctx, &t, LT_INT64, 1, &n));
-  lt_generator_get_state(g, (uint64_t *)lt_data(t));
+  ltB_generator_get_state(g, (uint64_t *)lt_data(t));
   ltL_push(L, t);
   return 1;
 }
@@ -312,7 +312,7 @@ static void set_state(lua_State *L, lt_generator *g, int idx) {
   uint64_t w[LT_GEN_STATE_WORDS];
   const int64_t *p = lt_data(t);
   for (int i = 0; i < LT_GEN_STATE_WORDS; i++) w[i] = (uint64_t)p[i * t->stride[0]];
-  lt_generator_set_state(g, w);
+  ltB_generator_set_state(g, w);
 }
 
 static int gen_get_state(lua_State *L) { return push_state(L, ltL_checkgen(L, 1)); }
@@ -339,14 +339,14 @@ static void push_default_gen(lua_State *L, lt_ctx *ctx) {
 }
 
 static int l_manual_seed(lua_State *L) {
-  lt_generator_seed(LTL_CTX(L)->gen, check_seed(L, 1));
+  ltB_generator_seed(LTL_CTX(L)->gen, check_seed(L, 1));
   push_default_gen(L, LTL_CTX(L));
   return 1;
 }
 
 static int l_seed(lua_State *L) {
   uint64_t s = fresh_seed(L);
-  lt_generator_seed(LTL_CTX(L)->gen, s);
+  ltB_generator_seed(LTL_CTX(L)->gen, s);
   lua_pushinteger(L, (lua_Integer)s);
   return 1;
 }

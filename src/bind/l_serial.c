@@ -22,7 +22,7 @@
 #define HELPERS "lantern.serial.helpers"
 #define MAXDEPTH 200
 
-typedef struct { lt_sdoc *d; } docbox;
+typedef struct { ltS_sdoc *d; } docbox;
 
 /* Raises a message that starts with the op (no "file:line:" prefix, like ltL_raise). */
 static int raise(lua_State *L, const char *fmt, ...) {
@@ -35,7 +35,7 @@ static int raise(lua_State *L, const char *fmt, ...) {
 
 static int doc_gc(lua_State *L) {
   docbox *b = luaL_checkudata(L, 1, DOC_MT);
-  lt_sdoc_free(b->d);
+  ltS_sdoc_free(b->d);
   b->d = NULL;
   return 0;
 }
@@ -53,12 +53,12 @@ static docbox *new_doc(lua_State *L) {
 }
 
 static void done_doc(docbox *b) {
-  lt_sdoc_free(b->d);
+  ltS_sdoc_free(b->d);
   b->d = NULL;
 }
 
 typedef struct conv {
-  lt_sdoc *d;
+  ltS_sdoc *d;
   size_t pushed;             /* tensor handles made, for the collector's accounting */
   int memo, helpers;
   const char *op;
@@ -68,7 +68,7 @@ typedef struct conv {
 
 /* ============================================================ file -> Lua */
 
-static double bigint_value(const lt_sval *v) {
+static double bigint_value(const ltS_sval *v) {
   const uint8_t *b = (const uint8_t *)v->u.s.p;
   size_t n = v->u.s.n;
   double x = 0;
@@ -77,9 +77,9 @@ static double bigint_value(const lt_sval *v) {
   return x;
 }
 
-static void push_value(lua_State *L, conv *c, lt_sval *v, int depth);
+static void push_value(lua_State *L, conv *c, ltS_sval *v, int depth);
 
-static void push_key(lua_State *L, conv *c, lt_sval *k) {
+static void push_key(lua_State *L, conv *c, ltS_sval *k) {
   switch (k->kind) {
     case LT_SV_STR:
     case LT_SV_BYTES: lua_pushlstring(L, k->u.s.p, k->u.s.n); return;
@@ -101,7 +101,7 @@ static void set_meta(lua_State *L, conv *c, const char *field) {
   lua_setmetatable(L, -2);
 }
 
-static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
+static void push_value(lua_State *L, conv *c, ltS_sval *v, int depth) {
   luaL_checkstack(L, 10, "load: values nested too deeply");
   if (depth > MAXDEPTH)
     raise(L, "%s: values nested deeper than %d levels", c->op, MAXDEPTH);
@@ -113,7 +113,7 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
     case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(v)); return;
     case LT_SV_STR:
     case LT_SV_BYTES: lua_pushlstring(L, v->u.s.p, v->u.s.n); return;
-    case LT_SV_DTYPE: lua_pushstring(L, lt_fdtype_name((lt_fdtype)v->code)); return;
+    case LT_SV_DTYPE: lua_pushstring(L, ltS_fdtype_name((ltS_fdtype)v->code)); return;
     case LT_SV_GLOBAL:
       raise(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
                  c->op, v->u.s.p);
@@ -199,9 +199,9 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
       c->pushed++;
       break;
     case LT_SV_STORAGE: {
-      lt_sstorage *s = v->u.stor;
+      ltS_sstorage *s = v->u.stor;
       int64_t n = s->numel;
-      lt_tensor *t = lt_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
+      lt_tensor *t = ltB_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
       if (!t) raise(L, "%s: out of memory", c->op);
       ltL_push(L, t);
       c->pushed++;
@@ -215,8 +215,8 @@ static void push_value(lua_State *L, conv *c, lt_sval *v, int depth) {
 }
 
 /* Options of the loaders: {map_dtype = {float16 = "float64", ...}, verify_crc = bool}. */
-static void check_opts(lua_State *L, int idx, lt_load_opts *o, const char *op) {
-  lt_load_opts_init(o);
+static void check_opts(lua_State *L, int idx, ltS_load_opts *o, const char *op) {
+  ltS_load_opts_init(o);
   if (lua_isnoneornil(L, idx)) return;
   luaL_checktype(L, idx, LUA_TTABLE);
   o->verify_crc = ltL_optbool_field(L, idx, "verify_crc", true);
@@ -225,7 +225,7 @@ static void check_opts(lua_State *L, int idx, lt_load_opts *o, const char *op) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
       const char *from = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-      int f = lt_fdtype_parse(from);
+      int f = ltS_fdtype_parse(from);
       if (f < 0)
         raise(L, "%s: map_dtype: unknown file dtype '%s' (expected float32, float64, "
                    "float16, bfloat16, int64, int32, int16, int8, uint8, bool, uint16, uint32 or "
@@ -247,16 +247,16 @@ static void get_helpers(lua_State *L, const char *op) {
     raise(L, "%s: lantern.serialization is not loaded", op);
 }
 
-typedef int (*loader_fn)(lt_ctx *, const lt_src *, const lt_load_opts *, lt_sdoc **);
+typedef int (*loader_fn)(lt_ctx *, const ltS_src *, const ltS_load_opts *, ltS_sdoc **);
 
 /* Shared by _serial_load and _st_load: (path | nil, bytes | nil, opts). Leaves the doc box,
 ** helpers and memo on the stack. */
-static lt_sdoc *run_loader(lua_State *L, const char *op, loader_fn fn, conv *c) {
+static ltS_sdoc *run_loader(lua_State *L, const char *op, loader_fn fn, conv *c) {
   lt_ctx *ctx = LTL_CTX(L);
   size_t blen = 0;
   const char *bytes = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &blen) : NULL;
   const char *path = bytes ? NULL : luaL_checkstring(L, 1);
-  lt_load_opts o;
+  ltS_load_opts o;
   check_opts(L, 3, &o, op);
   lua_settop(L, 3);
   get_helpers(L, op);
@@ -264,16 +264,16 @@ static lt_sdoc *run_loader(lua_State *L, const char *op, loader_fn fn, conv *c) 
   lua_newtable(L);
   c->memo = lua_gettop(L);
   docbox *b = new_doc(L);
-  lt_src src;
+  ltS_src src;
   if (bytes)
-    lt_src_mem(&src, bytes, blen, "<bytes>");
-  else if (lt_src_open(ctx, op, &src, path))
+    ltS_src_mem(&src, bytes, blen, "<bytes>");
+  else if (ltS_src_open(ctx, op, &src, path))
     ltL_raise(L, ctx);
   int rc = fn(ctx, &src, &o, &b->d);
-  lt_src_close(&src);
+  ltS_src_close(&src);
   if (rc) ltL_raise(L, ctx);
   /* the collector learns the size of what was loaded */
-  size_t total = lt_sdoc_loaded_bytes(b->d);
+  size_t total = ltS_sdoc_loaded_bytes(b->d);
   if (total) ltL_gc_account(L, total);
   c->d = b->d;
   c->op = op;
@@ -297,7 +297,7 @@ static int push_protected(lua_State *L) {
 ** more than the conversion itself. The collector is stopped around it (when it was running;
 ** restarted on errors too) and then told of the tensor structs it was not told of meanwhile
 ** (run_loader told it of the storages). */
-static void push_root(lua_State *L, conv *c, lt_sval *v) {
+static void push_root(lua_State *L, conv *c, ltS_sval *v) {
   bool running = lua_gc(L, LUA_GCISRUNNING);
   size_t pushed = c->pushed;
   if (running) lua_gc(L, LUA_GCSTOP);
@@ -314,9 +314,9 @@ static void push_root(lua_State *L, conv *c, lt_sval *v) {
 
 static int l_serial_load(lua_State *L) {
   conv c = {0};
-  lt_sdoc *d = run_loader(L, "load", lt_pt_load, &c);
+  ltS_sdoc *d = run_loader(L, "load", ltS_pt_load, &c);
   int box = lua_gettop(L);
-  lt_sval *root = lt_sdoc_root(d);
+  ltS_sval *root = ltS_sdoc_root(d);
   if (!root || root->kind == LT_SV_NONE)
     lua_pushnil(L);
   else
@@ -327,11 +327,11 @@ static int l_serial_load(lua_State *L) {
 
 static int l_st_load(lua_State *L) {
   conv c = {0};
-  lt_sdoc *d = run_loader(L, "safetensors.load", lt_st_load, &c);
+  ltS_sdoc *d = run_loader(L, "safetensors.load", ltS_st_load, &c);
   int box = lua_gettop(L);
-  push_root(L, &c, lt_sdoc_root(d));
-  if (lt_sdoc_meta(d))
-    push_root(L, &c, lt_sdoc_meta(d));
+  push_root(L, &c, ltS_sdoc_root(d));
+  if (ltS_sdoc_meta(d))
+    push_root(L, &c, ltS_sdoc_meta(d));
   else
     lua_pushnil(L);
   done_doc(lua_touserdata(L, box));
@@ -340,7 +340,7 @@ static int l_st_load(lua_State *L) {
 
 /* ============================================================ Lua -> file */
 
-static lt_sval *chk(lua_State *L, conv *c, lt_sval *v) {
+static ltS_sval *chk(lua_State *L, conv *c, ltS_sval *v) {
   if (!v) raise(L, "%s: out of memory", c->op);
   return v;
 }
@@ -388,19 +388,19 @@ static void path_pop(conv *c, size_t old) {
   c->path[old] = 0;
 }
 
-static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth);
+static ltS_sval *to_sval(lua_State *L, conv *c, int idx, int depth);
 
-static lt_sval *key_sval(lua_State *L, conv *c, int idx) {
+static ltS_sval *key_sval(lua_State *L, conv *c, int idx) {
   switch (lua_type(L, idx)) {
     case LUA_TSTRING: {
       size_t n;
       const char *s = lua_tolstring(L, idx, &n);
-      return chk(L, c, lt_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
+      return chk(L, c, ltS_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
     }
     case LUA_TNUMBER:
-      return chk(L, c, lua_isinteger(L, idx) ? lt_sv_int(c->d, lua_tointeger(L, idx))
-                                             : lt_sv_float(c->d, lua_tonumber(L, idx)));
-    case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
+      return chk(L, c, lua_isinteger(L, idx) ? ltS_sv_int(c->d, lua_tointeger(L, idx))
+                                             : ltS_sv_float(c->d, lua_tonumber(L, idx)));
+    case LUA_TBOOLEAN: return chk(L, c, ltS_sv_bool(c->d, lua_toboolean(L, idx)));
     default:
       raise(L, "%s: a table at %s has a key of type %s (keys must be strings, numbers or "
                  "booleans)", c->op, where(c), luaL_typename(L, idx));
@@ -432,15 +432,15 @@ static int cmp_skey(const void *a, const void *b) {
 }
 
 /* Sets v = dict[k] with the key at kidx and the value at vidx. */
-static void dict_put(lua_State *L, conv *c, lt_sval *dict, int kidx, int vidx, int depth) {
-  lt_sval *k = key_sval(L, c, kidx);
+static void dict_put(lua_State *L, conv *c, ltS_sval *dict, int kidx, int vidx, int depth) {
+  ltS_sval *k = key_sval(L, c, kidx);
   size_t old = path_push(L, c, kidx, false);
-  lt_sval *v = to_sval(L, c, vidx, depth + 1);
+  ltS_sval *v = to_sval(L, c, vidx, depth + 1);
   path_pop(c, old);
-  if (lt_sv_set(c->d, dict, k, v)) raise(L, "%s: out of memory", c->op);
+  if (ltS_sv_set(c->d, dict, k, v)) raise(L, "%s: out of memory", c->op);
 }
 
-static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
+static ltS_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
   /* kind from the metatable's __name: "list", "tuple", "dict", "OrderedDict" */
   const char *kind = NULL;   /* a string held by the metatable, so it outlives the pop */
   int name_type = luaL_getmetafield(L, idx, "__name");
@@ -472,7 +472,7 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
     is_list = ints && count == n;
   }
   if (is_list || is_tuple) {
-    lt_sval *v = chk(L, c, lt_sv_new(c->d, is_tuple ? LT_SV_TUPLE : LT_SV_LIST));
+    ltS_sval *v = chk(L, c, ltS_sv_new(c->d, is_tuple ? LT_SV_TUPLE : LT_SV_LIST));
     lua_pushvalue(L, idx);
     lua_pushlightuserdata(L, v);
     lua_rawset(L, c->memo);
@@ -481,14 +481,14 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
       lua_pushinteger(L, i);
       size_t old = path_push(L, c, -1, true);
       lua_pop(L, 1);
-      lt_sval *item = to_sval(L, c, -1, depth + 1);
+      ltS_sval *item = to_sval(L, c, -1, depth + 1);
       path_pop(c, old);
       lua_pop(L, 1);
-      if (lt_sv_push(c->d, v, item)) raise(L, "%s: out of memory", c->op);
+      if (ltS_sv_push(c->d, v, item)) raise(L, "%s: out of memory", c->op);
     }
     return v;
   }
-  lt_sval *v = chk(L, c, lt_sv_new(c->d, LT_SV_DICT));
+  ltS_sval *v = chk(L, c, ltS_sv_new(c->d, LT_SV_DICT));
   lua_pushvalue(L, idx);
   lua_pushlightuserdata(L, v);
   lua_rawset(L, c->memo);
@@ -563,7 +563,7 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
   if (luaL_getmetafield(L, idx, "__metadata") != LUA_TNIL) {
     if (lua_istable(L, -1)) {
       size_t old = c->plen;
-      lt_sval *m = to_sval(L, c, -1, depth + 1);
+      ltS_sval *m = to_sval(L, c, -1, depth + 1);
       path_pop(c, old);
       if (m->kind == LT_SV_DICT) {
         m->ordered = true;
@@ -575,38 +575,38 @@ static lt_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
   return v;
 }
 
-static lt_sval *to_sval(lua_State *L, conv *c, int idx, int depth) {
+static ltS_sval *to_sval(lua_State *L, conv *c, int idx, int depth) {
   idx = lua_absindex(L, idx);
   luaL_checkstack(L, 16, "save: tables nested too deeply");
   if (depth > MAXDEPTH)
     raise(L, "%s: tables nested deeper than %d levels (at %s)", c->op, MAXDEPTH, where(c));
   switch (lua_type(L, idx)) {
-    case LUA_TNIL: return chk(L, c, lt_sv_new(c->d, LT_SV_NONE));
-    case LUA_TBOOLEAN: return chk(L, c, lt_sv_bool(c->d, lua_toboolean(L, idx)));
+    case LUA_TNIL: return chk(L, c, ltS_sv_new(c->d, LT_SV_NONE));
+    case LUA_TBOOLEAN: return chk(L, c, ltS_sv_bool(c->d, lua_toboolean(L, idx)));
     case LUA_TNUMBER:
-      return chk(L, c, lua_isinteger(L, idx) ? lt_sv_int(c->d, lua_tointeger(L, idx))
-                                             : lt_sv_float(c->d, lua_tonumber(L, idx)));
+      return chk(L, c, lua_isinteger(L, idx) ? ltS_sv_int(c->d, lua_tointeger(L, idx))
+                                             : ltS_sv_float(c->d, lua_tonumber(L, idx)));
     case LUA_TSTRING: {
       size_t n;
       const char *s = lua_tolstring(L, idx, &n);
-      return chk(L, c, lt_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
+      return chk(L, c, ltS_sv_str(c->d, valid_utf8(s, n) ? LT_SV_STR : LT_SV_BYTES, s, n));
     }
     case LUA_TUSERDATA:
     case LUA_TTABLE: {
       lua_getfield(L, c->helpers, "None");
       bool none = lua_rawequal(L, -1, idx);
       lua_pop(L, 1);
-      if (none) return chk(L, c, lt_sv_new(c->d, LT_SV_NONE));
+      if (none) return chk(L, c, ltS_sv_new(c->d, LT_SV_NONE));
       lua_pushvalue(L, idx);
       if (lua_rawget(L, c->memo) == LUA_TLIGHTUSERDATA) {   /* the same object again */
-        lt_sval *v = lua_touserdata(L, -1);
+        ltS_sval *v = lua_touserdata(L, -1);
         lua_pop(L, 1);
         return v;
       }
       lua_pop(L, 1);
       lt_tensor *t = ltL_test(L, idx);
       if (t) {
-        lt_sval *v = chk(L, c, lt_sv_tensor(c->d, t, lt_requires_grad(t)));
+        ltS_sval *v = chk(L, c, ltS_sv_tensor(c->d, t, lt_requires_grad(t)));
         lua_pushvalue(L, idx);
         lua_pushlightuserdata(L, v);
         lua_rawset(L, c->memo);
@@ -628,7 +628,7 @@ static void begin_save(lua_State *L, conv *c, const char *op, docbox **box) {
   lua_newtable(L);
   c->memo = lua_gettop(L);
   *box = new_doc(L);
-  (*box)->d = lt_sdoc_new();
+  (*box)->d = ltS_sdoc_new();
   if (!(*box)->d) raise(L, "%s: out of memory", op);
   c->d = (*box)->d;
   c->op = op;
@@ -642,8 +642,8 @@ static int l_serial_save(lua_State *L) {
   conv c = {0};
   docbox *box;
   begin_save(L, &c, "save", &box);
-  lt_sval *root = to_sval(L, &c, 1, 0);
-  int rc = lt_pt_save(ctx, path, root);
+  ltS_sval *root = to_sval(L, &c, 1, 0);
+  int rc = ltS_pt_save(ctx, path, root);
   done_doc(box);
   if (rc) ltL_raise(L, ctx);
   return 0;
@@ -660,7 +660,7 @@ static int l_st_save(lua_State *L) {
   conv c = {0};
   docbox *box;
   begin_save(L, &c, op, &box);
-  lt_sval *dict = chk(L, &c, lt_sv_new(c.d, LT_SV_DICT));
+  ltS_sval *dict = chk(L, &c, ltS_sv_new(c.d, LT_SV_DICT));
   lua_pushnil(L);
   while (lua_next(L, 1)) {
     if (lua_type(L, -2) != LUA_TSTRING)
@@ -673,14 +673,14 @@ static int l_st_save(lua_State *L) {
                  "tensors)", op, name, luaL_typename(L, -1));
     if (strcmp(name, "__metadata__") == 0)
       raise(L, "%s: '__metadata__' is reserved and cannot name a tensor", op);
-    lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, name, n));
-    lt_sval *v = chk(L, &c, lt_sv_tensor(c.d, t, false));
-    if (lt_sv_set(c.d, dict, k, v)) raise(L, "%s: out of memory", op);
+    ltS_sval *k = chk(L, &c, ltS_sv_str(c.d, LT_SV_STR, name, n));
+    ltS_sval *v = chk(L, &c, ltS_sv_tensor(c.d, t, false));
+    if (ltS_sv_set(c.d, dict, k, v)) raise(L, "%s: out of memory", op);
     lua_pop(L, 1);
   }
-  lt_sval *meta = NULL;
+  ltS_sval *meta = NULL;
   if (!lua_isnil(L, 3)) {
-    meta = chk(L, &c, lt_sv_new(c.d, LT_SV_DICT));
+    meta = chk(L, &c, ltS_sv_new(c.d, LT_SV_DICT));
     lua_pushnil(L);
     while (lua_next(L, 3)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
@@ -688,13 +688,13 @@ static int l_st_save(lua_State *L) {
                    luaL_typename(L, -2), luaL_typename(L, -1));
       size_t kn, vn;
       const char *ks = lua_tolstring(L, -2, &kn), *vs = lua_tolstring(L, -1, &vn);
-      lt_sval *k = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, ks, kn));
-      lt_sval *v = chk(L, &c, lt_sv_str(c.d, LT_SV_STR, vs, vn));
-      if (lt_sv_set(c.d, meta, k, v)) raise(L, "%s: out of memory", op);
+      ltS_sval *k = chk(L, &c, ltS_sv_str(c.d, LT_SV_STR, ks, kn));
+      ltS_sval *v = chk(L, &c, ltS_sv_str(c.d, LT_SV_STR, vs, vn));
+      if (ltS_sv_set(c.d, meta, k, v)) raise(L, "%s: out of memory", op);
       lua_pop(L, 1);
     }
   }
-  int rc = lt_st_save(ctx, path, dict, meta);
+  int rc = ltS_st_save(ctx, path, dict, meta);
   done_doc(box);
   if (rc) ltL_raise(L, ctx);
   return 0;

@@ -245,7 +245,7 @@ static int wrap(lua_State *L, int d, int ndim, const char *op) {
   lt_ctx *ctx = LTL_CTX(L);
   int w;
   if (ndim == 0) luaL_error(L, "%s: cannot be applied to a 0-dim tensor", op);
-  LTL_TRY(L, ctx, lt_wrap_dim(ctx, op, d, ndim, &w));
+  LTL_TRY(L, ctx, ltB_wrap_dim(ctx, op, d, ndim, &w));
   return w;
 }
 

@@ -176,7 +176,7 @@ static int t_detach(lua_State *L) {
 
 static int t_detach_(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
-  lt_drop_grad_fn(t);
+  ltG_drop_grad_fn(t);
   t->requires_grad = false;
   lua_settop(L, 1);
   return 1;
@@ -191,7 +191,7 @@ static int t_requires_grad_(lua_State *L) {
 
 static int t_retain_grad(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
-  LTL_TRY(L, ctx, lt_retain_grad(ctx, ltL_check(L, 1)));
+  LTL_TRY(L, ctx, ltG_retain_grad(ctx, ltL_check(L, 1)));
   return 0;
 }
 
@@ -301,7 +301,7 @@ static lt_tensor *select_index(lua_State *L, lt_tensor *t, lua_Integer i) {
 /* A view whose base was written in place since shows its remade history (as PyTorch). */
 static void refresh_view(lua_State *L, lt_tensor *t) {
   lt_ctx *ctx = LTL_CTX(L);
-  LTL_TRY(L, ctx, lt_refresh_view(ctx, t));
+  LTL_TRY(L, ctx, ltG_refresh_view(ctx, t));
 }
 
 static int push_property(lua_State *L, lt_tensor *t, const char *k) {
@@ -355,7 +355,7 @@ static int push_property(lua_State *L, lt_tensor *t, const char *k) {
         return 1;
       }
       if (strcmp(k, "data") == 0) {
-        lt_tensor *r = lt_alias(t, t->ndim, t->size, t->stride, t->offset);
+        lt_tensor *r = ltB_alias(t, t->ndim, t->size, t->stride, t->offset);
         if (!r) return luaL_error(L, "data: out of memory");
         ltL_push(L, r);
         return 1;
@@ -417,7 +417,7 @@ static int t_newindex(lua_State *L) {
   }
   if (strcmp(k, "data") == 0) {
     lt_tensor *src = ltL_check(L, 3);
-    if (!lt_same_shape(src, t) || src->dtype != t->dtype) {
+    if (!ltB_same_shape(src, t) || src->dtype != t->dtype) {
       char a[256], b[256];
       return luaL_error(L, "data: assigned tensor %s %s must match %s %s",
                         lt_dtype_name(src->dtype), LT_SHAPE(src, a), lt_dtype_name(t->dtype),
@@ -456,7 +456,7 @@ static int l_get_num_threads(lua_State *L) {
 
 /* The vector instruction level the float32 kernels run at ("sse4", "avx2", "avx512"). */
 static int l_isa(lua_State *L) {
-  lua_pushstring(L, lt_cpu_isa_name(lt_cpu_isa()));
+  lua_pushstring(L, ltB_cpu_isa_name(ltB_cpu_isa()));
   return 1;
 }
 

@@ -94,7 +94,7 @@ void ltL_push(lua_State *L, lt_tensor *t) { push_in(L, state_of(L), t); }
 static void refresh_stale(lua_State *L, lt_tensor *t) {
   /* from the registry: a host's C function calling lantern_to_tensor has other upvalues */
   if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TUSERDATA)
-    (void)lt_refresh_view(lua_touserdata(L, -1), t);
+    (void)ltG_refresh_view(lua_touserdata(L, -1), t);
   lua_pop(L, 1);
 }
 
@@ -129,7 +129,7 @@ lt_tensor *ltL_checkoperand(lua_State *L, int idx, const lt_tensor *like, lt_ten
     if (!like || !lt_dtype_is_float(like->dtype)) {
       /* written as an integer: doubles lose integers above 2^53 */
       LTL_TRY(L, ctx, lt_empty(ctx, owned, LT_INT64, 0, NULL));
-      *(int64_t *)lt_ptr(*owned) = (int64_t)lua_tointeger(L, idx);
+      *(int64_t *)ltB_ptr(*owned) = (int64_t)lua_tointeger(L, idx);
       return *owned;
     }
     dt = like->dtype;
@@ -385,7 +385,7 @@ void ltL_checkopts(lua_State *L, int idx, const char *op, const char *const *kno
 
 static int ctx_gc(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, 1);
-  lt_generator_free(ctx->gen);
+  ltB_generator_free(ctx->gen);
   ctx->gen = NULL;
   ltL_state *st = (ltL_state *)(ctx + 1);
   ltL_pool_remove(L, st->pool);
@@ -413,7 +413,7 @@ int luaopen_lantern_core(lua_State *L) {
     lua_pop(L, 1);
     lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(ltL_state), 0);
     memset(ctx + 1, 0, sizeof(ltL_state));
-    if (lt_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
+    if (ltB_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");

@@ -32,7 +32,7 @@ static ltL_state *state_up(lua_State *L) { return (ltL_state *)(LTL_CTX(L) + 1);
 /* ------------------------------------------------------------ pacing */
 
 void ltL_gc_rebase(lua_State *L, ltL_state *st) {
-  size_t live = lt_cache_in_use();
+  size_t live = ltB_cache_in_use();
   size_t heap = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024 + (size_t)lua_gc(L, LUA_GCCOUNTB);
   size_t room = live > heap ? live : heap;
   if (room < FULL_FLOOR) room = FULL_FLOOR;
@@ -44,7 +44,7 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
   if (lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb) == 1) {
     ltL_gc_rebase(L, st);   /* an incremental cycle just ended */
-  } else if (lt_cache_in_use() > st->gc_limit) {
+  } else if (ltB_cache_in_use() > st->gc_limit) {
     lua_gc(L, LUA_GCCOLLECT);
     st->full_gcs++;
     ltL_gc_rebase(L, st);

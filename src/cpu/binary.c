@@ -1,6 +1,6 @@
 /*
 ** cpu/binary.c -- cpu kernels of the binary elementwise ops and their fused gradient formulas
-** (lt_backend's `binary` and `binary_flat`, and lt_cpu_binary_p with parameters).
+** (ltK_backend's `binary` and `binary_flat`, and ltC_binary_p with parameters).
 **
 ** Typed kernels exist per compute dtype. Operands whose dtype differs from the compute dtype
 ** go through small on-stack blocks (convert, compute, convert back), so mixed dtypes cost no
@@ -59,12 +59,12 @@ LT_ISA_END
 #define LT_LP ewp_int64_t
 #include "ew_loop2.h"
 #define LT_LT int64_t
-#define LT_LOT lt_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME bloop_i64_u8
 #define LT_LP ewp_int64_t
 #include "ew_loop2.h"
-#define LT_LT lt_u8
-#define LT_LOT lt_u8
+#define LT_LT ltC_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME bloop_b8
 #define LT_LP ewp_lt_u8
 #include "ew_loop2.h"
@@ -95,7 +95,7 @@ static inline int64_t irem(int64_t x, int64_t y) {
 }
 static inline int64_t idiv(int64_t x, int64_t y) {
   if (y == 0) return 0;
-  if (y == -1) return lt_ew_wsub(0, x);   /* INT64_MIN / -1 wraps instead of trapping */
+  if (y == -1) return ltC_ew_wsub(0, x);   /* INT64_MIN / -1 wraps instead of trapping */
   return x / y;
 }
 /* Floor division: C's truncating quotient, one lower when the signs differ and it is inexact. */
@@ -108,9 +108,9 @@ static inline int64_t ifloordiv(int64_t x, int64_t y) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 typedef const ewp_int64_t ipar;
-LT_EW_INLINE int64_t i_add(int64_t x, int64_t y, ipar *p) { return lt_ew_wadd(x, y); }
-LT_EW_INLINE int64_t i_sub(int64_t x, int64_t y, ipar *p) { return lt_ew_wsub(x, y); }
-LT_EW_INLINE int64_t i_mul(int64_t x, int64_t y, ipar *p) { return lt_ew_wmul(x, y); }
+LT_EW_INLINE int64_t i_add(int64_t x, int64_t y, ipar *p) { return ltC_ew_wadd(x, y); }
+LT_EW_INLINE int64_t i_sub(int64_t x, int64_t y, ipar *p) { return ltC_ew_wsub(x, y); }
+LT_EW_INLINE int64_t i_mul(int64_t x, int64_t y, ipar *p) { return ltC_ew_wmul(x, y); }
 LT_EW_INLINE int64_t i_div(int64_t x, int64_t y, ipar *p) { return idiv(x, y); }
 LT_EW_INLINE int64_t i_pow(int64_t x, int64_t y, ipar *p) { return ipow(x, y); }
 LT_EW_INLINE int64_t i_max(int64_t x, int64_t y, ipar *p) { return x > y ? x : y; }
@@ -118,23 +118,23 @@ LT_EW_INLINE int64_t i_min(int64_t x, int64_t y, ipar *p) { return x < y ? x : y
 LT_EW_INLINE int64_t i_fmod(int64_t x, int64_t y, ipar *p) { return ifmod(x, y); }
 LT_EW_INLINE int64_t i_rem(int64_t x, int64_t y, ipar *p) { return irem(x, y); }
 LT_EW_INLINE int64_t i_floordiv(int64_t x, int64_t y, ipar *p) { return ifloordiv(x, y); }
-LT_EW_INLINE lt_u8 i_eq(int64_t x, int64_t y, ipar *p) { return x == y; }
-LT_EW_INLINE lt_u8 i_ne(int64_t x, int64_t y, ipar *p) { return x != y; }
-LT_EW_INLINE lt_u8 i_lt(int64_t x, int64_t y, ipar *p) { return x < y; }
-LT_EW_INLINE lt_u8 i_le(int64_t x, int64_t y, ipar *p) { return x <= y; }
-LT_EW_INLINE lt_u8 i_gt(int64_t x, int64_t y, ipar *p) { return x > y; }
-LT_EW_INLINE lt_u8 i_ge(int64_t x, int64_t y, ipar *p) { return x >= y; }
+LT_EW_INLINE ltC_u8 i_eq(int64_t x, int64_t y, ipar *p) { return x == y; }
+LT_EW_INLINE ltC_u8 i_ne(int64_t x, int64_t y, ipar *p) { return x != y; }
+LT_EW_INLINE ltC_u8 i_lt(int64_t x, int64_t y, ipar *p) { return x < y; }
+LT_EW_INLINE ltC_u8 i_le(int64_t x, int64_t y, ipar *p) { return x <= y; }
+LT_EW_INLINE ltC_u8 i_gt(int64_t x, int64_t y, ipar *p) { return x > y; }
+LT_EW_INLINE ltC_u8 i_ge(int64_t x, int64_t y, ipar *p) { return x >= y; }
 
 /* bool operands are 0 or nonzero bytes */
 typedef const ewp_lt_u8 bpar;
-LT_EW_INLINE lt_u8 l_or(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) | (y != 0); }
-LT_EW_INLINE lt_u8 l_and(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) & (y != 0); }
-LT_EW_INLINE lt_u8 l_xor(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) ^ (y != 0); }
-LT_EW_INLINE lt_u8 l_eq(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) == (y != 0); }
-LT_EW_INLINE lt_u8 l_lt(lt_u8 x, lt_u8 y, bpar *p) { return (x == 0) & (y != 0); }
-LT_EW_INLINE lt_u8 l_le(lt_u8 x, lt_u8 y, bpar *p) { return (x == 0) | (y != 0); }
-LT_EW_INLINE lt_u8 l_gt(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) & (y == 0); }
-LT_EW_INLINE lt_u8 l_ge(lt_u8 x, lt_u8 y, bpar *p) { return (x != 0) | (y == 0); }
+LT_EW_INLINE ltC_u8 l_or(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) | (y != 0); }
+LT_EW_INLINE ltC_u8 l_and(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) & (y != 0); }
+LT_EW_INLINE ltC_u8 l_xor(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) ^ (y != 0); }
+LT_EW_INLINE ltC_u8 l_eq(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) == (y != 0); }
+LT_EW_INLINE ltC_u8 l_lt(ltC_u8 x, ltC_u8 y, bpar *p) { return (x == 0) & (y != 0); }
+LT_EW_INLINE ltC_u8 l_le(ltC_u8 x, ltC_u8 y, bpar *p) { return (x == 0) | (y != 0); }
+LT_EW_INLINE ltC_u8 l_gt(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) & (y == 0); }
+LT_EW_INLINE ltC_u8 l_ge(ltC_u8 x, ltC_u8 y, bpar *p) { return (x != 0) | (y == 0); }
 #pragma GCC diagnostic pop
 
 static void bin_i64(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n, double p0,
@@ -200,7 +200,7 @@ static void bin_b8(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t
 
 static bin_kernel bin_f32_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
-  switch (lt_cpu_isa()) {
+  switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512: return bin_f32_avx512;
     case LT_ISA_AVX2: return bin_f32_avx2;
     default: break;
@@ -243,7 +243,7 @@ static inline void stage_operand(char **p, int64_t *s, char *src, int64_t st, bo
     *s = st;
     return;
   }
-  if (st != 0) lt_ew_convert(src, st, dt, (char *)block, ec, dtc, m);
+  if (st != 0) ltC_ew_convert(src, st, dt, (char *)block, ec, dtc, m);
   *p = (char *)block;
   *s = st != 0 ? ec : 0;
 }
@@ -256,8 +256,8 @@ static __attribute__((noinline)) void bin_row_convert(char **d, const int64_t *s
   int64_t ec = (int64_t)lt_dtype_size(j->dtc);
   int64_t er = (int64_t)lt_dtype_size(j->dtr);
   bool ca = j->dta == j->dtc, cb = j->dtb == j->dtc, co = j->dto == j->dtr;
-  if (!ca && st[1] == 0) lt_ew_convert(d[1], 0, j->dta, (char *)ba, 0, j->dtc, 1);
-  if (!cb && st[2] == 0) lt_ew_convert(d[2], 0, j->dtb, (char *)bb, 0, j->dtc, 1);
+  if (!ca && st[1] == 0) ltC_ew_convert(d[1], 0, j->dta, (char *)ba, 0, j->dtc, 1);
+  if (!cb && st[2] == 0) ltC_ew_convert(d[2], 0, j->dtb, (char *)bb, 0, j->dtc, 1);
   for (int64_t i0 = 0; i0 < n; i0 += LT_EW_BLK) {
     int64_t m = n - i0 < LT_EW_BLK ? n - i0 : LT_EW_BLK;
     char *p[3];
@@ -272,7 +272,7 @@ static __attribute__((noinline)) void bin_row_convert(char **d, const int64_t *s
       s[0] = er;
     }
     j->k(j->op, p, s[0], s[1], s[2], m, j->p0, j->p1);
-    if (!co) lt_ew_convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
+    if (!co) ltC_ew_convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
   }
 }
 
@@ -295,11 +295,11 @@ static int row_stride(const lt_tensor *t, const lt_tensor *out) {
       i++;
     if (i == t->ndim) return 1;
   }
-  return lt_shape_numel(t->ndim, t->size) == 1 ? 0 : -1;
+  return ltB_shape_numel(t->ndim, t->size) == 1 ? 0 : -1;
 }
 
-void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
-                     const lt_tensor *b, lt_dtype compute, double p0, double p1) {
+void ltC_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
+                  const lt_tensor *b, lt_dtype compute, double p0, double p1) {
   bin_job j;
   j.op = op;
   j.dto = out->dtype;
@@ -311,33 +311,33 @@ void lt_cpu_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
   j.p1 = p1;
   j.k = bin_kernel_for(j.dtc);
   j.direct = j.dta == j.dtc && j.dtb == j.dtc && j.dto == j.dtr;
-  int64_t n = lt_shape_numel(out->ndim, out->size);
+  int64_t n = ltB_shape_numel(out->ndim, out->size);
   if (n == 0) return;
   /* small and simple: one row without building an iterator */
   if (n < LT_PAR_MIN && lt_is_contiguous(out)) {
     int ra = row_stride(a, out), rb = row_stride(b, out);
     if (ra >= 0 && rb >= 0) {
-      char *d[3] = {lt_ptr(out), lt_ptr(a), lt_ptr(b)};
-      int64_t st[3] = {(int64_t)lt_esize(out->dtype), ra * (int64_t)lt_esize(a->dtype),
-                       rb * (int64_t)lt_esize(b->dtype)};
+      char *d[3] = {ltB_ptr(out), ltB_ptr(a), ltB_ptr(b)};
+      int64_t st[3] = {(int64_t)ltB_esize(out->dtype), ra * (int64_t)ltB_esize(a->dtype),
+                       rb * (int64_t)ltB_esize(b->dtype)};
       bin_row(d, st, n, &j);
       return;
     }
   }
   lt_tensor *ops[3] = {out, (lt_tensor *)a, (lt_tensor *)b};
-  lt_iter it;
-  lt_iter_init(&it, 3, ops, out->ndim, out->size);
-  lt_iter_run(ctx, &it, bin_row, &j);
+  ltB_iter it;
+  ltB_iter_init(&it, 3, ops, out->ndim, out->size);
+  ltB_iter_run(ctx, &it, bin_row, &j);
 }
 
-void lt_cpu_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
-                        const void *b, int sb) {
+void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
+                     const void *b, int sb) {
   char *d[3] = {out, (char *)a, (char *)b};
-  int64_t es = (int64_t)lt_esize(dt);
+  int64_t es = (int64_t)ltB_esize(dt);
   bin_kernel_for(dt)(op, d, es, sa * es, sb * es, n, 0, 0);
 }
 
-void lt_cpu_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                   lt_dtype compute) {
-  lt_cpu_binary_p(ctx, op, out, a, b, compute, 0, 0);
+void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
+                lt_dtype compute) {
+  ltC_binary_p(ctx, op, out, a, b, compute, 0, 0);
 }

@@ -14,7 +14,7 @@
 #define LT_LP P
 #include "ew_loop2.h"
 #define LT_LT LT_T
-#define LT_LOT lt_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME TF(bloop_u8)
 #define LT_LP P
 #include "ew_loop2.h"
@@ -57,22 +57,22 @@ LT_EW_INLINE LT_T TF(b_sqrt)(LT_T x, LT_T y, const P *p) { return M(sqrt)(x); }
 LT_EW_INLINE LT_T TF(b_recip)(LT_T x, LT_T y, const P *p) { return 1 / x; }
 LT_EW_INLINE LT_T TF(b_max)(LT_T x, LT_T y, const P *p) { return (x > y || x != x) ? x : y; }
 LT_EW_INLINE LT_T TF(b_min)(LT_T x, LT_T y, const P *p) { return (x < y || x != x) ? x : y; }
-LT_EW_INLINE lt_u8 TF(b_eq)(LT_T x, LT_T y, const P *p) { return x == y; }
-LT_EW_INLINE lt_u8 TF(b_ne)(LT_T x, LT_T y, const P *p) { return x != y; }
-LT_EW_INLINE lt_u8 TF(b_lt)(LT_T x, LT_T y, const P *p) { return x < y; }
-LT_EW_INLINE lt_u8 TF(b_le)(LT_T x, LT_T y, const P *p) { return x <= y; }
-LT_EW_INLINE lt_u8 TF(b_gt)(LT_T x, LT_T y, const P *p) { return x > y; }
-LT_EW_INLINE lt_u8 TF(b_ge)(LT_T x, LT_T y, const P *p) { return x >= y; }
+LT_EW_INLINE ltC_u8 TF(b_eq)(LT_T x, LT_T y, const P *p) { return x == y; }
+LT_EW_INLINE ltC_u8 TF(b_ne)(LT_T x, LT_T y, const P *p) { return x != y; }
+LT_EW_INLINE ltC_u8 TF(b_lt)(LT_T x, LT_T y, const P *p) { return x < y; }
+LT_EW_INLINE ltC_u8 TF(b_le)(LT_T x, LT_T y, const P *p) { return x <= y; }
+LT_EW_INLINE ltC_u8 TF(b_gt)(LT_T x, LT_T y, const P *p) { return x > y; }
+LT_EW_INLINE ltC_u8 TF(b_ge)(LT_T x, LT_T y, const P *p) { return x >= y; }
 LT_EW_INLINE LT_T TF(b_atan2)(LT_T x, LT_T y, const P *p) { return M(atan2)(x, y); }
 LT_EW_INLINE LT_T TF(b_fmod)(LT_T x, LT_T y, const P *p) { return M(fmod)(x, y); }
 LT_EW_INLINE LT_T TF(b_rem)(LT_T x, LT_T y, const P *p) { return TF(rem)(x, y); }
 LT_EW_INLINE LT_T TF(b_divtrunc)(LT_T x, LT_T y, const P *p) { return M(trunc)(x / y); }
 LT_EW_INLINE LT_T TF(b_divfloor)(LT_T x, LT_T y, const P *p) { return TF(floordiv)(x, y); }
 /* |x - y| <= atol + |rtol * y|, q0 = rtol, q1 = atol */
-LT_EW_INLINE lt_u8 TF(b_isclose)(LT_T x, LT_T y, const P *p) {
+LT_EW_INLINE ltC_u8 TF(b_isclose)(LT_T x, LT_T y, const P *p) {
   return x == y || (isfinite(x - y) && M(fabs)(x - y) <= p->q1 + M(fabs)(p->q0 * y));
 }
-LT_EW_INLINE lt_u8 TF(b_isclose_nan)(LT_T x, LT_T y, const P *p) {
+LT_EW_INLINE ltC_u8 TF(b_isclose_nan)(LT_T x, LT_T y, const P *p) {
   return (x != x && y != y) || TF(b_isclose)(x, y, p);
 }
 

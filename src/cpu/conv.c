@@ -2,7 +2,7 @@
 ** cpu/conv.c -- cpu kernels of the convolutions (`conv`, `conv_backward`): conv1d/2d and the
 ** transposed ones, forward and the gradients of input, weight and bias.
 **
-** Shape letters (lt_conv_geom): N batch; the "image side" has C channels of H x W; the "column
+** Shape letters (ltK_conv_geom): N batch; the "image side" has C channels of H x W; the "column
 ** side" has O channels of OH x OW, L = OH*OW positions. A convolution maps image side -> column
 ** side, a transposed convolution maps column side -> image side. g = groups; a group's weight
 ** block is (Og, K) with K = Cg*kh*kw. 1-d ops are the 2-d kernels with H = kh = 1.
@@ -37,7 +37,7 @@
 /* ------------------------------------------------------------ copy kernels */
 
 typedef struct copy_job {
-  const lt_conv_geom *g;
+  const ltK_conv_geom *g;
   const void *src;
   void *dst;
   const void *bias;   /* scatter only, may be NULL */
@@ -59,7 +59,7 @@ static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, in
 #define DEF_IM2COL(NAME, T)                                                                    \
   static void NAME(int64_t b, int64_t e, void *ud) {                                           \
     const copy_job *j = ud;                                                                    \
-    const lt_conv_geom *g = j->g;                                                                 \
+    const ltK_conv_geom *g = j->g;                                                                 \
     const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
     for (int64_t t = b; t < e; t++) {                                                          \
       int64_t r = t / j->nb, n = t % j->nb;                                                    \
@@ -92,7 +92,7 @@ DEF_IM2COL(im2col_f64, double)
 #define DEF_COL2IM(NAME, T)                                                                    \
   static void NAME(int64_t b, int64_t e, void *ud) {                                           \
     const copy_job *j = ud;                                                                    \
-    const lt_conv_geom *g = j->g;                                                                 \
+    const ltK_conv_geom *g = j->g;                                                                 \
     const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
     for (int64_t t = b; t < e; t++) {                                                          \
       int64_t n = t / g->C, c = t % g->C;                                                      \
@@ -196,7 +196,7 @@ static inline char *ptr_at(const void *base, lt_dtype dt, int64_t i) {
 }
 
 /* Whether 1x1, stride 1, no padding: the image is its own columns matrix. */
-static bool is_pointwise(const lt_conv_geom *g) {
+static bool is_pointwise(const ltK_conv_geom *g) {
   return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
          g->OH == g->H && g->OW == g->W;
 }
@@ -213,7 +213,7 @@ typedef struct conv_work {
   lt_ctx *ctx;
   enum conv_pass kind;
   lt_dtype dt;
-  const lt_conv_geom *g;
+  const ltK_conv_geom *g;
   const void *x, *w, *bias, *dy;   /* x: conv input (image side) or convt input (column side) */
   void *y, *dx, *dw;               /* outputs (dx, dw may be NULL) */
   int64_t nb, parts;
@@ -223,46 +223,46 @@ typedef struct conv_work {
 } conv_work;
 
 /* Runs a copy kernel: over threads when `par`, else in the calling thread. */
-static void copy_run(const conv_work *cw, bool par, int64_t ntasks, int64_t work, lt_range_fn fn,
+static void copy_run(const conv_work *cw, bool par, int64_t ntasks, int64_t work, ltK_range_fn fn,
                      copy_job *j) {
   if (!par) {
     if (ntasks > 0) fn(0, ntasks, j);
     return;
   }
-  int64_t grain = work > 0 ? lt_cpu_grain(work) : ntasks;
-  lt_parallel_for(cw->ctx, ntasks, grain, fn, j);
+  int64_t grain = work > 0 ? ltC_grain(work) : ntasks;
+  ltB_parallel_for(cw->ctx, ntasks, grain, fn, j);
 }
 
 static void im2col(const conv_work *cw, bool par, const void *img, void *cols, int64_t nb) {
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   copy_job j = {.g = g, .src = img, .dst = cols, .nb = nb};
   copy_run(cw, par, g->C * g->kh * g->kw * nb, g->OH * g->OW,
            cw->dt == LT_FLOAT32 ? im2col_f32 : im2col_f64, &j);
 }
 
 static void col2im(const conv_work *cw, bool par, const void *cols, void *img, int64_t nb) {
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   copy_job j = {.g = g, .src = cols, .dst = img, .nb = nb};
   copy_run(cw, par, nb * g->C, g->H * g->W * g->kh * g->kw,
            cw->dt == LT_FLOAT32 ? col2im_f32 : col2im_f64, &j);
 }
 
 static void gather(const conv_work *cw, bool par, const void *src, void *dst, int64_t nb) {
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   copy_job j = {.g = g, .src = src, .dst = dst, .nb = nb};
   copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? gather_f32 : gather_f64, &j);
 }
 
 static void scatter(const conv_work *cw, bool par, const void *src, void *dst, const void *bias,
                     int64_t nb) {
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   copy_job j = {.g = g, .src = src, .dst = dst, .bias = bias, .nb = nb};
   copy_run(cw, par, nb * g->O, g->OH * g->OW, cw->dt == LT_FLOAT32 ? scatter_f32 : scatter_f64,
            &j);
 }
 
 /* Adds bias[c] to every (n, c) plane of `dst`, seen through geometry gb (its O and OH*OW). */
-static void add_bias(const conv_work *cw, bool par, const lt_conv_geom *gb, void *dst,
+static void add_bias(const conv_work *cw, bool par, const ltK_conv_geom *gb, void *dst,
                      const void *bias, int64_t nb) {
   copy_job j = {.g = gb, .dst = dst, .bias = bias, .nb = nb};
   copy_run(cw, par, nb * gb->O, gb->OH * gb->OW,
@@ -273,7 +273,7 @@ static void add_bias(const conv_work *cw, bool par, const lt_conv_geom *gb, void
 ** weight gradient (overwritten by its first chunk). */
 static void conv_part(const conv_work *cw, int64_t n_begin, int64_t n_end, char *cols, char *buf,
                       void *dw_acc, bool par) {
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   const lt_dtype dt = cw->dt;
   const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
   const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W, G = g->groups;
@@ -343,7 +343,7 @@ static void conv_part(const conv_work *cw, int64_t n_begin, int64_t n_end, char 
                ptr_at(X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
         if (!pw) col2im(cw, par, cm, ys, cnt);
         if (cw->bias) {
-          lt_conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
+          ltK_conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
           gb.O = g->C;
           gb.OH = g->H;
           gb.OW = g->W;
@@ -402,7 +402,7 @@ static void conv_part_range(int64_t b, int64_t e, void *ud) {
 /* Runs a forward or backward over the whole batch. */
 static int conv_run(conv_work *cw, const char *op) {
   lt_ctx *ctx = cw->ctx;
-  const lt_conv_geom *g = cw->g;
+  const ltK_conv_geom *g = cw->g;
   const int64_t L = g->OH * g->OW, rows = g->C * g->kh * g->kw;
   const int64_t OK = g->O * (g->C / g->groups) * g->kh * g->kw;
   const size_t es = lt_dtype_size(cw->dt);
@@ -426,10 +426,10 @@ static int conv_run(conv_work *cw, const char *op) {
   int64_t total = parts * (cw->cols_n + cw->buf_n) + (need_dw ? (parts - 1) * OK : 0);
   size_t got = 0;
   if (total > 0) {
-    cw->scratch = lt_cache_alloc((size_t)total * es, &got);
+    cw->scratch = ltB_cache_alloc((size_t)total * es, &got);
     if (!cw->scratch)
-      return lt_fail(ctx, "%s: out of memory for a %lld-element work buffer", op,
-                     (long long)total);
+      return ltB_fail(ctx, "%s: out of memory for a %lld-element work buffer", op,
+                      (long long)total);
     cw->dw_part = cw->scratch + (size_t)(parts * (cw->cols_n + cw->buf_n)) * es;
   }
   if (need_dw && g->N == 0) memset(cw->dw, 0, (size_t)OK * es);
@@ -439,7 +439,7 @@ static int conv_run(conv_work *cw, const char *op) {
               need_dw ? cw->dw : NULL, nt > 1);
   } else {
     set_blas_threads(1);
-    lt_parallel_for(ctx, parts, 1, conv_part_range, cw);
+    ltB_parallel_for(ctx, parts, 1, conv_part_range, cw);
     if (need_dw) {   /* dw = sum of the parts' partials, in part order */
       for (int64_t p = 1; p < parts; p++) {
         const char *src = cw->dw_part + (size_t)((p - 1) * OK) * es;
@@ -455,7 +455,7 @@ static int conv_run(conv_work *cw, const char *op) {
       }
     }
   }
-  lt_cache_free(cw->scratch, got);
+  ltB_cache_free(cw->scratch, got);
   return 0;
 }
 
@@ -485,24 +485,24 @@ static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t
 }
 
 
-int lt_cpu_conv(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
-                const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+int ltC_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
+             const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
   conv_work cw = {
       .ctx = ctx,
       .kind = g->transposed ? CONVT_FWD : CONV_FWD,
       .dt = x->dtype,
       .g = g,
-      .x = lt_ptr(x),
-      .w = lt_ptr(w),
-      .bias = b ? lt_ptr(b) : NULL,
-      .y = lt_ptr(y),
+      .x = ltB_ptr(x),
+      .w = ltB_ptr(w),
+      .bias = b ? ltB_ptr(b) : NULL,
+      .y = ltB_ptr(y),
   };
   return conv_run(&cw, name);
 }
 
-int lt_cpu_conv_backward(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
-                         lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
-                         const lt_tensor *dy) {
+int ltC_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *dx,
+                      lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                      const lt_tensor *dy) {
   lt_dtype dt = x->dtype;
   if (dx || dw) {
     conv_work cw = {
@@ -510,19 +510,19 @@ int lt_cpu_conv_backward(lt_ctx *ctx, const char *name, const lt_conv_geom *g, l
         .kind = g->transposed ? CONVT_BWD : CONV_BWD,
         .dt = dt,
         .g = g,
-        .x = lt_ptr(x),
-        .w = lt_ptr(w),
-        .dy = lt_ptr(dy),
-        .dx = dx ? lt_ptr(dx) : NULL,
-        .dw = dw ? lt_ptr(dw) : NULL,
+        .x = ltB_ptr(x),
+        .w = ltB_ptr(w),
+        .dy = ltB_ptr(dy),
+        .dx = dx ? ltB_ptr(dx) : NULL,
+        .dw = dw ? ltB_ptr(dw) : NULL,
     };
     if (conv_run(&cw, name)) return -1;
   }
   if (db) {   /* the bias sits on the output side: the image side of a transposed conv */
     if (g->transposed)
-      bias_grad(dt, lt_ptr(dy), g->N, g->C, g->H * g->W, lt_ptr(db));
+      bias_grad(dt, ltB_ptr(dy), g->N, g->C, g->H * g->W, ltB_ptr(db));
     else
-      bias_grad(dt, lt_ptr(dy), g->N, g->O, g->OH * g->OW, lt_ptr(db));
+      bias_grad(dt, ltB_ptr(dy), g->N, g->O, g->OH * g->OW, ltB_ptr(db));
   }
   return 0;
 }

@@ -46,18 +46,18 @@ static void copy_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-void lt_cpu_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
+void ltC_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
   if (dst->dtype == src->dtype && lt_is_contiguous(dst) && lt_is_contiguous(src) &&
-      lt_same_shape(dst, src)) {
+      ltB_same_shape(dst, src)) {
     size_t n = (size_t)lt_numel(dst) * lt_dtype_size(dst->dtype);
     if (n) memmove(lt_data(dst), lt_data(src), n);
     return;
   }
   lt_tensor *ops[2] = {dst, (lt_tensor *)src};
-  lt_iter it;
-  lt_iter_init(&it, 2, ops, dst->ndim, dst->size);
+  ltB_iter it;
+  ltB_iter_init(&it, 2, ops, dst->ndim, dst->size);
   copy_types ct = {dst->dtype, src->dtype};
-  lt_iter_run(ctx, &it, copy_row, &ct);
+  ltB_iter_run(ctx, &it, copy_row, &ct);
 }
 
 typedef struct { lt_dtype dt; double v; } fill_args;
@@ -89,10 +89,10 @@ static void fill_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-void lt_cpu_fill(lt_ctx *ctx, lt_tensor *dst, double v) {
+void ltC_fill(lt_ctx *ctx, lt_tensor *dst, double v) {
   lt_tensor *ops[1] = {dst};
-  lt_iter it;
-  lt_iter_init(&it, 1, ops, dst->ndim, dst->size);
+  ltB_iter it;
+  ltB_iter_init(&it, 1, ops, dst->ndim, dst->size);
   fill_args fa = {dst->dtype, v};
-  lt_iter_run(ctx, &it, fill_row, &fa);
+  ltB_iter_run(ctx, &it, fill_row, &fa);
 }

@@ -16,10 +16,10 @@
 ** size, combined in chunk order, so results never depend on the number of threads. */
 #define LT_CPU_CHUNK 32768
 
-static inline int64_t lt_cpu_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ltC_min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Units of work per parallel task so that each task has about LT_PAR_MIN element steps. */
-static inline int64_t lt_cpu_grain(int64_t work_per_unit) {
+static inline int64_t ltC_grain(int64_t work_per_unit) {
   if (work_per_unit < 1) work_per_unit = 1;
   return (LT_PAR_MIN + work_per_unit - 1) / work_per_unit;
 }
@@ -28,7 +28,7 @@ static inline int64_t lt_cpu_grain(int64_t work_per_unit) {
 
 #define LT_ROW_MAXOP 4
 
-typedef struct lt_rowit {
+typedef struct ltC_rowit {
   int nops, nd;
   int64_t n, nrows;                 /* row length, number of rows */
   int64_t rs[LT_ROW_MAXOP];         /* element strides along the row */
@@ -36,15 +36,15 @@ typedef struct lt_rowit {
   char *base[LT_ROW_MAXOP];
   int64_t size[LT_MAX_DIMS];        /* the other dims, collapsed */
   int64_t st[LT_ROW_MAXOP][LT_MAX_DIMS];
-} lt_rowit;
+} ltC_rowit;
 
-typedef void (*lt_cpu_row_fn)(const lt_rowit *it, char **p, void *ud);
+typedef void (*ltC_row_fn)(const ltC_rowit *it, char **p, void *ud);
 
 /* Rows along `dim` of ops[0]'s shape; every operand has that shape (views with stride 0 are
 ** fine). A 0-d shape is one row of one element. */
-void lt_rowit_init(lt_rowit *it, int nops, const lt_tensor *const *ops, int dim);
+void ltC_rowit_init(ltC_rowit *it, int nops, const lt_tensor *const *ops, int dim);
 /* Calls fn on every row, rows split across threads. */
-void lt_rows_run(lt_ctx *ctx, const lt_rowit *it, lt_cpu_row_fn fn, void *ud);
+void ltC_rows_run(lt_ctx *ctx, const ltC_rowit *it, ltC_row_fn fn, void *ud);
 
 /* ================================================================ float32 vector helpers
 ** Four-lane GCC/clang vector extensions (SSE on x86-64, NEON on arm64), with scalar
@@ -88,6 +88,6 @@ static inline v4f exp4(v4f v) {
 #endif
 
 /* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
-float lt_cpu_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan);
+float ltC_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan);
 
 #endif

@@ -3,7 +3,7 @@
 ** conversion through small blocks, integer arithmetic that wraps, and the parameters every
 ** element formula receives.
 **
-** Each kernel is a row function for lt_iter over the innermost (collapsed) dim with byte
+** Each kernel is a row function for ltB_iter over the innermost (collapsed) dim with byte
 ** strides. A loop (ew_loop2.h, ew_loop1.h) takes an element formula, a small always-inlined
 ** function, and has one body per stride pattern (all contiguous, scalar right, scalar left,
 ** strided) so the compiler vectorises the common ones with the formula inlined.
@@ -20,7 +20,7 @@
 /* elements per on-stack conversion block */
 #define LT_EW_BLK 256
 
-typedef uint8_t lt_u8;
+typedef uint8_t ltC_u8;
 
 /* The formulas' parameters (clamp bounds, slopes, isclose tolerances) in the compute type. */
 typedef struct ewp_float { float q0, q1; } ewp_float;
@@ -29,11 +29,11 @@ typedef struct ewp_int64_t { int64_t q0, q1; } ewp_int64_t;
 typedef struct ewp_lt_u8 { int q0, q1; } ewp_lt_u8;
 
 /* dst[i*ds] = (dd) src[i*ss] for n elements, strides in bytes. */
-void lt_ew_convert(const char *src, int64_t ss, lt_dtype sd, char *dst, int64_t ds, lt_dtype dd,
-                   int64_t n);
+void ltC_ew_convert(const char *src, int64_t ss, lt_dtype sd, char *dst, int64_t ds, lt_dtype dd,
+                    int64_t n);
 
 /* float to int64 as C would, but total: NaN gives 0, out-of-range values saturate. */
-static inline int64_t lt_ew_f2i(double x) {
+static inline int64_t ltC_ew_f2i(double x) {
   if (x != x) return 0;
   if (x >= 9.2233720368547758e18) return INT64_MAX;
   if (x <= -9.2233720368547758e18) return INT64_MIN;
@@ -41,13 +41,13 @@ static inline int64_t lt_ew_f2i(double x) {
 }
 
 /* Integer arithmetic wraps (two's complement) like PyTorch instead of being undefined. */
-LT_EW_INLINE int64_t lt_ew_wadd(int64_t x, int64_t y) {
+LT_EW_INLINE int64_t ltC_ew_wadd(int64_t x, int64_t y) {
   return (int64_t)((uint64_t)x + (uint64_t)y);
 }
-LT_EW_INLINE int64_t lt_ew_wsub(int64_t x, int64_t y) {
+LT_EW_INLINE int64_t ltC_ew_wsub(int64_t x, int64_t y) {
   return (int64_t)((uint64_t)x - (uint64_t)y);
 }
-LT_EW_INLINE int64_t lt_ew_wmul(int64_t x, int64_t y) {
+LT_EW_INLINE int64_t ltC_ew_wmul(int64_t x, int64_t y) {
   return (int64_t)((uint64_t)x * (uint64_t)y);
 }
 

@@ -309,7 +309,7 @@ static bool all_broadcast(int nb, const int64_t *S, const int64_t *bst) {
 static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t m, int64_t n,
                     int64_t k, double alpha, const mat_t *A, const mat_t *B, double beta,
                     const mat_t *C) {
-  int64_t P = lt_shape_numel(nb, S);
+  int64_t P = ltB_shape_numel(nb, S);
   if (P == 0 || m == 0 || n == 0) return;
   if (P > 1) {
     int64_t sa, sb, sc;
@@ -363,7 +363,7 @@ static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t 
 
 
 /* The table's layout query: whether every matrix of t is laid out for BLAS. */
-bool lt_cpu_matmul_ready(const lt_tensor *t, lt_mat_dims d) {
+bool ltC_matmul_ready(const lt_tensor *t, ltK_mat_dims d) {
   if (t->dtype != LT_FLOAT32 && t->dtype != LT_FLOAT64) return true;
   mat_t m = describe(t, d.has_rows, d.has_cols, 0, false);
   int64_t ld;
@@ -374,9 +374,9 @@ bool lt_cpu_matmul_ready(const lt_tensor *t, lt_mat_dims d) {
 }
 
 /* The table's batched product over the nb batch dims `batch`. */
-void lt_cpu_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
-                   lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta, lt_tensor *c,
-                   lt_mat_dims dc) {
+void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
+                ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta, lt_tensor *c,
+                ltK_mat_dims dc) {
   mat_t A = describe(a, da.has_rows, da.has_cols, nb, da.transposed);
   mat_t B = describe(b, db.has_rows, db.has_cols, nb, db.transposed);
   mat_t C = describe(c, dc.has_rows, dc.has_cols, nb, false);

@@ -3,7 +3,7 @@
 ** gather, embedding), scatter (scatter, scatter_add, index_add, their backwards), masked_fill
 ** and the order-dependent masked_select / masked_scatter pair.
 **
-** Kernels go through lt_iter. Gather iterates over the output with the source "restrided"
+** Kernels go through ltB_iter. Gather iterates over the output with the source "restrided"
 ** (stride 0 along dim, the index supplying the offset). Scatter iterates over every position
 ** except along dim and walks dim inside the kernel, so that two threads never write the same
 ** destination element.
@@ -22,7 +22,7 @@ static lt_tensor geom(const lt_tensor *t) {
 }
 
 /* Runs kernel over the iterator's rows in order on this thread (for order-dependent work). */
-static void iter_serial(const lt_iter *it, lt_row_fn kernel, void *ud) {
+static void iter_serial(const ltB_iter *it, ltK_row_fn kernel, void *ud) {
   if (it->numel == 0) return;
   int nd = it->ndim, nops = it->nops;
   int64_t idx[LT_MAX_DIMS] = {0}, rst[LT_ITER_MAX];
@@ -43,11 +43,11 @@ static void iter_serial(const lt_iter *it, lt_row_fn kernel, void *ud) {
 }
 
 /* Serial iteration over t alone, in row-major order. */
-static void walk1(const lt_tensor *t, lt_row_fn kernel, void *ud) {
+static void walk1(const lt_tensor *t, ltK_row_fn kernel, void *ud) {
   lt_tensor g = geom(t);
   lt_tensor *ops[1] = {&g};
-  lt_iter it;
-  lt_iter_init(&it, 1, ops, g.ndim, g.size);
+  ltB_iter it;
+  ltB_iter_init(&it, 1, ops, g.ndim, g.size);
   iter_serial(&it, kernel, ud);
 }
 
@@ -73,8 +73,8 @@ static void range_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-bool lt_cpu_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
-                        int64_t *bad, int64_t *max) {
+bool ltC_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
+                     int64_t *bad, int64_t *max) {
   range_ud s = {.lo = lo, .hi = hi, .skip = skip, .max = INT64_MIN};
   walk1(index, range_row, &s);
   *bad = s.bad;
@@ -142,32 +142,32 @@ static void copy_blocks(int64_t b, int64_t e, void *ud) {
 static bool gather_blocks(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
                           const lt_tensor *index, int64_t base) {
   int64_t n;
-  if (out->ndim == 0 || !lt_dense(out, &n) || !lt_dense(src, &n) || index->ndim != out->ndim)
+  if (out->ndim == 0 || !ltB_dense(out, &n) || !ltB_dense(src, &n) || index->ndim != out->ndim)
     return false;
   for (int d = 0; d < out->ndim; d++)
     if (d != dim && (index->stride[d] != 0 || src->size[d] != out->size[d])) return false;
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < dim; d++) outer *= out->size[d];
   for (int d = dim + 1; d < out->ndim; d++) inner *= out->size[d];
-  int64_t es = (int64_t)lt_esize(out->dtype);
-  blocks_job j = {lt_ptr(out), lt_ptr(src), lt_ptr(index), out->size[dim], src->size[dim],
+  int64_t es = (int64_t)ltB_esize(out->dtype);
+  blocks_job j = {ltB_ptr(out), ltB_ptr(src), ltB_ptr(index), out->size[dim], src->size[dim],
                   inner * es, index->stride[dim] * (int64_t)sizeof(int64_t), base};
-  lt_parallel_for(ctx, outer * j.n, lt_cpu_grain(inner), copy_blocks, &j);
+  ltB_parallel_for(ctx, outer * j.n, ltC_grain(inner), copy_blocks, &j);
   return true;
 }
 
-void lt_cpu_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
-                   const lt_tensor *index, int64_t base) {
+void ltC_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
+                const lt_tensor *index, int64_t base) {
   if (lt_numel(out) == 0 || gather_blocks(ctx, out, src, dim, index, base)) return;
   lt_tensor go = geom(out), gs = geom(src), gi = geom(index);
   int64_t dstride = gs.stride[dim] * (int64_t)lt_dtype_size(out->dtype);
   memcpy(gs.size, go.size, sizeof gs.size);
   gs.stride[dim] = 0;
   lt_tensor *ops[3] = {&go, &gs, &gi};
-  lt_iter it;
-  lt_iter_init(&it, 3, ops, go.ndim, go.size);
+  ltB_iter it;
+  ltB_iter_init(&it, 3, ops, go.ndim, go.size);
   gather_ud u = {out->dtype, dstride, base};
-  lt_iter_run(ctx, &it, gather_row, &u);
+  ltB_iter_run(ctx, &it, gather_row, &u);
 }
 
 /* ------------------------------------------------------------ scatter */
@@ -235,15 +235,15 @@ static void scatter_row(char **data, const int64_t *st, int64_t n, void *ud) {
 
 /* The iteration shape is index's; a 0-d src under a larger index is one value read at every
 ** position (a 0-d src under a 0-d or one-element index reads its one element either way). */
-void lt_cpu_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
-                    const lt_tensor *src, bool accumulate, int64_t base) {
+void ltC_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,
+                 const lt_tensor *src, bool accumulate, int64_t base) {
   lt_tensor gs = geom(self), gi = geom(index), gr = geom(src);
   bool src_value = src->ndim == 0;
   int nd = gi.ndim;
   int64_t sz[LT_MAX_DIMS] = {0};
   memcpy(sz, gi.size, (size_t)nd * sizeof *sz);
   int64_t K = sz[dim];
-  if (K == 0 || lt_shape_numel(nd, sz) == 0) return;
+  if (K == 0 || ltB_shape_numel(nd, sz) == 0) return;
   sz[dim] = 1;
   int64_t es = (int64_t)lt_dtype_size(self->dtype);
   int64_t sst = gs.stride[dim] * es;
@@ -254,10 +254,10 @@ void lt_cpu_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *inde
   memcpy(gi.size, sz, sizeof sz);
   if (!src_value) memcpy(gr.size, sz, sizeof sz);
   lt_tensor *ops[3] = {&gs, &gi, &gr};
-  lt_iter it;
-  lt_iter_init(&it, 3, ops, nd, sz);
+  ltB_iter it;
+  ltB_iter_init(&it, 3, ops, nd, sz);
   scat_ud u = {self->dtype, accumulate, K, sst, ist, rst, base};
-  lt_iter_run(ctx, &it, scatter_row, &u);
+  ltB_iter_run(ctx, &it, scatter_row, &u);
 }
 
 /* ------------------------------------------------------------ masked_fill */
@@ -315,13 +315,13 @@ static void mfill_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-void lt_cpu_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
-                        const lt_tensor *mask, double v) {
+void ltC_masked_fill(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src,
+                     const lt_tensor *mask, double v) {
   lt_tensor *ops[3] = {out, (lt_tensor *)src, (lt_tensor *)mask};
-  lt_iter it;
-  lt_iter_init(&it, 3, ops, out->ndim, out->size);
+  ltB_iter it;
+  ltB_iter_init(&it, 3, ops, out->ndim, out->size);
   mfill_ud u = {out->dtype, (float)v, v, (int64_t)v, v != 0};
-  lt_iter_run(ctx, &it, mfill_row, &u);
+  ltB_iter_run(ctx, &it, mfill_row, &u);
 }
 
 /* ------------------------------------------------------------ masked_select / masked_scatter */
@@ -333,7 +333,7 @@ static void count_row(char **data, const int64_t *st, int64_t n, void *ud) {
   for (int64_t i = 0; i < n; i++) c->count += *(const bool *)(data[0] + i * st[0]);
 }
 
-int64_t lt_cpu_mask_count(const lt_tensor *mask) {
+int64_t ltC_mask_count(const lt_tensor *mask) {
   count_ud c = {0};
   walk1(mask, count_row, &c);
   return c.count;
@@ -360,16 +360,16 @@ static void run_pack(lt_tensor *t, const lt_tensor *mask, const lt_tensor *packe
                      bool unpack) {
   lt_tensor gt = geom(t), gm = geom(mask);
   lt_tensor *ops[2] = {&gt, &gm};
-  lt_iter it;
-  lt_iter_init(&it, 2, ops, gt.ndim, gt.size);
-  pack_ud p = {lt_ptr(packed), lt_esize(t->dtype), unpack};
+  ltB_iter it;
+  ltB_iter_init(&it, 2, ops, gt.ndim, gt.size);
+  pack_ud p = {ltB_ptr(packed), ltB_esize(t->dtype), unpack};
   iter_serial(&it, pack_row, &p);
 }
 
-void lt_cpu_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask) {
+void ltC_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tensor *mask) {
   run_pack((lt_tensor *)src, mask, out, false);
 }
 
-void lt_cpu_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src) {
+void ltC_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src) {
   run_pack(dst, mask, src, true);
 }

@@ -16,22 +16,22 @@
 
 /* ============================================================ dropout */
 
-void lt_cpu_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
-                    lt_generator *g) {
+void ltC_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
+                 lt_generator *g) {
   int64_t n = lt_numel(x);
   double keep = 1 - p, scale = p < 1 ? 1 / keep : 0;
   if (x->dtype == LT_FLOAT32) {
-    float *m = lt_ptr(mask), *yy = lt_ptr(y), fs = (float)scale;
-    const float *xx = lt_ptr(x);
+    float *m = ltB_ptr(mask), *yy = ltB_ptr(y), fs = (float)scale;
+    const float *xx = ltB_ptr(x);
     for (int64_t i = 0; i < n; i++) {
-      m[i] = lt_next_double(g) < keep ? fs : 0.0f;
+      m[i] = ltB_next_double(g) < keep ? fs : 0.0f;
       yy[i] = xx[i] * m[i];
     }
   } else {
-    double *m = lt_ptr(mask), *yy = lt_ptr(y);
-    const double *xx = lt_ptr(x);
+    double *m = ltB_ptr(mask), *yy = ltB_ptr(y);
+    const double *xx = ltB_ptr(x);
     for (int64_t i = 0; i < n; i++) {
-      m[i] = lt_next_double(g) < keep ? scale : 0.0;
+      m[i] = ltB_next_double(g) < keep ? scale : 0.0;
       yy[i] = xx[i] * m[i];
     }
   }
@@ -62,16 +62,16 @@ static double row_lse(const void *x, lt_dtype dt, int64_t C, int64_t S, int64_t 
   return m + log(sum);
 }
 
-int lt_cpu_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tensor *x,
-                      const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a) {
+int ltC_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tensor *x,
+                   const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a) {
   const int64_t N = a->N, C = a->C, S = a->S, R = N * S;
   const double ls = a->ls;
   double *rowloss = malloc((size_t)(R ? R : 1) * 2 * sizeof *rowloss);
-  if (!rowloss) return lt_fail(ctx, "%s: out of memory", a->logits ? "cross_entropy" : "nll_loss");
+  if (!rowloss) return ltB_fail(ctx, "%s: out of memory", a->logits ? "cross_entropy" : "nll_loss");
   lt_dtype dt = x->dtype;
-  const int64_t *t = lt_ptr(target);
-  const void *xd = lt_ptr(x), *wd = weight ? lt_ptr(weight) : NULL;
-  double *lse = lse_t ? lt_ptr(lse_t) : NULL;
+  const int64_t *t = ltB_ptr(target);
+  const void *xd = ltB_ptr(x), *wd = weight ? ltB_ptr(weight) : NULL;
+  double *lse = lse_t ? ltB_ptr(lse_t) : NULL;
   double sum_nll = 0, sum_smooth = 0, sum_w = 0, kept = 0;
   for (int64_t n = 0; n < N; n++)
     for (int64_t s = 0; s < S; s++) {
@@ -98,7 +98,7 @@ int lt_cpu_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tens
   ** without weights), as PyTorch */
   a->dn = sum_w;
   a->ds = wd ? sum_w : kept;
-  void *yd = lt_ptr(y);
+  void *yd = ltB_ptr(y);
   switch (a->reduction) {
     case LT_REDUCTION_NONE:
       for (int64_t i = 0; i < R; i++)
@@ -116,18 +116,18 @@ int lt_cpu_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tens
   return 0;
 }
 
-void lt_cpu_class_loss_backward(lt_tensor *dx, const lt_tensor *gt, const lt_tensor *x,
-                                const lt_tensor *target, const lt_tensor *weight,
-                                const lt_tensor *lse, const lt_class_loss *a) {
+void ltC_class_loss_backward(lt_tensor *dx, const lt_tensor *gt, const lt_tensor *x,
+                             const lt_tensor *target, const lt_tensor *weight,
+                             const lt_tensor *lse, const ltK_class_loss *a) {
   const int64_t N = a->N, C = a->C, S = a->S;
   lt_dtype dt = x->dtype;
-  const int64_t *t = lt_ptr(target);
-  const double *l = lse ? lt_ptr(lse) : NULL;
-  const void *wd = weight ? lt_ptr(weight) : NULL, *xd = lt_ptr(x), *gd = lt_ptr(gt);
+  const int64_t *t = ltB_ptr(target);
+  const double *l = lse ? ltB_ptr(lse) : NULL;
+  const void *wd = weight ? ltB_ptr(weight) : NULL, *xd = ltB_ptr(x), *gd = ltB_ptr(gt);
   double W = 0;
   for (int64_t c = 0; c < C; c++) W += wd ? elem(wd, dt, c) : 1.0;
-  void *d = lt_ptr(dx);
-  memset(d, 0, (size_t)(N * C * S) * lt_esize(dt));
+  void *d = ltB_ptr(dx);
+  memset(d, 0, (size_t)(N * C * S) * ltB_esize(dt));
   for (int64_t n = 0; n < N; n++)
     for (int64_t s = 0; s < S; s++) {
       int64_t i = n * S + s, off = n * C * S + s;

@@ -3,7 +3,7 @@
 ** the row norms, layer, rms and group norm (`row_norm`, `row_norm_backward`).
 **
 ** Shape letters: batch norm sees x as (N, C, L) with L = prod(spatial dims) and normalises each
-** channel over M = N*L values; the row norms see x as R rows of D values (lt_norm_geom; group
+** channel over M = N*L values; the row norms see x as R rows of D values (ltK_norm_geom; group
 ** norm's rows are the (n, group) blocks of Cg*L values). Statistics accumulate in double for both
 ** dtypes and are kept as float64; xhat = (x - mean) * invstd is recomputed in backward.
 **
@@ -20,7 +20,10 @@
 /* Element steps per parallel task. */
 #define NORM_GRAIN 16384
 
-static int64_t grain_of(int64_t per) { return (NORM_GRAIN + (per > 0 ? per : 1) - 1) / (per > 0 ? per : 1); }
+static int64_t grain_of(int64_t per) {
+  int64_t p = per > 0 ? per : 1;
+  return (NORM_GRAIN + p - 1) / p;
+}
 
 /* Element i of a float tensor's data as double. */
 static inline double ld(const void *p, lt_dtype dt, int64_t i) {
@@ -71,22 +74,22 @@ static inline char *at(const void *p, lt_dtype dt, int64_t i) {
 static void store_sums(lt_tensor *t, const double *v, int64_t n) {
   for (int64_t k = 0; k < n; k++) {
     if (t->dtype == LT_FLOAT32)
-      ((float *)lt_ptr(t))[k] = (float)v[k];
+      ((float *)ltB_ptr(t))[k] = (float)v[k];
     else
-      ((double *)lt_ptr(t))[k] = v[k];
+      ((double *)ltB_ptr(t))[k] = v[k];
   }
 }
 
 /* Writes v into element c of a 1-d float tensor t (any stride). */
 static void put1(lt_tensor *t, int64_t c, double v) {
-  char *p = at(lt_ptr(t), t->dtype, c * t->stride[0]);
+  char *p = at(ltB_ptr(t), t->dtype, c * t->stride[0]);
   if (t->dtype == LT_FLOAT32)
     *(float *)p = (float)v;
   else
     *(double *)p = v;
 }
 static double get1(const lt_tensor *t, int64_t c) {
-  return ld(lt_ptr(t), t->dtype, c * t->stride[0]);
+  return ld(ltB_ptr(t), t->dtype, c * t->stride[0]);
 }
 
 typedef struct bn_job {
@@ -201,7 +204,7 @@ static void bn_dx(int64_t p0, int64_t p1, void *ud) {
 }
 
 typedef struct row_job {
-  enum lt_norm_kind kind;
+  enum ltK_norm_kind kind;
   lt_dtype dt;
   int64_t R, D;          /* rows, values per row */
   int64_t G, Cg, L;      /* group_norm: groups, channels per group, spatial size */
@@ -316,18 +319,18 @@ static void bn_dims(const lt_tensor *x, int64_t *N, int64_t *C, int64_t *L) {
   for (int i = 2; i < x->ndim; i++) *L *= x->size[i];
 }
 
-void lt_cpu_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
-                       const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
-                       lt_tensor *running_mean, lt_tensor *running_var, bool training,
-                       double momentum, double eps) {
+void ltC_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invstd,
+                    const lt_tensor *x, const lt_tensor *w, const lt_tensor *b,
+                    lt_tensor *running_mean, lt_tensor *running_var, bool training,
+                    double momentum, double eps) {
   bn_job j = {
       .dt = x->dtype,
-      .x = lt_ptr(x),
-      .w = w ? lt_ptr(w) : NULL,
-      .b = b ? lt_ptr(b) : NULL,
-      .y = lt_ptr(y),
-      .mean = lt_ptr(mean),
-      .invstd = lt_ptr(invstd),
+      .x = ltB_ptr(x),
+      .w = w ? ltB_ptr(w) : NULL,
+      .b = b ? ltB_ptr(b) : NULL,
+      .y = ltB_ptr(y),
+      .mean = ltB_ptr(mean),
+      .invstd = ltB_ptr(invstd),
       .training = training,
       .eps = eps,
       .running_mean = training ? running_mean : NULL,
@@ -336,81 +339,84 @@ void lt_cpu_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *in
   };
   bn_dims(x, &j.N, &j.C, &j.L);
   if (training) {
-    lt_parallel_for(ctx, j.C, grain_of(j.N * j.L),
-                    j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
+    ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
+                     j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
   } else {
     for (int64_t c = 0; c < j.C; c++) {
       j.mean[c] = get1(running_mean, c);
       j.invstd[c] = 1.0 / sqrt(get1(running_var, c) + eps);
     }
   }
-  lt_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
+  ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
 }
 
-int lt_cpu_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
-                               const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
-                               const lt_tensor *mean, const lt_tensor *invstd, bool training) {
+int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
+                            const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
+                            const lt_tensor *mean, const lt_tensor *invstd, bool training) {
   bn_job j = {
       .dt = x->dtype,
-      .x = lt_ptr(x),
-      .w = w ? lt_ptr(w) : NULL,
-      .dy = lt_ptr(dy),
-      .dx = dx ? lt_ptr(dx) : NULL,
-      .mean = lt_ptr(mean),
-      .invstd = lt_ptr(invstd),
+      .x = ltB_ptr(x),
+      .w = w ? ltB_ptr(w) : NULL,
+      .dy = ltB_ptr(dy),
+      .dx = dx ? ltB_ptr(dx) : NULL,
+      .mean = ltB_ptr(mean),
+      .invstd = ltB_ptr(invstd),
       .training = training,
   };
   bn_dims(x, &j.N, &j.C, &j.L);
   double *sums = malloc((size_t)(2 * j.C + 1) * sizeof *sums);
-  if (!sums) return lt_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
+  if (!sums)
+    return ltB_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
   j.sum_dy = sums;
   j.sum_dy_xhat = sums + j.C;
-  lt_parallel_for(ctx, j.C, grain_of(j.N * j.L), bn_grad_sums, &j);
-  if (dx) lt_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
+  ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L), bn_grad_sums, &j);
+  if (dx) ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
   if (dw) store_sums(dw, j.sum_dy_xhat, j.C);
   if (db) store_sums(db, j.sum_dy, j.C);
   free(sums);
   return 0;
 }
 
-static row_job row_job_of(const lt_norm_geom *g, const lt_tensor *x, const lt_tensor *w,
+static row_job row_job_of(const ltK_norm_geom *g, const lt_tensor *x, const lt_tensor *w,
                           const lt_tensor *mean, const lt_tensor *rstd) {
   return (row_job){
       .kind = g->kind,
       .dt = x->dtype,
       .R = g->R, .D = g->D, .G = g->G, .Cg = g->Cg, .L = g->L,
-      .x = lt_ptr(x),
-      .w = w ? lt_ptr(w) : NULL,
-      .mean = lt_ptr(mean),
-      .rstd = lt_ptr(rstd),
+      .x = ltB_ptr(x),
+      .w = w ? ltB_ptr(w) : NULL,
+      .mean = ltB_ptr(mean),
+      .rstd = ltB_ptr(rstd),
       .eps = g->eps,
   };
 }
 
-void lt_cpu_row_norm(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
-                     lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+void ltC_row_norm(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+                  lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
   row_job j = row_job_of(g, x, w, mean, rstd);
-  j.b = b ? lt_ptr(b) : NULL;
-  j.y = lt_ptr(y);
-  lt_parallel_for(ctx, g->R, grain_of(3 * g->D), row_forward, &j);
+  j.b = b ? ltB_ptr(b) : NULL;
+  j.y = ltB_ptr(y);
+  ltB_parallel_for(ctx, g->R, grain_of(3 * g->D), row_forward, &j);
 }
 
-int lt_cpu_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
-                             lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
-                             const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd) {
+int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+                          lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
+                          const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd) {
   row_job j = row_job_of(g, x, w, mean, rstd);
-  j.dy = lt_ptr(dy);
+  j.dy = ltB_ptr(dy);
   if (dx) {
-    j.dx = lt_ptr(dx);
-    lt_parallel_for(ctx, g->R, grain_of(3 * g->D), row_dx, &j);
+    j.dx = ltB_ptr(dx);
+    ltB_parallel_for(ctx, g->R, grain_of(3 * g->D), row_dx, &j);
   }
   if (!dw && !db) return 0;
   /* weight index space: D (layer, rms) or C = G*Cg (group); rows summed in order */
   int64_t nw = g->kind == LT_NORM_GROUP ? g->G * g->Cg : g->D;
   double *acc = calloc((size_t)(2 * nw + 1), sizeof *acc);
-  if (!acc) return lt_fail(ctx, "%s: out of memory for %lld weight sums",
-                           g->kind == LT_NORM_GROUP ? "group_norm" : g->kind == LT_NORM_RMS ? "rms_norm" : "layer_norm",
-                           (long long)nw);
+  if (!acc) {
+    const char *op = g->kind == LT_NORM_GROUP ? "group_norm"
+                     : g->kind == LT_NORM_RMS ? "rms_norm" : "layer_norm";
+    return ltB_fail(ctx, "%s: out of memory for %lld weight sums", op, (long long)nw);
+  }
   double *aw = acc, *ab = acc + nw;
   lt_dtype dt = x->dtype;
   for (int64_t r = 0; r < g->R; r++) {

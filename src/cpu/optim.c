@@ -17,9 +17,9 @@
 ** unswitching and vectorisation (a 10x difference measured on SGD). */
 #define SGD_BODY(T)                                                                    \
   do {                                                                                 \
-    T *restrict P = lt_ptr(p);                                                        \
-    const T *restrict G = lt_ptr(g);                                                  \
-    T *restrict B = buf ? (T *)lt_ptr(buf) : NULL;                                    \
+    T *restrict P = ltB_ptr(p);                                                        \
+    const T *restrict G = ltB_ptr(g);                                                  \
+    T *restrict B = buf ? (T *)ltB_ptr(buf) : NULL;                                    \
     const T wd = (T)o->weight_decay, mom = (T)o->momentum, damp1 = (T)(1 - o->dampening); \
     const T nlr = (T)(-o->lr), sgn = o->maximize ? (T)-1 : (T)1;                       \
     const bool decay = o->weight_decay != 0, first = o->first, nesterov = o->nesterov; \
@@ -49,9 +49,9 @@
 
 #define ADAM_BODY(T, SQRT)                                                              \
   do {                                                                                  \
-    T *restrict P = lt_ptr(p), *restrict M = lt_ptr(m), *restrict V = lt_ptr(v);    \
-    T *restrict VM = vmax ? (T *)lt_ptr(vmax) : NULL;                                  \
-    const T *restrict G = lt_ptr(g);                                                   \
+    T *restrict P = ltB_ptr(p), *restrict M = ltB_ptr(m), *restrict V = ltB_ptr(v);    \
+    T *restrict VM = vmax ? (T *)ltB_ptr(vmax) : NULL;                                  \
+    const T *restrict G = ltB_ptr(g);                                                   \
     const bool maximize = o->maximize, decay = o->weight_decay != 0;                    \
     const bool decoupled = o->decoupled;                                                \
     const T b1 = (T)o->beta1, b2 = (T)o->beta2, omb1 = (T)(1 - o->beta1),              \
@@ -79,9 +79,9 @@
 
 #define RMSPROP_BODY(T, SQRT)                                                           \
   do {                                                                                  \
-    T *P = lt_ptr(p), *S = lt_ptr(sq);                                                \
-    T *GA = gavg ? (T *)lt_ptr(gavg) : NULL, *B = buf ? (T *)lt_ptr(buf) : NULL;     \
-    const T *G = lt_ptr(g);                                                            \
+    T *P = ltB_ptr(p), *S = ltB_ptr(sq);                                                \
+    T *GA = gavg ? (T *)ltB_ptr(gavg) : NULL, *B = buf ? (T *)ltB_ptr(buf) : NULL;     \
+    const T *G = ltB_ptr(g);                                                            \
     const T a = (T)o->alpha, oma = (T)(1 - o->alpha), wd = (T)o->weight_decay;         \
     const T eps = (T)o->eps, mom = (T)o->momentum, nlr = (T)(-o->lr);                  \
     for (int64_t i = 0; i < n; i++) {                                                   \
@@ -106,8 +106,8 @@
 
 #define ADAGRAD_BODY(T, SQRT)                                                           \
   do {                                                                                  \
-    T *P = lt_ptr(p), *S = lt_ptr(sum);                                               \
-    const T *G = lt_ptr(g);                                                            \
+    T *P = ltB_ptr(p), *S = ltB_ptr(sum);                                               \
+    const T *G = ltB_ptr(g);                                                            \
     const T wd = (T)o->weight_decay, eps = (T)o->eps, nclr = (T)(-clr);                \
     for (int64_t i = 0; i < n; i++) {                                                   \
       T grad = o->maximize ? -G[i] : G[i];                                              \
@@ -118,14 +118,14 @@
     }                                                                                   \
   } while (0)
 
-void lt_cpu_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o) {
+void ltC_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o) {
   int64_t n = lt_numel(p);
   if (p->dtype == LT_FLOAT32) SGD_BODY(float);
   else SGD_BODY(double);
 }
 
-void lt_cpu_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
-                      lt_tensor *vmax, const lt_adam_opts *o) {
+void ltC_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+                   lt_tensor *vmax, const lt_adam_opts *o) {
   int64_t n = lt_numel(p);
   double bc1 = 1 - pow(o->beta1, o->step), bc2 = 1 - pow(o->beta2, o->step);
   double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
@@ -133,15 +133,15 @@ void lt_cpu_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor 
   else ADAM_BODY(double, sqrt);
 }
 
-void lt_cpu_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
-                         lt_tensor *buf, const lt_rmsprop_opts *o) {
+void ltC_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
+                      lt_tensor *buf, const lt_rmsprop_opts *o) {
   int64_t n = lt_numel(p);
   if (p->dtype == LT_FLOAT32) RMSPROP_BODY(float, sqrtf);
   else RMSPROP_BODY(double, sqrt);
 }
 
-void lt_cpu_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
-                         const lt_adagrad_opts *o) {
+void ltC_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+                      const lt_adagrad_opts *o) {
   int64_t n = lt_numel(p);
   double clr = o->lr / (1 + (o->step - 1) * o->lr_decay);
   if (p->dtype == LT_FLOAT32) ADAGRAD_BODY(float, sqrtf);

@@ -2,7 +2,7 @@
 ** cpu/pool.c -- cpu kernels of the pools (`pool`, `pool_backward`): max, avg, adaptive avg and
 ** adaptive max, 1-d and 2-d, forward (max kinds with indices) and backward.
 **
-** Shape letters (lt_pool_geom): P = N*C independent planes of H x W input and OH x OW output.
+** Shape letters (ltK_pool_geom): P = N*C independent planes of H x W input and OH x OW output.
 ** A 1-d op is the 2-d kernel with H = kh = 1. Indices are flat positions ih*W + iw inside a
 ** plane. Every kernel runs planes in parallel; a plane is one task's, so results are the same
 ** whatever the thread count.
@@ -16,16 +16,16 @@
 #define PLANE_GRAIN 16384
 
 typedef struct pool_job {
-  const lt_pool_geom *g;
+  const ltK_pool_geom *g;
   const void *src;
   void *dst;
   int64_t *idx;
 } pool_job;
 
-static void run_planes(lt_ctx *ctx, const lt_pool_geom *g, int64_t work, lt_range_fn fn,
+static void run_planes(lt_ctx *ctx, const ltK_pool_geom *g, int64_t work, ltK_range_fn fn,
                        pool_job *j) {
   int64_t per = work > 0 ? work : 1;
-  lt_parallel_for(ctx, g->P, (PLANE_GRAIN + per - 1) / per, fn, j);
+  ltB_parallel_for(ctx, g->P, (PLANE_GRAIN + per - 1) / per, fn, j);
 }
 
 /* Range callback NAME: PLANE(g, src, dst, idx) on each plane of [b, e). A forward plane reads
@@ -34,7 +34,7 @@ static void run_planes(lt_ctx *ctx, const lt_pool_geom *g, int64_t work, lt_rang
 #define DEF_PLANES(NAME, T, PLANE, FWD)                                                        \
   static void NAME(int64_t b, int64_t e, void *ud) {                                           \
     const pool_job *j = ud;                                                                    \
-    const lt_pool_geom *g = j->g;                                                                 \
+    const ltK_pool_geom *g = j->g;                                                                 \
     int64_t ni = g->H * g->W, no = g->OH * g->OW;                                              \
     int64_t ns = (FWD) ? ni : no, nd = (FWD) ? no : ni;                                        \
     for (int64_t p = b; p < e; p++)                                                            \
@@ -55,7 +55,7 @@ typedef struct pool_span {
 ** never dilated (pool_setup sets d = 1), so their step is 1. Adaptive pools use PyTorch's
 ** floor/ceil bounds, never empty. Called with constant flags, so it inlines to each kernel's
 ** own arithmetic. */
-static inline pool_span pool_span_at(const lt_pool_geom *g, bool adaptive, bool cols, int64_t o) {
+static inline pool_span pool_span_at(const ltK_pool_geom *g, bool adaptive, bool cols, int64_t o) {
   int64_t n = cols ? g->W : g->H;
   if (adaptive) {
     int64_t no = cols ? g->OW : g->OH;
@@ -73,7 +73,8 @@ static inline pool_span pool_span_at(const lt_pool_geom *g, bool adaptive, bool 
 
 /* Divisor of an avg window r x c, as PyTorch computes it: the override, else the window size
 ** with or without the padding (adaptive windows hold no padding). */
-static inline int64_t pool_divisor(const lt_pool_geom *g, bool adaptive, pool_span r, pool_span c) {
+static inline int64_t pool_divisor(const ltK_pool_geom *g, bool adaptive, pool_span r,
+                                   pool_span c) {
   if (adaptive) return (r.hi - r.lo) * (c.hi - c.lo);
   if (g->divisor) return g->divisor;
   return g->count_include_pad ? r.pad_n * c.pad_n : (r.hi - r.lo) * (c.hi - c.lo);
@@ -116,7 +117,7 @@ DEF_WINDOW_OPS(f64, double)
 
 /* Max pool (AD false) or adaptive max pool (AD true) forward; indices only when asked for. */
 #define DEF_MAX_FWD(NAME, SUF, T, AD)                                                          \
-  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+  static inline void NAME##_plane(const ltK_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
       pool_span r = pool_span_at(g, AD, false, oh);                                            \
       for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
@@ -136,7 +137,7 @@ DEF_MAX_FWD(admax_fwd_f64, f64, double, true)
 /* 2x2, stride 2, no padding or dilation: the common case, without the window bookkeeping and
 ** with selects instead of branches (same NaN rule: a NaN wins, the last one seen). */
 #define DEF_MAXPOOL_2X2(NAME, T)                                                               \
-  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+  static inline void NAME##_plane(const ltK_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
       const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                       \
       T *o = out + oh * g->OW;                                                                 \
@@ -228,7 +229,7 @@ static inline void max2x2_vec4(const float *r0, const float *r1, float *o, int64
 }
 #endif
 
-static inline void maxpool2x2_f32_plane(const lt_pool_geom *g, const float *in, float *out,
+static inline void maxpool2x2_f32_plane(const ltK_pool_geom *g, const float *in, float *out,
                                         int64_t *ix) {
   const int64_t W = g->W, OW = g->OW;
   for (int64_t oh = 0; oh < g->OH; oh++) {
@@ -253,7 +254,7 @@ DEF_PLANES(maxpool2x2_f32, float, maxpool2x2_f32_plane, true)
 
 /* dx plane = 0, then dx[idx] += dy (shared by max and adaptive max pooling). */
 #define DEF_INDEX_BWD(NAME, T)                                                                 \
-  static inline void NAME##_plane(const lt_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+  static inline void NAME##_plane(const ltK_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
     memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
     for (int64_t o = 0; o < g->OH * g->OW; o++) dx[ix[o]] += dy[o];                            \
   }                                                                                            \
@@ -280,7 +281,7 @@ static inline void max2x2_bwd_vec4(float *r0, float *r1, const float *gy, const 
 }
 #endif
 
-static inline void max2x2_bwd_f32_plane(const lt_pool_geom *g, const float *dy, float *dx,
+static inline void max2x2_bwd_f32_plane(const ltK_pool_geom *g, const float *dy, float *dx,
                                         int64_t *ix) {
   const int64_t W = g->W, OW = g->OW;
   for (int64_t oh = 0; oh < g->OH; oh++) {
@@ -313,7 +314,7 @@ DEF_PLANES(max2x2_bwd_f32, float, max2x2_bwd_f32_plane, false)
 
 /* Avg pool (AD false) or adaptive avg pool (AD true), forward and backward. */
 #define DEF_AVG_FWD(NAME, SUF, T, AD)                                                          \
-  static inline void NAME##_plane(const lt_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
+  static inline void NAME##_plane(const ltK_pool_geom *g, const T *in, T *out, int64_t *ix) {      \
     (void)ix;                                                                                  \
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
       pool_span r = pool_span_at(g, AD, false, oh);                                            \
@@ -335,7 +336,7 @@ DEF_AVG_FWD(adavg_fwd_f32, f32, float, true)
 DEF_AVG_FWD(adavg_fwd_f64, f64, double, true)
 
 #define DEF_AVG_BWD(NAME, SUF, T, AD)                                                          \
-  static inline void NAME##_plane(const lt_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
+  static inline void NAME##_plane(const ltK_pool_geom *g, const T *dy, T *dx, int64_t *ix) {       \
     (void)ix;                                                                                  \
     memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                          \
     for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
@@ -356,14 +357,14 @@ DEF_AVG_BWD(adavg_bwd_f64, f64, double, true)
 /* ------------------------------------------------------------ entries */
 
 /* The common max pool: 2x2 windows, stride 2, no padding or dilation, all inside the input. */
-static bool is_max2x2(const lt_pool_geom *g) {
+static bool is_max2x2(const ltK_pool_geom *g) {
   return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
          g->dh == 1 && g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
 }
 
-void lt_cpu_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
-                 const lt_tensor *x) {
-  pool_job j = {.g = g, .src = lt_ptr(x), .dst = lt_ptr(y), .idx = idx ? lt_ptr(idx) : NULL};
+void ltC_pool(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+              const lt_tensor *x) {
+  pool_job j = {.g = g, .src = ltB_ptr(x), .dst = ltB_ptr(y), .idx = idx ? ltB_ptr(idx) : NULL};
   bool f = x->dtype == LT_FLOAT32;
   switch (g->kind) {
     case LT_POOL_MAX:
@@ -386,9 +387,9 @@ void lt_cpu_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *id
   }
 }
 
-void lt_cpu_pool_backward(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
-                          const lt_tensor *idx) {
-  pool_job j = {.g = g, .src = lt_ptr(dy), .dst = lt_ptr(dx), .idx = idx ? lt_ptr(idx) : NULL};
+void ltC_pool_backward(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *dx, const lt_tensor *dy,
+                       const lt_tensor *idx) {
+  pool_job j = {.g = g, .src = ltB_ptr(dy), .dst = ltB_ptr(dx), .idx = idx ? ltB_ptr(idx) : NULL};
   bool f = dx->dtype == LT_FLOAT32;
   switch (g->kind) {
     case LT_POOL_MAX:

@@ -24,13 +24,13 @@ static void put(char *p, lt_dtype dt, double v) {
 }
 
 static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const double *params) {
-  int64_t n = lt_numel(t), es = (int64_t)lt_esize(t->dtype);
-  char *base = lt_ptr(t);
+  int64_t n = lt_numel(t), es = (int64_t)ltB_esize(t->dtype);
+  char *base = ltB_ptr(t);
   bool dense = lt_is_contiguous(t);
   int64_t idx[LT_MAX_DIMS] = {0};
   double buf[DRAW_CHUNK];
   for (int64_t done = 0; done < n; done += DRAW_CHUNK) {
-    int64_t m = lt_cpu_min(DRAW_CHUNK, n - done);
+    int64_t m = ltC_min(DRAW_CHUNK, n - done);
     draw(g, buf, m, params);
     for (int64_t i = 0; i < m; i++) {
       int64_t off = done + i;
@@ -48,49 +48,49 @@ static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const doub
 }
 
 static void draw_uniform(lt_generator *g, double *out, int64_t n, const double *p) {
-  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (p[1] - p[0]) * lt_next_double(g);
+  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (p[1] - p[0]) * ltB_next_double(g);
 }
 
 static void draw_normal(lt_generator *g, double *out, int64_t n, const double *p) {
-  lt_fill_normal(g, out, n);
+  ltB_fill_normal(g, out, n);
   for (int64_t i = 0; i < n; i++) out[i] = p[0] + p[1] * out[i];
 }
 
 static void draw_randint(lt_generator *g, double *out, int64_t n, const double *p) {
   uint64_t span = (uint64_t)(p[1] - p[0]);
-  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (double)lt_next_below(g, span);
+  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (double)ltB_next_below(g, span);
 }
 
 static void draw_bernoulli(lt_generator *g, double *out, int64_t n, const double *p) {
-  for (int64_t i = 0; i < n; i++) out[i] = lt_next_double(g) < p[0] ? 1.0 : 0.0;
+  for (int64_t i = 0; i < n; i++) out[i] = ltB_next_double(g) < p[0] ? 1.0 : 0.0;
 }
 
-void lt_cpu_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) {
+void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) {
   const double p[2] = {lo, hi};
   fill_logical(t, g, draw_uniform, p);
 }
 
-void lt_cpu_normal(lt_tensor *t, double mean, double std, lt_generator *g) {
+void ltC_normal(lt_tensor *t, double mean, double std, lt_generator *g) {
   const double p[2] = {mean, std};
   fill_logical(t, g, draw_normal, p);
 }
 
 /* The bounds travel as doubles, as they always have: the values drawn stay the same. */
-void lt_cpu_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) {
+void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) {
   const double p[2] = {(double)lo, (double)hi};
   fill_logical(t, g, draw_randint, p);
 }
 
-void lt_cpu_bernoulli(lt_tensor *t, double prob, lt_generator *g) {
+void ltC_bernoulli(lt_tensor *t, double prob, lt_generator *g) {
   const double p[1] = {prob};
   fill_logical(t, g, draw_bernoulli, p);
 }
 
-void lt_cpu_randperm(lt_tensor *t, lt_generator *g) {
-  int64_t n = lt_numel(t), *p = lt_ptr(t);
+void ltC_randperm(lt_tensor *t, lt_generator *g) {
+  int64_t n = lt_numel(t), *p = ltB_ptr(t);
   for (int64_t i = 0; i < n; i++) p[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {   /* Fisher-Yates */
-    int64_t j = (int64_t)lt_next_below(g, (uint64_t)i + 1);
+    int64_t j = (int64_t)ltB_next_below(g, (uint64_t)i + 1);
     int64_t tmp = p[i];
     p[i] = p[j];
     p[j] = tmp;

@@ -18,21 +18,21 @@ static void put(char *p, lt_dtype dt, double v) {
 /* Integers that int64 holds exactly as doubles step exactly; beyond them go through double. */
 #define EXACT_INT_LIMIT 9.0e18
 
-void lt_cpu_arange(lt_tensor *t, double start, double step) {
+void ltC_arange(lt_tensor *t, double start, double step) {
   int64_t n = lt_numel(t);
   switch (t->dtype) {
     case LT_FLOAT32: {   /* computed in double, as PyTorch's cpu kernel does */
-      float *f = lt_ptr(t);
+      float *f = ltB_ptr(t);
       for (int64_t i = 0; i < n; i++) f[i] = (float)(start + step * (double)i);
       break;
     }
     case LT_FLOAT64: {
-      double *d = lt_ptr(t);
+      double *d = ltB_ptr(t);
       for (int64_t i = 0; i < n; i++) d[i] = start + step * (double)i;
       break;
     }
     default: {
-      int64_t *q = lt_ptr(t);
+      int64_t *q = ltB_ptr(t);
       if (start == trunc(start) && step == trunc(step) && fabs(start) < EXACT_INT_LIMIT &&
           fabs(step) < EXACT_INT_LIMIT) {
         int64_t s0 = (int64_t)start, st = (int64_t)step;
@@ -45,15 +45,15 @@ void lt_cpu_arange(lt_tensor *t, double start, double step) {
   }
 }
 
-void lt_cpu_arange_int(lt_tensor *t, int64_t start, int64_t step) {
-  int64_t n = lt_numel(t), *q = lt_ptr(t);
+void ltC_arange_int(lt_tensor *t, int64_t start, int64_t step) {
+  int64_t n = lt_numel(t), *q = ltB_ptr(t);
   for (int64_t i = 0; i < n; i++) q[i] = (int64_t)((uint64_t)start + (uint64_t)step * (uint64_t)i);
 }
 
-void lt_cpu_linspace(lt_tensor *t, double start, double end) {
+void ltC_linspace(lt_tensor *t, double start, double end) {
   int64_t steps = lt_numel(t), half = steps / 2;
   lt_dtype dt = t->dtype;
-  char *p = lt_ptr(t);
+  char *p = ltB_ptr(t);
   if (steps == 1) {
     put(p, dt, start);
   } else if (dt == LT_FLOAT32) {
@@ -70,7 +70,7 @@ void lt_cpu_linspace(lt_tensor *t, double start, double end) {
     }
     double st = (e - s) / (double)(steps - 1);
     for (int64_t i = 0; i < steps; i++)
-      put(p + i * (int64_t)lt_esize(dt), dt,
+      put(p + i * (int64_t)ltB_esize(dt), dt,
           i < half ? fma(st, (double)i, s) : fma(-st, (double)(steps - i - 1), e));
   }
 }

@@ -33,7 +33,7 @@ typedef union acc {
 static int64_t absi(int64_t x) { return x < 0 ? -x : x; }
 
 /* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
-float lt_cpu_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan) {
+float ltC_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan) {
   int64_t i = 0;
   float m = x[0];
   bool seen = false;
@@ -154,7 +154,7 @@ LT_ISA_END
 
 static double sum_f32(const float *x, int64_t s, int64_t n) {
 #ifdef LT_ISA_DISPATCH
-  switch (lt_cpu_isa()) {
+  switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512: return sum_f32_avx512(x, s, n);
     case LT_ISA_AVX2: return sum_f32_avx2(x, s, n);
     default: break;
@@ -252,7 +252,7 @@ static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, i
                      int64_t n) {
   if (dt == LT_FLOAT32 && s == 1 && n >= 16 && (op == LT_RAMAX || op == LT_RAMIN)) {
     bool nan;
-    float m = lt_cpu_extreme_f32((const float *)p, n, op == LT_RAMAX, &nan);
+    float m = ltC_extreme_f32((const float *)p, n, op == LT_RAMAX, &nan);
     acc_t b;
     b.d = nan ? NAN : m;
     *acc = acc_combine(op, true, *acc, b);
@@ -343,7 +343,7 @@ static void fold_col(enum lt_redop op, lt_dtype dt, double *restrict ad, int64_t
                      const char *p, int64_t s, int64_t n) {
   switch (dt) {
     case LT_FLOAT32:
-      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the lt_sum_to hot path */
+      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the ltG_sum_to hot path */
         const float *x = (const float *)p;
         for (int64_t j = 0; j < n; j++) ad[j] += x[j];
         return;
@@ -475,8 +475,8 @@ static void plan_build(plan *p, enum lt_redop op, const lt_tensor *a, const bool
   }
   p->nk = collapse(p->nk, p->ks, p->kis, p->kos);
   p->nr = collapse(p->nr, p->rs, p->ris, NULL);
-  p->nout = lt_shape_numel(p->nk, p->ks);
-  p->N = lt_shape_numel(p->nr, p->rs);
+  p->nout = ltB_shape_numel(p->nk, p->ks);
+  p->N = ltB_shape_numel(p->nr, p->rs);
   if (p->nr == 0 && p->nk > 0) {   /* nothing to fold: one pass in column mode */
     p->rs[0] = 1;
     p->ris[0] = 0;
@@ -489,7 +489,7 @@ static void plan_build(plan *p, enum lt_redop op, const lt_tensor *a, const bool
             (p->rs[p->nr - 1] < 16 && p->ks[p->nk - 1] >= 16));
   if (p->col) {
     p->L = p->ks[p->nk - 1];
-    p->W = lt_cpu_min(p->L, COLW);
+    p->W = ltC_min(p->L, COLW);
     p->nb = (p->L + p->W - 1) / p->W;
     p->cr = CHUNK / p->W > 1024 ? CHUNK / p->W : 1024;
   } else {
@@ -547,7 +547,7 @@ static void fold_span(const plan *p, acc_t *acc, const char *base, int64_t r0, i
     off += idx[d] * p->ris[d];
   }
   for (int64_t r = r0; r < r1;) {
-    int64_t n = lt_cpu_min(inner - i, r1 - r);
+    int64_t n = ltC_min(inner - i, r1 - r);
     fold_row(p->op, p->dt, acc, base + (off + i * is) * p->ies, is, n);
     r += n;
     i = 0;
@@ -569,7 +569,7 @@ static void run_inner(int64_t u0, int64_t u1, void *ud) {
   for (int64_t u = u0; u < u1; u++) {
     acc_t acc = acc_init(p->op, p->fl);
     int64_t r0 = c * p->cr;
-    fold_span(p, &acc, p->in + kc.ioff * p->ies, r0, lt_cpu_min(p->N, r0 + p->cr));
+    fold_span(p, &acc, p->in + kc.ioff * p->ies, r0, ltC_min(p->N, r0 + p->cr));
     if (p->nchunk == 1)
       plan_finalize(p, acc, p->out + kc.ooff * p->oes);
     else
@@ -594,12 +594,12 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     int64_t c = u % p->nchunk, t = u / p->nchunk, b = t % p->nb, q = t / p->nb;
     kcount kc;
     kc_init(&kc, p, nk1, q);
-    int64_t j0 = b * p->W, w = lt_cpu_min(p->W, p->L - j0);
+    int64_t j0 = b * p->W, w = ltC_min(p->W, p->L - j0);
     for (int64_t j = 0; j < w; j++) {
       ad[j] = a0.d;
       ai[j] = a0.i;
     }
-    int64_t r0 = c * p->cr, r1 = lt_cpu_min(p->N, r0 + p->cr);
+    int64_t r0 = c * p->cr, r1 = ltC_min(p->N, r0 + p->cr);
     const char *base = p->in + (kc.ioff + j0 * cis) * p->ies;
     /* odometer over R starting at r0 */
     int64_t off = 0, rr = r0;
@@ -649,24 +649,24 @@ static void run_combine(int64_t o0, int64_t o1, void *ud) {
 
 /* ================================================================ table entries */
 
-int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
-                  const lt_tensor *a, const bool *mask) {
+int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
+               const lt_tensor *a, const bool *mask) {
   plan p;
   plan_build(&p, op, a, mask, out);
   if (p.nout == 0) return 0;
   if (p.nchunk > 1) {
     p.part = malloc((size_t)(p.nout * p.nchunk) * sizeof *p.part);
-    if (!p.part) return lt_fail(ctx, "%s: out of memory", name);
+    if (!p.part) return ltB_fail(ctx, "%s: out of memory", name);
   }
-  int64_t span = lt_cpu_min(p.N, p.cr);
+  int64_t span = ltC_min(p.N, p.cr);
   if (p.col) {
     int64_t units = p.nout / p.L * p.nb * p.nchunk;
-    lt_parallel_for(ctx, units, lt_cpu_grain(span * p.W), run_col, &p);
+    ltB_parallel_for(ctx, units, ltC_grain(span * p.W), run_col, &p);
   } else {
-    lt_parallel_for(ctx, p.nout * p.nchunk, lt_cpu_grain(span), run_inner, &p);
+    ltB_parallel_for(ctx, p.nout * p.nchunk, ltC_grain(span), run_inner, &p);
   }
   if (p.part) {
-    lt_parallel_for(ctx, p.nout, lt_cpu_grain(p.nchunk * 4), run_combine, &p);
+    ltB_parallel_for(ctx, p.nout, ltC_grain(p.nchunk * 4), run_combine, &p);
     free(p.part);
   }
   return 0;
@@ -702,8 +702,8 @@ int lt_cpu_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *ou
     }                                                                                \
   }
 
-void lt_cpu_prod_backward(lt_tensor *GI, const lt_tensor *X, const lt_tensor *G, int64_t M,
-                          int64_t N) {
+void ltC_prod_backward(lt_tensor *GI, const lt_tensor *X, const lt_tensor *G, int64_t M,
+                       int64_t N) {
   if (N <= 0) return;
   if (X->dtype == LT_FLOAT32)
     PROD_GRAD(float)
@@ -711,7 +711,7 @@ void lt_cpu_prod_backward(lt_tensor *GI, const lt_tensor *X, const lt_tensor *G,
     PROD_GRAD(double)
 }
 
-bool lt_cpu_has_nan(const lt_tensor *t) {
+bool ltC_has_nan(const lt_tensor *t) {
   if (!lt_dtype_is_float(t->dtype)) return false;
   if (!lt_is_contiguous(t)) return true;
   int64_t n = lt_numel(t);

@@ -4,7 +4,7 @@
 */
 #include "cpu.h"
 
-void lt_rowit_init(lt_rowit *it, int nops, const lt_tensor *const *ops, int dim) {
+void ltC_rowit_init(ltC_rowit *it, int nops, const lt_tensor *const *ops, int dim) {
   const lt_tensor *t0 = ops[0];
   it->nops = nops;
   it->n = t0->ndim ? t0->size[dim] : 1;
@@ -36,7 +36,7 @@ void lt_rowit_init(lt_rowit *it, int nops, const lt_tensor *const *ops, int dim)
   it->nd = m;
 }
 
-static void rowit_ptrs(const lt_rowit *it, int64_t r, char **p) {
+static void rowit_ptrs(const ltC_rowit *it, int64_t r, char **p) {
   int64_t off[LT_ROW_MAXOP] = {0, 0, 0, 0};
   for (int d = it->nd - 1; d >= 0; d--) {
     int64_t i = r % it->size[d];
@@ -47,14 +47,14 @@ static void rowit_ptrs(const lt_rowit *it, int64_t r, char **p) {
 }
 
 typedef struct rowjob {
-  const lt_rowit *it;
-  lt_cpu_row_fn fn;
+  const ltC_rowit *it;
+  ltC_row_fn fn;
   void *ud;
 } rowjob;
 
 static void rowjob_run(int64_t r0, int64_t r1, void *ud) {
   const rowjob *j = ud;
-  const lt_rowit *it = j->it;
+  const ltC_rowit *it = j->it;
   char *p[LT_ROW_MAXOP];
   int64_t idx[LT_MAX_DIMS], r = r0;
   for (int d = it->nd - 1; d >= 0; d--) {
@@ -73,8 +73,8 @@ static void rowjob_run(int64_t r0, int64_t r1, void *ud) {
   }
 }
 
-void lt_rows_run(lt_ctx *ctx, const lt_rowit *it, lt_cpu_row_fn fn, void *ud) {
+void ltC_rows_run(lt_ctx *ctx, const ltC_rowit *it, ltC_row_fn fn, void *ud) {
   if (it->nrows == 0) return;
   rowjob j = {it, fn, ud};
-  lt_parallel_for(ctx, it->nrows, lt_cpu_grain(it->n * 4), rowjob_run, &j);
+  ltB_parallel_for(ctx, it->nrows, ltC_grain(it->n * 4), rowjob_run, &j);
 }

@@ -30,7 +30,7 @@ typedef struct scan_mode {
     return;                                                                          \
   }
 
-static void cumsum_row(const lt_rowit *it, char **p, void *ud) {
+static void cumsum_row(const ltC_rowit *it, char **p, void *ud) {
   const scan_mode *mode = ud;
   bool rev = mode->rev;
   int64_t n = it->n, ys = it->rs[0], xs = it->rs[1];
@@ -42,10 +42,10 @@ static void cumsum_row(const lt_rowit *it, char **p, void *ud) {
   }
 }
 
-void lt_cpu_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse) {
+void ltC_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse) {
   const lt_tensor *ops[2] = {y, x};
-  lt_rowit it;
-  lt_rowit_init(&it, 2, ops, dim);
+  ltC_rowit it;
+  ltC_rowit_init(&it, 2, ops, dim);
   scan_mode mode = {x->dtype, reverse};
-  lt_rows_run(ctx, &it, cumsum_row, &mode);
+  ltC_rows_run(ctx, &it, cumsum_row, &mode);
 }

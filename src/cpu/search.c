@@ -63,7 +63,7 @@ typedef struct search_ud {
 } search_ud;
 
 /* operands: idx (int64), x, [values] */
-static void search_row(const lt_rowit *it, char **p, void *ud) {
+static void search_row(const ltC_rowit *it, char **p, void *ud) {
   const search_ud *s = ud;
   int64_t bi = find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
   *(int64_t *)p[0] = bi + s->base;
@@ -82,29 +82,29 @@ static void flat_chunk(int64_t c0, int64_t c1, void *ud) {
   const flat_ud *f = ud;
   int64_t es = (int64_t)lt_dtype_size(f->dt);
   for (int64_t c = c0; c < c1; c++) {
-    int64_t b = c * LT_CPU_CHUNK, n = lt_cpu_min(LT_CPU_CHUNK, f->n - b);
+    int64_t b = c * LT_CPU_CHUNK, n = ltC_min(LT_CPU_CHUNK, f->n - b);
     f->best[c] = b + find_best(f->dt, f->is_max, f->x + b * es, 1, n);
   }
 }
 
 /* Index of the best element of the contiguous x (n > 0), chunked for threads. */
 
-void lt_cpu_search_dim(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
-                       const lt_tensor *a, int dim, int64_t base) {
+void ltC_search_dim(lt_ctx *ctx, bool is_max, lt_tensor *idx, lt_tensor *values,
+                    const lt_tensor *a, int dim, int64_t base) {
   const lt_tensor *ops[3] = {idx, a, values};
-  lt_rowit it;
-  lt_rowit_init(&it, values ? 3 : 2, ops, dim);
+  ltC_rowit it;
+  ltC_rowit_init(&it, values ? 3 : 2, ops, dim);
   search_ud s = {a->dtype, is_max, values != NULL, base};
-  lt_rows_run(ctx, &it, search_row, &s);
+  ltC_rows_run(ctx, &it, search_row, &s);
 }
 
-int lt_cpu_search_flat(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
-                       const lt_tensor *a, int64_t base) {
+int ltC_search_flat(lt_ctx *ctx, const char *name, bool is_max, lt_tensor *out,
+                    const lt_tensor *a, int64_t base) {
   int64_t n = lt_numel(a), nc = (n + LT_CPU_CHUNK - 1) / LT_CPU_CHUNK, one;
   const char *x = lt_data(a);
   flat_ud f = {a->dtype, is_max, x, n, nc > 1 ? malloc((size_t)nc * sizeof(int64_t)) : &one};
-  if (!f.best) return lt_fail(ctx, "%s: out of memory", name);
-  lt_parallel_for(ctx, nc, 2, flat_chunk, &f);
+  if (!f.best) return ltB_fail(ctx, "%s: out of memory", name);
+  ltB_parallel_for(ctx, nc, 2, flat_chunk, &f);
   int64_t b = f.best[0];
   for (int64_t c = 1; c < nc; c++)
     if (beats(a->dtype, is_max, x, b, f.best[c])) b = f.best[c];

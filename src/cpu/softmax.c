@@ -63,7 +63,7 @@ SM_INLINE double sm_sum_f32(const float *v, int64_t vs, const float *g, int64_t 
                             bool dot) {
   double total = 0;
   for (int64_t i0 = 0; i0 < n; i0 += SM_FLUSH) {
-    int64_t end = lt_cpu_min(n, i0 + SM_FLUSH), i = i0;
+    int64_t end = ltC_min(n, i0 + SM_FLUSH), i = i0;
     float acc[SM_LANES] = {0};
     if (dot)
       for (; i + SM_LANES <= end; i += SM_LANES)
@@ -109,7 +109,7 @@ SM_INLINE void sm_backward_f32(float *gi, int64_t is, const float *y, int64_t ys
 
 /* One row of either direction; contiguous rows get the unit strides as constants, so that
 ** their loops vectorise. operands: forward y, x; backward gi, y, g. */
-SM_INLINE void sm_row_f32(const lt_rowit *it, char **p, bool log_, bool back) {
+SM_INLINE void sm_row_f32(const ltC_rowit *it, char **p, bool log_, bool back) {
   int64_t n = it->n;
   bool unit = it->rs[0] == 1 && it->rs[1] == 1 && (!back || it->rs[2] == 1);
   if (!back && unit)
@@ -159,7 +159,7 @@ SM_INLINE void smcol_block(const smcol *c, int64_t o, int64_t j0, int64_t w) {
   }
   /* per column: the rows' terms in row order, in float, flushed to double every SM_FLUSH */
   for (int64_t i0 = 0; i0 < n; i0 += SM_FLUSH) {
-    int64_t i1 = lt_cpu_min(n, i0 + SM_FLUSH);
+    int64_t i1 = ltC_min(n, i0 + SM_FLUSH);
     for (int64_t k = 0; k < w; k++) acc[k] = 0;
     for (int64_t i = i0; i < i1; i++) {
       const float *a = A + i * in, *b = B ? B + i * in : NULL;
@@ -196,30 +196,30 @@ SM_INLINE void smcol_block(const smcol *c, int64_t o, int64_t j0, int64_t w) {
 SM_INLINE void smcol_span(const smcol *c, int64_t u0, int64_t u1) {
   for (int64_t u = u0; u < u1; u++) {
     int64_t o = u / c->nb, j0 = u % c->nb * SMCOLS;
-    smcol_block(c, o, j0, lt_cpu_min(SMCOLS, c->inner - j0));
+    smcol_block(c, o, j0, ltC_min(SMCOLS, c->inner - j0));
   }
 }
 
 /* ================================================================ one kernel per ISA level */
 
 typedef struct sm_kernels {
-  void (*row)(const lt_rowit *it, char **p, bool log_, bool back);
+  void (*row)(const ltC_rowit *it, char **p, bool log_, bool back);
   void (*cols)(const smcol *c, int64_t u0, int64_t u1);
 } sm_kernels;
 
-static void row_sse4(const lt_rowit *it, char **p, bool log_, bool back) {
+static void row_sse4(const ltC_rowit *it, char **p, bool log_, bool back) {
   sm_row_f32(it, p, log_, back);
 }
 static void cols_sse4(const smcol *c, int64_t u0, int64_t u1) { smcol_span(c, u0, u1); }
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
-static void row_avx2(const lt_rowit *it, char **p, bool log_, bool back) {
+static void row_avx2(const ltC_rowit *it, char **p, bool log_, bool back) {
   sm_row_f32(it, p, log_, back);
 }
 static void cols_avx2(const smcol *c, int64_t u0, int64_t u1) { smcol_span(c, u0, u1); }
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
-static void row_avx512(const lt_rowit *it, char **p, bool log_, bool back) {
+static void row_avx512(const ltC_rowit *it, char **p, bool log_, bool back) {
   sm_row_f32(it, p, log_, back);
 }
 static void cols_avx512(const smcol *c, int64_t u0, int64_t u1) { smcol_span(c, u0, u1); }
@@ -228,7 +228,7 @@ LT_ISA_END
 
 static sm_kernels sm_kernels_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
-  switch (lt_cpu_isa()) {
+  switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512: return (sm_kernels){.row = row_avx512, .cols = cols_avx512};
     case LT_ISA_AVX2: return (sm_kernels){.row = row_avx2, .cols = cols_avx2};
     default: break;
@@ -240,7 +240,7 @@ static sm_kernels sm_kernels_for_isa(void) {
 /* ================================================================ float64 rows */
 
 /* operands: y, x */
-static void sm_forward_f64(const lt_rowit *it, char **p, bool log_) {
+static void sm_forward_f64(const ltC_rowit *it, char **p, bool log_) {
   double *y = (double *)p[0];
   const double *x = (const double *)p[1];
   int64_t ys = it->rs[0], xs = it->rs[1], n = it->n;
@@ -262,7 +262,7 @@ static void sm_forward_f64(const lt_rowit *it, char **p, bool log_) {
 }
 
 /* operands: gi, y, g */
-static void sm_backward_f64(const lt_rowit *it, char **p, bool log_) {
+static void sm_backward_f64(const ltC_rowit *it, char **p, bool log_) {
   double *gi = (double *)p[0];
   const double *y = (const double *)p[1], *g = (const double *)p[2];
   int64_t is = it->rs[0], ys = it->rs[1], gs = it->rs[2], n = it->n;
@@ -284,7 +284,7 @@ typedef struct sm_job {
   sm_kernels k;
 } sm_job;
 
-static void sm_row(const lt_rowit *it, char **p, void *ud) {
+static void sm_row(const ltC_rowit *it, char **p, void *ud) {
   const sm_job *j = ud;
   if (j->mode.dt == LT_FLOAT32)
     j->k.row(it, p, j->mode.log_, j->back);
@@ -319,26 +319,26 @@ static bool smcol_try(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a, const lt_
             .log_ = log_, .back = back},
       .k = sm_kernels_for_isa(),
   };
-  lt_parallel_for(ctx, outer * j.c.nb, lt_cpu_grain(j.c.n * SMCOLS * 4), smcol_run, &j);
+  ltB_parallel_for(ctx, outer * j.c.nb, ltC_grain(j.c.n * SMCOLS * 4), smcol_run, &j);
   return true;
 }
 
 static void sm_run(lt_ctx *ctx, int nops, const lt_tensor *const *ops, int dim, bool log_,
                    bool back) {
-  lt_rowit it;
-  lt_rowit_init(&it, nops, ops, dim);
+  ltC_rowit it;
+  ltC_rowit_init(&it, nops, ops, dim);
   sm_job j = {.mode = {ops[0]->dtype, log_}, .back = back, .k = sm_kernels_for_isa()};
-  lt_rows_run(ctx, &it, sm_row, &j);
+  ltC_rows_run(ctx, &it, sm_row, &j);
 }
 
-void lt_cpu_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_) {
+void ltC_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool log_) {
   if (smcol_try(ctx, y, x, NULL, dim, log_, false)) return;
   const lt_tensor *ops[2] = {y, x};
   sm_run(ctx, 2, ops, dim, log_, false);
 }
 
-void lt_cpu_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
-                             int dim, bool log_) {
+void ltC_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
+                          int dim, bool log_) {
   if (smcol_try(ctx, gi, y, g, dim, log_, true)) return;
   const lt_tensor *ops[3] = {gi, y, g};
   sm_run(ctx, 3, ops, dim, log_, true);

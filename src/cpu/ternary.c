@@ -1,6 +1,6 @@
 /*
 ** cpu/ternary.c -- cpu kernels of the three-operand elementwise ops: the fused gradient
-** formulas of the binary ops (lt_cpu_ternary) and where (lt_cpu_where).
+** formulas of the binary ops (ltC_ternary) and where (ltC_where).
 */
 #include <math.h>
 
@@ -42,7 +42,7 @@ LT_ISA_END
 static ter_kernel ter_kernel_for(lt_dtype dt) {
   if (dt != LT_FLOAT32) return ter_f64;
 #ifdef LT_ISA_DISPATCH
-  switch (lt_cpu_isa()) {
+  switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512: return ter_f32_avx512;
     case LT_ISA_AVX2: return ter_f32_avx2;
     default: break;
@@ -61,13 +61,13 @@ static void ter_row(char **d, const int64_t *st, int64_t n, void *ud) {
   j->k(j->op, d, st, n);
 }
 
-void lt_cpu_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                    const lt_tensor *b) {
+void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                 const lt_tensor *b) {
   ter_job j = {op, ter_kernel_for(out->dtype)};
   lt_tensor *ops[4] = {out, (lt_tensor *)g, (lt_tensor *)a, (lt_tensor *)b};
-  lt_iter it;
-  lt_iter_init(&it, 4, ops, out->ndim, out->size);
-  lt_iter_run(ctx, &it, ter_row, &j);
+  ltB_iter it;
+  ltB_iter_init(&it, 4, ops, out->ndim, out->size);
+  ltB_iter_run(ctx, &it, ter_row, &j);
 }
 
 /* ================================================================ where */
@@ -75,13 +75,13 @@ void lt_cpu_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, con
 /* operands: out, cond (bool), a, b; elements of es bytes copied as that many-byte integers */
 LT_EW_INLINE void where_loop(char **d, const int64_t *st, int64_t n, size_t es) {
   if (st[0] == (int64_t)es && st[1] == 1 && st[2] == (int64_t)es && st[3] == (int64_t)es) {
-    const lt_u8 *c = (const lt_u8 *)d[1];
+    const ltC_u8 *c = (const ltC_u8 *)d[1];
     for (int64_t i = 0; i < n; i++)
       memcpy(d[0] + i * (int64_t)es, (c[i] ? d[2] : d[3]) + i * (int64_t)es, es);
     return;
   }
   for (int64_t i = 0; i < n; i++) {
-    bool c = *(const lt_u8 *)(d[1] + i * st[1]) != 0;
+    bool c = *(const ltC_u8 *)(d[1] + i * st[1]) != 0;
     memcpy(d[0] + i * st[0], c ? d[2] + i * st[2] : d[3] + i * st[3], es);
   }
 }
@@ -95,11 +95,11 @@ static void where_row(char **d, const int64_t *st, int64_t n, void *ud) {
 }
 
 /* out = cond ? a : b; a and b already have out's dtype, cond is bool. */
-void lt_cpu_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
-                  const lt_tensor *b) {
+void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+               const lt_tensor *b) {
   size_t es = lt_dtype_size(out->dtype);
   lt_tensor *ops[4] = {out, (lt_tensor *)cond, (lt_tensor *)a, (lt_tensor *)b};
-  lt_iter it;
-  lt_iter_init(&it, 4, ops, out->ndim, out->size);
-  lt_iter_run(ctx, &it, where_row, &es);
+  ltB_iter it;
+  ltB_iter_init(&it, 4, ops, out->ndim, out->size);
+  ltB_iter_run(ctx, &it, where_row, &es);
 }

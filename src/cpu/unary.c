@@ -1,5 +1,5 @@
 /*
-** cpu/unary.c -- cpu kernels of the unary elementwise ops (lt_backend's `unary`), clamp
+** cpu/unary.c -- cpu kernels of the unary elementwise ops (ltK_backend's `unary`), clamp
 ** included.
 **
 ** The float32 kernel is compiled three times, for SSE4.2 (the build's baseline), AVX2+FMA and
@@ -56,12 +56,12 @@ LT_ISA_END
 #define LT_LP ewp_int64_t
 #include "ew_loop1.h"
 #define LT_LT int64_t
-#define LT_LOT lt_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME uloop_i64_u8
 #define LT_LP ewp_int64_t
 #include "ew_loop1.h"
-#define LT_LT lt_u8
-#define LT_LOT lt_u8
+#define LT_LT ltC_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME uloop_b8
 #define LT_LP ewp_lt_u8
 #include "ew_loop1.h"
@@ -69,29 +69,29 @@ LT_ISA_END
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 typedef const ewp_int64_t ipar;
-LT_EW_INLINE int64_t i_neg(int64_t x, ipar *p) { return lt_ew_wsub(0, x); }
-LT_EW_INLINE int64_t i_abs(int64_t x, ipar *p) { return x < 0 ? lt_ew_wsub(0, x) : x; }
+LT_EW_INLINE int64_t i_neg(int64_t x, ipar *p) { return ltC_ew_wsub(0, x); }
+LT_EW_INLINE int64_t i_abs(int64_t x, ipar *p) { return x < 0 ? ltC_ew_wsub(0, x) : x; }
 LT_EW_INLINE int64_t i_sign(int64_t x, ipar *p) { return (int64_t)((x > 0) - (x < 0)); }
 LT_EW_INLINE int64_t i_relu(int64_t x, ipar *p) { return x > 0 ? x : 0; }
-LT_EW_INLINE int64_t i_square(int64_t x, ipar *p) { return lt_ew_wmul(x, x); }
+LT_EW_INLINE int64_t i_square(int64_t x, ipar *p) { return ltC_ew_wmul(x, x); }
 LT_EW_INLINE int64_t i_same(int64_t x, ipar *p) { return x; }
 LT_EW_INLINE int64_t i_clamp(int64_t x, ipar *p) {
   int64_t r = x < p->q0 ? p->q0 : x;
   return r > p->q1 ? p->q1 : r;
 }
-LT_EW_INLINE lt_u8 i_lnot(int64_t x, ipar *p) { return x == 0; }
-LT_EW_INLINE lt_u8 i_false(int64_t x, ipar *p) { return 0; }
-LT_EW_INLINE lt_u8 i_true(int64_t x, ipar *p) { return 1; }
+LT_EW_INLINE ltC_u8 i_lnot(int64_t x, ipar *p) { return x == 0; }
+LT_EW_INLINE ltC_u8 i_false(int64_t x, ipar *p) { return 0; }
+LT_EW_INLINE ltC_u8 i_true(int64_t x, ipar *p) { return 1; }
 typedef const ewp_lt_u8 bpar;
-LT_EW_INLINE lt_u8 b_same(lt_u8 x, bpar *p) { return x != 0; }
-LT_EW_INLINE lt_u8 b_not(lt_u8 x, bpar *p) { return x == 0; }
-LT_EW_INLINE lt_u8 b_false(lt_u8 x, bpar *p) { return 0; }
-LT_EW_INLINE lt_u8 b_true(lt_u8 x, bpar *p) { return 1; }
+LT_EW_INLINE ltC_u8 b_same(ltC_u8 x, bpar *p) { return x != 0; }
+LT_EW_INLINE ltC_u8 b_not(ltC_u8 x, bpar *p) { return x == 0; }
+LT_EW_INLINE ltC_u8 b_false(ltC_u8 x, bpar *p) { return 0; }
+LT_EW_INLINE ltC_u8 b_true(ltC_u8 x, bpar *p) { return 1; }
 #pragma GCC diagnostic pop
 
 static void un_i64(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0, double p1) {
   /* bounds arrive as doubles; an absent bound is +-inf */
-  const ewp_int64_t p = {lt_ew_f2i(p0), lt_ew_f2i(p1)};
+  const ewp_int64_t p = {ltC_ew_f2i(p0), ltC_ew_f2i(p1)};
 #define L(f) uloop_i64(d, so, sa, n, &p, f); break
 #define LB(f) uloop_i64_u8(d, so, sa, n, &p, f); break
   switch (op) {
@@ -138,7 +138,7 @@ static void un_b8(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0
 
 static un_kernel un_f32_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
-  switch (lt_cpu_isa()) {
+  switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512: return un_f32_avx512;
     case LT_ISA_AVX2: return un_f32_avx2;
     default: break;
@@ -187,7 +187,7 @@ static void un_row(char **d, const int64_t *st, int64_t n, void *ud) {
       p[1] = d[1] + i0 * st[1];
       s[1] = st[1];
     } else {
-      lt_ew_convert(d[1] + i0 * st[1], st[1], j->dta, (char *)ba, ec, j->dtc, m);
+      ltC_ew_convert(d[1] + i0 * st[1], st[1], j->dta, (char *)ba, ec, j->dtc, m);
       p[1] = (char *)ba;
       s[1] = ec;
     }
@@ -199,14 +199,14 @@ static void un_row(char **d, const int64_t *st, int64_t n, void *ud) {
       s[0] = er;
     }
     j->k(j->op, p, s[0], s[1], m, j->p0, j->p1);
-    if (!co) lt_ew_convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
+    if (!co) ltC_ew_convert((char *)bo, er, j->dtr, d[0] + i0 * st[0], st[0], j->dto, m);
   }
 }
 
 /* Unary ops compute in the output's dtype, except the bool-valued ones (isnan, isfinite,
 ** logical_not) which compute in the input's dtype. */
-void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
-                  double p1) {
+void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
+               double p1) {
   un_job j;
   j.op = op;
   j.dto = out->dtype;
@@ -218,16 +218,16 @@ void lt_cpu_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, doubl
   j.k = un_kernel_for(j.dtc);
   j.direct = j.dta == j.dtc && j.dto == j.dtr;
   int64_t n, na;
-  bool dense = lt_dense(out, &n);
+  bool dense = ltB_dense(out, &n);
   if (n == 0) return;
-  if (n < LT_PAR_MIN && dense && lt_dense(a, &na) && lt_same_shape(a, out)) {
-    char *d[2] = {lt_ptr(out), lt_ptr(a)};
-    int64_t st[2] = {(int64_t)lt_esize(out->dtype), (int64_t)lt_esize(a->dtype)};
+  if (n < LT_PAR_MIN && dense && ltB_dense(a, &na) && ltB_same_shape(a, out)) {
+    char *d[2] = {ltB_ptr(out), ltB_ptr(a)};
+    int64_t st[2] = {(int64_t)ltB_esize(out->dtype), (int64_t)ltB_esize(a->dtype)};
     un_row(d, st, n, &j);
     return;
   }
   lt_tensor *ops[2] = {out, (lt_tensor *)a};
-  lt_iter it;
-  lt_iter_init(&it, 2, ops, out->ndim, out->size);
-  lt_iter_run(ctx, &it, un_row, &j);
+  ltB_iter it;
+  ltB_iter_init(&it, 2, ops, out->ndim, out->size);
+  ltB_iter_run(ctx, &it, un_row, &j);
 }

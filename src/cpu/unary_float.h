@@ -14,7 +14,7 @@
 #define LT_LP P
 #include "ew_loop1.h"
 #define LT_LT LT_T
-#define LT_LOT lt_u8
+#define LT_LOT ltC_u8
 #define LT_LNAME TF(uloop_u8)
 #define LT_LP P
 #include "ew_loop1.h"
@@ -42,9 +42,9 @@ LT_EW_INLINE LT_T TF(u_relu)(LT_T x, const P *p) { return (x > 0 || x != x) ? x 
 LT_EW_INLINE LT_T TF(u_gelu)(LT_T x, const P *p) { return VM(gelu)(x); }
 LT_EW_INLINE LT_T TF(u_gelu_tanh)(LT_T x, const P *p) { return VM(gelu_tanh)(x); }
 LT_EW_INLINE LT_T TF(u_silu)(LT_T x, const P *p) { return VM(silu)(x); }
-LT_EW_INLINE lt_u8 TF(u_lnot)(LT_T x, const P *p) { return x == 0; }
-LT_EW_INLINE lt_u8 TF(u_isnan)(LT_T x, const P *p) { return x != x; }
-LT_EW_INLINE lt_u8 TF(u_isfinite)(LT_T x, const P *p) { return isfinite(x) != 0; }
+LT_EW_INLINE ltC_u8 TF(u_lnot)(LT_T x, const P *p) { return x == 0; }
+LT_EW_INLINE ltC_u8 TF(u_isnan)(LT_T x, const P *p) { return x != x; }
+LT_EW_INLINE ltC_u8 TF(u_isfinite)(LT_T x, const P *p) { return isfinite(x) != 0; }
 LT_EW_INLINE LT_T TF(u_reciprocal)(LT_T x, const P *p) { return 1 / x; }
 LT_EW_INLINE LT_T TF(u_square)(LT_T x, const P *p) { return x * x; }
 LT_EW_INLINE LT_T TF(u_floor)(LT_T x, const P *p) { return M(floor)(x); }

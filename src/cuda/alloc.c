@@ -31,7 +31,7 @@ typedef struct cached {
 
 typedef struct pool {
   cached *free_blocks;   /* cached blocks, any class (searched for an exact class) */
-  lt_cuda_stats st;
+  ltD_cuda_stats st;
 } pool;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,7 +150,7 @@ int ltc_from_host(lt_ctx *ctx, int index, void *dst, const void *host, size_t nb
   return ltc_check(ctx, "from_host", cudaMemcpy(dst, host, nbytes, cudaMemcpyHostToDevice));
 }
 
-int ltc_stats(int index, lt_cuda_stats *out) {
+int ltc_stats(int index, ltD_cuda_stats *out) {
   if (index < 0 || index >= ndevices) return -1;
   pthread_mutex_lock(&lock);
   *out = pools[index].st;

@@ -20,7 +20,7 @@ static void set_operand(ltc_geom *g, int k, const lt_tensor *t) {
     int td = d - lead;
     g->stride[k][d] = td < 0 || t->size[td] == 1 ? 0 : t->stride[td];
   }
-  g->data[k] = lt_ptr(t);
+  g->data[k] = ltB_ptr(t);
 }
 
 static ltc_geom geom_of(const lt_tensor *out) {
@@ -114,7 +114,7 @@ static void cuda_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, 
   ltc_pend_err("unary", ltc_unary_f32((enum ltc_unop)(unop_kernel[op] - 1), &g));
 }
 
-void ltc_fill_entries(lt_backend *b) {
+void ltc_fill_entries(ltK_backend *b) {
   b->copy = cuda_copy;
   b->fill = cuda_fill;
   b->binary = cuda_binary;

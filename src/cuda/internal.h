@@ -7,7 +7,7 @@
 #include "plugin.h"
 
 /* The core functions lent at init (plugin.h). */
-extern const lt_cuda_host *ltc_host;
+extern const ltD_cuda_host *ltc_host;
 
 /* A kernel entry that cannot fail (a void entry) records its failure here; the next entry that
 ** can (alloc, to_host, from_host, synchronize) reports it, as CUDA reports an asynchronous
@@ -26,15 +26,15 @@ int ltc_alloc(lt_ctx *ctx, int index, size_t nbytes, void **data);
 void ltc_release(int index, void *data, size_t nbytes);
 int ltc_to_host(lt_ctx *ctx, int index, void *host, const void *src, size_t nbytes);
 int ltc_from_host(lt_ctx *ctx, int index, void *dst, const void *host, size_t nbytes);
-int ltc_stats(int index, lt_cuda_stats *out);
+int ltc_stats(int index, ltD_cuda_stats *out);
 void ltc_empty_cache(void);
 int ltc_synchronize(lt_ctx *ctx);
 int ltc_alloc_init(char *why, size_t why_size);
 
 /* -- elementwise.c: the compute entries with kernels */
-void ltc_fill_entries(lt_backend *b);
+void ltc_fill_entries(ltK_backend *b);
 
 /* -- stubs.c: every compute entry as a stub reporting "<op>: not implemented on cuda" */
-void ltc_stub_entries(lt_backend *b);
+void ltc_stub_entries(ltK_backend *b);
 
 #endif

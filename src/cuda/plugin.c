@@ -9,7 +9,7 @@
 
 #include "internal.h"
 
-const lt_cuda_host *ltc_host;
+const ltD_cuda_host *ltc_host;
 
 static _Thread_local char pending[LT_CUDA_WHY_MAX];
 
@@ -37,10 +37,10 @@ void ltc_pend_err(const char *op, int err) {
   if (err != cudaSuccess) ltc_pend("%s: CUDA error: %s", op, cudaGetErrorString((cudaError_t)err));
 }
 
-__attribute__((visibility("default"))) int lantern_cuda_init(const lt_cuda_host *host,
-                                                             lt_cuda_plugin *out, char *why,
+__attribute__((visibility("default"))) int lantern_cuda_init(const ltD_cuda_host *host,
+                                                             ltD_cuda_plugin *out, char *why,
                                                              size_t why_size) {
-  if (host->abi != LT_CUDA_ABI || host->backend_size != sizeof(lt_backend) ||
+  if (host->abi != LT_CUDA_ABI || host->backend_size != sizeof(ltK_backend) ||
       host->tensor_size != sizeof(lt_tensor)) {
     snprintf(why, why_size, "the CUDA plugin was built against another version of Lantern's "
              "core (rebuild it: make cuda)");
@@ -49,7 +49,7 @@ __attribute__((visibility("default"))) int lantern_cuda_init(const lt_cuda_host 
   ltc_host = host;
   if (ltc_alloc_init(why, why_size)) return -1;
   memset(out, 0, sizeof *out);
-  lt_backend *b = &out->table;
+  ltK_backend *b = &out->table;
   b->name = "cuda";
   ltc_stub_entries(b);
   ltc_fill_entries(b);

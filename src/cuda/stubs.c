@@ -16,9 +16,9 @@
 #define FAIL(ctx, op) ltc_host->fail(ctx, NI, op)
 
 static void s_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
-                     lt_mat_dims da, const lt_tensor *b, lt_mat_dims db, double beta,
-                     lt_tensor *c, lt_mat_dims dc) { PEND("matmul"); }
-static bool s_matmul_ready(const lt_tensor *t, lt_mat_dims d) { return true; }
+                     ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta,
+                     lt_tensor *c, ltK_mat_dims dc) { PEND("matmul"); }
+static bool s_matmul_ready(const lt_tensor *t, ltK_mat_dims d) { return true; }
 static int s_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
                     const lt_tensor *a, const bool *mask) { return FAIL(ctx, name); }
 static void s_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
@@ -60,16 +60,16 @@ static void s_masked_select(lt_tensor *out, const lt_tensor *src, const lt_tenso
 static void s_masked_scatter(lt_tensor *dst, const lt_tensor *mask, const lt_tensor *src) {
   PEND("masked_scatter");
 }
-static int s_conv(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *y,
+static int s_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
                   const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
   return FAIL(ctx, name);
 }
-static int s_conv_backward(lt_ctx *ctx, const char *name, const lt_conv_geom *g, lt_tensor *dx,
+static int s_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *dx,
                            lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                            const lt_tensor *dy) { return FAIL(ctx, name); }
-static void s_pool(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *y, lt_tensor *idx,
+static void s_pool(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
                    const lt_tensor *x) { PEND("pooling"); }
-static void s_pool_backward(lt_ctx *ctx, const lt_pool_geom *g, lt_tensor *dx,
+static void s_pool_backward(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *dx,
                             const lt_tensor *dy, const lt_tensor *idx) {
   PEND("pooling backward");
 }
@@ -81,22 +81,22 @@ static int s_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_t
                                  const lt_tensor *x, const lt_tensor *w, const lt_tensor *dy,
                                  const lt_tensor *mean, const lt_tensor *invstd,
                                  bool training) { return FAIL(ctx, "batch_norm backward"); }
-static void s_row_norm(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *y, lt_tensor *mean,
+static void s_row_norm(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *mean,
                        lt_tensor *rstd, const lt_tensor *x, const lt_tensor *w,
                        const lt_tensor *b) { PEND("layer_norm/rms_norm/group_norm"); }
-static int s_row_norm_backward(lt_ctx *ctx, const lt_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
+static int s_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
                                lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                                const lt_tensor *dy, const lt_tensor *mean,
                                const lt_tensor *rstd) { return FAIL(ctx, "norm backward"); }
 static void s_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
                       lt_generator *g) { PEND("dropout"); }
 static int s_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
-                        const lt_tensor *target, const lt_tensor *weight, lt_class_loss *a) {
+                        const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a) {
   return FAIL(ctx, a->logits ? "cross_entropy" : "nll_loss");
 }
 static void s_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
                                   const lt_tensor *target, const lt_tensor *weight,
-                                  const lt_tensor *lse, const lt_class_loss *a) {
+                                  const lt_tensor *lse, const ltK_class_loss *a) {
   PEND("loss backward");
 }
 static void s_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) { PEND("uniform_"); }
@@ -125,8 +125,8 @@ static void s_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void 
 static void s_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
                     double p1) { PEND("unary op"); }
 
-void ltc_stub_entries(lt_backend *b) {
-  *b = (lt_backend){
+void ltc_stub_entries(ltK_backend *b) {
+  *b = (ltK_backend){
       .copy = s_copy, .fill = s_fill, .binary = s_binary, .binary_flat = s_binary_flat,
       .unary = s_unary, .matmul = s_matmul, .matmul_ready = s_matmul_ready,
       .reduce = s_reduce, .prod_backward = s_prod_backward, .has_nan = s_has_nan,

@@ -99,7 +99,7 @@ static int open_unnamed(const char *dir) {
 #endif
 }
 
-int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
+int ltS_afile_open(lt_ctx *ctx, const char *op, ltS_afile *a, const char *path) {
   memset(a, 0, sizeof *a);
   size_t n = strlen(path);
   a->path = malloc(n + 1);
@@ -109,7 +109,7 @@ int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
     free(a->path);
     free(a->tmp);
     free(a->dir);
-    return lt_fail(ctx, "%s: out of memory", op);
+    return ltB_fail(ctx, "%s: out of memory", op);
   }
   memcpy(a->path, path, n + 1);
   remove_stale_tmps(a->dir, path);
@@ -135,7 +135,7 @@ int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
     free(a->tmp);
     free(a->dir);
     memset(a, 0, sizeof *a);
-    return lt_fail(ctx, "%s: cannot create a file next to '%s': %s", op, path, strerror(e));
+    return ltB_fail(ctx, "%s: cannot create a file next to '%s': %s", op, path, strerror(e));
   }
   a->f = fdopen(fd, "wb");
   if (!a->f) {
@@ -145,7 +145,7 @@ int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
     free(a->tmp);
     free(a->dir);
     memset(a, 0, sizeof *a);
-    return lt_fail(ctx, "%s: out of memory", op);
+    return ltB_fail(ctx, "%s: out of memory", op);
   }
   return 0;
 }
@@ -153,7 +153,7 @@ int lt_afile_open(lt_ctx *ctx, const char *op, lt_afile *a, const char *path) {
 /* Gives the unnamed file a unique name next to path. linkat cannot replace an existing file,
 ** so the name is a fresh temporary and rename then replaces path in one step; the temporary
 ** exists only between these two calls. */
-static int link_unnamed(lt_afile *a) {
+static int link_unnamed(ltS_afile *a) {
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(a->f));
   size_t n = strlen(a->path);
@@ -179,7 +179,7 @@ static void sync_dir(const char *dir) {
   close(fd);
 }
 
-int lt_afile_commit(lt_ctx *ctx, const char *op, lt_afile *a) {
+int ltS_afile_commit(lt_ctx *ctx, const char *op, ltS_afile *a) {
   /* The data must be on disk before the rename publishes it, or a crash could leave path
   ** naming a file with missing blocks. */
   int bad = fflush(a->f) != 0 || ferror(a->f) || fsync(fileno(a->f)) != 0;
@@ -200,7 +200,7 @@ int lt_afile_commit(lt_ctx *ctx, const char *op, lt_afile *a) {
   }
   if (bad) {
     if (a->named) unlink(a->tmp);
-    lt_fail(ctx, "%s: cannot write '%s': %s", op, a->path, strerror(e));
+    ltB_fail(ctx, "%s: cannot write '%s': %s", op, a->path, strerror(e));
   } else {
     sync_dir(a->dir);
   }
@@ -211,7 +211,7 @@ int lt_afile_commit(lt_ctx *ctx, const char *op, lt_afile *a) {
   return bad ? -1 : 0;
 }
 
-void lt_afile_abort(lt_afile *a) {
+void ltS_afile_abort(ltS_afile *a) {
   if (a->f) fclose(a->f);
   if (a->named && a->tmp) unlink(a->tmp);
   free(a->tmp);

@@ -27,7 +27,7 @@ typedef struct pk {
   int64_t nmemo;
   struct { const char *mod, *name; int64_t memo; } g[16];
   int ng;
-  lt_pstorage *stor;
+  ltS_pstorage *stor;
   size_t ns, cs;
 } pk;
 
@@ -88,7 +88,7 @@ static void emit_str(pk *w, const char *s, size_t n) {
   emit(w, s, n);
 }
 
-static void memoize(pk *w, lt_sval *v) {
+static void memoize(pk *w, ltS_sval *v) {
   int64_t i = w->nmemo++;
   if (i < 256) {
     emit1(w, PK_BINPUT);
@@ -133,9 +133,10 @@ static void emit_global(pk *w, const char *mod, const char *name) {
 static const char *const storage_class[LT_NDTYPE] = {"FloatStorage", "DoubleStorage",
                                                      "LongStorage", "BoolStorage"};
 
-static int emit_tensor(pk *w, lt_sval *v) {
+static int emit_tensor(pk *w, ltS_sval *v) {
   lt_tensor *t = v->u.ten->t;
-  if ((unsigned)t->dtype >= LT_NDTYPE) return lt_fail(w->ctx, "%s: tensor of unknown dtype", w->op);
+  if ((unsigned)t->dtype >= LT_NDTYPE)
+    return ltB_fail(w->ctx, "%s: tensor of unknown dtype", w->op);
   size_t es = lt_dtype_size(t->dtype);
   size_t key = w->ns;
   for (size_t i = 0; i < w->ns; i++)
@@ -146,19 +147,19 @@ static int emit_tensor(pk *w, lt_sval *v) {
   if (key == w->ns) {
     if (w->ns == w->cs) {
       size_t nc = w->cs ? w->cs * 2 : 16;
-      lt_pstorage *s = realloc(w->stor, nc * sizeof *s);
-      if (!s) return lt_fail(w->ctx, "%s: out of memory", w->op);
+      ltS_pstorage *s = realloc(w->stor, nc * sizeof *s);
+      if (!s) return ltB_fail(w->ctx, "%s: out of memory", w->op);
       w->stor = s;
       w->cs = nc;
     }
-    w->stor[w->ns++] = (lt_pstorage){t->storage, t->dtype, t->storage->nbytes / es * es};
+    w->stor[w->ns++] = (ltS_pstorage){t->storage, t->dtype, t->storage->nbytes / es * es};
   }
   int64_t numel = (int64_t)(w->stor[key].nbytes / es);
   int64_t hi = t->offset, n = lt_numel(t);
   for (int i = 0; i < t->ndim; i++)
     if (t->size[i] > 0) hi += (t->size[i] - 1) * t->stride[i];
   if (n > 0 && (hi >= numel || t->offset < 0))
-    return lt_fail(w->ctx, "%s: a tensor view reaches past its storage", w->op);
+    return ltB_fail(w->ctx, "%s: a tensor view reaches past its storage", w->op);
   char keybuf[24];
   snprintf(keybuf, sizeof keybuf, "%zu", key);
   emit_global(w, "torch._utils", "_rebuild_tensor_v2");
@@ -192,8 +193,8 @@ static int emit_tensor(pk *w, lt_sval *v) {
   return 0;
 }
 
-static int emit_value(pk *w, lt_sval *v, int depth) {
-  if (depth > PK_MAX_DEPTH) return lt_fail(w->ctx, "%s: values nested too deeply", w->op);
+static int emit_value(pk *w, ltS_sval *v, int depth) {
+  if (depth > PK_MAX_DEPTH) return ltB_fail(w->ctx, "%s: values nested too deeply", w->op);
   if (v->memo) {
     emit_get(w, v->memo - 1);
     return 0;
@@ -260,7 +261,7 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
         emit1(w, PK_EMPTY_TUPLE);
         return 0;
       }
-      if (v->busy) return lt_fail(w->ctx, "%s: a tuple contains itself", w->op);
+      if (v->busy) return ltB_fail(w->ctx, "%s: a tuple contains itself", w->op);
       v->busy = true;
       if (n > 3) emit1(w, PK_MARK);
       for (size_t i = 0; i < n; i++)
@@ -301,18 +302,18 @@ static int emit_value(pk *w, lt_sval *v, int depth) {
     }
     case LT_SV_TENSOR: return emit_tensor(w, v);
     default:
-      return lt_fail(w->ctx, "%s: cannot pickle a %s", w->op, lt_pickle_kind_name(v));
+      return ltB_fail(w->ctx, "%s: cannot pickle a %s", w->op, ltS_pickle_kind_name(v));
   }
 }
 
-int lt_pickle(lt_ctx *ctx, const char *op, lt_sval *root, uint8_t **out, size_t *n,
-              lt_pstorage **storages, size_t *nstorages) {
+int ltS_pickle(lt_ctx *ctx, const char *op, ltS_sval *root, uint8_t **out, size_t *n,
+               ltS_pstorage **storages, size_t *nstorages) {
   pk w = {.ctx = ctx, .op = op};
   emit1(&w, PK_PROTO);
   emit1(&w, PK_PROTOCOL);
   int rc = emit_value(&w, root, 0);
   emit1(&w, PK_STOP);
-  if (rc == 0 && w.oom) rc = lt_fail(ctx, "%s: out of memory", op);
+  if (rc == 0 && w.oom) rc = ltB_fail(ctx, "%s: out of memory", op);
   if (rc) {
     free(w.buf);
     free(w.stor);

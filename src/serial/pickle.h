@@ -27,6 +27,6 @@ enum pk_op {
 };
 
 /* Python's name for the kind of value v ("list", "dict", ...), for messages. */
-const char *lt_pickle_kind_name(const lt_sval *v);
+const char *ltS_pickle_kind_name(const ltS_sval *v);
 
 #endif

@@ -27,16 +27,16 @@ static const struct {
   [LT_F_U64] = {"uint64", 8, false},
 };
 
-const char *lt_fdtype_name(lt_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].name : "?"; }
-size_t lt_fdtype_size(lt_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].size : 0; }
+const char *ltS_fdtype_name(ltS_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].name : "?"; }
+size_t ltS_fdtype_size(ltS_fdtype f) { return (unsigned)f < LT_F_N ? fdt_info[f].size : 0; }
 
-int lt_fdtype_parse(const char *name) {
+int ltS_fdtype_parse(const char *name) {
   for (int i = 0; i < LT_F_N; i++)
     if (strcmp(name, fdt_info[i].name) == 0) return i;
   return -1;
 }
 
-lt_fdtype lt_fdtype_of(lt_dtype dt) {
+ltS_fdtype ltS_fdtype_of(lt_dtype dt) {
   switch (dt) {
     case LT_FLOAT64: return LT_F_F64;
     case LT_INT64: return LT_F_I64;
@@ -45,7 +45,7 @@ lt_fdtype lt_fdtype_of(lt_dtype dt) {
   }
 }
 
-lt_dtype lt_fdtype_default(lt_fdtype f) {
+lt_dtype ltS_fdtype_default(ltS_fdtype f) {
   switch (f) {
     case LT_F_F32: case LT_F_F16: case LT_F_BF16: return LT_FLOAT32;
     case LT_F_F64: return LT_FLOAT64;
@@ -54,13 +54,13 @@ lt_dtype lt_fdtype_default(lt_fdtype f) {
   }
 }
 
-void lt_load_opts_init(lt_load_opts *o) {
+void ltS_load_opts_init(ltS_load_opts *o) {
   for (int i = 0; i < LT_F_N; i++) o->map[i] = -1;
   o->verify_crc = true;
 }
 
-static lt_dtype target_dtype(const lt_load_opts *o, lt_fdtype f) {
-  return o && (unsigned)f < LT_F_N && o->map[f] >= 0 ? (lt_dtype)o->map[f] : lt_fdtype_default(f);
+static lt_dtype target_dtype(const ltS_load_opts *o, ltS_fdtype f) {
+  return o && (unsigned)f < LT_F_N && o->map[f] >= 0 ? (lt_dtype)o->map[f] : ltS_fdtype_default(f);
 }
 
 /* ============================================================ element conversion */
@@ -95,7 +95,7 @@ static float bf16_to_float(uint16_t h) {
   return f;
 }
 
-void lt_swap_bytes(void *p, size_t n, size_t sz) {
+void ltS_swap_bytes(void *p, size_t n, size_t sz) {
   uint8_t *b = p;
   if (sz < 2) return;
   for (size_t i = 0; i < n; i++, b += sz)
@@ -108,8 +108,8 @@ void lt_swap_bytes(void *p, size_t n, size_t sz) {
 
 #define CHUNK 512
 
-int lt_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const void *src,
-                     lt_fdtype f, size_t n) {
+int ltS_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const void *src,
+                      ltS_fdtype f, size_t n) {
   const uint8_t *p = src;
   size_t es = lt_dtype_size(dt), fs = fdt_info[f].size;
   uint8_t *q = dst;
@@ -134,8 +134,8 @@ int lt_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const 
           case LT_FLOAT64: memcpy(o + 8 * j, &v, 8); break;
           case LT_INT64: {
             if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
-              return lt_fail(ctx, "%s: %s value %g does not fit in int64", op,
-                             fdt_info[f].name, v);
+              return ltB_fail(ctx, "%s: %s value %g does not fit in int64", op,
+                              fdt_info[f].name, v);
             int64_t x = (int64_t)v;
             memcpy(o + 8 * j, &x, 8);
             break;
@@ -164,8 +164,8 @@ int lt_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const 
           uint64_t v;
           memcpy(&v, s + 8 * j, 8);
           if (v > (uint64_t)INT64_MAX && dt == LT_INT64)
-            return lt_fail(ctx, "%s: uint64 value %llu does not fit in int64", op,
-                           (unsigned long long)v);
+            return ltB_fail(ctx, "%s: uint64 value %llu does not fit in int64", op,
+                            (unsigned long long)v);
           buf[j] = v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
           break;
         }
@@ -187,41 +187,41 @@ int lt_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const 
 
 /* ============================================================ sources */
 
-int lt_src_open(lt_ctx *ctx, const char *op, lt_src *s, const char *path) {
+int ltS_src_open(lt_ctx *ctx, const char *op, ltS_src *s, const char *path) {
   memset(s, 0, sizeof *s);
   s->fd = -1;
   s->name = path;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return lt_fail(ctx, "%s: cannot open '%s': %s", op, path, strerror(errno));
+  if (fd < 0) return ltB_fail(ctx, "%s: cannot open '%s': %s", op, path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
     int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
     close(fd);
-    return lt_fail(ctx, "%s: cannot read '%s': %s", op, path, strerror(e));
+    return ltB_fail(ctx, "%s: cannot read '%s': %s", op, path, strerror(e));
   }
   s->fd = fd;
   s->size = (uint64_t)st.st_size;
   return 0;
 }
 
-void lt_src_mem(lt_src *s, const void *mem, size_t n, const char *name) {
+void ltS_src_mem(ltS_src *s, const void *mem, size_t n, const char *name) {
   s->mem = mem;
   s->fd = -1;
   s->size = n;
   s->name = name;
 }
 
-void lt_src_close(lt_src *s) {
+void ltS_src_close(ltS_src *s) {
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
 }
 
-int lt_src_read(lt_ctx *ctx, const char *op, const lt_src *s, uint64_t off, void *dst, size_t n,
-                const char *what) {
+int ltS_src_read(lt_ctx *ctx, const char *op, const ltS_src *s, uint64_t off, void *dst, size_t n,
+                 const char *what) {
   if (off > s->size || n > s->size - off)
-    return lt_fail(ctx, "%s: %s: file is truncated (%s needs bytes %llu..%llu, file has %llu)",
-                   op, s->name, what, (unsigned long long)off, (unsigned long long)(off + n),
-                   (unsigned long long)s->size);
+    return ltB_fail(ctx, "%s: %s: file is truncated (%s needs bytes %llu..%llu, file has %llu)",
+                    op, s->name, what, (unsigned long long)off, (unsigned long long)(off + n),
+                    (unsigned long long)s->size);
   if (s->mem) {
     if (n) memcpy(dst, s->mem + off, n);
     return 0;
@@ -232,8 +232,8 @@ int lt_src_read(lt_ctx *ctx, const char *op, const lt_src *s, uint64_t off, void
     ssize_t got = pread(s->fd, p, want, (off_t)off);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      return lt_fail(ctx, "%s: %s: read error in %s: %s", op, s->name, what,
-                     got < 0 ? strerror(errno) : "unexpected end of file");
+      return ltB_fail(ctx, "%s: %s: read error in %s: %s", op, s->name, what,
+                      got < 0 ? strerror(errno) : "unexpected end of file");
     p += got;
     off += (uint64_t)got;
     n -= (size_t)got;
@@ -243,12 +243,12 @@ int lt_src_read(lt_ctx *ctx, const char *op, const lt_src *s, uint64_t off, void
 
 /* ============================================================ materialisation */
 
-static bool same_layout(lt_fdtype f, lt_dtype dt) {
+static bool same_layout(ltS_fdtype f, lt_dtype dt) {
   return (f == LT_F_F32 && dt == LT_FLOAT32) || (f == LT_F_F64 && dt == LT_FLOAT64) ||
          (f == LT_F_I64 && dt == LT_INT64) || (f == LT_F_BOOL && dt == LT_BOOL);
 }
 
-static const char *rec_name(const lt_sstorage *s) { return s->rec_name ? s->rec_name : s->key; }
+static const char *rec_name(const ltS_sstorage *s) { return s->rec_name ? s->rec_name : s->key; }
 
 /* A storage's record must hold exactly its storage: numel elements of the file type, plus at
 ** most one element's worth less a byte (PyTorch writes a typed storage's whole untyped buffer,
@@ -256,33 +256,33 @@ static const char *rec_name(const lt_sstorage *s) { return s->rec_name ? s->rec_
 ** not the views on it, which may use only part of it. Checked for every storage before any
 ** memory is allocated, so a record that claims gigabytes behind a storage of a few bytes is
 ** refused without being read, and a record that claims less than its storage is too. */
-int lt_record_check(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *src,
-                    const lt_load_opts *o) {
+int ltS_record_check(lt_ctx *ctx, const char *op, ltS_sstorage *s, const ltS_src *src,
+                     const ltS_load_opts *o) {
   if (!s->have_rec)
-    return lt_fail(ctx, "%s: %s: storage '%s' has no data record", op, src->name, s->key);
+    return ltB_fail(ctx, "%s: %s: storage '%s' has no data record", op, src->name, s->key);
   if (s->untyped) {   /* a raw UntypedStorage no view typed: bytes */
     s->fdt = LT_F_U8;
     s->untyped = false;
   }
-  size_t fs = lt_fdtype_size(s->fdt), es = lt_dtype_size(target_dtype(o, s->fdt));
+  size_t fs = ltS_fdtype_size(s->fdt), es = lt_dtype_size(target_dtype(o, s->fdt));
   uint64_t need, outb;
   if (s->numel < 0 || __builtin_mul_overflow((uint64_t)s->numel, fs, &need) ||
       __builtin_mul_overflow((uint64_t)s->numel, es, &outb) || outb > (uint64_t)SIZE_MAX / 2)
-    return lt_fail(ctx, "%s: %s: storage '%s' declares %lld %s elements, a size that overflows "
-                   "(huge declared size)", op, src->name, s->key, (long long)s->numel,
-                   lt_fdtype_name(s->fdt));
+    return ltB_fail(ctx, "%s: %s: storage '%s' declares %lld %s elements, a size that overflows "
+                    "(huge declared size)", op, src->name, s->key, (long long)s->numel,
+                    ltS_fdtype_name(s->fdt));
   if (s->rec_len < need)
-    return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
-                   "holds only %llu (record %s)", op, src->name, s->key,
-                   (unsigned long long)need, (long long)s->numel, lt_fdtype_name(s->fdt),
-                   (unsigned long long)s->rec_len, rec_name(s));
+    return ltB_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
+                    "holds only %llu (record %s)", op, src->name, s->key,
+                    (unsigned long long)need, (long long)s->numel, ltS_fdtype_name(s->fdt),
+                    (unsigned long long)s->rec_len, rec_name(s));
   if (s->rec_len - need >= fs)
-    return lt_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
-                   "%s declares %llu (expected %llu%s; refusing to read a record larger than "
-                   "its storage)", op, src->name, s->key, (unsigned long long)need,
-                   (long long)s->numel, lt_fdtype_name(s->fdt), rec_name(s),
-                   (unsigned long long)s->rec_len, (unsigned long long)need,
-                   fs > 1 ? " plus at most one partial element" : "");
+    return ltB_fail(ctx, "%s: %s: storage '%s' needs %llu bytes (%lld %s elements) but its record "
+                    "%s declares %llu (expected %llu%s; refusing to read a record larger than "
+                    "its storage)", op, src->name, s->key, (unsigned long long)need,
+                    (long long)s->numel, ltS_fdtype_name(s->fdt), rec_name(s),
+                    (unsigned long long)s->rec_len, (unsigned long long)need,
+                    fs > 1 ? " plus at most one partial element" : "");
   return 0;
 }
 
@@ -291,29 +291,29 @@ int lt_record_check(lt_ctx *ctx, const char *op, lt_sstorage *s, const lt_src *s
 #define WIN_CAP ((size_t)256 << 10)
 #define SCRATCH_CAP ((size_t)1 << 20)
 
-void lt_rload_init(lt_rload *r, const lt_src *src, size_t nrecords) {
+void ltS_rload_init(ltS_rload *r, const ltS_src *src, size_t nrecords) {
   memset(r, 0, sizeof *r);
   r->src = src;
   if (!src->mem && nrecords > 1) r->win = malloc(WIN_CAP);   /* without it, just slower */
 }
 
-void lt_rload_free(lt_rload *r) {
+void ltS_rload_free(ltS_rload *r) {
   free(r->win);
   free(r->scratch);
   memset(r, 0, sizeof *r);
 }
 
 /* Reads of at most a quarter window go through it; bigger ones go straight to dst. */
-static int src_read(lt_ctx *ctx, const char *op, lt_rload *m, uint64_t off, void *dst, size_t n,
+static int src_read(lt_ctx *ctx, const char *op, ltS_rload *m, uint64_t off, void *dst, size_t n,
                     const char *what) {
-  const lt_src *src = m->src;
-  if (!m->win || n > WIN_CAP / 4) return lt_src_read(ctx, op, src, off, dst, n, what);
+  const ltS_src *src = m->src;
+  if (!m->win || n > WIN_CAP / 4) return ltS_src_read(ctx, op, src, off, dst, n, what);
   if (off < m->woff || off - m->woff > m->wlen || n > m->wlen - (off - m->woff)) {
     if (off > src->size || n > src->size - off)   /* the error names the real range */
-      return lt_src_read(ctx, op, src, off, dst, n, what);
+      return ltS_src_read(ctx, op, src, off, dst, n, what);
     size_t k = src->size - off < WIN_CAP ? (size_t)(src->size - off) : WIN_CAP;
     m->wlen = 0;
-    if (lt_src_read(ctx, op, src, off, m->win, k, what)) return -1;
+    if (ltS_src_read(ctx, op, src, off, m->win, k, what)) return -1;
     m->woff = off;
     m->wlen = k;
   }
@@ -323,41 +323,41 @@ static int src_read(lt_ctx *ctx, const char *op, lt_rload *m, uint64_t off, void
 
 /* One record read front to back: stored bytes at pos, or a deflate stream. */
 typedef struct recrd {
-  lt_rload *m;
+  ltS_rload *m;
   uint64_t pos;
   bool deflated;
-  lt_zin z;
+  ltS_zin z;
 } recrd;
 
 static int rec_read(lt_ctx *ctx, const char *op, recrd *r, void *dst, size_t n) {
-  if (r->deflated) return lt_zin_read(ctx, op, &r->z, dst, n);
+  if (r->deflated) return ltS_zin_read(ctx, op, &r->z, dst, n);
   if (src_read(ctx, op, r->m, r->pos, dst, n, "storage data")) return -1;
   r->pos += n;
   return 0;
 }
 
-int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *m, lt_sstorage *s,
-                   const lt_load_opts *o, bool big) {
-  size_t fs = lt_fdtype_size(s->fdt);
+int ltS_record_load(lt_ctx *ctx, const char *op, ltS_rload *m, ltS_sstorage *s,
+                    const ltS_load_opts *o, bool big) {
+  size_t fs = ltS_fdtype_size(s->fdt);
   lt_dtype dt = target_dtype(o, s->fdt);
   size_t es = lt_dtype_size(dt);
   uint64_t need = (uint64_t)s->numel * fs, outb = (uint64_t)s->numel * es;   /* checked */
-  lt_storage *st = lt_storage_new((size_t)outb);
+  lt_storage *st = ltB_storage_new((size_t)outb);
   if (!st)
-    return lt_fail(ctx, "%s: out of memory allocating %llu bytes for storage '%s'", op,
-                   (unsigned long long)outb, s->key);
+    return ltB_fail(ctx, "%s: out of memory allocating %llu bytes for storage '%s'", op,
+                    (unsigned long long)outb, s->key);
   recrd r = {.m = m, .pos = s->rec_off, .deflated = s->rec_deflated};
   if (r.deflated &&
-      lt_zin_open(ctx, op, &r.z, m->src, rec_name(s), s->rec_off, s->rec_csize, s->rec_len)) {
-    lt_storage_release(st);
+      ltS_zin_open(ctx, op, &r.z, m->src, rec_name(s), s->rec_off, s->rec_csize, s->rec_len)) {
+    ltB_storage_release(st);
     return -1;
   }
   uint32_t crc = 0;
   int rc = 0;
   if (same_layout(s->fdt, dt)) {
     rc = rec_read(ctx, op, &r, st->data, (size_t)need);
-    if (rc == 0 && s->check_crc) crc = lt_crc32(0, st->data, (size_t)need);
-    if (rc == 0 && big) lt_swap_bytes(st->data, (size_t)s->numel, fs);
+    if (rc == 0 && s->check_crc) crc = ltS_crc32(0, st->data, (size_t)need);
+    if (rc == 0 && big) ltS_swap_bytes(st->data, (size_t)s->numel, fs);
     if (rc == 0 && dt == LT_BOOL) {
       uint8_t *b = st->data;
       for (size_t i = 0; i < (size_t)need; i++) b[i] = b[i] != 0;
@@ -371,7 +371,7 @@ int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *m, lt_sstorage *s,
         m->scratch = b;
         m->scap = want;
       } else {
-        rc = lt_fail(ctx, "%s: out of memory", op);
+        rc = ltB_fail(ctx, "%s: out of memory", op);
       }
     }
     size_t per = m->scap / fs;                  /* elements per chunk */
@@ -379,26 +379,26 @@ int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *m, lt_sstorage *s,
       size_t k = (uint64_t)s->numel - i < per ? (size_t)((uint64_t)s->numel - i) : per;
       rc = rec_read(ctx, op, &r, m->scratch, k * fs);
       if (rc) break;
-      if (s->check_crc) crc = lt_crc32(crc, m->scratch, k * fs);
-      if (big) lt_swap_bytes(m->scratch, k, fs);
-      rc = lt_convert_elems(ctx, op, (uint8_t *)st->data + i * es, dt, m->scratch, s->fdt, k);
+      if (s->check_crc) crc = ltS_crc32(crc, m->scratch, k * fs);
+      if (big) ltS_swap_bytes(m->scratch, k, fs);
+      rc = ltS_convert_elems(ctx, op, (uint8_t *)st->data + i * es, dt, m->scratch, s->fdt, k);
     }
   }
   /* the CRC covers the whole record, including the partial element past the storage (rare);
   ** a deflate stream is read to its end either way, to be sure it ends where it says */
   if (rc == 0 && (s->check_crc || r.deflated) && s->rec_len > need) {
-    uint8_t tail[8];   /* less than one element (lt_record_check) */
+    uint8_t tail[8];   /* less than one element (ltS_record_check) */
     size_t k = (size_t)(s->rec_len - need);
     rc = rec_read(ctx, op, &r, tail, k);
-    if (rc == 0) crc = lt_crc32(crc, tail, k);
+    if (rc == 0) crc = ltS_crc32(crc, tail, k);
   }
-  if (rc == 0 && r.deflated) rc = lt_zin_finish(ctx, op, &r.z);
+  if (rc == 0 && r.deflated) rc = ltS_zin_finish(ctx, op, &r.z);
   if (rc == 0 && s->check_crc && crc != s->rec_crc)
-    rc = lt_fail(ctx, "%s: %s: CRC-32 mismatch in the record of storage '%s' (file is "
-                 "corrupted)", op, m->src->name, s->key);
-  if (r.deflated) lt_zin_close(&r.z);
+    rc = ltB_fail(ctx, "%s: %s: CRC-32 mismatch in the record of storage '%s' (file is "
+                  "corrupted)", op, m->src->name, s->key);
+  if (r.deflated) ltS_zin_close(&r.z);
   if (rc) {
-    lt_storage_release(st);
+    ltB_storage_release(st);
     return -1;
   }
   s->st = st;
@@ -409,7 +409,7 @@ int lt_record_load(lt_ctx *ctx, const char *op, lt_rload *m, lt_sstorage *s,
 /* ============================================================ CRC-32 */
 
 /* zlib's (it is linked for deflate anyway, and is faster than a table loop). */
-uint32_t lt_crc32(uint32_t crc, const void *data, size_t n) {
+uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) {
   const Bytef *p = data;
   uLong c = crc;
   while (n > 0) {

@@ -17,7 +17,7 @@
 #define MAX_HEADER 100000000ull
 
 /* The reference's dtype table, in its enum order (ascending alignment). */
-const lt_st_dtype lt_st_dtypes[LT_ST_NDTYPES] = {
+const ltS_st_dtype ltS_st_dtypes[LT_ST_NDTYPES] = {
   [LT_ST_BOOL] = {"BOOL", LT_F_BOOL, 0}, {"U8", LT_F_U8, 1},    {"I8", LT_F_I8, 2},
   {"F8_E5M2", -1, 3},     {"F8_E4M3", -1, 4},     {"I16", LT_F_I16, 5},  {"U16", LT_F_U16, 6},
   {"F16", LT_F_F16, 7},   {"BF16", LT_F_BF16, 8}, {"I32", LT_F_I32, 9},  {"U32", LT_F_U32, 10},
@@ -25,7 +25,7 @@ const lt_st_dtype lt_st_dtypes[LT_ST_NDTYPES] = {
   [LT_ST_I64] = {"I64", LT_F_I64, 13}, {"U64", LT_F_U64, 14},
 };
 
-bool lt_st_sniff(const uint8_t *head, size_t n, uint64_t file_size) {
+bool ltS_st_sniff(const uint8_t *head, size_t n, uint64_t file_size) {
   if (n < 9) return false;
   uint64_t h = 0;
   for (int i = 7; i >= 0; i--) h = h << 8 | head[i];
@@ -44,8 +44,8 @@ typedef struct js {
 } js;
 
 static int jfail(js *j, const char *what) {
-  return lt_fail(j->ctx, "%s: %s: invalid header JSON: %s at header byte %zu", OP, j->name, what,
-                 (size_t)(j->p - j->base));
+  return ltB_fail(j->ctx, "%s: %s: invalid header JSON: %s at header byte %zu", OP, j->name, what,
+                  (size_t)(j->p - j->base));
 }
 
 static inline void ws(js *j) {
@@ -277,7 +277,7 @@ typedef struct stent {
   uint32_t nlen;
   uint32_t dim0;             /* first of ndim sizes in the shape pool */
   signed char fdt;
-  unsigned char dti;         /* row of lt_st_dtypes */
+  unsigned char dti;         /* row of ltS_st_dtypes */
   unsigned char ndim;
 } stent;
 
@@ -323,15 +323,15 @@ static int parse_info(js *j, stparse *ps, stent *e) {
         if (!rc) {
           e->fdt = -2;
           for (size_t i = 0; i < LT_ST_NDTYPES; i++)
-            if (dt[0] == lt_st_dtypes[i].name[0] && strcmp(dt, lt_st_dtypes[i].name) == 0) {
-              e->fdt = (signed char)lt_st_dtypes[i].fdt;
+            if (dt[0] == ltS_st_dtypes[i].name[0] && strcmp(dt, ltS_st_dtypes[i].name) == 0) {
+              e->fdt = (signed char)ltS_st_dtypes[i].fdt;
               e->dti = (unsigned char)i;
               break;
             }
           if (e->fdt < 0)
-            rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has %s dtype '%.40s' (supported: BOOL, U8, "
-                         "I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)", OP, j->name,
-                         e->name, e->fdt == -1 ? "unsupported" : "unknown", dt);
+            rc = ltB_fail(j->ctx, "%s: %s: tensor '%s' has %s dtype '%.40s' (supported: BOOL, U8, "
+                          "I8, I16, U16, I32, U32, I64, U64, F16, BF16, F32, F64)", OP, j->name,
+                          e->name, e->fdt == -1 ? "unsupported" : "unknown", dt);
           have_dt = true;
         }
       } else if (!rc && kn == 5 && memcmp(k, "shape", 5) == 0) {
@@ -345,8 +345,8 @@ static int parse_info(js *j, stparse *ps, stent *e) {
             rc = juint(j, &v);
             if (rc) break;
             if (ndim == LT_MAX_DIMS) {
-              rc = lt_fail(j->ctx, "%s: %s: tensor '%s' has more than %d dimensions", OP, j->name,
-                           e->name, LT_MAX_DIMS);
+              rc = ltB_fail(j->ctx, "%s: %s: tensor '%s' has more than %d dimensions", OP, j->name,
+                            e->name, LT_MAX_DIMS);
               break;
             }
             if (v > (uint64_t)INT64_MAX) {
@@ -383,12 +383,12 @@ static int parse_info(js *j, stparse *ps, stent *e) {
     }
   }
   if (!have_dt || !have_shape || !have_off)
-    return lt_fail(j->ctx, "%s: %s: tensor '%s' lacks %s", OP, j->name, e->name,
-                   !have_dt ? "a dtype" : !have_shape ? "a shape" : "data_offsets");
+    return ltB_fail(j->ctx, "%s: %s: tensor '%s' lacks %s", OP, j->name, e->name,
+                    !have_dt ? "a dtype" : !have_shape ? "a shape" : "data_offsets");
   if (ps->cd - ps->nd < (size_t)ndim) {
     size_t nc = ps->cd ? ps->cd * 2 : 64;
     int64_t *p = realloc(ps->dims, nc * sizeof *p);
-    if (!p) return lt_fail(j->ctx, "%s: out of memory", OP);
+    if (!p) return ltB_fail(j->ctx, "%s: out of memory", OP);
     ps->dims = p;
     ps->cd = nc;
   }
@@ -400,11 +400,11 @@ static int parse_info(js *j, stparse *ps, stent *e) {
 }
 
 /* Duplicate names through a hash set of entry indices: sorting a million names costs more. */
-static int check_duplicates(lt_ctx *ctx, const lt_src *src, const stparse *ps) {
+static int check_duplicates(lt_ctx *ctx, const ltS_src *src, const stparse *ps) {
   size_t cap = 16;
   while (cap < ps->n * 2) cap *= 2;
   uint32_t *set = malloc(cap * sizeof *set);
-  if (!set) return lt_fail(ctx, "%s: out of memory", OP);
+  if (!set) return ltB_fail(ctx, "%s: out of memory", OP);
   memset(set, 0xff, cap * sizeof *set);
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < ps->n; i++) {
@@ -413,8 +413,8 @@ static int check_duplicates(lt_ctx *ctx, const lt_src *src, const stparse *ps) {
     for (; set[k] != UINT32_MAX; k = (k + 1) & (cap - 1)) {
       const stent *o = &ps->e[set[k]];
       if (o->nlen == e->nlen && memcmp(o->name, e->name, e->nlen) == 0) {
-        rc = lt_fail(ctx, "%s: %s: tensor name '%s' appears twice in the header", OP, src->name,
-                     e->name);
+        rc = ltB_fail(ctx, "%s: %s: tensor name '%s' appears twice in the header", OP, src->name,
+                      e->name);
         break;
       }
     }
@@ -425,7 +425,7 @@ static int check_duplicates(lt_ctx *ctx, const lt_src *src, const stparse *ps) {
 }
 
 /* Offsets must tile the data buffer exactly, and each range must match shape x dtype. */
-static int check_offsets(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t buflen) {
+static int check_offsets(lt_ctx *ctx, const ltS_src *src, stparse *ps, uint64_t buflen) {
   const stent **ord = NULL;
   bool sorted = true;
   for (size_t i = 1; i < ps->n && sorted; i++)
@@ -434,7 +434,7 @@ static int check_offsets(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t b
   ps->sorted = sorted;
   if (!sorted) {   /* the rare case */
     ord = malloc(ps->n * sizeof *ord);
-    if (!ord) return lt_fail(ctx, "%s: out of memory", OP);
+    if (!ord) return ltB_fail(ctx, "%s: out of memory", OP);
     for (size_t i = 0; i < ps->n; i++) ord[i] = &ps->e[i];
     qsort(ord, ps->n, sizeof *ord, cmp_off);
   }
@@ -443,10 +443,10 @@ static int check_offsets(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t b
   for (size_t i = 0; rc == 0 && i < ps->n; i++) {
     const stent *e = ord ? ord[i] : &ps->e[i];
     if (e->begin != start || e->end < e->begin) {
-      rc = lt_fail(ctx, "%s: %s: tensor '%s' has data_offsets [%llu, %llu] but the previous "
-                   "tensor ends at %llu (offsets must tile the buffer: no hole, overlap or "
-                   "reversed range)", OP, src->name, e->name, (unsigned long long)e->begin,
-                   (unsigned long long)e->end, (unsigned long long)start);
+      rc = ltB_fail(ctx, "%s: %s: tensor '%s' has data_offsets [%llu, %llu] but the previous "
+                    "tensor ends at %llu (offsets must tile the buffer: no hole, overlap or "
+                    "reversed range)", OP, src->name, e->name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end, (unsigned long long)start);
       break;
     }
     start = e->end;
@@ -454,38 +454,38 @@ static int check_offsets(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t b
     uint64_t cnt = 1, bytes;
     bool ovf = false;
     for (int k = 0; k < e->ndim; k++) ovf |= __builtin_mul_overflow(cnt, (uint64_t)shape[k], &cnt);
-    ovf |= __builtin_mul_overflow(cnt, lt_fdtype_size((lt_fdtype)e->fdt), &bytes);
+    ovf |= __builtin_mul_overflow(cnt, ltS_fdtype_size((ltS_fdtype)e->fdt), &bytes);
     if (ovf || cnt > (uint64_t)INT64_MAX || bytes != e->end - e->begin) {
       char sz[256];
-      lt_sizes_str(e->ndim, shape, sz, sizeof sz);
+      ltB_sizes_str(e->ndim, shape, sz, sizeof sz);
       if (ovf || cnt > (uint64_t)INT64_MAX)
-        rc = lt_fail(ctx, "%s: %s: tensor '%s' of shape %s overflows (huge declared size)", OP,
-                     src->name, e->name, sz);
+        rc = ltB_fail(ctx, "%s: %s: tensor '%s' of shape %s overflows (huge declared size)", OP,
+                      src->name, e->name, sz);
       else
-        rc = lt_fail(ctx, "%s: %s: tensor '%s' of dtype %s and shape %s needs %llu bytes but its "
-                     "data_offsets [%llu, %llu] span %llu", OP, src->name, e->name,
-                     lt_st_dtypes[e->dti].name, sz, (unsigned long long)bytes,
-                     (unsigned long long)e->begin, (unsigned long long)e->end,
-                     (unsigned long long)(e->end - e->begin));
+        rc = ltB_fail(ctx, "%s: %s: tensor '%s' of dtype %s and shape %s needs %llu bytes but its "
+                      "data_offsets [%llu, %llu] span %llu", OP, src->name, e->name,
+                      ltS_st_dtypes[e->dti].name, sz, (unsigned long long)bytes,
+                      (unsigned long long)e->begin, (unsigned long long)e->end,
+                      (unsigned long long)(e->end - e->begin));
     }
   }
   if (!rc && start != buflen)
-    rc = lt_fail(ctx, "%s: %s: tensors cover %llu bytes but the data buffer holds %llu (%s)", OP,
-                 src->name, (unsigned long long)start, (unsigned long long)buflen,
-                 start < buflen ? "trailing bytes" : "offsets out of range or file truncated");
+    rc = ltB_fail(ctx, "%s: %s: tensors cover %llu bytes but the data buffer holds %llu (%s)", OP,
+                  src->name, (unsigned long long)start, (unsigned long long)buflen,
+                  start < buflen ? "trailing bytes" : "offsets out of range or file truncated");
   free(ord);
   return rc;
 }
 
 /* The value tree: a TENSORS node in header order, whose names the doc's arena copies. */
-static int build_doc(lt_ctx *ctx, const stparse *ps, lt_sdoc *d) {
-  lt_sval *root = lt_sdoc_flat(d, ps->n);
-  if (!root) return lt_fail(ctx, "%s: out of memory", OP);
-  lt_sdoc_set_root(d, root);
+static int build_doc(lt_ctx *ctx, const stparse *ps, ltS_sdoc *d) {
+  ltS_sval *root = ltS_sdoc_flat(d, ps->n);
+  if (!root) return ltB_fail(ctx, "%s: out of memory", OP);
+  ltS_sdoc_set_root(d, root);
   for (size_t i = 0; i < ps->n; i++) {
     const stent *e = &ps->e[i];
-    char *name = lt_sdoc_alloc(d, (size_t)e->nlen + 1);
-    if (!name) return lt_fail(ctx, "%s: out of memory", OP);
+    char *name = ltS_sdoc_alloc(d, (size_t)e->nlen + 1);
+    if (!name) return ltB_fail(ctx, "%s: out of memory", OP);
     memcpy(name, e->name, e->nlen);
     name[e->nlen] = 0;
     root->u.flat.e[i].name = name;
@@ -495,60 +495,60 @@ static int build_doc(lt_ctx *ctx, const stparse *ps, lt_sdoc *d) {
 }
 
 /* One storage and one tensor per entry, read in file order. */
-static int materialize(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o,
-                       const stparse *ps, uint64_t data0, lt_sval *root) {
+static int materialize(lt_ctx *ctx, const ltS_src *src, const ltS_load_opts *o,
+                       const stparse *ps, uint64_t data0, ltS_sval *root) {
   const stent **ord = NULL;
   if (!ps->sorted) {
     ord = malloc(ps->n * sizeof *ord);
-    if (!ord) return lt_fail(ctx, "%s: out of memory", OP);
+    if (!ord) return ltB_fail(ctx, "%s: out of memory", OP);
     for (size_t i = 0; i < ps->n; i++) ord[i] = &ps->e[i];
     qsort(ord, ps->n, sizeof *ord, cmp_off);
   }
-  lt_rload r;
-  lt_rload_init(&r, src, ps->n);
+  ltS_rload r;
+  ltS_rload_init(&r, src, ps->n);
   int rc = 0;
   for (size_t k = 0; rc == 0 && k < ps->n; k++) {
     const stent *e = ord ? ord[k] : &ps->e[k];
-    lt_sflat *f = &root->u.flat.e[e - ps->e];
+    ltS_sflat *f = &root->u.flat.e[e - ps->e];
     const int64_t *shape = ps->dims + e->dim0;
-    lt_sstorage s = {.key = f->name, .numel = lt_shape_numel(e->ndim, shape),
+    ltS_sstorage s = {.key = f->name, .numel = ltB_shape_numel(e->ndim, shape),
                      .rec_off = data0 + e->begin, .rec_len = e->end - e->begin,
-                     .fdt = (lt_fdtype)e->fdt, .have_rec = true};
-    rc = lt_record_check(ctx, OP, &s, src, o);
-    if (rc == 0) rc = lt_record_load(ctx, OP, &r, &s, o, false);
+                     .fdt = (ltS_fdtype)e->fdt, .have_rec = true};
+    rc = ltS_record_check(ctx, OP, &s, src, o);
+    if (rc == 0) rc = ltS_record_load(ctx, OP, &r, &s, o, false);
     if (rc) break;
-    f->t = lt_tensor_wrap(s.st, s.dt, e->ndim, shape, NULL, 0);
-    lt_storage_release(s.st);   /* the tensor holds it now */
-    if (!f->t) rc = lt_fail(ctx, "%s: out of memory", OP);
+    f->t = ltB_tensor_wrap(s.st, s.dt, e->ndim, shape, NULL, 0);
+    ltB_storage_release(s.st);   /* the tensor holds it now */
+    if (!f->t) rc = ltB_fail(ctx, "%s: out of memory", OP);
   }
-  lt_rload_free(&r);
+  ltS_rload_free(&r);
   free(ord);
   return rc;
 }
 
 /* Reads and checks the 8-byte header length and the header after it: *h (malloc'd) holds its n
 ** bytes, valid UTF-8 that opens an object. */
-static int read_header(lt_ctx *ctx, const lt_src *src, uint8_t **h, uint64_t *len) {
+static int read_header(lt_ctx *ctx, const ltS_src *src, uint8_t **h, uint64_t *len) {
   uint8_t hb[8];
   if (src->size < 8)
-    return lt_fail(ctx, "%s: %s: file too small (%llu bytes; a safetensors file starts with an "
-                   "8-byte header length)", OP, src->name, (unsigned long long)src->size);
-  if (lt_src_read(ctx, OP, src, 0, hb, 8, "header length")) return -1;
+    return ltB_fail(ctx, "%s: %s: file too small (%llu bytes; a safetensors file starts with an "
+                    "8-byte header length)", OP, src->name, (unsigned long long)src->size);
+  if (ltS_src_read(ctx, OP, src, 0, hb, 8, "header length")) return -1;
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = n << 8 | hb[i];
   if (n > MAX_HEADER)
-    return lt_fail(ctx, "%s: %s: header length %llu exceeds the limit of %llu bytes", OP,
-                   src->name, (unsigned long long)n, MAX_HEADER);
+    return ltB_fail(ctx, "%s: %s: header length %llu exceeds the limit of %llu bytes", OP,
+                    src->name, (unsigned long long)n, MAX_HEADER);
   if (n + 8 > src->size)
-    return lt_fail(ctx, "%s: %s: header length %llu exceeds the file size %llu (truncated file?)",
-                   OP, src->name, (unsigned long long)n, (unsigned long long)src->size);
+    return ltB_fail(ctx, "%s: %s: header length %llu exceeds the file size %llu (truncated file?)",
+                    OP, src->name, (unsigned long long)n, (unsigned long long)src->size);
   uint8_t *p = malloc(n ? (size_t)n : 1);
-  if (!p) return lt_fail(ctx, "%s: out of memory", OP);
-  int rc = lt_src_read(ctx, OP, src, 8, p, (size_t)n, "header");
+  if (!p) return ltB_fail(ctx, "%s: out of memory", OP);
+  int rc = ltS_src_read(ctx, OP, src, 8, p, (size_t)n, "header");
   if (!rc && !valid_utf8(p, (size_t)n))
-    rc = lt_fail(ctx, "%s: %s: header is not valid UTF-8", OP, src->name);
+    rc = ltB_fail(ctx, "%s: %s: header is not valid UTF-8", OP, src->name);
   if (!rc && (n == 0 || p[0] != '{'))
-    rc = lt_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
+    rc = ltB_fail(ctx, "%s: %s: header does not start with '{'", OP, src->name);
   if (rc) {
     free(p);
     return -1;
@@ -579,7 +579,7 @@ static int parse_meta(js *j, stmeta *m) {
     if (m->n == m->cap) {
       size_t nc = m->cap ? m->cap * 2 : 8;
       struct mpair *a = realloc(m->v, nc * sizeof *a);
-      if (!a) return lt_fail(j->ctx, "%s: out of memory", OP);
+      if (!a) return ltB_fail(j->ctx, "%s: out of memory", OP);
       m->v = a;
       m->cap = nc;
     }
@@ -588,8 +588,8 @@ static int parse_meta(js *j, stmeta *m) {
     if ((rc = expect(j, ':')) != 0) return rc;
     ws(j);
     if (!peek(j, '"'))
-      return lt_fail(j->ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
-                     "values must be strings)", OP, j->name, e->k);
+      return ltB_fail(j->ctx, "%s: %s: __metadata__ value of '%s' is not a string (metadata "
+                      "values must be strings)", OP, j->name, e->k);
     if ((rc = jstring(j, &e->v, &e->vl)) != 0) return rc;
     m->n++;
     if (!peek(j, ',')) return expect(j, '}');
@@ -602,7 +602,7 @@ static int add_entry(js *j, stparse *ps, char *key, size_t kl) {
   if (ps->n == ps->cap) {
     size_t nc = ps->cap ? ps->cap * 2 : 16;
     stent *a = nc <= UINT32_MAX ? realloc(ps->e, nc * sizeof *a) : NULL;
-    if (!a) return lt_fail(j->ctx, "%s: out of memory", OP);
+    if (!a) return ltB_fail(j->ctx, "%s: out of memory", OP);
     ps->e = a;
     ps->cap = nc;
   }
@@ -641,59 +641,59 @@ static int parse_header(js *j, stparse *ps, stmeta *m) {
 }
 
 /* The entries against the data buffer (buflen bytes): no name twice, every byte used once. */
-static int check_layout(lt_ctx *ctx, const lt_src *src, stparse *ps, uint64_t buflen) {
+static int check_layout(lt_ctx *ctx, const ltS_src *src, stparse *ps, uint64_t buflen) {
   if (ps->n) {
     if (check_duplicates(ctx, src, ps)) return -1;
     return check_offsets(ctx, src, ps, buflen);
   }
   if (buflen != 0)
-    return lt_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
-                   (unsigned long long)buflen);
+    return ltB_fail(ctx, "%s: %s: no tensors but %llu trailing bytes", OP, src->name,
+                    (unsigned long long)buflen);
   return 0;
 }
 
 /* A new doc with the entries of ps and, if the header had one, the metadata dict. */
-static int make_doc(lt_ctx *ctx, const stparse *ps, const stmeta *m, lt_sdoc **out) {
-  lt_sdoc *d = lt_sdoc_new();
-  if (!d) return lt_fail(ctx, "%s: out of memory", OP);
+static int make_doc(lt_ctx *ctx, const stparse *ps, const stmeta *m, ltS_sdoc **out) {
+  ltS_sdoc *d = ltS_sdoc_new();
+  if (!d) return ltB_fail(ctx, "%s: out of memory", OP);
   int rc = build_doc(ctx, ps, d);
   if (!rc && m->have) {
-    lt_sval *md = lt_sv_new(d, LT_SV_DICT);
-    if (!md) rc = lt_fail(ctx, "%s: out of memory", OP);
+    ltS_sval *md = ltS_sv_new(d, LT_SV_DICT);
+    if (!md) rc = ltB_fail(ctx, "%s: out of memory", OP);
     for (size_t i = 0; !rc && i < m->n; i++) {
-      lt_sval *k = lt_sv_str(d, LT_SV_STR, m->v[i].k, m->v[i].kl);
-      lt_sval *v = k ? lt_sv_str(d, LT_SV_STR, m->v[i].v, m->v[i].vl) : NULL;
-      if (!v || lt_sv_set(d, md, k, v)) rc = lt_fail(ctx, "%s: out of memory", OP);
+      ltS_sval *k = ltS_sv_str(d, LT_SV_STR, m->v[i].k, m->v[i].kl);
+      ltS_sval *v = k ? ltS_sv_str(d, LT_SV_STR, m->v[i].v, m->v[i].vl) : NULL;
+      if (!v || ltS_sv_set(d, md, k, v)) rc = ltB_fail(ctx, "%s: out of memory", OP);
     }
-    if (!rc) lt_sdoc_set_meta(d, md);
+    if (!rc) ltS_sdoc_set_meta(d, md);
   }
   if (rc) {
-    lt_sdoc_free(d);
+    ltS_sdoc_free(d);
     return -1;
   }
   *out = d;
   return 0;
 }
 
-int lt_st_load(lt_ctx *ctx, const lt_src *src, const lt_load_opts *o, lt_sdoc **out) {
+int ltS_st_load(lt_ctx *ctx, const ltS_src *src, const ltS_load_opts *o, ltS_sdoc **out) {
   uint8_t *h = NULL;
   uint64_t n = 0;
   if (read_header(ctx, src, &h, &n)) return -1;
   js j = {ctx, src->name, h, h + n, h};
   stparse ps = {0};
   stmeta meta = {0};
-  lt_sdoc *d = NULL;
+  ltS_sdoc *d = NULL;
   int rc = parse_header(&j, &ps, &meta);
   if (!rc) rc = check_layout(ctx, src, &ps, src->size - 8 - n);
   if (!rc) rc = make_doc(ctx, &ps, &meta, &d);
   /* the doc has copied every name: the header goes before the storages are allocated */
   free(meta.v);
   free(h);
-  if (!rc && ps.n) rc = materialize(ctx, src, o, &ps, 8 + n, lt_sdoc_root(d));
+  if (!rc && ps.n) rc = materialize(ctx, src, o, &ps, 8 + n, ltS_sdoc_root(d));
   free(ps.e);
   free(ps.dims);
   if (rc) {
-    lt_sdoc_free(d);
+    ltS_sdoc_free(d);
     return -1;
   }
   *out = d;

@@ -67,7 +67,7 @@ static int cmp_went(const void *a, const void *b) {
 }
 
 static int cmp_meta(const void *a, const void *b) {
-  const lt_sval *const *x = a, *const *y = b;
+  const ltS_sval *const *x = a, *const *y = b;
   size_t n = x[0]->u.s.n < y[0]->u.s.n ? x[0]->u.s.n : y[0]->u.s.n;
   int c = memcmp(x[0]->u.s.p, y[0]->u.s.p, n);
   return c ? c : (x[0]->u.s.n > y[0]->u.s.n) - (x[0]->u.s.n < y[0]->u.s.n);
@@ -95,26 +95,26 @@ static void gather(const lt_tensor *t, uint8_t *dst) {
   }
 }
 
-int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
+int ltS_st_save(lt_ctx *ctx, const char *path, ltS_sval *tensors, ltS_sval *meta) {
   const char *op = "safetensors.save";
   const uint16_t one = 1;
   if (*(const uint8_t *)&one != 1)
-    return lt_fail(ctx, "%s: writing on a big-endian host is not supported", op);
+    return ltB_fail(ctx, "%s: writing on a big-endian host is not supported", op);
   size_t ne = tensors->u.dict.n;
   went *e = calloc(ne ? ne : 1, sizeof *e);
-  lt_sval **mp = NULL;
+  ltS_sval **mp = NULL;
   size_t nm = meta ? meta->u.dict.n : 0;
-  if (!e) return lt_fail(ctx, "%s: out of memory", op);
+  if (!e) return ltB_fail(ctx, "%s: out of memory", op);
   for (size_t i = 0; i < ne; i++) {
-    lt_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
+    ltS_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
     e[i].name = k->u.s.p;
     e[i].nlen = k->u.s.n;
     e[i].t = v->u.ten->t;
     lt_dtype dt = e[i].t->dtype;
     int q = dt == LT_FLOAT64 ? LT_ST_F64 : dt == LT_INT64 ? LT_ST_I64
           : dt == LT_BOOL ? LT_ST_BOOL : LT_ST_F32;
-    e[i].rank = lt_st_dtypes[q].rank;
-    e[i].dtname = lt_st_dtypes[q].name;
+    e[i].rank = ltS_st_dtypes[q].rank;
+    e[i].dtname = ltS_st_dtypes[q].name;
   }
   qsort(e, ne, sizeof *e, cmp_went);
   sbuf b = {0};
@@ -162,10 +162,10 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
   if (b.oom) {
     free(b.p);
     free(e);
-    return lt_fail(ctx, "%s: out of memory", op);
+    return ltB_fail(ctx, "%s: out of memory", op);
   }
-  lt_afile a;
-  if (lt_afile_open(ctx, op, &a, path)) {
+  ltS_afile a;
+  if (ltS_afile_open(ctx, op, &a, path)) {
     free(b.p);
     free(e);
     return -1;
@@ -185,7 +185,7 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
       if (rc) {
         free(b.p);
         free(e);
-        lt_afile_abort(&a);
+        ltS_afile_abort(&a);
         return -1;
       }
       t = host;
@@ -198,8 +198,8 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
         lt_release(host);
         free(b.p);
         free(e);
-        lt_afile_abort(&a);
-        return lt_fail(ctx, "%s: out of memory", op);
+        ltS_afile_abort(&a);
+        return ltB_fail(ctx, "%s: out of memory", op);
       }
       gather(t, tmp);
       bad = fwrite(tmp, 1, nb, a.f) != nb;
@@ -211,8 +211,8 @@ int lt_st_save(lt_ctx *ctx, const char *path, lt_sval *tensors, lt_sval *meta) {
   free(b.p);
   free(e);
   if (bad) {
-    lt_afile_abort(&a);
-    return lt_fail(ctx, "%s: write error on '%s'", op, path);
+    ltS_afile_abort(&a);
+    return ltB_fail(ctx, "%s: write error on '%s'", op, path);
   }
-  return lt_afile_commit(ctx, op, &a);
+  return ltS_afile_commit(ctx, op, &a);
 }

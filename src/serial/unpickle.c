@@ -5,7 +5,7 @@
 ** calls anything: GLOBAL resolves names against a fixed table (tensor rebuild functions,
 ** storage classes, dtypes, OrderedDict, ...), and REDUCE/NEWOBJ/BUILD interpret those few
 ** callables directly. Any other global or opcode is an error that names it. Objects are nodes
-** of an lt_sdoc arena; the memo and the stack hold pointers, so shared and cyclic objects
+** of an ltS_sdoc arena; the memo and the stack hold pointers, so shared and cyclic objects
 ** (which pickle can express) cost no copies and free with the arena.
 */
 #include <stdarg.h>
@@ -53,7 +53,7 @@ static const struct { const char *mod, *name; int code; } globals[] = {
 };
 
 /* torch.<dtype> globals (pickled dtypes, used by _rebuild_tensor_v3) */
-static const struct { const char *name; lt_fdtype f; } dtype_globals[] = {
+static const struct { const char *name; ltS_fdtype f; } dtype_globals[] = {
   {"float32", LT_F_F32}, {"float", LT_F_F32},   {"float64", LT_F_F64}, {"double", LT_F_F64},
   {"float16", LT_F_F16}, {"half", LT_F_F16},    {"bfloat16", LT_F_BF16}, {"int64", LT_F_I64},
   {"long", LT_F_I64},    {"int32", LT_F_I32},   {"int", LT_F_I32},     {"int16", LT_F_I16},
@@ -66,13 +66,13 @@ static const struct { const char *name; lt_fdtype f; } dtype_globals[] = {
 typedef struct up {
   lt_ctx *ctx;
   const char *op, *what;
-  lt_sdoc *d;
+  ltS_sdoc *d;
   const uint8_t *base, *p, *end;
-  lt_sval **st;
+  ltS_sval **st;
   size_t sp, scap;
   size_t *marks;
   size_t nm, mcap;
-  lt_sval **memo;
+  ltS_sval **memo;
   size_t memocap, memolen;
   bool legacy;
   bool truncated;
@@ -86,24 +86,24 @@ static int fail(up *u, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return lt_fail(u->ctx, "%s: %s (%s, byte %zu)", u->op, msg, u->what,
-                 (size_t)(u->p - u->base));
+  return ltB_fail(u->ctx, "%s: %s (%s, byte %zu)", u->op, msg, u->what,
+                  (size_t)(u->p - u->base));
 }
 
 static int oom(up *u) { return fail(u, "out of memory"); }
 
-const char *lt_pickle_kind_name(const lt_sval *v) {
+const char *ltS_pickle_kind_name(const ltS_sval *v) {
   static const char *const names[] = {"None",   "bool",  "int",    "int",     "float",
                                       "str",    "bytes", "list",   "tuple",   "dict",
                                       "tensor", "storage", "global", "dtype", "dict"};
   return names[v->kind];
 }
 
-static int push(up *u, lt_sval *v) {
+static int push(up *u, ltS_sval *v) {
   if (!v) return oom(u);
   if (u->sp == u->scap) {
     size_t nc = u->scap ? u->scap * 2 : 64;
-    lt_sval **s = realloc(u->st, nc * sizeof *s);
+    ltS_sval **s = realloc(u->st, nc * sizeof *s);
     if (!s) return oom(u);
     u->st = s;
     u->scap = nc;
@@ -112,14 +112,14 @@ static int push(up *u, lt_sval *v) {
   return 0;
 }
 
-static int pop(up *u, lt_sval **v) {
+static int pop(up *u, ltS_sval **v) {
   size_t floor = u->nm ? u->marks[u->nm - 1] : 0;
   if (u->sp <= floor) return fail(u, "stack underflow");
   *v = u->st[--u->sp];
   return 0;
 }
 
-static int top(up *u, lt_sval **v) {
+static int top(up *u, ltS_sval **v) {
   size_t floor = u->nm ? u->marks[u->nm - 1] : 0;
   if (u->sp <= floor) return fail(u, "stack underflow");
   *v = u->st[u->sp - 1];
@@ -150,14 +150,14 @@ static uint64_t le(const uint8_t *p, int n) {
 }
 
 static int memo_put(up *u, uint64_t idx) {
-  lt_sval *v = NULL;
+  ltS_sval *v = NULL;
   if (top(u, &v)) return -1;
   if (idx > (uint64_t)(u->end - u->base) + 64) return fail(u, "memo index %llu is out of range",
                                                            (unsigned long long)idx);
   if (idx >= u->memocap) {
     size_t nc = u->memocap ? u->memocap : 64;
     while (nc <= idx) nc *= 2;
-    lt_sval **m = realloc(u->memo, nc * sizeof *m);
+    ltS_sval **m = realloc(u->memo, nc * sizeof *m);
     if (!m) return oom(u);
     memset(m + u->memocap, 0, (nc - u->memocap) * sizeof *m);
     u->memo = m;
@@ -177,13 +177,13 @@ static int memo_get(up *u, uint64_t idx) {
 /* ============================================================ globals and calls */
 
 static int find_global(up *u, const char *mod, size_t ml, const char *name, size_t nl) {
-  lt_sval *g;
+  ltS_sval *g;
   for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
     if (strlen(globals[i].mod) == ml && memcmp(globals[i].mod, mod, ml) == 0 &&
         strlen(globals[i].name) == nl && memcmp(globals[i].name, name, nl) == 0) {
       char full[128];
       snprintf(full, sizeof full, "%s.%s", globals[i].mod, globals[i].name);
-      g = lt_sv_str(u->d, LT_SV_GLOBAL, full, strlen(full));
+      g = ltS_sv_str(u->d, LT_SV_GLOBAL, full, strlen(full));
       if (!g) return oom(u);
       g->code = globals[i].code;
       return push(u, g);
@@ -191,7 +191,7 @@ static int find_global(up *u, const char *mod, size_t ml, const char *name, size
   if (ml == 5 && memcmp(mod, "torch", 5) == 0)
     for (size_t i = 0; i < sizeof dtype_globals / sizeof dtype_globals[0]; i++)
       if (strlen(dtype_globals[i].name) == nl && memcmp(dtype_globals[i].name, name, nl) == 0) {
-        g = lt_sv_new(u->d, LT_SV_DTYPE);
+        g = ltS_sv_new(u->d, LT_SV_DTYPE);
         if (!g) return oom(u);
         g->code = dtype_globals[i].f;
         return push(u, g);
@@ -209,32 +209,32 @@ static int find_global(up *u, const char *mod, size_t ml, const char *name, size
                      : "");
 }
 
-static bool is_int(const lt_sval *v) { return v->kind == LT_SV_INT; }
+static bool is_int(const ltS_sval *v) { return v->kind == LT_SV_INT; }
 
-static int int_tuple(up *u, const lt_sval *v, const char *what, int *n, int64_t *out) {
+static int int_tuple(up *u, const ltS_sval *v, const char *what, int *n, int64_t *out) {
   if (v->kind != LT_SV_TUPLE && v->kind != LT_SV_LIST)
-    return fail(u, "tensor %s must be a tuple, got %s", what, lt_pickle_kind_name(v));
+    return fail(u, "tensor %s must be a tuple, got %s", what, ltS_pickle_kind_name(v));
   if (v->u.seq.n > LT_MAX_DIMS)
     return fail(u, "tensor has %zu dimensions, Lantern supports at most %d", v->u.seq.n,
                 LT_MAX_DIMS);
   *n = (int)v->u.seq.n;
   for (int i = 0; i < *n; i++) {
     if (!is_int(v->u.seq.v[i])) return fail(u, "tensor %s holds a %s", what,
-                                           lt_pickle_kind_name(v->u.seq.v[i]));
+                                           ltS_pickle_kind_name(v->u.seq.v[i]));
     out[i] = v->u.seq.v[i]->u.i;
   }
   return 0;
 }
 
 /* _rebuild_tensor*(storage, offset, size, stride, ...) -> a tensor node (wrapped later). */
-static int make_tensor(up *u, lt_sval *const *a, bool rg, lt_sval **out) {
+static int make_tensor(up *u, ltS_sval *const *a, bool rg, ltS_sval **out) {
   if (a[0]->kind != LT_SV_STORAGE)
-    return fail(u, "tensor rebuild expects a storage, got %s", lt_pickle_kind_name(a[0]));
+    return fail(u, "tensor rebuild expects a storage, got %s", ltS_pickle_kind_name(a[0]));
   if (!is_int(a[1]))
-    return fail(u, "tensor offset must be an int, got %s", lt_pickle_kind_name(a[1]));
-  lt_sval *v = lt_sv_new(u->d, LT_SV_TENSOR);
-  lt_stensor *t = v ? lt_sdoc_alloc(u->d, sizeof *t) : NULL;
-  if (!t || lt_sdoc_add_tensor(u->d, v)) return oom(u);
+    return fail(u, "tensor offset must be an int, got %s", ltS_pickle_kind_name(a[1]));
+  ltS_sval *v = ltS_sv_new(u->d, LT_SV_TENSOR);
+  ltS_stensor *t = v ? ltS_sdoc_alloc(u->d, sizeof *t) : NULL;
+  if (!t || ltS_sdoc_add_tensor(u->d, v)) return oom(u);
   v->u.ten = t;
   v->requires_grad = rg;
   t->storage = a[0];
@@ -244,35 +244,36 @@ static int make_tensor(up *u, lt_sval *const *a, bool rg, lt_sval **out) {
   if (int_tuple(u, a[2], "size", &ns, size) || int_tuple(u, a[3], "stride", &nt, stride))
     return -1;
   if (ns != nt) return fail(u, "tensor has %d sizes but %d strides", ns, nt);
-  if (lt_stensor_dims(u->d, t, ns)) return oom(u);
+  if (ltS_stensor_dims(u->d, t, ns)) return oom(u);
   memcpy(t->size, size, (size_t)ns * sizeof *size);
   memcpy(t->stride, stride, (size_t)ns * sizeof *stride);
   *out = v;
   return 0;
 }
 
-static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out);
+static int call(up *u, ltS_sval *fn, ltS_sval *args, ltS_sval **out);
 
-static int call_checked(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
+static int call_checked(up *u, ltS_sval *fn, ltS_sval *args, ltS_sval **out) {
   if (fn->kind != LT_SV_GLOBAL)
     return fail(u, "cannot call a %s (REDUCE needs one of the allowed globals)",
-                lt_pickle_kind_name(fn));
+                ltS_pickle_kind_name(fn));
   if (args->kind != LT_SV_TUPLE)
-    return fail(u, "arguments of %s must be a tuple, got %s", fn->u.s.p, lt_pickle_kind_name(args));
+    return fail(u, "arguments of %s must be a tuple, got %s", fn->u.s.p,
+                ltS_pickle_kind_name(args));
   return call(u, fn, args, out);
 }
 
 /* collections.OrderedDict(): empty, or from a list of pairs. */
-static int call_odict(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
-  lt_sval *d = lt_sv_new(u->d, LT_SV_DICT);
+static int call_odict(up *u, size_t n, ltS_sval *const *a, ltS_sval **out) {
+  ltS_sval *d = ltS_sv_new(u->d, LT_SV_DICT);
   if (!d) return oom(u);
   d->ordered = true;
   if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
     for (size_t i = 0; i < a[0]->u.seq.n; i++) {
-      lt_sval *pr = a[0]->u.seq.v[i];
+      ltS_sval *pr = a[0]->u.seq.v[i];
       if ((pr->kind != LT_SV_TUPLE && pr->kind != LT_SV_LIST) || pr->u.seq.n != 2)
         return fail(u, "OrderedDict items must be pairs");
-      if (lt_sv_set(u->d, d, pr->u.seq.v[0], pr->u.seq.v[1])) return oom(u);
+      if (ltS_sv_set(u->d, d, pr->u.seq.v[0], pr->u.seq.v[1])) return oom(u);
     }
   } else if (n != 0) {
     return fail(u, "OrderedDict called with %zu arguments", n);
@@ -283,37 +284,37 @@ static int call_odict(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
 
 /* torch._utils._rebuild_tensor_v3: a typed view on a storage, which an untyped one takes the
 ** element type of. */
-static int call_rebuild_v3(up *u, const char *name, size_t n, lt_sval *const *a,
-                           lt_sval **out) {
+static int call_rebuild_v3(up *u, const char *name, size_t n, ltS_sval *const *a,
+                           ltS_sval **out) {
   if (n != 7 && n != 8) return fail(u, "%s takes 7 or 8 arguments, got %zu", name, n);
   if (a[6]->kind != LT_SV_DTYPE) return fail(u, "%s: argument 7 must be a dtype", name);
   if (a[4]->kind != LT_SV_BOOL) return fail(u, "requires_grad must be a bool");
   if (a[0]->kind != LT_SV_STORAGE) return fail(u, "%s expects a storage", name);
-  lt_sstorage *s = a[0]->u.stor;
-  lt_fdtype f = (lt_fdtype)a[6]->code;
+  ltS_sstorage *s = a[0]->u.stor;
+  ltS_fdtype f = (ltS_fdtype)a[6]->code;
   if (s->untyped) {
-    size_t fs = lt_fdtype_size(f);
+    size_t fs = ltS_fdtype_size(f);
     if (s->numel % (int64_t)fs)
       return fail(u, "storage '%s' of %lld bytes cannot hold %s elements", s->key,
-                  (long long)s->numel, lt_fdtype_name(f));
+                  (long long)s->numel, ltS_fdtype_name(f));
     s->numel /= (int64_t)fs;
     s->fdt = f;
     s->untyped = false;
   } else if (s->fdt != f) {
     return fail(u, "storage '%s' is viewed as both %s and %s", s->key,
-                lt_fdtype_name(s->fdt), lt_fdtype_name(f));
+                ltS_fdtype_name(s->fdt), ltS_fdtype_name(f));
   }
   return make_tensor(u, a, a[4]->u.b, out);
 }
 
 /* _codecs.encode(str, encoding): how protocol 2 pickles bytes. */
-static int call_codecs(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
+static int call_codecs(up *u, size_t n, ltS_sval *const *a, ltS_sval **out) {
   if (n != 2 || a[0]->kind != LT_SV_STR || a[1]->kind != LT_SV_STR)
     return fail(u, "_codecs.encode expects (str, encoding)");
   const char *enc = a[1]->u.s.p;
   const uint8_t *s = (const uint8_t *)a[0]->u.s.p;
   size_t sn = a[0]->u.s.n;
-  lt_sval *b = lt_sv_str(u->d, LT_SV_BYTES, (const char *)s, sn);
+  ltS_sval *b = ltS_sv_str(u->d, LT_SV_BYTES, (const char *)s, sn);
   if (!b) return oom(u);
   if (strcmp(enc, "latin1") == 0 || strcmp(enc, "latin-1") == 0) {
     size_t k = 0;   /* UTF-8 code points below 256 -> bytes */
@@ -337,12 +338,12 @@ static int call_codecs(up *u, size_t n, lt_sval *const *a, lt_sval **out) {
 }
 
 /* set/frozenset: read as lists. */
-static int call_set(up *u, const char *name, size_t n, lt_sval *const *a, lt_sval **out) {
-  lt_sval *l = lt_sv_new(u->d, LT_SV_LIST);
+static int call_set(up *u, const char *name, size_t n, ltS_sval *const *a, ltS_sval **out) {
+  ltS_sval *l = ltS_sv_new(u->d, LT_SV_LIST);
   if (!l) return oom(u);
   if (n == 1 && (a[0]->kind == LT_SV_LIST || a[0]->kind == LT_SV_TUPLE)) {
     for (size_t i = 0; i < a[0]->u.seq.n; i++)
-      if (lt_sv_push(u->d, l, a[0]->u.seq.v[i])) return oom(u);
+      if (ltS_sv_push(u->d, l, a[0]->u.seq.v[i])) return oom(u);
   } else if (n != 0) {
     return fail(u, "%s expects at most one list", name);
   }
@@ -350,9 +351,9 @@ static int call_set(up *u, const char *name, size_t n, lt_sval *const *a, lt_sva
   return 0;
 }
 
-static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
+static int call(up *u, ltS_sval *fn, ltS_sval *args, ltS_sval **out) {
   size_t n = args->u.seq.n;
-  lt_sval *const *a = args->u.seq.v;
+  ltS_sval *const *a = args->u.seq.v;
   const char *name = fn->u.s.p;
   switch (fn->code) {
     case G_ODICT:
@@ -363,7 +364,7 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
       if (v2 ? n != 6 && n != 7 : n != 4)
         return fail(u, "%s takes %s arguments, got %zu", name, v2 ? "6 or 7" : "4", n);
       if (v2 && a[4]->kind != LT_SV_BOOL)
-        return fail(u, "requires_grad must be a bool, got %s", lt_pickle_kind_name(a[4]));
+        return fail(u, "requires_grad must be a bool, got %s", ltS_pickle_kind_name(a[4]));
       if (a[0]->kind == LT_SV_STORAGE && a[0]->u.stor->untyped)
         return fail(u, "%s got an untyped storage", name);
       return make_tensor(u, a, v2 && a[4]->u.b, out);
@@ -413,28 +414,28 @@ static int call(up *u, lt_sval *fn, lt_sval *args, lt_sval **out) {
 
 /* ============================================================ persistent ids */
 
-static int persistent_load(up *u, lt_sval *pid, lt_sval **out) {
+static int persistent_load(up *u, ltS_sval *pid, ltS_sval **out) {
   size_t want = u->legacy ? 6 : 5;
   if (pid->kind != LT_SV_TUPLE || pid->u.seq.n != want)
     return fail(u, "persistent id must be a %zu-tuple ('storage', type, key, location, numel%s)",
                 want, u->legacy ? ", view" : "");
-  lt_sval *const *a = pid->u.seq.v;
+  ltS_sval *const *a = pid->u.seq.v;
   if (a[0]->kind != LT_SV_STR || strcmp(a[0]->u.s.p, "storage") != 0)
     return fail(u, "persistent id is not a storage");
   if (a[1]->kind != LT_SV_GLOBAL || (a[1]->code < G_STORAGE0 && a[1]->code != G_USTORAGE))
     return fail(u, "persistent id names %s, not a storage type",
-                a[1]->kind == LT_SV_GLOBAL ? a[1]->u.s.p : lt_pickle_kind_name(a[1]));
+                a[1]->kind == LT_SV_GLOBAL ? a[1]->u.s.p : ltS_pickle_kind_name(a[1]));
   if (a[2]->kind != LT_SV_STR) return fail(u, "storage key must be a str");
   if (a[3]->kind != LT_SV_STR) return fail(u, "storage location must be a str");
   if (!is_int(a[4]) || a[4]->u.i < 0) return fail(u, "storage size must be an int >= 0");
   if (u->legacy && a[5]->kind != LT_SV_NONE)
     return fail(u, "storage views of the legacy format are not supported");
   bool untyped = a[1]->code == G_USTORAGE;
-  lt_fdtype f = untyped ? LT_F_U8 : (lt_fdtype)(a[1]->code - G_STORAGE0);
+  ltS_fdtype f = untyped ? LT_F_U8 : (ltS_fdtype)(a[1]->code - G_STORAGE0);
   bool created;
-  lt_sval *s = lt_sdoc_storage(u->d, a[2]->u.s.p, a[2]->u.s.n, &created);
+  ltS_sval *s = ltS_sdoc_storage(u->d, a[2]->u.s.p, a[2]->u.s.n, &created);
   if (!s) return oom(u);
-  lt_sstorage *st = s->u.stor;
+  ltS_sstorage *st = s->u.stor;
   if (created) {
     st->fdt = f;
     st->untyped = untyped;
@@ -444,7 +445,7 @@ static int persistent_load(up *u, lt_sval *pid, lt_sval **out) {
     if (untyped) {   /* bytes; the storage may have been typed by a view meanwhile */
       int64_t bytes;
       same = !__builtin_mul_overflow(st->numel,
-                                     (int64_t)(st->untyped ? 1 : lt_fdtype_size(st->fdt)),
+                                     (int64_t)(st->untyped ? 1 : ltS_fdtype_size(st->fdt)),
                                      &bytes) && bytes == a[4]->u.i;
     } else {
       same = !st->untyped && st->fdt == f && st->numel == a[4]->u.i;
@@ -458,14 +459,14 @@ static int persistent_load(up *u, lt_sval *pid, lt_sval **out) {
 
 /* ============================================================ the machine */
 
-static int seq_from(up *u, lt_skind kind, size_t k, lt_sval **out) {
-  lt_sval *t = lt_sv_new(u->d, kind);
+static int seq_from(up *u, ltS_skind kind, size_t k, ltS_sval **out) {
+  ltS_sval *t = ltS_sv_new(u->d, kind);
   if (!t) return oom(u);
   size_t n = u->sp - k;
   if (n) {
-    t->u.seq.v = lt_sdoc_alloc(u->d, n * sizeof(lt_sval *));
+    t->u.seq.v = ltS_sdoc_alloc(u->d, n * sizeof(ltS_sval *));
     if (!t->u.seq.v) return oom(u);
-    memcpy(t->u.seq.v, u->st + k, n * sizeof(lt_sval *));
+    memcpy(t->u.seq.v, u->st + k, n * sizeof(ltS_sval *));
   }
   t->u.seq.n = t->u.seq.cap = n;
   u->sp = k;
@@ -473,39 +474,39 @@ static int seq_from(up *u, lt_skind kind, size_t k, lt_sval **out) {
   return 0;
 }
 
-static int set_pairs(up *u, lt_sval *d, size_t k) {
-  if (d->kind != LT_SV_DICT) return fail(u, "SETITEM(S) on a %s", lt_pickle_kind_name(d));
+static int set_pairs(up *u, ltS_sval *d, size_t k) {
+  if (d->kind != LT_SV_DICT) return fail(u, "SETITEM(S) on a %s", ltS_pickle_kind_name(d));
   if ((u->sp - k) % 2) return fail(u, "SETITEMS with an odd number of items");
   for (size_t i = k; i < u->sp; i += 2)
-    if (lt_sv_set(u->d, d, u->st[i], u->st[i + 1])) return oom(u);
+    if (ltS_sv_set(u->d, d, u->st[i], u->st[i + 1])) return oom(u);
   u->sp = k;
   return 0;
 }
 
-static int append_items(up *u, lt_sval *l, size_t k) {
-  if (l->kind != LT_SV_LIST) return fail(u, "APPEND(S)/ADDITEMS on a %s", lt_pickle_kind_name(l));
+static int append_items(up *u, ltS_sval *l, size_t k) {
+  if (l->kind != LT_SV_LIST) return fail(u, "APPEND(S)/ADDITEMS on a %s", ltS_pickle_kind_name(l));
   for (size_t i = k; i < u->sp; i++)
-    if (lt_sv_push(u->d, l, u->st[i])) return oom(u);
+    if (ltS_sv_push(u->d, l, u->st[i])) return oom(u);
   u->sp = k;
   return 0;
 }
 
-static int build(up *u, lt_sval *obj, lt_sval *state) {
+static int build(up *u, ltS_sval *obj, ltS_sval *state) {
   if (obj->kind == LT_SV_TENSOR) return 0;      /* Parameter/Tensor python attributes: ignored */
   if (obj->kind != LT_SV_DICT)
-    return fail(u, "BUILD on a %s is not allowed", lt_pickle_kind_name(obj));
-  lt_sval *parts[2] = {state, NULL};
+    return fail(u, "BUILD on a %s is not allowed", ltS_pickle_kind_name(obj));
+  ltS_sval *parts[2] = {state, NULL};
   if (state->kind == LT_SV_TUPLE && state->u.seq.n == 2) {
     parts[0] = state->u.seq.v[0];
     parts[1] = state->u.seq.v[1];
   }
   for (int j = 0; j < 2; j++) {
-    lt_sval *s = parts[j];
+    ltS_sval *s = parts[j];
     if (!s || s->kind == LT_SV_NONE) continue;
     if (s->kind != LT_SV_DICT)
-      return fail(u, "BUILD state must be a dict, got %s", lt_pickle_kind_name(s));
+      return fail(u, "BUILD state must be a dict, got %s", ltS_pickle_kind_name(s));
     for (size_t i = 0; i < s->u.dict.n; i++) {
-      lt_sval *k = s->u.dict.k[i];
+      ltS_sval *k = s->u.dict.k[i];
       if (k->kind == LT_SV_STR && strcmp(k->u.s.p, "_metadata") == 0)
         obj->u.dict.meta = s->u.dict.v[i];
     }
@@ -536,13 +537,13 @@ static const char *opname(int op) {
   }
 }
 
-static int str_op(up *u, lt_skind kind, size_t lenbytes, bool is_signed) {
+static int str_op(up *u, ltS_skind kind, size_t lenbytes, bool is_signed) {
   if (need(u, lenbytes)) return -1;
   uint64_t n = le(u->p, (int)lenbytes);
   if (is_signed && (n & 0x80000000u)) return fail(u, "negative string length");
   u->p += lenbytes;
   if (need(u, n)) return -1;
-  lt_sval *v = lt_sv_str(u->d, kind, (const char *)u->p, (size_t)n);
+  ltS_sval *v = ltS_sv_str(u->d, kind, (const char *)u->p, (size_t)n);
   u->p += n;
   return push(u, v);
 }
@@ -558,9 +559,9 @@ static int long_op(up *u, size_t lenbytes) {
   if (n <= 8) {
     uint64_t v = n ? le(b, (int)n) : 0;
     if (n && n < 8 && (b[n - 1] & 0x80)) v |= ~(uint64_t)0 << (8 * n);   /* sign-extend */
-    return push(u, lt_sv_int(u->d, (int64_t)v));
+    return push(u, ltS_sv_int(u->d, (int64_t)v));
   }
-  return push(u, lt_sv_str(u->d, LT_SV_BIGINT, (const char *)b, (size_t)n));
+  return push(u, ltS_sv_str(u->d, LT_SV_BIGINT, (const char *)b, (size_t)n));
 }
 
 /* An op_* function's answer for an opcode outside its family. */
@@ -568,7 +569,7 @@ enum { NOT_MINE = 1 };
 
 /* Protocol, framing, the mark and value stacks, and the memo. */
 static int op_stack(up *u, int op) {
-  lt_sval *a = NULL;
+  ltS_sval *a = NULL;
   size_t k = 0;
   switch (op) {
     case PK_PROTO:
@@ -632,19 +633,19 @@ static int op_stack(up *u, int op) {
 /* Constants: None, bools, ints, floats, strings and bytes. */
 static int op_scalar(up *u, int op) {
   switch (op) {
-    case PK_NONE: if (push(u, lt_sv_new(u->d, LT_SV_NONE))) return -1; break;
-    case PK_NEWTRUE: if (push(u, lt_sv_bool(u->d, true))) return -1; break;
-    case PK_NEWFALSE: if (push(u, lt_sv_bool(u->d, false))) return -1; break;
+    case PK_NONE: if (push(u, ltS_sv_new(u->d, LT_SV_NONE))) return -1; break;
+    case PK_NEWTRUE: if (push(u, ltS_sv_bool(u->d, true))) return -1; break;
+    case PK_NEWFALSE: if (push(u, ltS_sv_bool(u->d, false))) return -1; break;
     case PK_BININT1:
-      if (need(u, 1) || push(u, lt_sv_int(u->d, *u->p))) return -1;
+      if (need(u, 1) || push(u, ltS_sv_int(u->d, *u->p))) return -1;
       u->p += 1;
       break;
     case PK_BININT2:
-      if (need(u, 2) || push(u, lt_sv_int(u->d, (int64_t)le(u->p, 2)))) return -1;
+      if (need(u, 2) || push(u, ltS_sv_int(u->d, (int64_t)le(u->p, 2)))) return -1;
       u->p += 2;
       break;
     case PK_BININT:
-      if (need(u, 4) || push(u, lt_sv_int(u->d, (int32_t)(uint32_t)le(u->p, 4)))) return -1;
+      if (need(u, 4) || push(u, ltS_sv_int(u->d, (int32_t)(uint32_t)le(u->p, 4)))) return -1;
       u->p += 4;
       break;
     case PK_LONG1: if (long_op(u, 1)) return -1; break;
@@ -656,7 +657,7 @@ static int op_scalar(up *u, int op) {
       double d;
       memcpy(&d, &bits, 8);
       u->p += 8;
-      if (push(u, lt_sv_float(u->d, d))) return -1;
+      if (push(u, ltS_sv_float(u->d, d))) return -1;
       break;
     }
     case PK_BINUNICODE: if (str_op(u, LT_SV_STR, 4, false)) return -1; break;
@@ -675,13 +676,13 @@ static int op_scalar(up *u, int op) {
 
 /* Tuples, lists, dicts and sets, and the opcodes that fill them. */
 static int op_container(up *u, int op) {
-  lt_sval *a = NULL, *b = NULL, *v = NULL;
+  ltS_sval *a = NULL, *b = NULL, *v = NULL;
   size_t k = 0;
   switch (op) {
-    case PK_EMPTY_TUPLE: if (push(u, lt_sv_new(u->d, LT_SV_TUPLE))) return -1; break;
-    case PK_EMPTY_LIST: if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;
-    case PK_EMPTY_SET: if (push(u, lt_sv_new(u->d, LT_SV_LIST))) return -1; break;   /* a set reads as a list */
-    case PK_EMPTY_DICT: if (push(u, lt_sv_new(u->d, LT_SV_DICT))) return -1; break;
+    case PK_EMPTY_TUPLE: if (push(u, ltS_sv_new(u->d, LT_SV_TUPLE))) return -1; break;
+    case PK_EMPTY_LIST: if (push(u, ltS_sv_new(u->d, LT_SV_LIST))) return -1; break;
+    case PK_EMPTY_SET: if (push(u, ltS_sv_new(u->d, LT_SV_LIST))) return -1; break;   /* a set reads as a list */
+    case PK_EMPTY_DICT: if (push(u, ltS_sv_new(u->d, LT_SV_DICT))) return -1; break;
     case PK_TUPLE:
     case PK_LIST:
     case PK_FROZENSET:
@@ -699,14 +700,14 @@ static int op_container(up *u, int op) {
     }
     case PK_DICT:    /* from marked pairs */
       if (pop_mark(u, &k)) return -1;
-      v = lt_sv_new(u->d, LT_SV_DICT);
+      v = ltS_sv_new(u->d, LT_SV_DICT);
       if (!v) return oom(u);
       if (set_pairs(u, v, k) || push(u, v)) return -1;
       break;
     case PK_APPEND:
       if (pop(u, &a) || top(u, &b)) return -1;
-      if (b->kind != LT_SV_LIST) return fail(u, "APPEND on a %s", lt_pickle_kind_name(b));
-      if (lt_sv_push(u->d, b, a)) return oom(u);
+      if (b->kind != LT_SV_LIST) return fail(u, "APPEND on a %s", ltS_pickle_kind_name(b));
+      if (ltS_sv_push(u->d, b, a)) return oom(u);
       break;
     case PK_APPENDS:
     case PK_ADDITEMS:
@@ -717,8 +718,8 @@ static int op_container(up *u, int op) {
       break;
     case PK_SETITEM:
       if (pop(u, &b) || pop(u, &a) || top(u, &v)) return -1;
-      if (v->kind != LT_SV_DICT) return fail(u, "SETITEM on a %s", lt_pickle_kind_name(v));
-      if (lt_sv_set(u->d, v, a, b)) return oom(u);
+      if (v->kind != LT_SV_DICT) return fail(u, "SETITEM on a %s", ltS_pickle_kind_name(v));
+      if (ltS_sv_set(u->d, v, a, b)) return oom(u);
       break;
     case PK_SETITEMS:
       if (pop_mark(u, &k)) return -1;
@@ -734,7 +735,7 @@ static int op_container(up *u, int op) {
 
 /* Globals, the calls of allowed ones, BUILD and persistent ids. */
 static int op_object(up *u, int op) {
-  lt_sval *a = NULL, *b = NULL, *v = NULL;
+  ltS_sval *a = NULL, *b = NULL, *v = NULL;
   switch (op) {
     case PK_GLOBAL: {  /* module\nname\n */
       const uint8_t *m = u->p, *nl1 = memchr(m, '\n', (size_t)(u->end - m));
@@ -768,7 +769,7 @@ static int op_object(up *u, int op) {
   }
   return 0;
 }
-static int run(up *u, lt_sval **result) {
+static int run(up *u, ltS_sval **result) {
   for (;;) {
     if (need(u, 1)) return -1;
     int op = *u->p++;
@@ -785,8 +786,8 @@ static int run(up *u, lt_sval **result) {
   }
 }
 
-int lt_unpickle(lt_ctx *ctx, const char *op, lt_sdoc *d, const uint8_t *data, size_t n,
-                bool legacy, const char *what, lt_sval **out, size_t *used) {
+int ltS_unpickle(lt_ctx *ctx, const char *op, ltS_sdoc *d, const uint8_t *data, size_t n,
+                 bool legacy, const char *what, ltS_sval **out, size_t *used) {
   up u = {.ctx = ctx, .op = op, .what = what, .d = d, .base = data, .p = data, .end = data + n,
           .legacy = legacy};
   int rc = run(&u, out);

@@ -16,27 +16,27 @@ typedef struct blk {
   _Alignas(16) unsigned char data[];
 } blk;
 
-typedef struct skey { const char *key; size_t len; lt_sval *v; } skey;
+typedef struct skey { const char *key; size_t len; ltS_sval *v; } skey;
 
-struct lt_sdoc {
+struct ltS_sdoc {
   blk *blocks;
-  lt_sval *root, *meta;
-  lt_sval **tensors;
+  ltS_sval *root, *meta;
+  ltS_sval **tensors;
   size_t nt, ct;
-  lt_sval **stor;              /* storage nodes in order of first appearance */
+  ltS_sval **stor;              /* storage nodes in order of first appearance */
   size_t ns, cs;
   skey *map;                   /* open-addressing hash of storage keys */
   size_t mapcap;
-  lt_sval *flat;               /* the TENSORS node, if any */
+  ltS_sval *flat;               /* the TENSORS node, if any */
 };
 
-lt_sdoc *lt_sdoc_new(void) { return calloc(1, sizeof(lt_sdoc)); }
+ltS_sdoc *ltS_sdoc_new(void) { return calloc(1, sizeof(ltS_sdoc)); }
 
-void lt_sdoc_free(lt_sdoc *d) {
+void ltS_sdoc_free(ltS_sdoc *d) {
   if (!d) return;
   for (size_t i = 0; i < d->nt; i++) lt_release(d->tensors[i]->u.ten->t);
   for (size_t i = 0; i < d->ns; i++)
-    if (d->stor[i]->u.stor->st) lt_storage_release(d->stor[i]->u.stor->st);
+    if (d->stor[i]->u.stor->st) ltB_storage_release(d->stor[i]->u.stor->st);
   if (d->flat) {
     for (size_t i = 0; i < d->flat->u.flat.n; i++) lt_release(d->flat->u.flat.e[i].t);
     free(d->flat->u.flat.e);
@@ -51,7 +51,7 @@ void lt_sdoc_free(lt_sdoc *d) {
   free(d);
 }
 
-void *lt_sdoc_alloc(lt_sdoc *d, size_t n) {
+void *ltS_sdoc_alloc(ltS_sdoc *d, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (n == 0) n = 16;
   blk *b = d->blocks;
@@ -75,13 +75,13 @@ void *lt_sdoc_alloc(lt_sdoc *d, size_t n) {
   return p;
 }
 
-lt_sval *lt_sdoc_root(const lt_sdoc *d) { return d->root; }
-void lt_sdoc_set_root(lt_sdoc *d, lt_sval *root) { d->root = root; }
-lt_sval *lt_sdoc_meta(const lt_sdoc *d) { return d->meta; }
-void lt_sdoc_set_meta(lt_sdoc *d, lt_sval *meta) { d->meta = meta; }
-lt_sval *lt_sdoc_flat(lt_sdoc *d, size_t n) {
+ltS_sval *ltS_sdoc_root(const ltS_sdoc *d) { return d->root; }
+void ltS_sdoc_set_root(ltS_sdoc *d, ltS_sval *root) { d->root = root; }
+ltS_sval *ltS_sdoc_meta(const ltS_sdoc *d) { return d->meta; }
+void ltS_sdoc_set_meta(ltS_sdoc *d, ltS_sval *meta) { d->meta = meta; }
+ltS_sval *ltS_sdoc_flat(ltS_sdoc *d, size_t n) {
   if (d->flat) return NULL;
-  lt_sval *v = lt_sv_new(d, LT_SV_TENSORS);
+  ltS_sval *v = ltS_sv_new(d, LT_SV_TENSORS);
   if (!v) return NULL;
   v->u.flat.e = calloc(n ? n : 1, sizeof *v->u.flat.e);
   if (!v->u.flat.e) return NULL;
@@ -90,7 +90,7 @@ lt_sval *lt_sdoc_flat(lt_sdoc *d, size_t n) {
   return v;
 }
 
-size_t lt_sdoc_loaded_bytes(const lt_sdoc *d) {
+size_t ltS_sdoc_loaded_bytes(const ltS_sdoc *d) {
   size_t total = 0;
   for (size_t i = 0; i < d->ns; i++)
     if (d->stor[i]->u.stor->st) total += d->stor[i]->u.stor->st->nbytes;
@@ -99,34 +99,34 @@ size_t lt_sdoc_loaded_bytes(const lt_sdoc *d) {
   return total;
 }
 
-lt_sval *lt_sv_new(lt_sdoc *d, lt_skind kind) {
-  lt_sval *v = lt_sdoc_alloc(d, sizeof *v);
+ltS_sval *ltS_sv_new(ltS_sdoc *d, ltS_skind kind) {
+  ltS_sval *v = ltS_sdoc_alloc(d, sizeof *v);
   if (v) v->kind = kind;
   return v;
 }
 
-lt_sval *lt_sv_int(lt_sdoc *d, int64_t x) {
-  lt_sval *v = lt_sv_new(d, LT_SV_INT);
+ltS_sval *ltS_sv_int(ltS_sdoc *d, int64_t x) {
+  ltS_sval *v = ltS_sv_new(d, LT_SV_INT);
   if (v) v->u.i = x;
   return v;
 }
 
-lt_sval *lt_sv_float(lt_sdoc *d, double x) {
-  lt_sval *v = lt_sv_new(d, LT_SV_FLOAT);
+ltS_sval *ltS_sv_float(ltS_sdoc *d, double x) {
+  ltS_sval *v = ltS_sv_new(d, LT_SV_FLOAT);
   if (v) v->u.f = x;
   return v;
 }
 
-lt_sval *lt_sv_bool(lt_sdoc *d, bool x) {
-  lt_sval *v = lt_sv_new(d, LT_SV_BOOL);
+ltS_sval *ltS_sv_bool(ltS_sdoc *d, bool x) {
+  ltS_sval *v = ltS_sv_new(d, LT_SV_BOOL);
   if (v) v->u.b = x;
   return v;
 }
 
-lt_sval *lt_sv_str(lt_sdoc *d, lt_skind kind, const char *p, size_t n) {
-  lt_sval *v = lt_sv_new(d, kind);
+ltS_sval *ltS_sv_str(ltS_sdoc *d, ltS_skind kind, const char *p, size_t n) {
+  ltS_sval *v = ltS_sv_new(d, kind);
   if (!v) return NULL;
-  char *s = lt_sdoc_alloc(d, n + 1);
+  char *s = ltS_sdoc_alloc(d, n + 1);
   if (!s) return NULL;
   if (n) memcpy(s, p, n);
   s[n] = 0;
@@ -137,19 +137,19 @@ lt_sval *lt_sv_str(lt_sdoc *d, lt_skind kind, const char *p, size_t n) {
 
 /* Grows an arena array of pointers to hold one more (doubling; the old copy stays in the
 ** arena, so total waste is bounded by the final size). */
-static lt_sval **grow(lt_sdoc *d, lt_sval **a, size_t n, size_t *cap) {
+static ltS_sval **grow(ltS_sdoc *d, ltS_sval **a, size_t n, size_t *cap) {
   if (n < *cap) return a;
   size_t nc = *cap ? *cap * 2 : 4;
-  lt_sval **b = lt_sdoc_alloc(d, nc * sizeof *b);
+  ltS_sval **b = ltS_sdoc_alloc(d, nc * sizeof *b);
   if (!b) return NULL;
   if (n) memcpy(b, a, n * sizeof *b);
   *cap = nc;
   return b;
 }
 
-int lt_sv_push(lt_sdoc *d, lt_sval *seq, lt_sval *item) {
+int ltS_sv_push(ltS_sdoc *d, ltS_sval *seq, ltS_sval *item) {
   size_t cap = seq->u.seq.cap;
-  lt_sval **v = grow(d, seq->u.seq.v, seq->u.seq.n, &cap);
+  ltS_sval **v = grow(d, seq->u.seq.v, seq->u.seq.n, &cap);
   if (!v) return -1;
   seq->u.seq.v = v;
   seq->u.seq.cap = cap;
@@ -157,8 +157,8 @@ int lt_sv_push(lt_sdoc *d, lt_sval *seq, lt_sval *item) {
   return 0;
 }
 
-int lt_stensor_dims(lt_sdoc *d, lt_stensor *t, int ndim) {
-  int64_t *p = lt_sdoc_alloc(d, 2 * (size_t)(ndim > 0 ? ndim : 1) * sizeof *p);
+int ltS_stensor_dims(ltS_sdoc *d, ltS_stensor *t, int ndim) {
+  int64_t *p = ltS_sdoc_alloc(d, 2 * (size_t)(ndim > 0 ? ndim : 1) * sizeof *p);
   if (!p) return -1;
   t->ndim = ndim;
   t->size = p;
@@ -166,11 +166,11 @@ int lt_stensor_dims(lt_sdoc *d, lt_stensor *t, int ndim) {
   return 0;
 }
 
-int lt_sv_set(lt_sdoc *d, lt_sval *dict, lt_sval *k, lt_sval *v) {
+int ltS_sv_set(ltS_sdoc *d, ltS_sval *dict, ltS_sval *k, ltS_sval *v) {
   size_t cap = dict->u.dict.cap, cap2 = cap;
-  lt_sval **ks = grow(d, dict->u.dict.k, dict->u.dict.n, &cap);
+  ltS_sval **ks = grow(d, dict->u.dict.k, dict->u.dict.n, &cap);
   if (!ks) return -1;
-  lt_sval **vs = grow(d, dict->u.dict.v, dict->u.dict.n, &cap2);
+  ltS_sval **vs = grow(d, dict->u.dict.v, dict->u.dict.n, &cap2);
   if (!vs) return -1;
   dict->u.dict.k = ks;
   dict->u.dict.v = vs;
@@ -180,10 +180,10 @@ int lt_sv_set(lt_sdoc *d, lt_sval *dict, lt_sval *k, lt_sval *v) {
   return 0;
 }
 
-static int push_ptr(lt_sval ***a, size_t *n, size_t *cap, lt_sval *v) {
+static int push_ptr(ltS_sval ***a, size_t *n, size_t *cap, ltS_sval *v) {
   if (*n == *cap) {
     size_t nc = *cap ? *cap * 2 : 16;
-    lt_sval **b = realloc(*a, nc * sizeof *b);
+    ltS_sval **b = realloc(*a, nc * sizeof *b);
     if (!b) return -1;
     *a = b;
     *cap = nc;
@@ -192,13 +192,15 @@ static int push_ptr(lt_sval ***a, size_t *n, size_t *cap, lt_sval *v) {
   return 0;
 }
 
-int lt_sdoc_add_tensor(lt_sdoc *d, lt_sval *t) { return push_ptr(&d->tensors, &d->nt, &d->ct, t); }
+int ltS_sdoc_add_tensor(ltS_sdoc *d, ltS_sval *t) {
+  return push_ptr(&d->tensors, &d->nt, &d->ct, t);
+}
 
-lt_sval *lt_sv_tensor(lt_sdoc *d, lt_tensor *t, bool requires_grad) {
-  lt_sval *v = lt_sv_new(d, LT_SV_TENSOR);
+ltS_sval *ltS_sv_tensor(ltS_sdoc *d, lt_tensor *t, bool requires_grad) {
+  ltS_sval *v = ltS_sv_new(d, LT_SV_TENSOR);
   if (!v) return NULL;
-  v->u.ten = lt_sdoc_alloc(d, sizeof *v->u.ten);
-  if (!v->u.ten || lt_sdoc_add_tensor(d, v) != 0) return NULL;
+  v->u.ten = ltS_sdoc_alloc(d, sizeof *v->u.ten);
+  if (!v->u.ten || ltS_sdoc_add_tensor(d, v) != 0) return NULL;
   v->u.ten->t = lt_retain(t);
   v->requires_grad = requires_grad;
   return v;
@@ -210,7 +212,7 @@ static uint64_t hash_key(const char *s, size_t n) {
   return h;
 }
 
-static int map_put(skey *map, size_t cap, const char *key, size_t len, lt_sval *v) {
+static int map_put(skey *map, size_t cap, const char *key, size_t len, ltS_sval *v) {
   size_t i = hash_key(key, len) & (cap - 1);
   while (map[i].key) i = (i + 1) & (cap - 1);
   map[i].key = key;
@@ -219,7 +221,7 @@ static int map_put(skey *map, size_t cap, const char *key, size_t len, lt_sval *
   return 0;
 }
 
-lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *created) {
+ltS_sval *ltS_sdoc_storage(ltS_sdoc *d, const char *key, size_t keylen, bool *created) {
   *created = false;
   if (d->mapcap) {
     size_t i = hash_key(key, keylen) & (d->mapcap - 1);
@@ -237,10 +239,10 @@ lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *creat
     d->map = m;
     d->mapcap = nc;
   }
-  lt_sval *v = lt_sv_new(d, LT_SV_STORAGE);
+  ltS_sval *v = ltS_sv_new(d, LT_SV_STORAGE);
   if (!v) return NULL;
-  lt_sstorage *s = lt_sdoc_alloc(d, sizeof *s);
-  char *k = lt_sdoc_alloc(d, keylen + 1);
+  ltS_sstorage *s = ltS_sdoc_alloc(d, sizeof *s);
+  char *k = ltS_sdoc_alloc(d, keylen + 1);
   if (!s || !k) return NULL;
   memcpy(k, key, keylen);
   k[keylen] = 0;
@@ -252,20 +254,20 @@ lt_sval *lt_sdoc_storage(lt_sdoc *d, const char *key, size_t keylen, bool *creat
   return v;
 }
 
-size_t lt_sdoc_nstorages(const lt_sdoc *d) { return d->ns; }
-lt_sval *lt_sdoc_storage_at(const lt_sdoc *d, size_t i) { return d->stor[i]; }
+size_t ltS_sdoc_nstorages(const ltS_sdoc *d) { return d->ns; }
+ltS_sval *ltS_sdoc_storage_at(const ltS_sdoc *d, size_t i) { return d->stor[i]; }
 
 /* ============================================================ materialisation */
 
-static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
-  lt_stensor *ts = v->u.ten;
-  lt_sstorage *s = ts->storage->u.stor;
+static int wrap_tensor(lt_ctx *ctx, const char *op, ltS_sval *v) {
+  ltS_stensor *ts = v->u.ten;
+  ltS_sstorage *s = ts->storage->u.stor;
   int64_t numel = 1, hi = ts->offset;
   bool overflow = false;
   for (int i = 0; i < ts->ndim; i++) {
     if (ts->size[i] < 0 || ts->stride[i] < 0)
-      return lt_fail(ctx, "%s: tensor on storage '%s' has a negative size or stride", op,
-                     s->key);
+      return ltB_fail(ctx, "%s: tensor on storage '%s' has a negative size or stride", op,
+                      s->key);
     overflow |= __builtin_mul_overflow(numel, ts->size[i], &numel);
     int64_t span;
     if (ts->size[i] > 0) {
@@ -276,37 +278,37 @@ static int wrap_tensor(lt_ctx *ctx, const char *op, lt_sval *v) {
   int64_t offset = ts->offset;
   if (overflow || offset < 0 || (numel > 0 && hi >= s->numel)) {
     char sz[256];   /* formatted only here: a million tensors should not pay for messages */
-    lt_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
+    ltB_sizes_str(ts->ndim, ts->size, sz, sizeof sz);
     if (overflow)
-      return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' spans more elements than fit "
-                     "in 64 bits (huge declared size)", op, sz, s->key);
+      return ltB_fail(ctx, "%s: tensor of shape %s on storage '%s' spans more elements than fit "
+                      "in 64 bits (huge declared size)", op, sz, s->key);
     if (offset < 0)
-      return lt_fail(ctx, "%s: tensor of shape %s on storage '%s' has a negative offset", op,
-                     sz, s->key);
-    return lt_fail(ctx, "%s: tensor of shape %s at offset %lld needs a storage of %lld elements "
-                   "but storage '%s' has %lld (storage too small)", op, sz,
-                   (long long)ts->offset, (long long)hi + 1, s->key, (long long)s->numel);
+      return ltB_fail(ctx, "%s: tensor of shape %s on storage '%s' has a negative offset", op,
+                      sz, s->key);
+    return ltB_fail(ctx, "%s: tensor of shape %s at offset %lld needs a storage of %lld elements "
+                    "but storage '%s' has %lld (storage too small)", op, sz,
+                    (long long)ts->offset, (long long)hi + 1, s->key, (long long)s->numel);
   }
   if (numel == 0 && offset > s->numel) offset = 0;
-  lt_tensor *t = lt_tensor_wrap(s->st, s->dt, ts->ndim, ts->size, ts->stride, offset);
-  if (!t) return lt_fail(ctx, "%s: out of memory", op);
+  lt_tensor *t = ltB_tensor_wrap(s->st, s->dt, ts->ndim, ts->size, ts->stride, offset);
+  if (!t) return ltB_fail(ctx, "%s: out of memory", op);
   if (v->requires_grad && lt_dtype_is_float(s->dt)) t->requires_grad = true;
   ts->t = t;
   return 0;
 }
 
 static int cmp_rec_off(const void *a, const void *b) {
-  const lt_sstorage *x = *(lt_sstorage *const *)a, *y = *(lt_sstorage *const *)b;
+  const ltS_sstorage *x = *(ltS_sstorage *const *)a, *y = *(ltS_sstorage *const *)b;
   return (x->rec_off > y->rec_off) - (x->rec_off < y->rec_off);
 }
 
-int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *src,
-                        const lt_load_opts *o, bool big_endian) {
+int ltS_sdoc_materialize(lt_ctx *ctx, const char *op, ltS_sdoc *d, const ltS_src *src,
+                         const ltS_load_opts *o, bool big_endian) {
   for (size_t i = 0; i < d->ns; i++)
-    if (lt_record_check(ctx, op, d->stor[i]->u.stor, src, o) != 0) return -1;
-  lt_rload m;
-  lt_rload_init(&m, src, d->ns);
-  lt_sstorage **ord = NULL;
+    if (ltS_record_check(ctx, op, d->stor[i]->u.stor, src, o) != 0) return -1;
+  ltS_rload m;
+  ltS_rload_init(&m, src, d->ns);
+  ltS_sstorage **ord = NULL;
   int rc = 0;
   if (m.win) {   /* in file order, so that consecutive small records come from one window */
     ord = malloc(d->ns * sizeof *ord);
@@ -320,9 +322,9 @@ int lt_sdoc_materialize(lt_ctx *ctx, const char *op, lt_sdoc *d, const lt_src *s
     }
   }
   for (size_t i = 0; rc == 0 && i < d->ns; i++)
-    rc = lt_record_load(ctx, op, &m, ord ? ord[i] : d->stor[i]->u.stor, o, big_endian);
+    rc = ltS_record_load(ctx, op, &m, ord ? ord[i] : d->stor[i]->u.stor, o, big_endian);
   free(ord);
-  lt_rload_free(&m);
+  ltS_rload_free(&m);
   for (size_t i = 0; rc == 0 && i < d->nt; i++)
     if (!d->tensors[i]->u.ten->t) rc = wrap_tensor(ctx, op, d->tensors[i]);
   return rc;

@@ -25,18 +25,18 @@ static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd
 /* ============================================================ reader */
 
 static int cmp_entry(const void *a, const void *b) {
-  return strcmp(((const lt_zentry *)a)->name, ((const lt_zentry *)b)->name);
+  return strcmp(((const ltS_zentry *)a)->name, ((const ltS_zentry *)b)->name);
 }
 
 /* Finds the end-of-central-directory record; fills entries, cd size and offset. */
-static int find_eocd(lt_ctx *ctx, const char *op, const lt_src *src, uint64_t *n_entries,
+static int find_eocd(lt_ctx *ctx, const char *op, const ltS_src *src, uint64_t *n_entries,
                      uint64_t *cd_size, uint64_t *cd_off) {
   uint64_t size = src->size;
-  if (size < 22) return lt_fail(ctx, "%s: %s: not a zip archive (file too small)", op, src->name);
+  if (size < 22) return ltB_fail(ctx, "%s: %s: not a zip archive (file too small)", op, src->name);
   size_t tail = size < 65535 + 22 ? (size_t)size : 65535 + 22;
   uint8_t *buf = malloc(tail);
-  if (!buf) return lt_fail(ctx, "%s: out of memory", op);
-  if (lt_src_read(ctx, op, src, size - tail, buf, tail, "end of central directory")) {
+  if (!buf) return ltB_fail(ctx, "%s: out of memory", op);
+  if (ltS_src_read(ctx, op, src, size - tail, buf, tail, "end of central directory")) {
     free(buf);
     return -1;
   }
@@ -48,8 +48,8 @@ static int find_eocd(lt_ctx *ctx, const char *op, const lt_src *src, uint64_t *n
     }
   if (pos < 0) {
     free(buf);
-    return lt_fail(ctx, "%s: %s: not a zip archive or truncated (no end of central directory "
-                   "record)", op, src->name);
+    return ltB_fail(ctx, "%s: %s: not a zip archive or truncated (no end of central directory "
+                    "record)", op, src->name);
   }
   const uint8_t *e = buf + pos;
   uint64_t eocd_abs = size - tail + (uint64_t)pos;
@@ -60,7 +60,7 @@ static int find_eocd(lt_ctx *ctx, const char *op, const lt_src *src, uint64_t *n
   /* zip64: a locator right before the classic record points at the zip64 record */
   if (eocd_abs >= 20) {
     uint8_t loc[20];
-    if (lt_src_read(ctx, op, src, eocd_abs - 20, loc, 20, "zip64 locator")) {
+    if (ltS_src_read(ctx, op, src, eocd_abs - 20, loc, 20, "zip64 locator")) {
       free(buf);
       return -1;
     }
@@ -68,10 +68,10 @@ static int find_eocd(lt_ctx *ctx, const char *op, const lt_src *src, uint64_t *n
       uint64_t off64 = rd64(loc + 8);
       uint8_t r[56];
       if (off64 > size || size - off64 < 56 ||
-          lt_src_read(ctx, op, src, off64, r, 56, "zip64 end record") || rd32(r) != SIG_EOCD64) {
+          ltS_src_read(ctx, op, src, off64, r, 56, "zip64 end record") || rd32(r) != SIG_EOCD64) {
         free(buf);
-        return lt_fail(ctx, "%s: %s: corrupted zip64 end of central directory record", op,
-                       src->name);
+        return ltB_fail(ctx, "%s: %s: corrupted zip64 end of central directory record", op,
+                        src->name);
       }
       *n_entries = rd64(r + 32);
       *cd_size = rd64(r + 40);
@@ -80,19 +80,19 @@ static int find_eocd(lt_ctx *ctx, const char *op, const lt_src *src, uint64_t *n
     }
   }
   free(buf);
-  if (disk_split) return lt_fail(ctx, "%s: %s: multi-disk zip archives are not supported", op,
-                                 src->name);
+  if (disk_split) return ltB_fail(ctx, "%s: %s: multi-disk zip archives are not supported", op,
+                                  src->name);
   if (*cd_off > size || *cd_size > size - *cd_off)
-    return lt_fail(ctx, "%s: %s: corrupted zip directory (central directory at %llu+%llu lies "
-                   "outside the %llu-byte file)", op, src->name, (unsigned long long)*cd_off,
-                   (unsigned long long)*cd_size, (unsigned long long)size);
+    return ltB_fail(ctx, "%s: %s: corrupted zip directory (central directory at %llu+%llu lies "
+                    "outside the %llu-byte file)", op, src->name, (unsigned long long)*cd_off,
+                    (unsigned long long)*cd_size, (unsigned long long)size);
   if (*n_entries > *cd_size / 46)
-    return lt_fail(ctx, "%s: %s: corrupted zip directory (%llu entries cannot fit in %llu bytes)",
-                   op, src->name, (unsigned long long)*n_entries, (unsigned long long)*cd_size);
+    return ltB_fail(ctx, "%s: %s: corrupted zip directory (%llu entries cannot fit in %llu bytes)",
+                    op, src->name, (unsigned long long)*n_entries, (unsigned long long)*cd_size);
   return 0;
 }
 
-int lt_zip_open(lt_ctx *ctx, const char *op, lt_zip *z, const lt_src *src) {
+int ltS_zip_open(lt_ctx *ctx, const char *op, ltS_zip *z, const ltS_src *src) {
   memset(z, 0, sizeof *z);
   z->src = src;
   uint64_t n = 0, cd_size = 0, cd_off = 0;
@@ -102,25 +102,25 @@ int lt_zip_open(lt_ctx *ctx, const char *op, lt_zip *z, const lt_src *src) {
   z->names = malloc(cd_size + 1);
   if (!cd || !z->e || !z->names) {
     free(cd);
-    lt_zip_close(z);
-    return lt_fail(ctx, "%s: out of memory", op);
+    ltS_zip_close(z);
+    return ltB_fail(ctx, "%s: out of memory", op);
   }
-  int rc = lt_src_read(ctx, op, src, cd_off, cd, (size_t)cd_size, "central directory");
+  int rc = ltS_src_read(ctx, op, src, cd_off, cd, (size_t)cd_size, "central directory");
   size_t p = 0, np = 0;
   for (uint64_t i = 0; rc == 0 && i < n; i++) {
     if (cd_size - p < 46 || rd32(cd + p) != SIG_CENTRAL) {
-      rc = lt_fail(ctx, "%s: %s: corrupted zip directory (bad entry %llu)", op, src->name,
-                   (unsigned long long)i);
+      rc = ltB_fail(ctx, "%s: %s: corrupted zip directory (bad entry %llu)", op, src->name,
+                    (unsigned long long)i);
       break;
     }
     const uint8_t *h = cd + p;
     uint16_t flags = rd16(h + 8), nl = rd16(h + 28), xl = rd16(h + 30), cl = rd16(h + 32);
     if (cd_size - p - 46 < (uint64_t)nl + xl + cl) {
-      rc = lt_fail(ctx, "%s: %s: corrupted zip directory (entry %llu overruns it)", op,
-                   src->name, (unsigned long long)i);
+      rc = ltB_fail(ctx, "%s: %s: corrupted zip directory (entry %llu overruns it)", op,
+                    src->name, (unsigned long long)i);
       break;
     }
-    lt_zentry *e = &z->e[i];
+    ltS_zentry *e = &z->e[i];
     e->method = rd16(h + 10);
     e->crc = rd32(h + 16);
     e->csize = rd32(h + 20);
@@ -140,7 +140,7 @@ int lt_zip_open(lt_ctx *ctx, const char *op, lt_zip *z, const lt_src *src) {
       x += 4 + len;
     }
     if (memchr(h + 46, 0, nl)) {
-      rc = lt_fail(ctx, "%s: %s: corrupted zip directory (NUL in an entry name)", op, src->name);
+      rc = ltB_fail(ctx, "%s: %s: corrupted zip directory (NUL in an entry name)", op, src->name);
       break;
     }
     memcpy(z->names + np, h + 46, nl);
@@ -148,24 +148,24 @@ int lt_zip_open(lt_ctx *ctx, const char *op, lt_zip *z, const lt_src *src) {
     e->name = z->names + np;   /* names are laid out in directory order */
     np += (size_t)nl + 1;
     if (flags & 1) {
-      rc = lt_fail(ctx, "%s: %s: zip entry %.*s is encrypted", op, src->name, (int)nl,
-                   (const char *)h + 46);
+      rc = ltB_fail(ctx, "%s: %s: zip entry %.*s is encrypted", op, src->name, (int)nl,
+                    (const char *)h + 46);
       break;
     }
     /* the local header only tells how long its name and extra field are */
     uint8_t lh[30];
     if (lho > src->size || src->size - lho < 30 ||
-        lt_src_read(ctx, op, src, lho, lh, 30, "local header") || rd32(lh) != SIG_LOCAL) {
-      rc = lt_fail(ctx, "%s: %s: corrupted zip directory (entry %.*s points at no local header)",
-                   op, src->name, (int)nl, (const char *)h + 46);
+        ltS_src_read(ctx, op, src, lho, lh, 30, "local header") || rd32(lh) != SIG_LOCAL) {
+      rc = ltB_fail(ctx, "%s: %s: corrupted zip directory (entry %.*s points at no local header)",
+                    op, src->name, (int)nl, (const char *)h + 46);
       break;
     }
     e->data_off = lho + 30 + rd16(lh + 26) + rd16(lh + 28);
     if (e->data_off > src->size || e->csize > src->size - e->data_off) {
-      rc = lt_fail(ctx, "%s: %s: file is truncated or corrupted (entry %.*s needs bytes "
-                   "%llu..%llu, file has %llu)", op, src->name, (int)nl, (const char *)h + 46,
-                   (unsigned long long)e->data_off,
-                   (unsigned long long)(e->data_off + e->csize), (unsigned long long)src->size);
+      rc = ltB_fail(ctx, "%s: %s: file is truncated or corrupted (entry %.*s needs bytes "
+                    "%llu..%llu, file has %llu)", op, src->name, (int)nl, (const char *)h + 46,
+                    (unsigned long long)e->data_off,
+                    (unsigned long long)(e->data_off + e->csize), (unsigned long long)src->size);
       break;
     }
     p += 46 + (size_t)nl + xl + cl;
@@ -173,41 +173,41 @@ int lt_zip_open(lt_ctx *ctx, const char *op, lt_zip *z, const lt_src *src) {
   }
   free(cd);
   if (rc) {
-    lt_zip_close(z);
+    ltS_zip_close(z);
     return -1;
   }
   qsort(z->e, z->n, sizeof *z->e, cmp_entry);
   return 0;
 }
 
-void lt_zip_close(lt_zip *z) {
+void ltS_zip_close(ltS_zip *z) {
   free(z->e);
   free(z->names);
   memset(z, 0, sizeof *z);
 }
 
-const lt_zentry *lt_zip_find(const lt_zip *z, const char *name) {
-  lt_zentry key = {.name = name};
+const ltS_zentry *ltS_zip_find(const ltS_zip *z, const char *name) {
+  ltS_zentry key = {.name = name};
   return z->n ? bsearch(&key, z->e, z->n, sizeof *z->e, cmp_entry) : NULL;
 }
 
-const lt_zentry *lt_zip_first(const lt_zip *z) {
+const ltS_zentry *ltS_zip_first(const ltS_zip *z) {
   if (!z->n) return NULL;
   for (size_t i = 0; i < z->n; i++)
     if (z->e[i].name == z->names) return &z->e[i];   /* the first name in the buffer */
   return NULL;
 }
 
-int lt_zip_check_method(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
-                        unsigned method, uint64_t csize, uint64_t usize) {
+int ltS_zip_check_method(lt_ctx *ctx, const char *op, const ltS_src *src, const char *name,
+                         unsigned method, uint64_t csize, uint64_t usize) {
   if (method != 0 && method != 8)
-    return lt_fail(ctx, "%s: %s: zip entry %s uses compression method %u (only stored and "
-                   "deflated entries are supported)", op, src->name, name, method);
+    return ltB_fail(ctx, "%s: %s: zip entry %s uses compression method %u (only stored and "
+                    "deflated entries are supported)", op, src->name, name, method);
   /* deflate cannot expand more than ~1032:1, so a larger claim is a corrupted directory */
   if ((method == 0 && csize != usize) || (method == 8 && usize / 1032 > csize + 1) ||
       usize > (uint64_t)SIZE_MAX / 2)
-    return lt_fail(ctx, "%s: %s: corrupted zip directory (entry %s has sizes %llu/%llu)", op,
-                   src->name, name, (unsigned long long)csize, (unsigned long long)usize);
+    return ltB_fail(ctx, "%s: %s: corrupted zip directory (entry %s has sizes %llu/%llu)", op,
+                    src->name, name, (unsigned long long)csize, (unsigned long long)usize);
   return 0;
 }
 
@@ -215,8 +215,8 @@ int lt_zip_check_method(lt_ctx *ctx, const char *op, const lt_src *src, const ch
 ** memory beyond its output however large the compressed entry is. */
 #define ZIN_CHUNK ((size_t)256 << 10)
 
-int lt_zin_open(lt_ctx *ctx, const char *op, lt_zin *z, const lt_src *src, const char *name,
-                uint64_t off, uint64_t csize, uint64_t usize) {
+int ltS_zin_open(lt_ctx *ctx, const char *op, ltS_zin *z, const ltS_src *src, const char *name,
+                 uint64_t off, uint64_t csize, uint64_t usize) {
   memset(z, 0, sizeof *z);
   z->src = src;
   z->name = name;
@@ -231,18 +231,18 @@ int lt_zin_open(lt_ctx *ctx, const char *op, lt_zin *z, const lt_src *src, const
     free(z->in);
     free(z->zs);
     memset(z, 0, sizeof *z);
-    return lt_fail(ctx, "%s: out of memory inflating %s", op, name);
+    return ltB_fail(ctx, "%s: out of memory inflating %s", op, name);
   }
   if (inflateInit2(z->zs, -MAX_WBITS) != Z_OK) {
     free(z->in);
     free(z->zs);
     memset(z, 0, sizeof *z);
-    return lt_fail(ctx, "%s: zlib initialisation failed", op);
+    return ltB_fail(ctx, "%s: zlib initialisation failed", op);
   }
   return 0;
 }
 
-void lt_zin_close(lt_zin *z) {
+void ltS_zin_close(ltS_zin *z) {
   if (!z->zs) return;
   inflateEnd(z->zs);
   free(z->zs);
@@ -250,23 +250,23 @@ void lt_zin_close(lt_zin *z) {
   memset(z, 0, sizeof *z);
 }
 
-static int zin_corrupt(lt_ctx *ctx, const char *op, const lt_zin *z, const char *why) {
-  return lt_fail(ctx, "%s: %s: deflated zip entry %s is corrupted (%s; its directory entry "
-                 "declares %llu bytes)", op, z->src->name, z->name, why,
-                 (unsigned long long)z->usize);
+static int zin_corrupt(lt_ctx *ctx, const char *op, const ltS_zin *z, const char *why) {
+  return ltB_fail(ctx, "%s: %s: deflated zip entry %s is corrupted (%s; its directory entry "
+                  "declares %llu bytes)", op, z->src->name, z->name, why,
+                  (unsigned long long)z->usize);
 }
 
 /* Inflates into dst[0..n); *got is how much came out. Stops at the stream's end, at n, or when
 ** zlib can make no more progress (the caller decides whether that is an error). Compressed
 ** bytes are fetched only as zlib asks for them. */
-static int zin_pump(lt_ctx *ctx, const char *op, lt_zin *z, uint8_t *dst, size_t n,
+static int zin_pump(lt_ctx *ctx, const char *op, ltS_zin *z, uint8_t *dst, size_t n,
                     size_t *got) {
   z_stream *zs = z->zs;
   *got = 0;
   while (!z->ended && *got < n) {
     if (zs->avail_in == 0 && z->cleft > 0) {
       size_t k = z->cleft < z->incap ? (size_t)z->cleft : z->incap;
-      if (lt_src_read(ctx, op, z->src, z->off, z->in, k, z->name)) return -1;
+      if (ltS_src_read(ctx, op, z->src, z->off, z->in, k, z->name)) return -1;
       z->off += k;
       z->cleft -= k;
       zs->next_in = z->in;
@@ -291,7 +291,7 @@ static int zin_pump(lt_ctx *ctx, const char *op, lt_zin *z, uint8_t *dst, size_t
   return 0;
 }
 
-int lt_zin_read(lt_ctx *ctx, const char *op, lt_zin *z, void *dst, size_t n) {
+int ltS_zin_read(lt_ctx *ctx, const char *op, ltS_zin *z, void *dst, size_t n) {
   if (n > z->uleft) return zin_corrupt(ctx, op, z, "read past the declared size");
   size_t got;
   if (zin_pump(ctx, op, z, dst, n, &got)) return -1;
@@ -300,7 +300,7 @@ int lt_zin_read(lt_ctx *ctx, const char *op, lt_zin *z, void *dst, size_t n) {
   return 0;
 }
 
-int lt_zin_finish(lt_ctx *ctx, const char *op, lt_zin *z) {
+int ltS_zin_finish(lt_ctx *ctx, const char *op, ltS_zin *z) {
   if (z->uleft) return zin_corrupt(ctx, op, z, "not all of it was read");
   /* one byte of room: a stream that still produces output is longer than declared, and
   ** stopping there is what keeps a lying size from costing more than it declares */
@@ -312,36 +312,36 @@ int lt_zin_finish(lt_ctx *ctx, const char *op, lt_zin *z) {
   return 0;
 }
 
-int lt_zip_inflate(lt_ctx *ctx, const char *op, const lt_src *src, const char *name,
-                   uint64_t off, uint64_t csize, uint64_t usize, uint8_t *dst) {
-  lt_zin z;
-  if (lt_zin_open(ctx, op, &z, src, name, off, csize, usize)) return -1;
+int ltS_zip_inflate(lt_ctx *ctx, const char *op, const ltS_src *src, const char *name,
+                    uint64_t off, uint64_t csize, uint64_t usize, uint8_t *dst) {
+  ltS_zin z;
+  if (ltS_zin_open(ctx, op, &z, src, name, off, csize, usize)) return -1;
   int rc = 0;
   for (uint64_t done = 0; rc == 0 && done < usize;) {
     size_t k = usize - done > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)(usize - done);
-    rc = lt_zin_read(ctx, op, &z, dst + done, k);
+    rc = ltS_zin_read(ctx, op, &z, dst + done, k);
     done += k;
   }
-  if (rc == 0) rc = lt_zin_finish(ctx, op, &z);
-  lt_zin_close(&z);
+  if (rc == 0) rc = ltS_zin_finish(ctx, op, &z);
+  ltS_zin_close(&z);
   return rc;
 }
 
-int lt_zip_read_all(lt_ctx *ctx, const char *op, const lt_zip *z, const lt_zentry *e,
-                    bool verify, uint8_t **out, size_t *n) {
-  if (lt_zip_check_method(ctx, op, z->src, e->name, e->method, e->csize, e->usize)) return -1;
+int ltS_zip_read_all(lt_ctx *ctx, const char *op, const ltS_zip *z, const ltS_zentry *e,
+                     bool verify, uint8_t **out, size_t *n) {
+  if (ltS_zip_check_method(ctx, op, z->src, e->name, e->method, e->csize, e->usize)) return -1;
   uint8_t *buf = malloc(e->usize ? (size_t)e->usize : 1);
-  if (!buf) return lt_fail(ctx, "%s: out of memory reading %s", op, e->name);
-  if (e->method == 8 ? lt_zip_inflate(ctx, op, z->src, e->name, e->data_off, e->csize, e->usize,
-                                      buf)
-                     : lt_src_read(ctx, op, z->src, e->data_off, buf, (size_t)e->usize, e->name)) {
+  if (!buf) return ltB_fail(ctx, "%s: out of memory reading %s", op, e->name);
+  if (e->method == 8 ? ltS_zip_inflate(ctx, op, z->src, e->name, e->data_off, e->csize, e->usize,
+                                       buf)
+                     : ltS_src_read(ctx, op, z->src, e->data_off, buf, (size_t)e->usize, e->name)) {
     free(buf);
     return -1;
   }
-  if (verify && lt_crc32(0, buf, (size_t)e->usize) != e->crc) {
+  if (verify && ltS_crc32(0, buf, (size_t)e->usize) != e->crc) {
     free(buf);
-    return lt_fail(ctx, "%s: %s: CRC-32 mismatch in zip entry %s (file is corrupted)", op,
-                   z->src->name, e->name);
+    return ltB_fail(ctx, "%s: %s: CRC-32 mismatch in zip entry %s (file is corrupted)", op,
+                    z->src->name, e->name);
   }
   *out = buf;
   *n = (size_t)e->usize;
@@ -357,42 +357,42 @@ static uint8_t *wr64(uint8_t *p, uint64_t v) { return wr32(wr32(p, (uint32_t)v),
 #define DOS_DATE 0x21   /* 1980-01-01 */
 #define SAT32 0xffffffffu
 
-void lt_zw_init(lt_zwriter *w, FILE *f) {
+void ltS_zw_init(ltS_zwriter *w, FILE *f) {
   memset(w, 0, sizeof *w);
   w->f = f;
 }
 
-void lt_zw_free(lt_zwriter *w) {
+void ltS_zw_free(ltS_zwriter *w) {
   for (size_t i = 0; i < w->n; i++) free(w->e[i].name);
   free(w->e);
   w->e = NULL;
   w->n = w->cap = 0;
 }
 
-static int put(lt_ctx *ctx, const char *op, lt_zwriter *w, const void *p, size_t n) {
-  if (n && fwrite(p, 1, n, w->f) != n) return lt_fail(ctx, "%s: write error", op);
+static int put(lt_ctx *ctx, const char *op, ltS_zwriter *w, const void *p, size_t n) {
+  if (n && fwrite(p, 1, n, w->f) != n) return ltB_fail(ctx, "%s: write error", op);
   w->pos += n;
   return 0;
 }
 
-int lt_zw_add(lt_ctx *ctx, const char *op, lt_zwriter *w, const char *name, const void *data,
-              size_t n) {
+int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, const void *data,
+               size_t n) {
   size_t nl = strlen(name);
-  if (nl > 0xffff) return lt_fail(ctx, "%s: zip entry name too long", op);
+  if (nl > 0xffff) return ltB_fail(ctx, "%s: zip entry name too long", op);
   if (w->n == w->cap) {
     size_t nc = w->cap ? w->cap * 2 : 16;
-    struct lt_zwent *e = realloc(w->e, nc * sizeof *e);
-    if (!e) return lt_fail(ctx, "%s: out of memory", op);
+    struct ltS_zwent *e = realloc(w->e, nc * sizeof *e);
+    if (!e) return ltB_fail(ctx, "%s: out of memory", op);
     w->e = e;
     w->cap = nc;
   }
   char *nm = malloc(nl + 1);
-  if (!nm) return lt_fail(ctx, "%s: out of memory", op);
+  if (!nm) return ltB_fail(ctx, "%s: out of memory", op);
   memcpy(nm, name, nl + 1);
   bool z64 = (uint64_t)n >= SAT32;
   size_t x64 = z64 ? 20 : 0;
   size_t pad = (ALIGN - (size_t)((w->pos + 30 + nl + x64 + 4) % ALIGN)) % ALIGN;
-  uint32_t crc = lt_crc32(0, data, n);
+  uint32_t crc = ltS_crc32(0, data, n);
   uint8_t h[30 + 20 + 4 + ALIGN], *p = h;
   p = wr32(p, SIG_LOCAL);
   p = wr16(p, z64 ? 45 : 20);
@@ -405,7 +405,7 @@ int lt_zw_add(lt_ctx *ctx, const char *op, lt_zwriter *w, const char *name, cons
   p = wr32(p, z64 ? SAT32 : (uint32_t)n);
   p = wr16(p, (uint16_t)nl);
   p = wr16(p, (uint16_t)(x64 + 4 + pad));
-  w->e[w->n] = (struct lt_zwent){nm, w->pos, n, crc};
+  w->e[w->n] = (struct ltS_zwent){nm, w->pos, n, crc};
   w->n++;
   if (put(ctx, op, w, h, (size_t)(p - h)) || put(ctx, op, w, name, nl)) return -1;
   p = h;
@@ -423,10 +423,10 @@ int lt_zw_add(lt_ctx *ctx, const char *op, lt_zwriter *w, const char *name, cons
   return put(ctx, op, w, data, n);
 }
 
-int lt_zw_finish(lt_ctx *ctx, const char *op, lt_zwriter *w) {
+int ltS_zw_finish(lt_ctx *ctx, const char *op, ltS_zwriter *w) {
   uint64_t cd_off = w->pos;
   for (size_t i = 0; i < w->n; i++) {
-    struct lt_zwent *e = &w->e[i];
+    struct ltS_zwent *e = &w->e[i];
     bool zs = e->size >= SAT32, zo = e->off >= SAT32;
     size_t xl = zs || zo ? 4 + (zs ? 16 : 0) + (zo ? 8 : 0) : 0;
     size_t nl = strlen(e->name);
