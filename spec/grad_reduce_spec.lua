@@ -248,7 +248,7 @@ describe("gradients by hand", function()
     close(x.grad, x:detach():softmax(2), 1e-12)
   end)
 
-  it("broadcast gradients are reduced (ltG_sum_to)", function()
+  it("broadcast gradients are reduced (ltO_sum_to)", function()
     local b = lt.ones(3, { requires_grad = true })
     local a = lt.ones(4, 2, 3)
     local y = (a + b) * 2

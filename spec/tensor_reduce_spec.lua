@@ -75,7 +75,7 @@ describe("sum/mean/prod/amax/amin/all/any by hand", function()
     close(lt.mean(x), { 3.5 })
   end)
 
-  it("reduces size-1 and leading dims (the ltG_sum_to patterns)", function()
+  it("reduces size-1 and leading dims (the ltO_sum_to patterns)", function()
     local y = lt.ones(1, 3, 1, 2)
     close(y:sum(1), { 1, 1, 1, 1, 1, 1 })
     assert.are.same({ 3, 1, 2 }, shape(y:sum(1)))

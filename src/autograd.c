@@ -1,198 +1,20 @@
 /*
-** autograd.c -- graph recording and saved tensors: nodes, AccumulateGrad, gradient hooks,
-** ltG_record/ltG_save and the public autograd API. Writes through views (CopySlices) are in
-** autograd_views.c, the backward engine in autograd_engine.c; autograd.h is what they share.
-**
-** Ownership: a non-leaf tensor owns its grad_fn; a node owns the nodes its edges point to and
-** the detached aliases it saved. A leaf's AccumulateGrad node owns the leaf, and the leaf points
-** back weakly. Nothing points from a node to its outputs except weak retain_grad slots, so the
-** graph never forms a cycle and dies with the last tensor that reaches it.
+** autograd.c -- recording ops in the graph and saved tensors (ltG_record, ltG_save), and the
+** public autograd API. It runs no op: the node lifetime is in tensor.c, writes through views
+** (CopySlices) in autograd_views.c, the graph's own backward formulas in autograd_builtin.c and
+** the backward engine in autograd_engine.c; autograd.h is what they share.
 */
 #include <stdlib.h>
 
 #include "autograd.h"
 #include "backend.h"
 
-/* ------------------------------------------------------------ hooks */
-
-void ltG_hooks_free(ltG_hook *h) {
-  while (h) {
-    ltG_hook *n = h->next;
-    if (h->free_ud) h->free_ud(h->ud);
-    free(h);
-    h = n;
-  }
-}
-
-/* Runs hooks (those matching output_nr, or all when output_nr < 0) on *g, replacing it. */
-int ltG_run_hooks(lt_ctx *ctx, ltG_hook *h, int output_nr, lt_tensor **g) {
-  for (; h; h = h->next) {
-    if (output_nr >= 0 && h->output_nr != output_nr) continue;
-    lt_tensor *rep = NULL;
-    if (h->fn(ctx, h->ud, *g, &rep)) return -1;
-    if (rep) {
-      lt_release(*g);
-      *g = rep;
-    }
-  }
-  return 0;
-}
-
-/* ------------------------------------------------------------ nodes */
-
-void ltG_node_retain(lt_node *n) { n->refcount++; }
-
-void ltG_node_free_saved(lt_node *n) {
-  for (int i = 0; i < n->n_saved; i++) {
-    lt_release(n->saved[i].t);
-    n->saved[i].t = NULL;
-  }
-}
-
-void ltG_node_release(lt_node *n) {
-  /* iterative over long chains so that freeing a deep graph cannot overflow the C stack */
-  lt_node *stack_small[64];
-  lt_node **stack = stack_small;
-  size_t cap = 64, top = 0;
-  if (!n || --n->refcount > 0) return;
-  stack[top++] = n;
-  while (top) {
-    lt_node *x = stack[--top];
-    if (x->type->release) x->type->release(x);
-    ltG_node_free_saved(x);
-    ltG_hooks_free(x->pre_hooks);
-    free(x->retain);
-    for (int i = 0; i < x->n_in; i++) {
-      lt_node *c = x->next[i].node;
-      if (!c || --c->refcount > 0) continue;
-      if (top == cap) {
-        lt_node **bigger = malloc(2 * cap * sizeof *bigger);
-        if (!bigger) {   /* cannot grow: free this subtree recursively instead */
-          c->refcount = 1;
-          ltG_node_release(c);
-          continue;
-        }
-        memcpy(bigger, stack, top * sizeof *stack);
-        if (stack != stack_small) free(stack);
-        stack = bigger;
-        cap *= 2;
-      }
-      stack[top++] = c;
-    }
-    free(x);
-  }
-  if (stack != stack_small) free(stack);
-}
-
-/* A zeroed node with its arrays; seq 0 (ltG_node_new numbers it). */
-lt_node *ltG_node_new_raw(const ltG_node_type *type, int n_in, int n_out,
-                          size_t extra_size, int n_saved) {
-  size_t sz = sizeof(lt_node) + (size_t)n_in * sizeof(ltG_edge) +
-              (size_t)n_saved * sizeof(ltG_saved);
-  sz = (sz + 15) & ~(size_t)15;
-  lt_node *n = calloc(1, sz + extra_size);
-  if (!n) return NULL;
-  n->type = type;
-  n->n_in = n_in;
-  n->n_out = n_out;
-  n->next = (ltG_edge *)(n + 1);
-  n->n_saved = n_saved;
-  n->saved = (ltG_saved *)(n->next + n_in);
-  n->extra = extra_size ? (char *)n + sz : NULL;
-  return n;
-}
-
-lt_node *ltG_node_new(lt_ctx *ctx, const ltG_node_type *type, int n_in, int n_out,
-                      size_t extra_size, int n_saved) {
-  lt_node *n = ltG_node_new_raw(type, n_in, n_out, extra_size, n_saved);
-  if (n) n->seq = ++ctx->seq;
-  return n;
-}
-
-/* AccumulateGrad: the sink of a leaf. extra holds the leaf (strong). */
-typedef struct { lt_tensor *leaf; } acc_extra;
-
-static int accumulate(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
-  (void)gin;
-  lt_tensor *leaf = ((acc_extra *)self->extra)->leaf;
-  if (!gout[0]) return 0;
-  lt_tensor *g = lt_retain(gout[0]);
-  if (ltG_run_hooks(ctx, leaf->hooks, -1, &g)) {
-    lt_release(g);
-    return -1;
-  }
-  int rc = 0;
-  if (!leaf->grad) {
-    lt_tensor *ng;
-    /* steal the incoming gradient when nothing else can see it: only the engine's buffer
-    ** (and our reference) hold it, and no other view shares its storage */
-    long owners = g == gout[0] ? 2 : 1;
-    if (g->refcount == owners && g->storage->refcount == 1 && !g->grad_fn &&
-        g->dtype == leaf->dtype && lt_is_contiguous(g) && ltB_same_shape(g, leaf)) {
-      ng = lt_retain(g);
-    } else {
-      lt_tensor *tmp;
-      rc = lt_to_dtype(ctx, &tmp, g, leaf->dtype);
-      if (!rc) {
-        rc = ltO_empty_as(ctx, &ng, leaf, leaf->dtype, leaf->ndim, leaf->size);
-        if (!rc) {
-          rc = lt_copy_(ctx, ng, tmp);
-          if (rc) lt_release(ng);
-        }
-        lt_release(tmp);
-      }
-    }
-    if (!rc) leaf->grad = ng;
-  } else {
-    rc = lt_binary_(ctx, LT_ADD, leaf->grad, g);
-  }
-  lt_release(g);
-  return rc;
-}
-
-static void accumulate_release(lt_node *self) {
-  lt_tensor *leaf = ((acc_extra *)self->extra)->leaf;
-  if (leaf->grad_acc == self) leaf->grad_acc = NULL;
-  lt_release(leaf);
-}
-
-static const ltG_node_type accumulate_type = {"AccumulateGrad", accumulate, accumulate_release};
-
-bool ltG_is_accumulator(const lt_node *n) { return n->type == &accumulate_type; }
-
-lt_node *ltG_grad_accumulator(lt_ctx *ctx, lt_tensor *leaf) {
-  if (leaf->grad_acc) {
-    ltG_node_retain(leaf->grad_acc);
-    return leaf->grad_acc;
-  }
-  lt_node *n = ltG_node_new(ctx, &accumulate_type, 0, 1, sizeof(acc_extra), 0);
-  if (!n) return NULL;
-  n->refcount = 1;
-  ((acc_extra *)n->extra)->leaf = lt_retain(leaf);
-  n->out_dtype = leaf->dtype;
-  leaf->grad_acc = n;
-  return n;
-}
 
 bool ltG_needs_grad(const lt_ctx *ctx, int n, lt_tensor *const *inputs) {
   if (!ctx->grad_enabled) return false;
   for (int i = 0; i < n; i++)
     if (inputs[i] && inputs[i]->requires_grad) return true;
   return false;
-}
-
-/* The weak retain_grad slot of t's grad_fn, cleared when it points at t. */
-static void clear_retain_slot(lt_tensor *t) {
-  lt_node *n = t->grad_fn;
-  if (n && n->retain && t->output_nr < n->n_out && n->retain[t->output_nr] == t)
-    n->retain[t->output_nr] = NULL;
-}
-
-void ltG_drop_grad_fn(lt_tensor *t) {
-  if (!t->grad_fn) return;
-  clear_retain_slot(t);
-  ltG_node_release(t->grad_fn);
-  t->grad_fn = NULL;
 }
 
 int ltG_record(lt_ctx *ctx, const ltG_node_type *type, int n_in, lt_tensor *const *inputs,
@@ -266,11 +88,6 @@ int ltG_record(lt_ctx *ctx, const ltG_node_type *type, int n_in, lt_tensor *cons
   return 0;
 }
 
-int ltG_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
-  if (!go[0] || !ltG_needs_input_grad(self, 0)) return 0;
-  return ltO_full_as(ctx, &gi[0], go[0], go[0]->dtype, go[0]->ndim, go[0]->size, 0.0);
-}
-
 int ltG_record_overwrite(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *t) {
   if (!ctx->grad_enabled || !t->requires_grad) return 0;
   lt_node *n;
@@ -310,29 +127,6 @@ int ltG_saved_get(lt_ctx *ctx, lt_node *node, int i, lt_tensor **t) {
   }
   *t = s->t;
   return 0;
-}
-
-int ltG_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size) {
-  if (grad->ndim == ndim) {
-    bool same = true;
-    for (int i = 0; i < ndim && same; i++) same = grad->size[i] == size[i];
-    if (same) {
-      *out = lt_retain(grad);
-      return 0;
-    }
-  }
-  int dims[LT_MAX_DIMS], nd = 0, lead = grad->ndim - ndim;
-  for (int i = 0; i < grad->ndim; i++)
-    if (i < lead || (size[i - lead] == 1 && grad->size[i] != 1)) dims[nd++] = i;
-  lt_tensor *s;
-  if (nd == 0) {
-    s = lt_retain(grad);
-  } else if (lt_reduce(ctx, &s, LT_RSUM, grad, nd, dims, true)) {
-    return -1;
-  }
-  int rc = lt_reshape(ctx, out, s, ndim, size);
-  lt_release(s);
-  return rc;
 }
 
 /* ------------------------------------------------------------ public autograd API */

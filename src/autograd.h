@@ -1,7 +1,8 @@
 /*
-** autograd.h -- what the autograd files share (autograd.c: nodes, recording, saved tensors;
-** autograd_views.c: writes through views; autograd_engine.c: the backward pass). Internal to
-** them: the op layer records through core.h's ltG_record/ltG_save.
+** autograd.h -- what the autograd files share (tensor.c: the nodes' lifetime; autograd.c:
+** recording, saved tensors; autograd_views.c: writes through views; autograd_builtin.c: the
+** graph's own backward formulas; autograd_engine.c: the backward pass). Internal to them: the
+** op layer records through core.h's ltG_record/ltG_save.
 */
 #ifndef LT_AUTOGRAD_H
 #define LT_AUTOGRAD_H
@@ -25,5 +26,31 @@ bool ltG_is_accumulator(const lt_node *n);
 /* Makes the write of the just-made node fn (refcount 0) into view v part of v's base's history
 ** (CopySlices), taking fn; -1 on OOM, with fn released and v and its base unchanged. */
 int ltG_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v);
+
+/* AccumulateGrad's extra: the leaf it owns. */
+typedef struct { lt_tensor *leaf; } ltG_acc_extra;
+
+/* Where a view lies in its contiguous base: sizes, strides, offset, and the base's shape. */
+typedef struct {
+  int ndim, base_ndim;
+  int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS], offset;
+  int64_t base_size[LT_MAX_DIMS];
+} ltG_view_geom;
+
+/* CopySlices' extra: the view's place and the in-place op's node, which it owns. */
+typedef struct {
+  ltG_view_geom g;
+  lt_node *fn;   /* the in-place op's node (owned) */
+} ltG_slices_extra;
+
+/* The part of contiguous t (of the base's shape) that the view covers; NULL on OOM. */
+static inline lt_tensor *ltG_geom_alias(const ltG_view_geom *g, const lt_tensor *t) {
+  return ltB_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
+}
+
+/* The graph's own node types; their backward is NULL here and comes from ltO_backward_of. */
+extern const ltG_node_type ltG_accumulate_type, ltG_as_strided_type, ltG_copy_slices_type;
+/* The backward formula of a node type: its own, or the built-in one of the three above. */
+ltG_backward_fn ltO_backward_of(const ltG_node_type *type);
 
 #endif

@@ -268,7 +268,7 @@ static int run_node(pass *p, lt_node *n) {
   free(p->gin);
   p->gin = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *p->gin);
   if (!p->gin) return engine_fail(p->ctx, "out of memory");
-  if (any && !skip && n->type->backward(p->ctx, n, n->eng_buf, p->gin)) {
+  if (any && !skip && ltO_backward_of(n->type)(p->ctx, n, n->eng_buf, p->gin)) {
     for (int i = 0; i < n->n_in; i++) lt_release(p->gin[i]);
     return -1;
   }

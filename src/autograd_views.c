@@ -15,13 +15,7 @@
 ** (their base_epoch no longer matches). A base is contiguous, so a view's place in it is its
 ** sizes, strides and offset. */
 
-typedef struct {
-  int ndim, base_ndim;
-  int64_t size[LT_MAX_DIMS], stride[LT_MAX_DIMS], offset;
-  int64_t base_size[LT_MAX_DIMS];
-} view_geom;
-
-static void geom_of(view_geom *g, const lt_tensor *v, const lt_tensor *base) {
+static void geom_of(ltG_view_geom *g, const lt_tensor *v, const lt_tensor *base) {
   g->ndim = v->ndim;
   memcpy(g->size, v->size, sizeof g->size);
   memcpy(g->stride, v->stride, sizeof g->stride);
@@ -30,103 +24,15 @@ static void geom_of(view_geom *g, const lt_tensor *v, const lt_tensor *base) {
   memcpy(g->base_size, base->size, sizeof g->base_size);
 }
 
-/* The part of contiguous t (of the base's shape) that the view covers. */
-static lt_tensor *geom_alias(const view_geom *g, const lt_tensor *t) {
-  return ltB_alias(t, g->ndim, g->size, g->stride, t->offset + g->offset);
-}
-
-/* AsStridedBackward0: the view's gradient placed in zeros of the base's shape. Expanded dims
-** (stride 0) are summed first, so no element of the base is written twice. */
-static int as_strided_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
-                               lt_tensor **gi) {
-  const view_geom *g = self->extra;
-  if (!go[0] || !ltG_needs_input_grad(self, 0)) return 0;
-  view_geom once = *g;
-  for (int d = 0; d < once.ndim; d++)
-    if (once.stride[d] == 0) once.size[d] = 1;
-  lt_tensor *src, *z, *slot = NULL;
-  if (ltG_sum_to(ctx, &src, go[0], once.ndim, once.size)) return -1;
-  int rc = ltO_full_as(ctx, &z, go[0], go[0]->dtype, g->base_ndim, g->base_size, 0.0);
-  if (!rc && !(slot = geom_alias(&once, z)))
-    rc = ltB_fail(ctx, "AsStridedBackward0: out of memory");
-  if (!rc) ltK_kernels(z)->copy(ctx, slot, src);
-  lt_release(slot);
-  lt_release(src);
-  if (rc) {
-    lt_release(z);
-    return -1;
-  }
-  gi[0] = z;
-  return 0;
-}
-
-static const ltG_node_type as_strided_type = {"AsStridedBackward0", as_strided_backward, NULL};
-
-typedef struct {
-  view_geom g;
-  lt_node *fn;   /* the in-place op's node (owned) */
-} slices_extra;
-
-static int copy_slices_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go,
-                                lt_tensor **gi) {
-  slices_extra *e = self->extra;
-  lt_node *fn = e->fn;
-  if (self->released)
-    return ltB_fail(ctx, "CopySlices: Trying to backward through the graph a second time; "
-                    "specify retain_graph=true");
-  if (!go[0]) return 0;
-  lt_tensor *res = NULL, *slot = NULL, *part = NULL;
-  lt_tensor **fgi = calloc((size_t)fn->n_in, sizeof *fgi);
-  int rc = fgi ? 0 : ltB_fail(ctx, "CopySlices: out of memory");
-  /* res: the base's gradient; part: a copy of the slice the view covers, for fn */
-  if (!rc) rc = ltO_empty_as(ctx, &res, go[0], go[0]->dtype, e->g.base_ndim, e->g.base_size);
-  if (!rc) {
-    ltK_kernels(res)->copy(ctx, res, go[0]);
-    if (!(slot = geom_alias(&e->g, res))) rc = ltB_fail(ctx, "CopySlices: out of memory");
-  }
-  if (!rc) rc = ltO_empty_as(ctx, &part, res, res->dtype, slot->ndim, slot->size);
-  if (!rc) {
-    ltK_kernels(part)->copy(ctx, part, slot);
-    rc = fn->type->backward(ctx, fn, &part, fgi);
-  }
-  if (!rc) {
-    /* the view's old values: their gradient replaces the slice (none: zero) */
-    if (fgi[0] && !ltB_same_shape(fgi[0], slot))
-      rc = ltB_fail(ctx, "CopySlices: %s returned a gradient of another shape than the view",
-                    fn->type->name);
-    else if (fgi[0])
-      ltK_kernels(slot)->copy(ctx, slot, fgi[0]);
-    else
-      ltK_kernels(slot)->fill(ctx, slot, 0.0);
-  }
-  if (!rc) {
-    if (ltG_needs_input_grad(self, 0)) {
-      gi[0] = res;
-      res = NULL;
-    }
-    for (int i = 1; i < fn->n_in; i++) {
-      gi[i] = fgi[i];
-      fgi[i] = NULL;
-    }
-  }
-  if (fgi) {
-    for (int i = 0; i < fn->n_in; i++) lt_release(fgi[i]);
-    free(fgi);
-  }
-  lt_release(part);
-  lt_release(slot);
-  lt_release(res);
-  return rc;
-}
-
 static void copy_slices_release(lt_node *self) {
-  slices_extra *e = self->extra;
+  ltG_slices_extra *e = self->extra;
   ltG_node_release(e->fn);
   e->fn = NULL;
 }
 
-static const ltG_node_type copy_slices_type = {"CopySlices", copy_slices_backward,
-                                              copy_slices_release};
+/* Their backward formulas run ops: autograd_builtin.c has them, the engine finds them. */
+const ltG_node_type ltG_as_strided_type = {"AsStridedBackward0", NULL, NULL};
+const ltG_node_type ltG_copy_slices_type = {"CopySlices", NULL, copy_slices_release};
 
 void ltG_set_view_base(lt_tensor *view, lt_tensor *in) {
   lt_tensor *b = in->base ? in->base : in;
@@ -154,7 +60,7 @@ static int edge_of(lt_ctx *ctx, lt_tensor *t, ltG_edge *e) {
 /* A new AsStridedBackward0 node for view t over `history` (its base's grad_fn to be), with
 ** t's retain_grad slot; refcount 1. NULL on out-of-memory. */
 static lt_node *view_node(lt_tensor *t, ltG_edge history) {
-  lt_node *n = ltG_node_new_raw(&as_strided_type, 1, 1, sizeof(view_geom), 0);
+  lt_node *n = ltG_node_new_raw(&ltG_as_strided_type, 1, 1, sizeof(ltG_view_geom), 0);
   if (!n) return NULL;
   n->refcount = 1;
   geom_of(n->extra, t, t->base);
@@ -207,13 +113,13 @@ int ltG_refresh_view(lt_ctx *ctx, lt_tensor *t) {
 ** is made before b or v changes, so running out of memory leaves both as they were. */
 int ltG_rebase_write(lt_ctx *ctx, lt_node *fn, lt_tensor *v) {
   lt_tensor *b = v->base;
-  lt_node *cs = ltG_node_new(ctx, &copy_slices_type, fn->n_in, 1, sizeof(slices_extra), 1);
+  lt_node *cs = ltG_node_new(ctx, &ltG_copy_slices_type, fn->n_in, 1, sizeof(ltG_slices_extra), 1);
   if (!cs) {
     fn->refcount = 1;
     ltG_node_release(fn);
     return -1;
   }
-  slices_extra *e = cs->extra;
+  ltG_slices_extra *e = cs->extra;
   geom_of(&e->g, v, b);
   e->fn = fn;
   fn->refcount = 1;   /* owned by cs from here on */

@@ -21,8 +21,8 @@ int ltO_full_as(lt_ctx *ctx, lt_tensor **out, const lt_tensor *like, lt_dtype dt
   return 0;
 }
 
-static const ltG_node_type fill_type = {"FillBackward2", ltG_zero_backward, NULL};
-static const ltG_node_type zero_type = {"ZeroBackward0", ltG_zero_backward, NULL};
+static const ltG_node_type fill_type = {"FillBackward2", ltO_zero_backward, NULL};
+static const ltG_node_type zero_type = {"ZeroBackward0", ltO_zero_backward, NULL};
 
 static int fill_as(lt_ctx *ctx, const char *op, const ltG_node_type *type, lt_tensor *t,
                    double v) {
@@ -42,10 +42,10 @@ typedef struct { int ndim; int64_t size[LT_MAX_DIMS]; lt_dtype dt; } copy_extra;
 
 static int copy_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   copy_extra *e = self->extra;
-  if (ltG_zero_backward(ctx, self, go, gi)) return -1;   /* the overwritten values: none */
+  if (ltO_zero_backward(ctx, self, go, gi)) return -1;   /* the overwritten values: none */
   if (!ltG_needs_input_grad(self, 1)) return 0;
   lt_tensor *s;
-  if (ltG_sum_to(ctx, &s, go[0], e->ndim, e->size)) return -1;
+  if (ltO_sum_to(ctx, &s, go[0], e->ndim, e->size)) return -1;
   int rc = lt_to_dtype(ctx, &gi[1], s, e->dt);
   lt_release(s);
   return rc;

@@ -580,7 +580,7 @@ void ltG_drop_grad_fn(lt_tensor *t);
 static inline bool ltG_needs_input_grad(const lt_node *n, int i) { return n->next[i].node != NULL; }
 
 /* Reduces grad (broadcast result) back to shape (ndim,size) by summing; new ref in *out. */
-int ltG_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size);
+int ltO_sum_to(lt_ctx *ctx, lt_tensor **out, lt_tensor *grad, int ndim, const int64_t *size);
 /* Adds a hook on tensor t's gradient (leaf: before accumulation; non-leaf: before its node). */
 int ltG_add_hook(lt_ctx *ctx, lt_tensor *t, ltG_grad_hook_fn fn, void *ud, void (*free_ud)(void *));
 int ltG_retain_grad(lt_ctx *ctx, lt_tensor *t);
@@ -599,7 +599,7 @@ void ltG_set_view_base(lt_tensor *view, lt_tensor *in);
 ** the base (AsStridedBackward0), as PyTorch does; 0 or -1 on out-of-memory. */
 int ltG_refresh_view(lt_ctx *ctx, lt_tensor *t);
 /* The backward of such nodes: a zero gradient for input 0. */
-int ltG_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
+int ltO_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi);
 /* t as a contiguous tensor of dtype dt (t itself when it already is one): the form a kernel's
 ** backward reads an incoming gradient in. */
 int ltO_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);

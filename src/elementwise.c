@@ -207,7 +207,7 @@ static bool all_true(const lt_tensor *t) {
 int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate) {
   lt_tensor *s, *t;
-  if (ltG_sum_to(ctx, &s, full, nd, size)) return -1;
+  if (ltO_sum_to(ctx, &s, full, nd, size)) return -1;
   if (negate) {
     int rc = lt_unary(ctx, &t, LT_NEG, s, 0, 0);
     lt_release(s);

@@ -508,7 +508,7 @@ static int masked_fill_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go
   lt_tensor *mask, *g;
   if (ltG_saved_get(ctx, self, 0, &mask)) return -1;
   if (lt_masked_fill(ctx, &g, go[0], mask, 0.0)) return -1;
-  int rc = ltG_sum_to(ctx, &gi[0], g, e->ndim, e->size);
+  int rc = ltO_sum_to(ctx, &gi[0], g, e->ndim, e->size);
   lt_release(g);
   return rc;
 }
@@ -594,7 +594,7 @@ static int masked_select_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *
   int rc = m ? 0 : -1;
   if (m) {
     ltK_kernels(z)->masked_scatter(z, m, g);
-    rc = ltG_sum_to(ctx, &gi[0], z, e->in.ndim, e->in.size);
+    rc = ltO_sum_to(ctx, &gi[0], z, e->in.ndim, e->in.size);
   }
   lt_release(m);
   lt_release(g);

@@ -106,7 +106,7 @@ static int mm_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_te
   int rc = 0;
   if (need_in) {
     lt_tensor *s;
-    rc = ltG_sum_to(ctx, &s, gout[0], e->in_nd, e->in_size);
+    rc = ltO_sum_to(ctx, &s, gout[0], e->in_nd, e->in_size);
     if (!rc && e->beta != 1) {
       rc = lt_binary_scalar(ctx, &gin[0], LT_MUL, s, e->beta, false, false);
       lt_release(s);

@@ -8,10 +8,10 @@
 #include "backend.h"
 #include "generator.h"
 
-static const ltG_node_type uniform_type = {"UniformBackward0", ltG_zero_backward, NULL};
-static const ltG_node_type normal_type = {"NormalBackward0", ltG_zero_backward, NULL};
-static const ltG_node_type random_type = {"RandomBackward0", ltG_zero_backward, NULL};
-static const ltG_node_type bernoulli_type = {"BernoulliBackward2", ltG_zero_backward, NULL};
+static const ltG_node_type uniform_type = {"UniformBackward0", ltO_zero_backward, NULL};
+static const ltG_node_type normal_type = {"NormalBackward0", ltO_zero_backward, NULL};
+static const ltG_node_type random_type = {"RandomBackward0", ltO_zero_backward, NULL};
+static const ltG_node_type bernoulli_type = {"BernoulliBackward2", ltO_zero_backward, NULL};
 
 /* Whether a fill of t goes ahead: t may be written in place and has elements. */
 static int fill_begins(lt_ctx *ctx, const char *op, lt_tensor *t, bool *any) {

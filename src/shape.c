@@ -289,7 +289,7 @@ int lt_permute(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, const int *perm) {
 
 static int expand_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
   ltO_shape_extra *e = self->extra;
-  return ltG_sum_to(ctx, &gi[0], go[0], e->ndim, e->size);
+  return ltO_sum_to(ctx, &gi[0], go[0], e->ndim, e->size);
 }
 
 static const ltG_node_type expand_type = {"ExpandBackward0", expand_backward, NULL};

@@ -1,12 +1,20 @@
 /*
-** tensor.c -- contexts, dtypes, storages and the tensor struct.
+** tensor.c -- contexts, dtypes, storages, tensors, and the autograd graph's lifetime (nodes,
+** hooks, a tensor's grad_fn, a leaf's AccumulateGrad node). Tensors and nodes free each other,
+** so both lifetimes live here, in the base, which runs no op; recording is in autograd.c and
+** what the graph's own nodes compute in backward in autograd_builtin.c.
+**
+** Ownership: a non-leaf tensor owns its grad_fn; a node owns the nodes its edges point to and
+** the detached aliases it saved. A leaf's AccumulateGrad node owns the leaf, and the leaf points
+** back weakly. Nothing points from a node to its outputs except weak retain_grad slots, so the
+** graph never forms a cycle and dies with the last tensor that reaches it.
 */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "autograd.h"
 #include "generator.h"
 
 /* ------------------------------------------------------------ context */
@@ -490,3 +498,142 @@ int ltB_fail_view_write(lt_ctx *ctx, const char *op) {
                   "non-contiguous tensor is not supported (its gradient could not reach the "
                   "base); clone() the base first or use lt.cat/lt.stack", op);
 }
+
+/* ============================================================ the graph's lifetime */
+
+/* ------------------------------------------------------------ hooks */
+
+void ltG_hooks_free(ltG_hook *h) {
+  while (h) {
+    ltG_hook *n = h->next;
+    if (h->free_ud) h->free_ud(h->ud);
+    free(h);
+    h = n;
+  }
+}
+
+/* Runs hooks (those matching output_nr, or all when output_nr < 0) on *g, replacing it. */
+int ltG_run_hooks(lt_ctx *ctx, ltG_hook *h, int output_nr, lt_tensor **g) {
+  for (; h; h = h->next) {
+    if (output_nr >= 0 && h->output_nr != output_nr) continue;
+    lt_tensor *rep = NULL;
+    if (h->fn(ctx, h->ud, *g, &rep)) return -1;
+    if (rep) {
+      lt_release(*g);
+      *g = rep;
+    }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+void ltG_node_retain(lt_node *n) { n->refcount++; }
+
+void ltG_node_free_saved(lt_node *n) {
+  for (int i = 0; i < n->n_saved; i++) {
+    lt_release(n->saved[i].t);
+    n->saved[i].t = NULL;
+  }
+}
+
+void ltG_node_release(lt_node *n) {
+  /* iterative over long chains so that freeing a deep graph cannot overflow the C stack */
+  lt_node *stack_small[64];
+  lt_node **stack = stack_small;
+  size_t cap = 64, top = 0;
+  if (!n || --n->refcount > 0) return;
+  stack[top++] = n;
+  while (top) {
+    lt_node *x = stack[--top];
+    if (x->type->release) x->type->release(x);
+    ltG_node_free_saved(x);
+    ltG_hooks_free(x->pre_hooks);
+    free(x->retain);
+    for (int i = 0; i < x->n_in; i++) {
+      lt_node *c = x->next[i].node;
+      if (!c || --c->refcount > 0) continue;
+      if (top == cap) {
+        lt_node **bigger = malloc(2 * cap * sizeof *bigger);
+        if (!bigger) {   /* cannot grow: free this subtree recursively instead */
+          c->refcount = 1;
+          ltG_node_release(c);
+          continue;
+        }
+        memcpy(bigger, stack, top * sizeof *stack);
+        if (stack != stack_small) free(stack);
+        stack = bigger;
+        cap *= 2;
+      }
+      stack[top++] = c;
+    }
+    free(x);
+  }
+  if (stack != stack_small) free(stack);
+}
+
+/* A zeroed node with its arrays; seq 0 (ltG_node_new numbers it). */
+lt_node *ltG_node_new_raw(const ltG_node_type *type, int n_in, int n_out,
+                          size_t extra_size, int n_saved) {
+  size_t sz = sizeof(lt_node) + (size_t)n_in * sizeof(ltG_edge) +
+              (size_t)n_saved * sizeof(ltG_saved);
+  sz = (sz + 15) & ~(size_t)15;
+  lt_node *n = calloc(1, sz + extra_size);
+  if (!n) return NULL;
+  n->type = type;
+  n->n_in = n_in;
+  n->n_out = n_out;
+  n->next = (ltG_edge *)(n + 1);
+  n->n_saved = n_saved;
+  n->saved = (ltG_saved *)(n->next + n_in);
+  n->extra = extra_size ? (char *)n + sz : NULL;
+  return n;
+}
+
+lt_node *ltG_node_new(lt_ctx *ctx, const ltG_node_type *type, int n_in, int n_out,
+                      size_t extra_size, int n_saved) {
+  lt_node *n = ltG_node_new_raw(type, n_in, n_out, extra_size, n_saved);
+  if (n) n->seq = ++ctx->seq;
+  return n;
+}
+
+/* AccumulateGrad: the sink of a leaf. extra (ltG_ltG_acc_extra) holds the leaf (strong). */
+static void accumulate_release(lt_node *self) {
+  lt_tensor *leaf = ((ltG_acc_extra *)self->extra)->leaf;
+  if (leaf->grad_acc == self) leaf->grad_acc = NULL;
+  lt_release(leaf);
+}
+
+/* Its backward (accumulate_backward in autograd_builtin.c) runs ops, so the engine supplies it. */
+const ltG_node_type ltG_accumulate_type = {"AccumulateGrad", NULL, accumulate_release};
+
+bool ltG_is_accumulator(const lt_node *n) { return n->type == &ltG_accumulate_type; }
+
+lt_node *ltG_grad_accumulator(lt_ctx *ctx, lt_tensor *leaf) {
+  if (leaf->grad_acc) {
+    ltG_node_retain(leaf->grad_acc);
+    return leaf->grad_acc;
+  }
+  lt_node *n = ltG_node_new(ctx, &ltG_accumulate_type, 0, 1, sizeof(ltG_acc_extra), 0);
+  if (!n) return NULL;
+  n->refcount = 1;
+  ((ltG_acc_extra *)n->extra)->leaf = lt_retain(leaf);
+  n->out_dtype = leaf->dtype;
+  leaf->grad_acc = n;
+  return n;
+}
+
+/* The weak retain_grad slot of t's grad_fn, cleared when it points at t. */
+static void clear_retain_slot(lt_tensor *t) {
+  lt_node *n = t->grad_fn;
+  if (n && n->retain && t->output_nr < n->n_out && n->retain[t->output_nr] == t)
+    n->retain[t->output_nr] = NULL;
+}
+
+void ltG_drop_grad_fn(lt_tensor *t) {
+  if (!t->grad_fn) return;
+  clear_retain_slot(t);
+  ltG_node_release(t->grad_fn);
+  t->grad_fn = NULL;
+}
+

@@ -343,7 +343,7 @@ static void fold_col(enum lt_redop op, lt_dtype dt, double *restrict ad, int64_t
                      const char *p, int64_t s, int64_t n) {
   switch (dt) {
     case LT_FLOAT32:
-      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the ltG_sum_to hot path */
+      if (s == 1 && (op == LT_RSUM || op == LT_RMEAN)) {   /* the ltO_sum_to hot path */
         const float *x = (const float *)p;
         for (int64_t j = 0; j < n; j++) ad[j] += x[j];
         return;
