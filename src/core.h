@@ -261,15 +261,24 @@ typedef struct ltK_backend {
   void (*copy)(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
   void (*fill)(lt_ctx *ctx, lt_tensor *dst, double v);
   /* out = op(a, b) elementwise, a and b already broadcastable to out; compute in out's
-  ** dtype except comparisons, which compute in the `compute` dtype and write bool */
+  ** dtype except comparisons, which compute in the `compute` dtype and write bool. p0 and p1
+  ** are the parameters of the ops that take them (isclose's rtol and atol, the clamp bounds
+  ** of the fused gradient formulas, the ltK_ew_op codes); 0 for the others */
   void (*binary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                 lt_dtype compute);
+                 lt_dtype compute, double p0, double p1);
   /* out[i] = op(a[i * sa], b[i * sb]) for i < n < LT_PAR_MIN over flat buffers of dtype dt,
   ** with sa, sb 1 (a dense operand) or 0 (a single element), for add, sub, mul and div on
   ** floats: the small op's path, with nothing to broadcast or convert */
   void (*binary_flat)(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                       const void *b, int sb);
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+  /* out = f(g, a, b) for the fused two-operand gradient formulas of the binary ops (the LT_T_*
+  ** codes), all of out's float dtype and broadcast to out's shape */
+  void (*ternary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                  const lt_tensor *b);
+  /* out = cond ? a : b elementwise, cond bool, a and b of out's dtype, all broadcast to out */
+  void (*where)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+                const lt_tensor *b);
   /* c[s] = alpha * a[s] @ b[s] + beta * c[s] for every s of the nb batch dims `batch`, a and b
   ** broadcast over them and c's batch dims of size 1 summed into (a gradient); each operand
   ** with the matrix dims it has, a or b read transposed when marked */
@@ -417,10 +426,14 @@ extern const char *const ltC_backend_entries[];
 void ltC_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src);
 void ltC_fill(lt_ctx *ctx, lt_tensor *dst, double v);
 void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                lt_dtype compute);
+                lt_dtype compute, double p0, double p1);
 void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                      const void *b, int sb);
 void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                 const lt_tensor *b);
+void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+               const lt_tensor *b);
 void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
                 ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta, lt_tensor *c,
                 ltK_mat_dims dc);
@@ -604,10 +617,10 @@ int ltO_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tenso
 ** backward reads an incoming gradient in. */
 int ltO_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 
-/* Internals shared by the elementwise op files (elementwise.c, unary.c, where.c) and
-** cpu/{binary,unary,ternary}.c: private op codes of the cpu kernels (fused gradient formulas),
-** a binary kernel with parameters, ternary and where. The private codes follow the public ones,
-** so a kernel's switch can never mistake one for the other. */
+/* The private op codes that the elementwise op files (elementwise.c, unary.c, where.c) pass
+** to the binary, unary and ternary kernels (fused gradient formulas, isclose, clamp). The
+** private codes follow the public ones, so a kernel's switch can never mistake one for the
+** other. */
 enum ltK_ew_op {
   LT_EW_BW = LT_NBINOP,                /* + lt_unop: g * d op(y)/dy from (g, saved y) */
   LT_EW_BW_CLAMP = LT_EW_BW + LT_NUNOP,   /* p0 <= y <= p1 ? g : 0 */
@@ -616,12 +629,5 @@ enum ltK_ew_op {
 enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
 enum { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A, LT_T_MAX_B,
        LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
-void ltC_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
-                  const lt_tensor *b, lt_dtype compute, double p0, double p1);
-/* out = f(g, a, b), all of out's float dtype, broadcast to out's shape. */
-void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                 const lt_tensor *b);
-void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
-               const lt_tensor *b);
 
 #endif

@@ -229,7 +229,7 @@ static int ternary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor
   if (ltO_ew_as_dtype(ctx, &ca, a, g->dtype) || ltO_ew_as_dtype(ctx, &cb, b, g->dtype))
     goto done;
   if (ltO_empty_as(ctx, &o, g, g->dtype, g->ndim, g->size)) goto done;
-  ltC_ternary(ctx, op, o, g, ca, cb);
+  ltK_kernels(o)->ternary(ctx, op, o, g, ca, cb);
   *out = o;
   rc = 0;
 done:
@@ -246,7 +246,7 @@ int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_te
   if (ltB_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
     return -1;
   if (ltO_empty_as(ctx, out, g, dt, nd, size)) return -1;
-  ltC_binary_p(ctx, op, *out, g, y, dt, p0, p1);
+  ltK_kernels(*out)->binary(ctx, op, *out, g, y, dt, p0, p1);
   return 0;
 }
 
@@ -479,7 +479,7 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
     ltK_kernels(a)->binary_flat(op, odt, n, ltB_ptr(o), ltB_ptr(a), na == n && (same || nb == 1),
                                 ltB_ptr(b), nb == n && (same || na == 1));
   else
-    ltK_kernels(a)->binary(ctx, op, o, a, b, compute);
+    ltK_kernels(a)->binary(ctx, op, o, a, b, compute, 0, 0);
   if (binop_diff(op) && ctx->grad_enabled && (a->requires_grad || b->requires_grad) &&
       record_binary(ctx, op, a, b, scal, s, o, NULL, NULL)) {
     lt_release(o);
@@ -560,7 +560,7 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
     lt_release(bcopy);
     return -1;
   }
-  ltK_kernels(a)->binary(ctx, op, a, a, bk, compute);
+  ltK_kernels(a)->binary(ctx, op, a, a, bk, compute, 0, 0);
   ltB_bump_version(a);
   int rc = 0;
   if (grad) rc = record_binary(ctx, op, a, b, scal, s, a, aold, bcopy ? bcopy : b);
@@ -601,7 +601,8 @@ int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double 
   lt_dtype r = lt_promote(a->dtype, b->dtype);
   if (!lt_dtype_is_float(r) && (rtol > 0 || atol > 0)) r = LT_FLOAT64;
   if (ltO_empty_as(ctx, out, a, LT_BOOL, nd, size)) return -1;
-  ltC_binary_p(ctx, equal_nan ? LT_EW_ISCLOSE_NAN : LT_EW_ISCLOSE, *out, a, b, r, rtol, atol);
+  ltK_kernels(*out)->binary(ctx, equal_nan ? LT_EW_ISCLOSE_NAN : LT_EW_ISCLOSE, *out, a, b, r, rtol,
+                            atol);
   return 0;
 }
 
@@ -627,7 +628,7 @@ int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
   }
   lt_tensor *c;
   if (ltO_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
-  ltC_binary_p(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
+  ltK_kernels(c)->binary(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
   *res = all_true(c);
   lt_release(c);
   return 0;

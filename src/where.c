@@ -21,7 +21,7 @@ static int where_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
   for (int k = 0; k < 2; k++) {
     if (!ltG_needs_input_grad(self, k)) continue;
     if (ltO_empty_as(ctx, &full, g, g->dtype, g->ndim, g->size)) return -1;
-    ltC_where(ctx, full, cond, k == 0 ? g : z, k == 0 ? z : g);
+    ltK_kernels(full)->where(ctx, full, cond, k == 0 ? g : z, k == 0 ? z : g);
     int rc = ltO_ew_finish_grad(ctx, &gin[k], full, k == 0 ? e->na : e->nb,
                                 k == 0 ? e->sa : e->sb, k == 0 ? e->da : e->db, false);
     lt_release(full);
@@ -50,7 +50,7 @@ int lt_where(lt_ctx *ctx, lt_tensor **out, lt_tensor *cond, lt_tensor *a, lt_ten
     lt_release(cb);
     return -1;
   }
-  ltC_where(ctx, o, cond, ca, cb);
+  ltK_kernels(o)->where(ctx, o, cond, ca, cb);
   lt_release(ca);
   lt_release(cb);
   lt_tensor *ins[2] = {a, b};

@@ -216,6 +216,89 @@ case("binary", "broadcast, strided and mixed-dtype operands; comparisons", funct
   check(lt.zeros({ 0, 3 }) + lt.ones({ 3 }), { 0, 3 }, "float32", {}, 0, "empty")
 end)
 
+-- binary's parameters: isclose's rtol and atol (the ops with parameters share the entry)
+case("binary", "isclose with rtol, atol and equal_nan", function()
+  for _, dt in ipairs(FLOATS) do
+    local a = make({ 1, 2, 0 / 0, 100, -1 }, { 5 }, dt)
+    local b = make({ 1.05, 2.5, 0 / 0, 100.5, 1 }, { 5 }, dt)
+    check(a:isclose(b, { rtol = 0, atol = 0.1 }), { 5 }, "bool",
+      { true, false, false, false, false }, 0, "isclose atol " .. dt)
+    check(a:isclose(b, { rtol = 0.01, atol = 0, equal_nan = true }), { 5 }, "bool",
+      { false, false, true, true, false }, 0, "isclose rtol " .. dt)
+  end
+end)
+
+-- ternary: the two-operand gradient formulas of the binary ops, for either operand
+local GRAD2 = {
+  { "div", function(a, b) return a / b end, function(u, v) return u / v end },
+  { "pow", function(a, b) return a:pow(b) end, function(u, v) return u ^ v end },
+  { "atan2", function(a, b) return a:atan2(b) end, function(u, v) return math.atan(u, v) end },
+  { "maximum", function(a, b) return lt.maximum(a, b) end, math.max },
+  { "minimum", function(a, b) return lt.minimum(a, b) end, math.min },
+  { "fmod", function(a, b) return a:fmod(b) end, math.fmod },
+  { "remainder", function(a, b) return a:remainder(b) end,
+    function(u, v) return u - math.floor(u / v) * v end },
+}
+case("ternary", "gradients of div pow atan2 maximum minimum fmod remainder, both operands",
+  function()
+  local shape = { 2, 3, 4 }
+  for _, kind in ipairs(LAYOUTS) do
+    for _, op in ipairs(GRAD2) do
+      -- maximum and minimum compare values of [-2, 2) (no ties); the others take a in [1, 2)
+      -- (in (-2, -1] for the remainders) against b in [3, 4), so no kink or pole is near
+      local av, bv = distinct(24), distinct(4)
+      if op[1] ~= "maximum" and op[1] ~= "minimum" then
+        local sign = (op[1] == "fmod" or op[1] == "remainder") and -1 or 1
+        for i = 1, 24 do av[i] = sign * (1 + (av[i] + 2) / 4) end
+        for i = 1, 4 do bv[i] = 3 + (bv[i] + 2) / 4 end
+      end
+      local b64 = make(bv, { 4 }, "float64")
+      check_grad(function(x) return op[2](x, b64) end, function(x)
+        local r = {}
+        for i = 1, #x do r[i] = op[3](x[i], bv[(i - 1) % 4 + 1]) end
+        return r
+      end, av, shape, kind, op[1] .. " a " .. kind)
+      local a64 = layout(av, shape, "float64", kind)
+      local avals = values(a64)
+      check_grad(function(y) return op[2](a64, y) end, function(y)
+        local r = {}
+        for i = 1, 24 do r[i] = op[3](avals[i], y[(i - 1) % 4 + 1]) end
+        return r
+      end, bv, { 4 }, "contiguous", op[1] .. " b " .. kind)
+    end
+  end
+end)
+
+-- where: cond ? a : b with broadcasting, every layout, and its gradient to both sides
+case("where", "broadcast condition and operands, layouts, gradients", function()
+  local shape = { 3, 4 }
+  for _, dt in ipairs(FLOATS) do
+    for _, kind in ipairs(LAYOUTS) do
+      local a, va = input(distinct(12), shape, dt, kind)
+      local cond = lt.tensor({ { true }, { false }, { true } })
+      local b = make({ -1, -2, -3, -4 }, { 4 }, dt)
+      local want = {}
+      for i = 1, 12 do
+        local row = (i - 1) // 4 + 1
+        want[i] = row ~= 2 and va[i] or -((i - 1) % 4 + 1)
+      end
+      check(lt.where(cond, a, b), shape, dt, want, 0, "where " .. dt .. " " .. kind)
+    end
+  end
+  local cond = lt.tensor({ { true, false, true, false }, { false, false, true, true },
+                           { true, true, false, false } })
+  local cv = values(cond)
+  local bv = distinct(12)
+  check_grad(function(x) return lt.where(cond, x, make(bv, { 3, 4 }, "float64")) end,
+    function(x)
+      local r = {}
+      for i = 1, 12 do r[i] = cv[i] and x[i] or bv[i] end
+      return r
+    end, distinct(12), { 3, 4 }, "noncontig", "where a")
+  check(lt.where(lt.zeros({ 0, 4 }, { dtype = "bool" }), lt.ones({ 0, 4 }), lt.zeros({ 4 })),
+    { 0, 4 }, "float32", {}, 0, "where empty")
+end)
+
 -- binary_flat: the small-op path (dense float operands or one single element, n < 32768)
 case("binary_flat", "small dense float operands and scalars", function()
   for _, dt in ipairs(FLOATS) do

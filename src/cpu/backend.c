@@ -10,6 +10,8 @@ const ltK_backend ltC_backend = {
     .binary = ltC_binary,
     .binary_flat = ltC_binary_flat,
     .unary = ltC_unary,
+    .ternary = ltC_ternary,
+    .where = ltC_where,
     .matmul = ltC_matmul,
     .matmul_ready = ltC_matmul_ready,
     .reduce = ltC_reduce,
@@ -61,8 +63,8 @@ const ltK_backend ltC_backend = {
 /* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
 ** of each, so a kernel added to the table without a test fails the suite. */
 const char *const ltC_backend_entries[] = {
-    "copy", "fill", "binary", "binary_flat", "unary", "matmul", "matmul_ready", "reduce",
-    "prod_backward",
+    "copy", "fill", "binary", "binary_flat", "unary", "ternary", "where", "matmul",
+    "matmul_ready", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     /* -- indexing, gather/scatter, masked ops, embedding */
     "index_range", "gather", "scatter", "masked_fill", "mask_count", "masked_select",

@@ -1,6 +1,6 @@
 /*
 ** cpu/binary.c -- cpu kernels of the binary elementwise ops and their fused gradient formulas
-** (ltK_backend's `binary` and `binary_flat`, and ltC_binary_p with parameters).
+** (ltK_backend's `binary` and `binary_flat`).
 **
 ** Typed kernels exist per compute dtype. Operands whose dtype differs from the compute dtype
 ** go through small on-stack blocks (convert, compute, convert back), so mixed dtypes cost no
@@ -298,8 +298,8 @@ static int row_stride(const lt_tensor *t, const lt_tensor *out) {
   return ltB_shape_numel(t->ndim, t->size) == 1 ? 0 : -1;
 }
 
-void ltC_binary_p(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
-                  const lt_tensor *b, lt_dtype compute, double p0, double p1) {
+void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
+                const lt_tensor *b, lt_dtype compute, double p0, double p1) {
   bin_job j;
   j.op = op;
   j.dto = out->dtype;
@@ -337,7 +337,3 @@ void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, i
   bin_kernel_for(dt)(op, d, es, sa * es, sb * es, n, 0, 0);
 }
 
-void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                lt_dtype compute) {
-  ltC_binary_p(ctx, op, out, a, b, compute, 0, 0);
-}

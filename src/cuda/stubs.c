@@ -119,16 +119,20 @@ static void s_linspace(lt_tensor *t, double start, double end) { PEND("linspace"
 static void s_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) { PEND("copy"); }
 static void s_fill(lt_ctx *ctx, lt_tensor *dst, double v) { PEND("fill"); }
 static void s_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
-                     lt_dtype compute) { PEND("binary op"); }
+                     lt_dtype compute, double p0, double p1) { PEND("binary op"); }
 static void s_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                           const void *b, int sb) { PEND("binary op"); }
 static void s_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
                     double p1) { PEND("unary op"); }
+static void s_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
+                      const lt_tensor *b) { PEND("gradient of a binary op"); }
+static void s_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
+                    const lt_tensor *b) { PEND("where"); }
 
 void ltc_stub_entries(ltK_backend *b) {
   *b = (ltK_backend){
       .copy = s_copy, .fill = s_fill, .binary = s_binary, .binary_flat = s_binary_flat,
-      .unary = s_unary, .matmul = s_matmul, .matmul_ready = s_matmul_ready,
+      .unary = s_unary, .ternary = s_ternary, .where = s_where, .matmul = s_matmul, .matmul_ready = s_matmul_ready,
       .reduce = s_reduce, .prod_backward = s_prod_backward, .has_nan = s_has_nan,
       .search_dim = s_search_dim, .search_flat = s_search_flat, .softmax = s_softmax,
       .softmax_backward = s_softmax_backward, .cumsum = s_cumsum,
