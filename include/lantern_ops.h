@@ -318,6 +318,16 @@ LT_API int lt_rms_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int nd, const
 /* out = weight[indices - index_base]; padding_idx (0-based row, < 0: none) gets no gradient */
 LT_API int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *indices,
                         int64_t padding_idx, int64_t index_base);
+/* softmax(q k^T * scale + mask) v over the last two dims, fused: the (L, S) weights are never
+** stored (the backward recomputes them). q (*, L, E), k (*, S, E), v (*, S, Ev) share one float
+** dtype, their leading dims broadcast; *out is (*, L, Ev). attn_mask (NULL: none) broadcasts
+** to (*, L, S): bool (true: the position takes part) or q's dtype (added to the scores).
+** is_causal keeps key j <= query i and excludes attn_mask. scale NULL: 1/sqrt(E). A query row
+** with no key taking part gives NaN, as the composed form. No dropout: compose that from
+** lt_softmax and lt_dropout. attn_mask gets no gradient. */
+LT_API int lt_scaled_dot_product_attention(lt_ctx *ctx, lt_tensor **out, lt_tensor *q,
+                                           lt_tensor *k, lt_tensor *v, lt_tensor *attn_mask,
+                                           bool is_causal, const double *scale);
 /* not training or p == 0: *out is x itself (new reference); gen NULL: the context's generator */
 LT_API int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
                       lt_generator *gen);

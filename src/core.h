@@ -234,6 +234,18 @@ typedef struct ltK_norm_geom {
   double eps;
 } ltK_norm_geom;
 
+/* -- attention: the geometry of one scaled-dot-product attention (attention.c fills it).
+** Per entry of the nbd broadcast batch dims `batch`: q (L, E), k (S, E), v (S, Ev); every
+** operand the kernels get has nbd + 2 dims (stride 0 along the broadcast ones), and q, k, v
+** and dout have unit stride along the last. causal: key j > query i takes no part. */
+typedef struct ltK_sdpa_geom {
+  int nbd;
+  int64_t batch[LT_MAX_DIMS];
+  int64_t L, S, E, Ev;
+  double scale;
+  bool causal;
+} ltK_sdpa_geom;
+
 /* -- dropout, losses, random fills, optimiser steps: the arguments their kernels get. */
 /* (enum lt_reduction, how a loss folds its values, is public: lantern_ops.h) */
 
@@ -371,6 +383,19 @@ typedef struct ltK_backend {
   int (*row_norm_backward)(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
                            lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                            const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
+  /* -- attention */
+  /* out (fresh, contiguous (*, L, Ev)) = softmax(q k^T scale + mask) v of geometry g, lse
+  ** (fresh, contiguous (*, L), q's dtype) each row's log-sum-exp; mask (may be NULL) bool
+  ** (true: takes part) or q's dtype (added). A row with no key taking part gives NaN, S = 0
+  ** gives zeros. -1 only when a work tile cannot be had */
+  int (*sdpa)(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
+              const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *mask);
+  /* its gradients for dout (out's shape) into fresh contiguous dq, dk, dv of the batch shape,
+  ** from the forward's out and lse (the weights are recomputed); -1 as the forward */
+  int (*sdpa_backward)(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_tensor *dk,
+                       lt_tensor *dv, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                       const lt_tensor *mask, const lt_tensor *out, const lt_tensor *lse,
+                       const lt_tensor *dout);
   /* -- dropout, losses, random fills, optimiser steps */
   /* y = x * mask, mask[i] = 1/(1-p) with probability 1-p (one draw of g each, in order) or 0;
   ** y, mask, x contiguous of x's float dtype */
@@ -485,6 +510,13 @@ void ltC_row_norm(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *
 int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
                           lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                           const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd);
+/* -- attention (cpu/attention.c) */
+int ltC_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
+             const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *mask);
+int ltC_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_tensor *dk,
+                      lt_tensor *dv, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                      const lt_tensor *mask, const lt_tensor *out, const lt_tensor *lse,
+                      const lt_tensor *dout);
 /* -- dropout, losses, random fills, optimiser steps */
 void ltC_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
                  lt_generator *g);

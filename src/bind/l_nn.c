@@ -33,6 +33,9 @@
 **                                                       (negative padding_idx: from the end)
 **   lt.dropout(x, p=0.5, training=true, {generator=})   -- returns x itself when not training
 **                                                         or p == 0
+**   lt.scaled_dot_product_attention(q, k, v, attn_mask_or_nil, is_causal=false, scale=nil)
+**       -- fused; no dropout (F.scaled_dot_product_attention composes that); nil scale:
+**          1/sqrt(E)
 **   lt.cross_entropy(logits, target, {weight=, ignore_index=-100, reduction="mean",
 **                    label_smoothing=0})   -- fused log_softmax + nll_loss; int64 target of
 **                                             1-based class indices
@@ -427,6 +430,20 @@ static int l_dropout(lua_State *L) {
   return 1;
 }
 
+static int l_sdpa(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *q = ltL_check(L, 1), *k = ltL_check(L, 2), *v = ltL_check(L, 3), *r;
+  lt_tensor *mask = opt_tensor(L, 4);
+  bool causal = lua_toboolean(L, 5);
+  double scale = 0;
+  bool has_scale = !lua_isnoneornil(L, 6);
+  if (has_scale) scale = luaL_checknumber(L, 6);
+  LTL_TRY(L, ctx, lt_scaled_dot_product_attention(ctx, &r, q, k, v, mask, causal,
+                                                  has_scale ? &scale : NULL));
+  ltL_push(L, r);
+  return 1;
+}
+
 /* ------------------------------------------------------------ losses */
 
 static int loss_common(lua_State *L, const char *op, bool logits) {
@@ -490,6 +507,7 @@ void ltL_open_nn(lua_State *L) {
       {"rms_norm", l_rms_norm, LTL_FN},
       {"embedding", l_embedding, LTL_FN},
       {"dropout", l_dropout, LTL_FN},
+      {"scaled_dot_product_attention", l_sdpa, LTL_FN},
       {"cross_entropy", l_cross_entropy, LTL_FN},
       {"nll_loss", l_nll_loss, LTL_FN},
       {NULL, NULL, 0},

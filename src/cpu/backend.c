@@ -39,6 +39,9 @@ const ltK_backend ltC_backend = {
     .batch_norm_backward = ltC_batch_norm_backward,
     .row_norm = ltC_row_norm,
     .row_norm_backward = ltC_row_norm_backward,
+    /* -- attention */
+    .sdpa = ltC_sdpa,
+    .sdpa_backward = ltC_sdpa_backward,
     /* -- dropout, losses, random fills, optimiser steps */
     .dropout = ltC_dropout,
     .class_loss = ltC_class_loss,
@@ -72,6 +75,8 @@ const char *const ltC_backend_entries[] = {
     /* -- convolution, pooling, norms */
     "conv", "conv_backward", "pool", "pool_backward", "batch_norm", "batch_norm_backward",
     "row_norm", "row_norm_backward",
+    /* -- attention */
+    "sdpa", "sdpa_backward",
     /* -- dropout, losses, random fills, optimiser steps */
     "dropout", "class_loss", "class_loss_backward", "uniform", "normal", "randint",
     "bernoulli", "randperm", "sgd_step", "adam_step", "rmsprop_step", "adagrad_step",

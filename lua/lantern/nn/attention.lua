@@ -196,9 +196,13 @@ function MHA:forward(query, key, value, opts)
     v = lt.cat({ v, zeros }, 2)
     extra = extra + 1
   end
+  local need = opts.need_weights
+  if need == nil then need = true end
   local mask
   local am = opts.attn_mask
-  if opts.is_causal and am == nil then
+  -- without weights to return, a causal mask alone is the fused op's is_causal
+  local causal = not need and opts.is_causal and am == nil and kpm == nil and extra == 0
+  if opts.is_causal and am == nil and not causal then
     am = lt.ones(L, S, { dtype = "bool" }):triu(1)
   end
   if am ~= nil then
@@ -229,17 +233,22 @@ function MHA:forward(query, key, value, opts)
   -- the appended keys are attended everywhere: the masks grow by columns of zeros
   if mask ~= nil and extra > 0 then mask = F.pad(mask, { 0, extra }) end
   S = S + extra
-  local scores = (q * (1 / math.sqrt(hd))):matmul(k:transpose(2, 3))   -- (N*H, L, S)
-  if mask ~= nil then scores = scores + mask end
-  local w = scores:softmax(-1)
-  local wd = w
-  if self.dropout > 0 and self.training then wd = F.dropout(w, self.dropout, true) end
-  local out = wd:matmul(v)                                               -- (N*H, L, hd)
+  local out, w
+  if need then
+    local scores = (q * (1 / math.sqrt(hd))):matmul(k:transpose(2, 3))   -- (N*H, L, S)
+    if mask ~= nil then scores = scores + mask end
+    w = scores:softmax(-1)
+    local wd = w
+    if self.dropout > 0 and self.training then wd = F.dropout(w, self.dropout, true) end
+    out = wd:matmul(v)                                                   -- (N*H, L, hd)
+  else   -- PyTorch's fast path: the fused op, no weights kept
+    local p = (self.dropout > 0 and self.training) and self.dropout or 0
+    out = F.scaled_dot_product_attention(q, k, v, { attn_mask = mask, is_causal = causal,
+      dropout_p = p })
+  end
   out = out:transpose(1, 2):reshape(L * N, E)
   out = self.out_proj(out):view(L, N, E)
   local weights
-  local need = opts.need_weights
-  if need == nil then need = true end
   if need then
     weights = w:view(N, H, L, S)
     local avg = opts.average_attn_weights

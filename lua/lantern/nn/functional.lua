@@ -829,18 +829,32 @@ function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
 -- @section attention
 
 --- `softmax(q k^T * scale + mask) v` over the last two dims (any leading batch and head
--- dims). A bool `attn_mask` marks the positions that *take part* (PyTorch's rule for this
--- function, the opposite of MultiheadAttention's); a float mask is added to the scores.
+-- dims, broadcast as in PyTorch). A bool `attn_mask` marks the positions that *take part*
+-- (PyTorch's rule for this function, the opposite of MultiheadAttention's); a float mask (of
+-- q's dtype) is added to the scores. `is_causal` keeps key j <= query i and excludes
+-- `attn_mask`, as in PyTorch 2. One fused op in C: keys and queries go in blocks with an
+-- online softmax, so the `(L, S)` weights are never stored (backward recomputes them); a
+-- query row with no key taking part gives NaN, as the composed formula. With `dropout_p > 0`
+-- (applied to the weights whenever given, as PyTorch's function does) it runs that composed
+-- formula instead.
 -- @tparam Tensor q `(*, L, E)`
 -- @tparam Tensor k `(*, S, E)`
 -- @tparam Tensor v `(*, S, Ev)`
 -- @tparam[opt] table opts `attn_mask`, `dropout_p` (0), `is_causal` (false), `scale`
 -- (default `1/sqrt(E)`), `generator`
 -- @treturn Tensor `(*, L, Ev)`
--- @treturn Tensor the attention weights `(*, L, S)`
 function F.scaled_dot_product_attention(q, k, v, opts)
   opts = check("scaled_dot_product_attention", opts, { "attn_mask", "dropout_p", "is_causal",
     "scale", "generator" })
+  local m = opts.attn_mask
+  if m ~= nil and opts.is_causal then
+    error("scaled_dot_product_attention: attn_mask and is_causal cannot both be set (is_causal " ..
+      "is the mask of the upper triangle)", util.user_level())
+  end
+  local p = opts.dropout_p or 0
+  if p <= 0 then
+    return lt.scaled_dot_product_attention(q, k, v, m, opts.is_causal, opts.scale)
+  end
   local d = q:size(q:dim())
   local scale = opts.scale or 1 / math.sqrt(d)
   local scores = q:matmul(k:transpose(-2, -1)) * scale
@@ -849,7 +863,6 @@ function F.scaled_dot_product_attention(q, k, v, opts)
     local causal = lt.ones(L, S, { dtype = "bool" }):triu(1)
     scores = scores:masked_fill(causal, -math.huge)
   end
-  local m = opts.attn_mask
   if m ~= nil then
     if m.dtype == "bool" then
       scores = scores:masked_fill(m:logical_not(), -math.huge)
@@ -857,11 +870,8 @@ function F.scaled_dot_product_attention(q, k, v, opts)
       scores = scores + m
     end
   end
-  local w = scores:softmax(-1)
-  if (opts.dropout_p or 0) > 0 then
-    w = F.dropout(w, opts.dropout_p, true, { generator = opts.generator })
-  end
-  return w:matmul(v), w
+  local w = F.dropout(scores:softmax(-1), p, true, { generator = opts.generator })
+  return (w:matmul(v))
 end
 
 -- losses -----------------------------------------------------------------------------

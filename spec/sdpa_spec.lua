@@ -1,0 +1,255 @@
+-- Fused scaled-dot-product attention (src/attention.c, src/cpu/attention.c, through
+-- lt.scaled_dot_product_attention and F.scaled_dot_product_attention): values and gradients
+-- against float64 references of PyTorch's composed formula (spec/fixtures/gen_sdpa.py), against
+-- Lantern's own composed form, layouts, thread counts, edge sizes, gradchecks and errors.
+local lt = require "lantern"
+local support = require "spec.support"
+local F = lt.nn.functional
+local cases = dofile("spec/fixtures/sdpa.lua")
+
+local function mk(spec, dtype)
+  return lt.tensor(spec.data, { dtype = dtype }):reshape(spec.shape)
+end
+
+local function flat(t) return t:reshape({ t:numel() }):tolist() end
+
+-- |a - e| <= rtol * (|e| + 0.1 * max|e| + 0.01) element by element (e a fixture or a tensor):
+-- the floor holds values that are zero in exact arithmetic (one key's gradient) to rtol / 100.
+local function assert_close(a, e, rtol, what)
+  local is_t = lt.is_tensor(e)
+  local ev = is_t and flat(e) or e.data
+  local shape = is_t and e:size() or e.shape
+  assert.are.same(shape, a:size(), what .. ": shape")
+  local av, scale = flat(a), 0
+  for i = 1, #ev do scale = math.max(scale, math.abs(ev[i])) end
+  for i = 1, #ev do
+    local err = math.abs(av[i] - ev[i]) / (math.abs(ev[i]) + 0.1 * scale + 1e-2)
+    if not (err <= rtol) then
+      error(string.format("%s: element %d is %.10g, expected %.10g (relative error %.3g > %g)",
+        what, i, av[i], ev[i], err, rtol), 2)
+    end
+  end
+end
+
+-- The composed form, as F.scaled_dot_product_attention computed it before the fused op.
+local function composed(q, k, v, mask, causal, scale)
+  local L, S = q:size(-2), k:size(-2)
+  local s = q:matmul(k:transpose(-2, -1)) * (scale or 1 / math.sqrt(q:size(-1)))
+  if causal then s = s:masked_fill(lt.ones(L, S, { dtype = "bool" }):triu(1), -math.huge) end
+  if mask ~= nil then
+    if mask.dtype == "bool" then s = s:masked_fill(mask:logical_not(), -math.huge) else s = s + mask end
+  end
+  return s:softmax(-1):matmul(v)
+end
+
+local function case_mask(c, dtype)
+  if not c.mask then return nil end
+  local m = mk(c.mask, dtype)
+  if c.mask_bool then return m:ne(0) end
+  return m
+end
+
+describe("scaled_dot_product_attention (fused)", function()
+  for _, dtype in ipairs { "float32", "float64" } do
+    local rtol = dtype == "float32" and 2e-5 or 1e-10
+    for _, c in ipairs(cases) do
+      it(string.format("matches the composed float64 reference: %s (%s)", c.name, dtype), function()
+        local q, k, v = mk(c.q, dtype), mk(c.k, dtype), mk(c.v, dtype)
+        for _, t in ipairs { q, k, v } do t.requires_grad = true end
+        local out = lt.scaled_dot_product_attention(q, k, v, case_mask(c, dtype), c.is_causal, c.scale)
+        assert.are.equal("ScaledDotProductAttentionBackward0", out.grad_fn)
+        assert_close(out, c.out, rtol, "out")
+        local loss = (out * mk(c.gy, dtype)):sum()
+        loss:backward()
+        assert_close(q.grad, c.gq, rtol, "grad q")
+        assert_close(k.grad, c.gk, rtol, "grad k")
+        assert_close(v.grad, c.gv, rtol, "grad v")
+      end)
+    end
+  end
+
+  it("F.scaled_dot_product_attention returns the fused output alone, as the composed form", function()
+    lt.manual_seed(3)
+    local q, k, v = lt.randn(2, 4, 9, 16), lt.randn(2, 4, 11, 16), lt.randn(2, 4, 11, 8)
+    local m = lt.randn(9, 11)
+    local out, extra = F.scaled_dot_product_attention(q, k, v, { attn_mask = m })
+    assert.is_nil(extra)
+    assert_close(out, composed(q, k, v, m), 2e-6, "float mask")
+    -- every row keeps its first key
+    local bm = lt.cat({ lt.ones(2, 1, 9, 1, { dtype = "bool" }), lt.rand(2, 1, 9, 10):gt(0.2) }, 4)
+    assert_close(F.scaled_dot_product_attention(q, k, v, { attn_mask = bm }),
+      composed(q, k, v, bm), 2e-6, "bool mask")
+    assert_close(F.scaled_dot_product_attention(q, k, v, { is_causal = true, scale = 0.7 }),
+      composed(q, k, v, nil, true, 0.7), 2e-6, "causal, scale")
+  end)
+
+  it("stays close to the composed form on long float32 rows (several blocks each way)", function()
+    lt.manual_seed(4)
+    local q, k, v = lt.randn(2, 300, 32), lt.randn(2, 257, 32), lt.randn(2, 257, 48)
+    local ref = composed(q:double(), k:double(), v:double(), nil, true)
+    local fused = lt.scaled_dot_product_attention(q, k, v, nil, true)
+    local old = composed(q, k, v, nil, true)
+    local ef = (fused:double() - ref):abs():max():item()
+    local eo = (old:double() - ref):abs():max():item()
+    assert.is_true(ef < 2e-6, "fused error " .. ef)
+    assert.is_true(eo < 2e-6, "composed error " .. eo)
+  end)
+
+  it("reads transposed heads (the GPT layout) as their contiguous copies", function()
+    lt.manual_seed(5)
+    local B, T, H, hd = 3, 20, 4, 8
+    local qkv = lt.randn(B, T, 3 * H * hd):split(H * hd, 3)
+    local function heads(t) return t:view(B, T, H, hd):transpose(2, 3) end
+    local q, k, v = heads(qkv[1]), heads(qkv[2]), heads(qkv[3])
+    assert.is_false(q:is_contiguous())
+    local a = lt.scaled_dot_product_attention(q, k, v, nil, true)
+    local b = lt.scaled_dot_product_attention(q:contiguous(), k:contiguous(), v:contiguous(), nil, true)
+    assert_close(a, b, 1e-6, "strided")
+    -- a key matrix read with a column stride other than 1 is copied first
+    local kt = lt.randn(B, H, hd, T):transpose(3, 4)
+    assert_close(lt.scaled_dot_product_attention(q, kt, v), composed(q, kt, v), 2e-6, "column stride")
+  end)
+
+  it("gives the same bits at every thread count", function()
+    lt.manual_seed(6)
+    local q, k, v = lt.randn(5, 130, 16, { requires_grad = true }), lt.randn(5, 70, 16), lt.randn(5, 70, 16)
+    local gy = lt.randn(5, 130, 16)
+    local saved = lt.get_num_threads()
+    local res = {}
+    for _, n in ipairs { 1, 2, 3 } do
+      lt.set_num_threads(n)
+      q.grad = nil
+      local out = lt.scaled_dot_product_attention(q, k, v)
+      local loss = (out * gy):sum()
+      loss:backward()
+      res[n] = { flat(out), flat(q.grad) }
+    end
+    lt.set_num_threads(saved)
+    assert.are.same(res[1], res[2])
+    assert.are.same(res[1], res[3])
+  end)
+
+  it("gives NaN rows where no key takes part, as the composed form", function()
+    local q, k, v = lt.randn(1, 3, 4), lt.randn(1, 5, 4), lt.randn(1, 5, 2)
+    local m = lt.ones(3, 5, { dtype = "bool" })
+    m[2] = false
+    local out = lt.scaled_dot_product_attention(q, k, v, m)
+    local ref = composed(q, k, v, m)
+    for i = 1, 3 do
+      for j = 1, 2 do
+        local a, r = out[1][i][j]:item(), ref[1][i][j]:item()
+        if i == 2 then
+          assert.is_true(a ~= a and r ~= r)
+        else
+          assert.is_true(math.abs(a - r) < 1e-6)
+        end
+      end
+    end
+  end)
+
+  it("handles empty and one-long sequences", function()
+    local e = lt.scaled_dot_product_attention(lt.randn(2, 0, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 3))
+    assert.are.same({ 2, 0, 3 }, e:size())
+    local q = lt.randn(2, 3, 4, { requires_grad = true })
+    local z = lt.scaled_dot_product_attention(q, lt.randn(2, 0, 4), lt.randn(2, 0, 3))
+    assert.are.same({ 2, 3, 3 }, z:size())
+    assert.are.equal(0, z:abs():sum():item())   -- an empty sum, as q @ k^T @ v gives
+    z:sum():backward()
+    assert.are.equal(0, q.grad:abs():sum():item())
+    local v1 = lt.randn(1, 1, 3)
+    local one = lt.scaled_dot_product_attention(lt.randn(1, 1, 4), lt.randn(1, 1, 4), v1)
+    assert.are.same(v1:tolist(), one:tolist())   -- one key: weight 1
+    local ev = lt.scaled_dot_product_attention(lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 0))
+    assert.are.same({ 2, 3, 0 }, ev:size())
+  end)
+
+  it("passes float64 gradchecks", function()
+    lt.manual_seed(7)
+    local function r(...) return lt.randn({ ... }, { dtype = "float64", requires_grad = true }) end
+    local gc = lt.autograd.gradcheck
+    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v) end,
+      { r(2, 3, 4), r(2, 5, 4), r(2, 5, 3) }))
+    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, nil, true) end,
+      { r(1, 2, 4, 3), r(1, 2, 4, 3), r(1, 2, 4, 2) }))
+    local bm = lt.tensor({ { true, false, true }, { false, true, true } })
+    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, bm, false, 0.5) end,
+      { r(2, 2, 3), r(2, 3, 3), r(2, 3, 2) }))
+    local fm = lt.randn(1, 4, { dtype = "float64" })
+    -- broadcast batch: q (3, L, E) against one k and v, whose gradients sum over the batch
+    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, fm) end,
+      { r(3, 2, 2), r(4, 2), r(4, 3) }))
+  end)
+
+  it("raises naming scaled_dot_product_attention and the shapes", function()
+    local q, k, v = lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 6)
+    local sdpa = lt.scaled_dot_product_attention
+    local ee = support.expect_error
+    ee(function() sdpa(q, lt.randn(2, 5, 3), v) end, "scaled_dot_product_attention", "[2, 3, 4]",
+      "[2, 5, 3]", "(*, S, E)")
+    ee(function() sdpa(q, k, lt.randn(2, 4, 6)) end, "scaled_dot_product_attention", "[2, 4, 6]")
+    ee(function() sdpa(q, k:double(), v) end, "scaled_dot_product_attention", "float32", "float64")
+    ee(function() sdpa(lt.ones(2, 3, 4, { dtype = "int64" }), k, v) end, "one float dtype")
+    ee(function() sdpa(lt.randn(4), k, v) end, "at least 2 dims", "[4]")
+    ee(function() sdpa(lt.randn(3, 3, 4), k, v) end, "batch dims", "[3, 3, 4]", "[2, 5, 4]")
+    ee(function() sdpa(q, k, v, lt.ones(3, 5, { dtype = "bool" }), true) end,
+      "scaled_dot_product_attention", "is_causal")
+    ee(function() sdpa(q, k, v, lt.ones(4, 5, { dtype = "bool" })) end, "attn_mask of shape [4, 5]",
+      "[2, 3, 5]")
+    ee(function() sdpa(q, k, v, lt.ones(3, 5, { dtype = "int64" })) end, "attn_mask", "int64")
+    ee(function() F.scaled_dot_product_attention(q, k, v, { attn_mask = lt.ones(3, 5, { dtype = "bool" }),
+      is_causal = true }) end, "scaled_dot_product_attention", "is_causal")
+    -- a failed call leaves its inputs as they were
+    assert.are.same({ 2, 3, 4 }, q:size())
+  end)
+
+  it("falls back to the composed form with dropout, drawing from the generator", function()
+    local q, k, v = lt.randn(2, 5, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 4)
+    local g1, g2 = lt.Generator(), lt.Generator()
+    g1:manual_seed(11)
+    g2:manual_seed(11)
+    local a = F.scaled_dot_product_attention(q, k, v, { dropout_p = 0.5, generator = g1 })
+    local b = F.scaled_dot_product_attention(q, k, v, { dropout_p = 0.5, generator = g2 })
+    assert.are.same(a:tolist(), b:tolist())
+    local full = F.scaled_dot_product_attention(q, k, v)
+    assert.are_not.same(a:tolist(), full:tolist())
+  end)
+end)
+
+describe("MultiheadAttention and TransformerEncoderLayer on the fused op", function()
+  local nn = lt.nn
+
+  it("gives the same output with and without need_weights", function()
+    lt.manual_seed(8)
+    local mha = nn.MultiheadAttention(16, 4, { batch_first = true })
+    local x = lt.randn(2, 7, 16)
+    local kpm = lt.zeros(2, 7, { dtype = "bool" })
+    kpm[1][7] = true
+    local am = lt.randn(7, 7)
+    for _, opts in ipairs {
+      {}, { is_causal = true }, { key_padding_mask = kpm }, { attn_mask = am, key_padding_mask = kpm },
+    } do
+      local with = mha(x, x, x, opts)
+      local o2 = {}
+      for key, val in pairs(opts) do o2[key] = val end
+      o2.need_weights = false
+      local without, w = mha(x, x, x, o2)
+      assert.is_nil(w)
+      assert_close(without, with, 2e-6, "need_weights = false")
+    end
+  end)
+
+  it("trains a TransformerEncoderLayer through the fused path (gradients match)", function()
+    lt.manual_seed(9)
+    local layer = nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 32, dropout = 0, batch_first = true })
+    local x = lt.randn(3, 6, 16)
+    layer(x):sum():backward()
+    local g = layer.self_attn.in_proj_weight.grad:clone()
+    layer:zero_grad()
+    -- the composed path: need_weights = true through self_attn itself
+    local sa = layer.self_attn(x, x, x)
+    local ref = layer.norm1(x + sa)
+    ref = layer.norm2(ref + layer:_ff_block(ref))
+    ref:sum():backward()
+    assert_close(g, layer.self_attn.in_proj_weight.grad, 1e-5, "in_proj_weight.grad")
+  end)
+end)

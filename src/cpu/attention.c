@@ -1,0 +1,462 @@
+/*
+** cpu/attention.c -- cpu kernels of fused scaled-dot-product attention (`sdpa`,
+** `sdpa_backward`): FlashAttention-2's schedule, with OpenBLAS GEMMs on blocks.
+**
+** Shape letters, per batch entry: Q (L, E), K (S, E), V (S, Ev), O (L, Ev), lse (L).
+** Forward: queries go in blocks of BR rows, keys in blocks of BC. For one query block, each key
+** block's scores tile T = scale Q K^T (BR x BC) is a GEMM; the mask is added, and an online
+** softmax keeps each row's running max m and sum l, rescaling the accumulator (O itself, a GEMM
+** with beta = 1 adds P V) when m grows. At the end O /= l and lse = m + log l is kept, so the
+** (L, S) matrix of weights never exists: a task holds one tile.
+** Backward, per batch entry: D = rowsum(dO * O); for each key block and each query block that
+** can see it, P = exp(T - lse) is recomputed from the tile and
+**   dV += P^T dO,   dP = dO V^T,   dS = P (dP - D),   dQ += scale dS K,   dK += scale dS^T Q.
+**
+** Accuracy: the tiles' GEMMs are the composed form's products, blocked; the exponentials are
+** vmath.h's (1.1 ulp); each row's sum is kept in double across blocks. Against a float64
+** reference the float32 output stays within a few 1e-7 relative of the composed form's
+** error (spec/sdpa_spec.lua bounds both by 2e-6 on unit-normal inputs, L, S up to 300).
+**
+** Threads: the forward's tasks are (batch entry, query block), the backward's batch entries;
+** every output element is written by one task in a fixed order, so the bits do not depend on
+** the thread count. GEMMs run single-threaded inside the tasks (one thread budget).
+*/
+#include <cblas.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "../cpu_isa.h"
+#include "cpu.h"
+#include "vmath.h"
+
+/* Query rows and keys per block: a float32 tile is 16 KiB and the Q and K blocks for head dims
+** up to 64 as much each, so a task's working set stays in L2 between the GEMMs that share it. */
+#define BR 64
+#define BC 64
+#define LANES 16   /* float lanes of the row max and sum (fixed order: same bits at every ISA) */
+#define AT_INLINE static inline __attribute__((always_inline))
+
+/* ================================================================ blocks */
+
+/* One operand matrix of a batch entry: element (i, j) at p + (i * ld + j) elements. */
+typedef struct mat {
+  char *p;
+  int64_t ld;
+} mat;
+
+/* The element offset of batch entry b (row-major over the batch dims) in t. */
+static int64_t batch_offset(const lt_tensor *t, const ltK_sdpa_geom *g, int64_t b) {
+  int64_t off = 0;
+  for (int d = g->nbd - 1; d >= 0; d--) {
+    off += (b % g->batch[d]) * t->stride[d];
+    b /= g->batch[d];
+  }
+  return off;
+}
+
+/* Batch entry b of t (nbd + 2 dims, unit stride along the last); a one-row matrix gets its
+** width as leading dim, which BLAS wants at least that large. */
+static mat mat_of(const lt_tensor *t, const ltK_sdpa_geom *g, int64_t b) {
+  int64_t rows = t->size[g->nbd], cols = t->size[g->nbd + 1];
+  int64_t ld = rows > 1 ? t->stride[g->nbd] : cols;
+  size_t es = lt_dtype_size(t->dtype);
+  return (mat){.p = (char *)lt_data(t) + batch_offset(t, g, b) * (int64_t)es,
+               .ld = ld > 1 ? ld : 1};
+}
+
+static char *row_at(const mat *m, int64_t i, size_t es) {
+  return m->p + (size_t)(i * m->ld) * es;
+}
+
+/* C (m x n, ldc) = alpha op(A) op(B) + beta C; k = 0 leaves beta C (zeros for beta = 0). */
+static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                 const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
+                 int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (beta == 0)
+      for (int64_t i = 0; i < m; i++)
+        memset(c + (size_t)(i * ldc) * lt_dtype_size(dt), 0, (size_t)n * lt_dtype_size(dt));
+    return;
+  }
+  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
+  if (dt == LT_FLOAT32)
+    cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, (float)alpha, (const float *)a,
+                (int)lda, (const float *)b, (int)ldb, (float)beta, (float *)c, (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, alpha, (const double *)a, (int)lda,
+                (const double *)b, (int)ldb, beta, (double *)c, (int)ldc);
+}
+
+/* ================================================================ tiles
+** A tile holds rows i0.. (nr of them) against keys j0.. (nc), row r at t + r * BC. */
+
+typedef struct tile_pos {
+  int64_t i0, j0, nr, nc;
+} tile_pos;
+
+/* The mask's part of a tile: keys j > i are -inf under causal; a bool mask's false is -inf, a
+** float mask is added. mk is the mask's batch entry (element strides ms_r, ms_c), or NULL. */
+#define DEF_MASK_TILE(NAME, T)                                                                 \
+  static void NAME(T *t, tile_pos p, bool causal, const char *mk, lt_dtype mdt, int64_t ms_r,  \
+                   int64_t ms_c) {                                                             \
+    for (int64_t r = 0; r < p.nr; r++) {                                                       \
+      T *row = t + r * BC;                                                                     \
+      int64_t i = p.i0 + r;                                                                    \
+      if (causal)                                                                              \
+        for (int64_t c = i + 1 - p.j0 < 0 ? 0 : i + 1 - p.j0; c < p.nc; c++) row[c] = -INFINITY; \
+      if (!mk) continue;                                                                       \
+      if (mdt == LT_BOOL) {                                                                    \
+        const bool *m = (const bool *)mk + i * ms_r + p.j0 * ms_c;                             \
+        for (int64_t c = 0; c < p.nc; c++)                                                     \
+          if (!m[c * ms_c]) row[c] = -INFINITY;                                                \
+      } else {                                                                                 \
+        const T *m = (const T *)mk + i * ms_r + p.j0 * ms_c;                                   \
+        for (int64_t c = 0; c < p.nc; c++) row[c] += m[c * ms_c];                              \
+      }                                                                                        \
+    }                                                                                          \
+  }
+DEF_MASK_TILE(mask_tile_f32, float)
+DEF_MASK_TILE(mask_tile_f64, double)
+
+/* The online-softmax step of a forward tile: per row, m grows to the tile's max, the tile
+** becomes P = exp(T - m), l = l e^(m_old - m) + rowsum(P), and the accumulator row o (Ev wide,
+** at o + r * ldo) is scaled by e^(m_old - m). A row with no key taking part so far keeps
+** m = -inf, and its exponentials are taken against 0 so that they give 0, not NaN. */
+AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o,
+                            int64_t ldo, int64_t ev) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *row = t + r * BC;
+    float lm[LANES];
+    for (int k = 0; k < LANES; k++) lm[k] = -INFINITY;
+    int64_t c = 0;
+    for (; c + LANES <= nc; c += LANES)
+      for (int k = 0; k < LANES; k++) lm[k] = row[c + k] > lm[k] ? row[c + k] : lm[k];
+    for (int k = 0; c + k < nc; k++) lm[k] = row[c + k] > lm[k] ? row[c + k] : lm[k];
+    float mx = m[r];
+    for (int k = 0; k < LANES; k++) mx = lm[k] > mx ? lm[k] : mx;
+    float ref = mx == -INFINITY ? 0.0f : mx;
+    float acc[LANES] = {0};
+    for (c = 0; c < nc; c++) row[c] = vm_exp_float(row[c] - ref);
+    for (c = 0; c + LANES <= nc; c += LANES)
+      for (int k = 0; k < LANES; k++) acc[k] += row[c + k];
+    for (int k = 0; c + k < nc; k++) acc[k] += row[c + k];
+    double s = 0;
+    for (int k = 0; k < LANES; k++) s += acc[k];
+    float alpha = vm_exp_float(m[r] - ref);
+    l[r] = l[r] * alpha + s;
+    m[r] = mx;
+    if (alpha != 1.0f) {
+      float *orow = o + r * ldo;
+      for (int64_t e = 0; e < ev; e++) orow[e] *= alpha;
+    }
+  }
+}
+
+static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, double *m, double *l, double *o,
+                         int64_t ldo, int64_t ev) {
+  for (int64_t r = 0; r < nr; r++) {
+    double *row = t + r * BC, mx = m[r], s = 0;
+    for (int64_t c = 0; c < nc; c++) mx = row[c] > mx ? row[c] : mx;
+    double ref = mx == -INFINITY ? 0.0 : mx;
+    for (int64_t c = 0; c < nc; c++) {
+      row[c] = exp(row[c] - ref);
+      s += row[c];
+    }
+    double alpha = exp(m[r] - ref);
+    l[r] = l[r] * alpha + s;
+    m[r] = mx;
+    if (alpha != 1.0) {
+      double *orow = o + r * ldo;
+      for (int64_t e = 0; e < ev; e++) orow[e] *= alpha;
+    }
+  }
+}
+
+/* Backward tiles: P = exp(T - lse) (a row with no key taking part has lse = -inf and gets NaN,
+** as the composed form's weights are), then dS = P (dP - D) into dP. */
+AT_INLINE void bwd_p_f32(float *t, int64_t nr, int64_t nc, const float *lse) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *row = t + r * BC, ls = lse[r];
+    for (int64_t c = 0; c < nc; c++) row[c] = vm_exp_float(row[c] - ls);
+  }
+}
+
+AT_INLINE void bwd_ds_f32(float *dp, const float *p, int64_t nr, int64_t nc, const float *d) {
+  for (int64_t r = 0; r < nr; r++) {
+    float *drow = dp + r * BC, dr = d[r];
+    const float *prow = p + r * BC;
+    for (int64_t c = 0; c < nc; c++) drow[c] = prow[c] * (drow[c] - dr);
+  }
+}
+
+static void bwd_p_f64(double *t, int64_t nr, int64_t nc, const double *lse) {
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nc; c++) t[r * BC + c] = exp(t[r * BC + c] - lse[r]);
+}
+
+static void bwd_ds_f64(double *dp, const double *p, int64_t nr, int64_t nc, const double *d) {
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nc; c++) dp[r * BC + c] = p[r * BC + c] * (dp[r * BC + c] - d[r]);
+}
+
+/* ================================================================ one set per ISA level */
+
+typedef struct tile_kernels {
+  void (*fwd)(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o, int64_t ldo,
+              int64_t ev);
+  void (*bwd_p)(float *t, int64_t nr, int64_t nc, const float *lse);
+  void (*bwd_ds)(float *dp, const float *p, int64_t nr, int64_t nc, const float *d);
+} tile_kernels;
+
+#define DEF_TILE_LEVEL(SUF)                                                                    \
+  static void fwd_##SUF(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o,       \
+                        int64_t ldo, int64_t ev) {                                             \
+    fwd_tile_f32(t, nr, nc, m, l, o, ldo, ev);                                                 \
+  }                                                                                            \
+  static void bwd_p_##SUF(float *t, int64_t nr, int64_t nc, const float *lse) {                \
+    bwd_p_f32(t, nr, nc, lse);                                                                 \
+  }                                                                                            \
+  static void bwd_ds_##SUF(float *dp, const float *p, int64_t nr, int64_t nc, const float *d) { \
+    bwd_ds_f32(dp, p, nr, nc, d);                                                              \
+  }
+
+DEF_TILE_LEVEL(sse4)
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+DEF_TILE_LEVEL(avx2)
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+DEF_TILE_LEVEL(avx512)
+LT_ISA_END
+#endif
+
+static tile_kernels tile_kernels_for_isa(void) {
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512:
+      return (tile_kernels){.fwd = fwd_avx512, .bwd_p = bwd_p_avx512, .bwd_ds = bwd_ds_avx512};
+    case LT_ISA_AVX2:
+      return (tile_kernels){.fwd = fwd_avx2, .bwd_p = bwd_p_avx2, .bwd_ds = bwd_ds_avx2};
+    default: break;
+  }
+#endif
+  return (tile_kernels){.fwd = fwd_sse4, .bwd_p = bwd_p_sse4, .bwd_ds = bwd_ds_sse4};
+}
+
+/* ================================================================ drivers */
+
+typedef struct sdpa_job {
+  const ltK_sdpa_geom *g;
+  lt_dtype dt;
+  size_t es;
+  const lt_tensor *q, *k, *v, *mask, *out, *lse, *dout;
+  lt_tensor *dq, *dk, *dv;
+  int64_t nqb;            /* query blocks per batch entry */
+  tile_kernels tk;
+  atomic_bool oom;
+} sdpa_job;
+
+/* The mask's batch entry b and its element strides along L and S (NULL: no mask). */
+static const char *mask_at(const sdpa_job *j, int64_t b, int64_t *ms_r, int64_t *ms_c) {
+  const lt_tensor *m = j->mask;
+  if (!m) return NULL;
+  int nbd = j->g->nbd;
+  *ms_r = m->stride[nbd];
+  *ms_c = m->stride[nbd + 1];
+  return (const char *)lt_data(m) + batch_offset(m, j->g, b) * (int64_t)lt_dtype_size(m->dtype);
+}
+
+/* The scores tile of query rows p.i0.. against keys p.j0..: scale Q K^T, masked. */
+static void scores_tile(const sdpa_job *j, const mat *Q, const mat *K, const char *mk,
+                        int64_t ms_r, int64_t ms_c, tile_pos p, char *t) {
+  const ltK_sdpa_geom *g = j->g;
+  gemm(j->dt, false, true, p.nr, p.nc, g->E, g->scale, row_at(Q, p.i0, j->es), Q->ld,
+       row_at(K, p.j0, j->es), K->ld, 0.0, t, BC);
+  bool causal = g->causal && p.j0 + p.nc - 1 > p.i0;   /* a tile wholly below needs nothing */
+  if (!causal && !mk) return;
+  lt_dtype mdt = j->mask ? j->mask->dtype : j->dt;
+  if (j->dt == LT_FLOAT32)
+    mask_tile_f32((float *)t, p, causal, mk, mdt, ms_r, ms_c);
+  else
+    mask_tile_f64((double *)t, p, causal, mk, mdt, ms_r, ms_c);
+}
+
+/* The keys a query block can see: all, or under causal those j < i0 + nr. */
+static int64_t keys_seen(const ltK_sdpa_geom *g, int64_t i0, int64_t nr) {
+  return g->causal ? ltC_min(g->S, i0 + nr) : g->S;
+}
+
+/* One forward task: query block qb of batch entry b. s: a tile, then m, l of BR rows. */
+static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
+  const ltK_sdpa_geom *g = j->g;
+  mat Q = mat_of(j->q, g, b), K = mat_of(j->k, g, b), V = mat_of(j->v, g, b);
+  int64_t i0 = qb * BR, nr = ltC_min(BR, g->L - i0), ev = g->Ev, ms_r = 0, ms_c = 0;
+  const char *mk = mask_at(j, b, &ms_r, &ms_c);
+  char *o = (char *)lt_data(j->out) + (size_t)((b * g->L + i0) * ev) * j->es;
+  char *lse = (char *)lt_data(j->lse) + (size_t)(b * g->L + i0) * j->es;
+  double *l = (double *)(s + (size_t)BR * BC * j->es);
+  char *m = (char *)(l + BR);
+  memset(o, 0, (size_t)(nr * ev) * j->es);
+  for (int64_t r = 0; r < nr; r++) {
+    l[r] = 0;
+    if (j->dt == LT_FLOAT32)
+      ((float *)m)[r] = -INFINITY;
+    else
+      ((double *)m)[r] = -INFINITY;
+  }
+  int64_t kend = keys_seen(g, i0, nr);
+  for (int64_t j0 = 0; j0 < kend; j0 += BC) {
+    tile_pos p = {.i0 = i0, .j0 = j0, .nr = nr, .nc = ltC_min(BC, kend - j0)};
+    scores_tile(j, &Q, &K, mk, ms_r, ms_c, p, s);
+    if (j->dt == LT_FLOAT32)
+      j->tk.fwd((float *)s, nr, p.nc, (float *)m, l, (float *)o, ev, ev);
+    else
+      fwd_tile_f64((double *)s, nr, p.nc, (double *)m, l, (double *)o, ev, ev);
+    gemm(j->dt, false, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, 1.0, o, ev);
+  }
+  /* l = 0 (no key took part) makes the row NaN, as the composed form's softmax; with no keys
+  ** at all (S = 0) the composed form's product is an empty sum, 0 */
+  for (int64_t r = 0; r < nr; r++) {
+    double inv = 1.0 / l[r], none = g->S == 0 ? 0.0 : NAN;
+    if (j->dt == LT_FLOAT32) {
+      float *orow = (float *)o + r * ev, fi = (float)inv;
+      for (int64_t e = 0; e < ev; e++) orow[e] = l[r] > 0 ? orow[e] * fi : (float)none;
+      ((float *)lse)[r] = ((float *)m)[r] + (float)log(l[r]);
+    } else {
+      double *orow = (double *)o + r * ev;
+      for (int64_t e = 0; e < ev; e++) orow[e] = l[r] > 0 ? orow[e] * inv : none;
+      ((double *)lse)[r] = ((double *)m)[r] + log(l[r]);
+    }
+  }
+}
+
+static size_t fwd_scratch(size_t es) { return (size_t)BR * BC * es + BR * (sizeof(double) + es); }
+
+static void fwd_range(int64_t u0, int64_t u1, void *ud) {
+  sdpa_job *j = ud;
+  char *s = malloc(fwd_scratch(j->es));
+  if (!s) {
+    atomic_store(&j->oom, true);
+    return;
+  }
+  for (int64_t u = u0; u < u1; u++) fwd_block(j, u / j->nqb, u % j->nqb, s);
+  free(s);
+}
+
+/* D[i] = dO[i] . O[i] for the rows of batch entry b (sums in double). */
+static void row_dots(const sdpa_job *j, int64_t b, const mat *dO, char *d) {
+  const ltK_sdpa_geom *g = j->g;
+  const char *o = (const char *)lt_data(j->out) + (size_t)(b * g->L * g->Ev) * j->es;
+  for (int64_t i = 0; i < g->L; i++) {
+    double acc = 0;
+    if (j->dt == LT_FLOAT32) {
+      const float *x = (const float *)o + i * g->Ev, *y = (const float *)row_at(dO, i, j->es);
+      for (int64_t e = 0; e < g->Ev; e++) acc += (double)x[e] * y[e];
+      ((float *)d)[i] = (float)acc;
+    } else {
+      const double *x = (const double *)o + i * g->Ev, *y = (const double *)row_at(dO, i, j->es);
+      for (int64_t e = 0; e < g->Ev; e++) acc += x[e] * y[e];
+      ((double *)d)[i] = acc;
+    }
+  }
+}
+
+/* One backward task: batch entry b. s: the P and dS tiles, then D of L rows. */
+static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
+  const ltK_sdpa_geom *g = j->g;
+  size_t es = j->es;
+  int64_t L = g->L, S = g->S, E = g->E, ev = g->Ev, ms_r = 0, ms_c = 0;
+  mat Q = mat_of(j->q, g, b), K = mat_of(j->k, g, b), V = mat_of(j->v, g, b);
+  mat dO = mat_of(j->dout, g, b);
+  mat dQ = {(char *)lt_data(j->dq) + (size_t)(b * L * E) * es, E > 1 ? E : 1};
+  mat dK = {(char *)lt_data(j->dk) + (size_t)(b * S * E) * es, E > 1 ? E : 1};
+  mat dV = {(char *)lt_data(j->dv) + (size_t)(b * S * ev) * es, ev > 1 ? ev : 1};
+  const char *mk = mask_at(j, b, &ms_r, &ms_c);
+  const char *lse = (const char *)lt_data(j->lse) + (size_t)(b * L) * es;
+  char *p = s, *dp = s + (size_t)BR * BC * es, *d = dp + (size_t)BR * BC * es;
+  memset(dQ.p, 0, (size_t)(L * E) * es);
+  memset(dK.p, 0, (size_t)(S * E) * es);
+  memset(dV.p, 0, (size_t)(S * ev) * es);
+  row_dots(j, b, &dO, d);
+  for (int64_t j0 = 0; j0 < S; j0 += BC) {
+    int64_t nc = ltC_min(BC, S - j0);
+    for (int64_t i0 = 0; i0 < L; i0 += BR) {
+      tile_pos t = {.i0 = i0, .j0 = j0, .nr = ltC_min(BR, L - i0), .nc = nc};
+      if (g->causal && j0 > i0 + t.nr - 1) continue;   /* every key of it after every row */
+      scores_tile(j, &Q, &K, mk, ms_r, ms_c, t, p);
+      if (j->dt == LT_FLOAT32)
+        j->tk.bwd_p((float *)p, t.nr, nc, (const float *)lse + i0);
+      else
+        bwd_p_f64((double *)p, t.nr, nc, (const double *)lse + i0);
+      gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&dO, i0, es), dO.ld, 1.0,
+           row_at(&dV, j0, es), dV.ld);
+      gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&dO, i0, es), dO.ld,
+           row_at(&V, j0, es), V.ld, 0.0, dp, BC);
+      if (j->dt == LT_FLOAT32)
+        j->tk.bwd_ds((float *)dp, (const float *)p, t.nr, nc, (const float *)d + i0);
+      else
+        bwd_ds_f64((double *)dp, (const double *)p, t.nr, nc, (const double *)d + i0);
+      gemm(j->dt, false, false, t.nr, E, nc, g->scale, dp, BC, row_at(&K, j0, es), K.ld, 1.0,
+           row_at(&dQ, i0, es), dQ.ld);
+      gemm(j->dt, true, false, nc, E, t.nr, g->scale, dp, BC, row_at(&Q, i0, es), Q.ld, 1.0,
+           row_at(&dK, j0, es), dK.ld);
+    }
+  }
+}
+
+static void bwd_range(int64_t b0, int64_t b1, void *ud) {
+  sdpa_job *j = ud;
+  char *s = malloc((size_t)(2 * BR * BC + j->g->L) * j->es);
+  if (!s) {
+    atomic_store(&j->oom, true);
+    return;
+  }
+  for (int64_t b = b0; b < b1; b++) bwd_entry(j, b, s);
+  free(s);
+}
+
+static int64_t batch_count(const ltK_sdpa_geom *g) {
+  int64_t n = 1;
+  for (int d = 0; d < g->nbd; d++) n *= g->batch[d];
+  return n;
+}
+
+static void blas_single_thread(void) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+int ltC_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
+             const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *mask) {
+  int64_t nb = batch_count(g);
+  if (nb == 0 || g->L == 0) return 0;
+  sdpa_job j = {.g = g, .dt = q->dtype, .es = lt_dtype_size(q->dtype), .q = q, .k = k, .v = v,
+                .mask = mask, .out = out, .lse = lse, .nqb = (g->L + BR - 1) / BR,
+                .tk = tile_kernels_for_isa()};
+  atomic_init(&j.oom, false);
+  blas_single_thread();
+  int64_t work = BR * (g->S * (g->E + g->Ev) + 1);   /* multiply-adds of a task */
+  ltB_parallel_for(ctx, nb * j.nqb, ltC_grain(work), fwd_range, &j);
+  if (atomic_load(&j.oom))
+    return ltB_fail(ctx, "scaled_dot_product_attention: out of memory for a work tile");
+  return 0;
+}
+
+int ltC_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_tensor *dk,
+                      lt_tensor *dv, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                      const lt_tensor *mask, const lt_tensor *out, const lt_tensor *lse,
+                      const lt_tensor *dout) {
+  int64_t nb = batch_count(g);
+  if (nb == 0) return 0;
+  sdpa_job j = {.g = g, .dt = q->dtype, .es = lt_dtype_size(q->dtype), .q = q, .k = k, .v = v,
+                .mask = mask, .out = out, .lse = lse, .dout = dout, .dq = dq, .dk = dk, .dv = dv,
+                .tk = tile_kernels_for_isa()};
+  atomic_init(&j.oom, false);
+  blas_single_thread();
+  int64_t work = g->L * g->S * (2 * g->E + 2 * g->Ev) + 1;
+  ltB_parallel_for(ctx, nb, ltC_grain(work), bwd_range, &j);
+  if (atomic_load(&j.oom))
+    return ltB_fail(ctx, "scaled_dot_product_attention: out of memory for a work tile");
+  return 0;
+}
