@@ -53,12 +53,17 @@ fail:
 
 static const ltG_node_type conv_type = {"ConvolutionBackward0", conv_backward, NULL};
 
-/* Checks arguments and fills the geometry. sd = spatial dims (1 or 2). For a transposed
-** convolution the image side is the output. */
-static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, const lt_tensor *x,
-                      const lt_tensor *w, const lt_tensor *b, const lt_conv_args *a,
-                      ltK_conv_geom *g, int *out_ndim, int64_t *out_size) {
-  char bx[256], bw[256], bb[256];
+/* The per-axis geometry by SP_H, SP_W (a 1-d op has H = 1), gathered once so the size rules
+** below read as their formulas. */
+typedef struct conv_axes {
+  int64_t in[SP_DIMS], k[SP_DIMS], s[SP_DIMS], p[SP_DIMS], pe[SP_DIMS], d[SP_DIMS];
+  int64_t opad[SP_DIMS], out[SP_DIMS];
+} conv_axes;
+
+/* The checks that need no sizes: dtypes, ranks. sd = spatial dims (1 or 2). */
+static int check_tensors(lt_ctx *ctx, const char *op, int sd, bool transposed,
+                         const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+  char bx[256], bw[256];
   if (!lt_dtype_is_float(x->dtype))
     return ltB_fail(ctx, "%s: expected a float32 or float64 input, got %s", op,
                     lt_dtype_name(x->dtype));
@@ -75,6 +80,12 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
                     transposed ? (sd == 1 ? "(in,out/groups,k)" : "(in,out/groups,kh,kw)")
                               : (sd == 1 ? "(out,in/groups,k)" : "(out,in/groups,kh,kw)"),
                    LT_SHAPE(w, bw));
+  return 0;
+}
+
+/* groups, stride, dilation and the paddings, each on its own */
+static int check_args(lt_ctx *ctx, const char *op, int sd, bool transposed,
+                      const lt_conv_args *a) {
   if (a->groups < 1)
     return ltB_fail(ctx, "%s: groups must be a positive integer, got %lld", op,
                     (long long)a->groups);
@@ -98,11 +109,15 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
                       op, (long long)a->output_padding[i], (long long)a->stride[i],
                       (long long)a->dilation[i]);
   }
-  bool batched = x->ndim == sd + 2;
-  int64_t N = batched ? x->size[0] : 1, Cx = x->size[batched ? 1 : 0];
-  const int64_t *xsp = x->size + (batched ? 2 : 1);   /* spatial sizes of x */
-  const int64_t *ksp = w->size + 2;
-  int64_t G = a->groups, Cimg, Ocol;
+  return 0;
+}
+
+/* The channel counts: *Cimg on the image side, *Ocol on the column side (see ltK_conv_geom),
+** checked against the weight, the groups and the bias. Cx = x's channels. */
+static int conv_channels(lt_ctx *ctx, const char *op, bool transposed, const lt_tensor *x,
+                         const lt_tensor *w, const lt_tensor *b, int64_t G, int64_t Cx,
+                         int64_t *Cimg, int64_t *Ocol) {
+  char bx[256], bw[256], bb[256];
   if (!transposed) {
     if (w->size[0] % G != 0)
       return ltB_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
@@ -113,8 +128,8 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
                       "%lld channels, but got %lld channels instead", op, (long long)G,
                       LT_SHAPE(w, bw), LT_SHAPE(x, bx), (long long)(w->size[1] * G),
                       (long long)Cx);
-    Cimg = Cx;
-    Ocol = w->size[0];
+    *Cimg = Cx;
+    *Ocol = w->size[0];
   } else {
     if (w->size[0] != Cx)
       return ltB_fail(ctx, "%s: given transposed=1, weight of shape %s expects input %s to have "
@@ -124,63 +139,103 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
       return ltB_fail(ctx, "%s: given groups=%lld, expected weight to be divisible by %lld at "
                       "dimension 1, but got weight of shape %s", op, (long long)G, (long long)G,
                       LT_SHAPE(w, bw));
-    Cimg = w->size[1] * G;
-    Ocol = Cx;
+    *Cimg = w->size[1] * G;
+    *Ocol = Cx;
   }
-  int64_t nout = transposed ? Cimg : Ocol;
+  int64_t nout = transposed ? *Cimg : *Ocol;
   if (b && (b->ndim != 1 || b->size[0] != nout))
     return ltB_fail(ctx, "%s: given weight of shape %s, expected bias to be 1-d with %lld "
                     "elements, but got bias of shape %s", op, LT_SHAPE(w, bw), (long long)nout,
                     LT_SHAPE(b, bb));
-  /* spatial geometry by SP_H, SP_W; a 1-d op has H = 1 */
-  int64_t in_sp[SP_DIMS] = {1, 1}, k[SP_DIMS] = {1, 1}, s[SP_DIMS] = {1, 1}, p[SP_DIMS] = {0, 0};
-  int64_t pe[SP_DIMS] = {0, 0}, d[SP_DIMS] = {1, 1}, op_[SP_DIMS] = {0, 0};
-  int64_t out_sp[SP_DIMS] = {1, 1};
+  return 0;
+}
+
+/* the sd trailing axes from x's spatial sizes xsp, the kernel's ksp and the arguments */
+static void fill_axes(conv_axes *ax, int sd, const int64_t *xsp, const int64_t *ksp,
+                      const lt_conv_args *a) {
+  for (int j = 0; j < SP_DIMS; j++) {
+    ax->in[j] = ax->k[j] = ax->s[j] = ax->d[j] = ax->out[j] = 1;
+    ax->p[j] = ax->pe[j] = ax->opad[j] = 0;
+  }
   for (int i = 0; i < sd; i++) {
     int j = SP_DIMS - sd + i;
-    in_sp[j] = xsp[i];
-    k[j] = ksp[i];
-    s[j] = a->stride[i];
-    p[j] = a->padding[i];
-    pe[j] = a->padding_extra[i];
-    d[j] = a->dilation[i];
-    op_[j] = a->output_padding[i];
+    ax->in[j] = xsp[i];
+    ax->k[j] = ksp[i];
+    ax->s[j] = a->stride[i];
+    ax->p[j] = a->padding[i];
+    ax->pe[j] = a->padding_extra[i];
+    ax->d[j] = a->dilation[i];
+    ax->opad[j] = a->output_padding[i];
   }
+}
+
+static int64_t dilated_kernel(const conv_axes *ax, int j) {
+  return ax->d[j] * (ax->k[j] - 1) + 1;
+}
+
+static int64_t padded_input(const conv_axes *ax, int j) {
+  return ax->in[j] + 2 * ax->p[j] + ax->pe[j];
+}
+
+/* PyTorch's message lists every axis's padded input and dilated kernel, not only the one
+** that failed */
+static int fail_kernel_too_large(lt_ctx *ctx, const char *op, int sd, const conv_axes *ax,
+                                 const lt_tensor *x, const lt_tensor *w) {
+  char bx[256], bw[256], bi[128], bk[128];
+  int64_t pin[SP_DIMS], pk[SP_DIMS];
+  for (int i = 0; i < sd; i++) {
+    pin[i] = padded_input(ax, SP_DIMS - sd + i);
+    pk[i] = dilated_kernel(ax, SP_DIMS - sd + i);
+  }
+  return ltB_fail(ctx, "%s: calculated padded input size per channel: %s. Kernel size "
+                  "(dilated): %s. Kernel size can't be greater than actual input size "
+                  "(input %s, weight %s)", op, ltB_sizes_str(sd, pin, bi, sizeof bi),
+                  ltB_sizes_str(sd, pk, bk, sizeof bk), LT_SHAPE(x, bx), LT_SHAPE(w, bw));
+}
+
+/* ax->out from the other axes' fields; fails where an output size would not be positive */
+static int output_axes(lt_ctx *ctx, const char *op, int sd, bool transposed, conv_axes *ax,
+                       const lt_tensor *x, const lt_tensor *w) {
+  char bx[256], bw[256];
   for (int j = SP_DIMS - sd; j < SP_DIMS; j++) {
-    int64_t ek = d[j] * (k[j] - 1) + 1;
+    int64_t ek = dilated_kernel(ax, j);
     if (!transposed) {
-      int64_t padded = in_sp[j] + 2 * p[j] + pe[j];
-      if (padded < ek) {
-        char bi[128], bk[128];
-        int64_t pin[SP_DIMS], pk[SP_DIMS];
-        for (int i = 0; i < sd; i++) {
-          int jj = SP_DIMS - sd + i;
-          pin[i] = in_sp[jj] + 2 * p[jj] + pe[jj];
-          pk[i] = d[jj] * (k[jj] - 1) + 1;
-        }
-        return ltB_fail(ctx, "%s: calculated padded input size per channel: %s. Kernel size "
-                        "(dilated): %s. Kernel size can't be greater than actual input size "
-                        "(input %s, weight %s)", op, ltB_sizes_str(sd, pin, bi, sizeof bi),
-                        ltB_sizes_str(sd, pk, bk, sizeof bk), LT_SHAPE(x, bx), LT_SHAPE(w, bw));
-      }
-      out_sp[j] = (padded - ek) / s[j] + 1;
+      if (padded_input(ax, j) < ek) return fail_kernel_too_large(ctx, op, sd, ax, x, w);
+      ax->out[j] = (padded_input(ax, j) - ek) / ax->s[j] + 1;
     } else {
-      out_sp[j] = (in_sp[j] - 1) * s[j] - 2 * p[j] + ek + op_[j];
-      if (out_sp[j] < 1)
+      ax->out[j] = (ax->in[j] - 1) * ax->s[j] - 2 * ax->p[j] + ek + ax->opad[j];
+      if (ax->out[j] < 1)
         return ltB_fail(ctx, "%s: computed output size is %lld (input %s, weight %s, stride "
                         "%lld, padding %lld), but it must be positive", op,
-                        (long long)out_sp[j], LT_SHAPE(x, bx), LT_SHAPE(w, bw), (long long)s[j],
-                        (long long)p[j]);
+                        (long long)ax->out[j], LT_SHAPE(x, bx), LT_SHAPE(w, bw),
+                        (long long)ax->s[j], (long long)ax->p[j]);
     }
   }
+  return 0;
+}
+
+/* Checks arguments and fills the geometry. sd = spatial dims (1 or 2). For a transposed
+** convolution the image side is the output. */
+static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, const lt_tensor *x,
+                      const lt_tensor *w, const lt_tensor *b, const lt_conv_args *a,
+                      ltK_conv_geom *g, int *out_ndim, int64_t *out_size) {
+  char bx[256], bw[256];
+  if (check_tensors(ctx, op, sd, transposed, x, w, b) || check_args(ctx, op, sd, transposed, a))
+    return -1;
+  bool batched = x->ndim == sd + 2;
+  int64_t N = batched ? x->size[0] : 1, Cx = x->size[batched ? 1 : 0], Cimg, Ocol;
+  if (conv_channels(ctx, op, transposed, x, w, b, a->groups, Cx, &Cimg, &Ocol)) return -1;
+  conv_axes ax;
+  fill_axes(&ax, sd, x->size + (batched ? 2 : 1), w->size + 2, a);
+  if (output_axes(ctx, op, sd, transposed, &ax, x, w)) return -1;
   /* the image side is the input of a convolution and the output of a transposed one */
-  const int64_t *img = transposed ? out_sp : in_sp, *col = transposed ? in_sp : out_sp;
+  const int64_t *img = transposed ? ax.out : ax.in, *col = transposed ? ax.in : ax.out;
   *g = (ltK_conv_geom){
       .N = N, .C = Cimg, .H = img[SP_H], .W = img[SP_W],
       .O = Ocol, .OH = col[SP_H], .OW = col[SP_W],
-      .kh = k[SP_H], .kw = k[SP_W], .sh = s[SP_H], .sw = s[SP_W],
-      .ph = p[SP_H], .pw = p[SP_W], .dh = d[SP_H], .dw = d[SP_W],
-      .groups = G, .transposed = transposed,
+      .kh = ax.k[SP_H], .kw = ax.k[SP_W], .sh = ax.s[SP_H], .sw = ax.s[SP_W],
+      .ph = ax.p[SP_H], .pw = ax.p[SP_W], .dh = ax.d[SP_H], .dw = ax.d[SP_W],
+      .groups = a->groups, .transposed = transposed,
   };
   /* BLAS takes int sizes */
   int64_t L = g->OH * g->OW;
@@ -189,8 +244,8 @@ static int conv_setup(lt_ctx *ctx, const char *op, int sd, bool transposed, cons
                     LT_SHAPE(x, bx), LT_SHAPE(w, bw));
   int nd = 0;
   if (batched) out_size[nd++] = N;
-  out_size[nd++] = nout;
-  for (int i = 0; i < sd; i++) out_size[nd++] = out_sp[SP_DIMS - sd + i];
+  out_size[nd++] = transposed ? Cimg : Ocol;
+  for (int i = 0; i < sd; i++) out_size[nd++] = ax.out[SP_DIMS - sd + i];
   *out_ndim = nd;
   return 0;
 }
