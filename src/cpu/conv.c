@@ -269,118 +269,137 @@ static void add_bias(const conv_work *cw, bool par, const ltK_conv_geom *gb, voi
            cw->dt == LT_FLOAT32 ? addbias_f32 : addbias_f64, &j);
 }
 
+/* One chunk of cnt samples from n0 within a part: its scratch, and ld = cnt*L, the width of its
+** columns matrix (the chunk's samples side by side). */
+typedef struct conv_chunk {
+  int64_t n0, cnt, ld;
+  char *cols, *buf;
+  void *dw_acc;    /* the part's weight gradient, or NULL */
+  double beta;     /* 0 on the part's first chunk (which overwrites dw_acc), else 1 */
+  bool par;
+} conv_chunk;
+
+/* The per-group sizes of the GEMMs: Og rows of the weight per group, K = Cg*kh*kw. */
+static int64_t group_out(const ltK_conv_geom *g) { return g->O / g->groups; }
+static int64_t group_k(const ltK_conv_geom *g) { return g->C / g->groups * g->kh * g->kw; }
+
+/* dst_g (Og, ld) = W_g @ m_g (K, ld), for every group */
+static void gemm_w(const conv_work *cw, const conv_chunk *ch, const void *m, void *dst) {
+  const lt_dtype dt = cw->dt;
+  const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
+  for (int64_t gi = 0; gi < cw->g->groups; gi++)
+    gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
+         ptr_at(m, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
+}
+
+/* dst_g (K, ld) = W_g^T @ m_g (Og, ld), for every group */
+static void gemm_wt(const conv_work *cw, const conv_chunk *ch, const void *m, void *dst) {
+  const lt_dtype dt = cw->dt;
+  const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
+  for (int64_t gi = 0; gi < cw->g->groups; gi++)
+    gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
+         ptr_at(m, dt, gi * Og * ld), ld, 0.0, ptr_at(dst, dt, gi * K * ld), ld);
+}
+
+/* dw_acc_g (Og, K) (+)= a_g (Og, ld) @ cols_g (K, ld)^T, for every group */
+static void gemm_dw(const conv_work *cw, const conv_chunk *ch, const void *a, const void *cols) {
+  const lt_dtype dt = cw->dt;
+  const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
+  for (int64_t gi = 0; gi < cw->g->groups; gi++)
+    gemm(dt, false, true, Og, K, ld, ptr_at(a, dt, gi * Og * ld), ld,
+         ptr_at(cols, dt, gi * K * ld), ld, ch->beta, ptr_at(ch->dw_acc, dt, gi * Og * K), K);
+}
+
+/* The columns matrix of the chunk's images img: img itself when pointwise, else im2col's. */
+static const void *columns(const conv_work *cw, const conv_chunk *ch, const void *img) {
+  if (is_pointwise(cw->g)) return img;
+  im2col(cw, ch->par, img, ch->cols, ch->cnt);
+  return ch->cols;
+}
+
+/* The chunk's (cnt, O, L) column-side data src as one (O, cnt*L) matrix: src itself for one
+** sample, else gathered into buf. */
+static const void *gathered(const conv_work *cw, const conv_chunk *ch, const void *src) {
+  if (ch->cnt == 1) return src;
+  gather(cw, ch->par, src, ch->buf, ch->cnt);
+  return ch->buf;
+}
+
+/* where the chunk's image-side and column-side samples start in a tensor's data */
+static void *image_at(const conv_work *cw, const void *base, const conv_chunk *ch) {
+  return ptr_at(base, cw->dt, ch->n0 * cw->g->C * cw->g->H * cw->g->W);
+}
+static void *column_at(const conv_work *cw, const void *base, const conv_chunk *ch) {
+  return ptr_at(base, cw->dt, ch->n0 * cw->g->O * cw->g->OH * cw->g->OW);
+}
+
+/* conv forward: Y_g = W_g @ cols_g, then scatter + bias */
+static void conv_fwd_chunk(const conv_work *cw, const conv_chunk *ch) {
+  void *ys = column_at(cw, cw->y, ch);
+  void *dst = ch->cnt > 1 ? (void *)ch->buf : ys;
+  gemm_w(cw, ch, columns(cw, ch, image_at(cw, cw->x, ch)), dst);
+  if (ch->cnt > 1)
+    scatter(cw, ch->par, dst, ys, cw->bias, ch->cnt);
+  else if (cw->bias)
+    add_bias(cw, ch->par, cw->g, ys, cw->bias, 1);
+}
+
+/* conv backward: dW_g += G_g @ cols_g^T;  dx = col2im(W_g^T @ G_g)  (G = gather(dy)) */
+static void conv_bwd_chunk(const conv_work *cw, const conv_chunk *ch) {
+  const void *Gm = gathered(cw, ch, column_at(cw, cw->dy, ch));
+  if (ch->dw_acc) gemm_dw(cw, ch, Gm, columns(cw, ch, image_at(cw, cw->x, ch)));
+  if (cw->dx) {
+    void *dxs = image_at(cw, cw->dx, ch);
+    bool pw = is_pointwise(cw->g);
+    void *cm = pw ? dxs : (void *)ch->cols;
+    gemm_wt(cw, ch, Gm, cm);
+    if (!pw) col2im(cw, ch->par, cm, dxs, ch->cnt);
+  }
+}
+
+/* transposed forward: y = col2im(W_g^T @ gather(x)_g), then + bias */
+static void convt_fwd_chunk(const conv_work *cw, const conv_chunk *ch) {
+  const ltK_conv_geom *g = cw->g;
+  void *ys = image_at(cw, cw->y, ch);
+  bool pw = is_pointwise(g);
+  void *cm = pw ? ys : (void *)ch->cols;
+  gemm_wt(cw, ch, gathered(cw, ch, column_at(cw, cw->x, ch)), cm);
+  if (!pw) col2im(cw, ch->par, cm, ys, ch->cnt);
+  if (cw->bias) {
+    ltK_conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
+    gb.O = g->C;
+    gb.OH = g->H;
+    gb.OW = g->W;
+    add_bias(cw, ch->par, &gb, ys, cw->bias, ch->cnt);
+  }
+}
+
+/* transposed backward: dx = scatter(W_g @ im2col(dy)_g); dW_g += gather(x)_g @ cols^T */
+static void convt_bwd_chunk(const conv_work *cw, const conv_chunk *ch) {
+  const void *cm = columns(cw, ch, image_at(cw, cw->dy, ch));
+  if (cw->dx) {
+    void *dxs = column_at(cw, cw->dx, ch);
+    void *dst = ch->cnt > 1 ? (void *)ch->buf : dxs;
+    gemm_w(cw, ch, cm, dst);
+    if (ch->cnt > 1) scatter(cw, ch->par, dst, dxs, NULL, ch->cnt);
+  }
+  if (ch->dw_acc) gemm_dw(cw, ch, gathered(cw, ch, column_at(cw, cw->x, ch)), cm);
+}
+
 /* One part: samples [n_begin, n_end) with scratch cols/buf; dw_acc receives this part's
 ** weight gradient (overwritten by its first chunk). */
 static void conv_part(const conv_work *cw, int64_t n_begin, int64_t n_end, char *cols, char *buf,
                       void *dw_acc, bool par) {
-  const ltK_conv_geom *g = cw->g;
-  const lt_dtype dt = cw->dt;
-  const int64_t L = g->OH * g->OW, Cg = g->C / g->groups, Og = g->O / g->groups;
-  const int64_t K = Cg * g->kh * g->kw, HW = g->H * g->W, G = g->groups;
-  const bool pw = is_pointwise(g);
+  static void (*const pass[])(const conv_work *, const conv_chunk *) = {
+      [CONV_FWD] = conv_fwd_chunk, [CONV_BWD] = conv_bwd_chunk,
+      [CONVT_FWD] = convt_fwd_chunk, [CONVT_BWD] = convt_bwd_chunk,
+  };
+  const int64_t L = cw->g->OH * cw->g->OW;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += cw->nb) {
-    const int64_t cnt = n_end - n0 < cw->nb ? n_end - n0 : cw->nb, ld = cnt * L;
-    const bool first = n0 == n_begin;
-    switch (cw->kind) {
-      case CONV_FWD: {   /* Y_g = W_g @ cols_g, then scatter + bias */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
-        void *ys = ptr_at(cw->y, dt, n0 * g->O * L);
-        const void *cm = xs;
-        if (!pw) {
-          im2col(cw, par, xs, cols, cnt);
-          cm = cols;
-        }
-        void *dst = cnt > 1 ? (void *)buf : ys;
-        for (int64_t gi = 0; gi < G; gi++)
-          gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
-               ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-        if (cnt > 1)
-          scatter(cw, par, dst, ys, cw->bias, cnt);
-        else if (cw->bias)
-          add_bias(cw, par, g, ys, cw->bias, 1);
-        break;
-      }
-      case CONV_BWD: {   /* dW_g += G_g @ cols_g^T;  dx = col2im(W_g^T @ G_g) */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->C * HW);
-        const void *dys = ptr_at(cw->dy, dt, n0 * g->O * L);
-        const void *Gm = dys;
-        if (cnt > 1) {
-          gather(cw, par, dys, buf, cnt);
-          Gm = buf;
-        }
-        if (dw_acc) {
-          const void *cm = xs;
-          if (!pw) {
-            im2col(cw, par, xs, cols, cnt);
-            cm = cols;
-          }
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, true, Og, K, ld, ptr_at(Gm, dt, gi * Og * ld), ld,
-                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
-                 ptr_at(dw_acc, dt, gi * Og * K), K);
-        }
-        if (cw->dx) {
-          void *dxs = ptr_at(cw->dx, dt, n0 * g->C * HW);
-          void *cm = pw ? dxs : (void *)cols;
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
-                 ptr_at(Gm, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-          if (!pw) col2im(cw, par, cm, dxs, cnt);
-        }
-        break;
-      }
-      case CONVT_FWD: {   /* y = col2im(W_g^T @ gather(x)_g) (+ bias after) */
-        const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
-        void *ys = ptr_at(cw->y, dt, n0 * g->C * HW);
-        const void *X = xs;
-        if (cnt > 1) {
-          gather(cw, par, xs, buf, cnt);
-          X = buf;
-        }
-        void *cm = pw ? ys : (void *)cols;
-        for (int64_t gi = 0; gi < G; gi++)
-          gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
-               ptr_at(X, dt, gi * Og * ld), ld, 0.0, ptr_at(cm, dt, gi * K * ld), ld);
-        if (!pw) col2im(cw, par, cm, ys, cnt);
-        if (cw->bias) {
-          ltK_conv_geom gb = *g;   /* the image side as (cnt, C, H*W) planes */
-          gb.O = g->C;
-          gb.OH = g->H;
-          gb.OW = g->W;
-          add_bias(cw, par, &gb, ys, cw->bias, cnt);
-        }
-        break;
-      }
-      default: {   /* CONVT_BWD: dx = scatter(W_g @ im2col(dy)_g); dW_g += gather(x)_g @ cols^T */
-        const void *dys = ptr_at(cw->dy, dt, n0 * g->C * HW);
-        const void *cm = dys;
-        if (!pw) {
-          im2col(cw, par, dys, cols, cnt);
-          cm = cols;
-        }
-        if (cw->dx) {
-          void *dxs = ptr_at(cw->dx, dt, n0 * g->O * L);
-          void *dst = cnt > 1 ? (void *)buf : dxs;
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
-                 ptr_at(cm, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
-          if (cnt > 1) scatter(cw, par, dst, dxs, NULL, cnt);
-        }
-        if (dw_acc) {
-          const void *xs = ptr_at(cw->x, dt, n0 * g->O * L);
-          const void *X = xs;
-          if (cnt > 1) {
-            gather(cw, par, xs, buf, cnt);
-            X = buf;
-          }
-          for (int64_t gi = 0; gi < G; gi++)
-            gemm(dt, false, true, Og, K, ld, ptr_at(X, dt, gi * Og * ld), ld,
-                 ptr_at(cm, dt, gi * K * ld), ld, first ? 0.0 : 1.0,
-                 ptr_at(dw_acc, dt, gi * Og * K), K);
-        }
-        break;
-      }
-    }
+    int64_t cnt = n_end - n0 < cw->nb ? n_end - n0 : cw->nb;
+    conv_chunk ch = {.n0 = n0, .cnt = cnt, .ld = cnt * L, .cols = cols, .buf = buf,
+                     .dw_acc = dw_acc, .beta = n0 == n_begin ? 0.0 : 1.0, .par = par};
+    pass[cw->kind](cw, &ch);
   }
 }
 
