@@ -101,117 +101,135 @@ static void set_meta(lua_State *L, conv *c, const char *field) {
   lua_setmetatable(L, -2);
 }
 
+/* Lua's table constructors take int sizes; a larger file's tables grow as they fill. */
+static int size_hint(size_t n) { return n > 1000000 ? 1000000 : (int)n; }
+
+/* Pushes the values that are no object of the file (no memo entry); false for the others. */
+static bool push_plain(lua_State *L, conv *c, const ltS_sval *v) {
+  switch (v->kind) {
+    case LT_SV_NONE: lua_getfield(L, c->helpers, "None"); return true;
+    case LT_SV_BOOL: lua_pushboolean(L, v->u.b); return true;
+    case LT_SV_INT: lua_pushinteger(L, v->u.i); return true;
+    case LT_SV_FLOAT: lua_pushnumber(L, v->u.f); return true;
+    case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(v)); return true;
+    case LT_SV_STR:
+    case LT_SV_BYTES: lua_pushlstring(L, v->u.s.p, v->u.s.n); return true;
+    case LT_SV_DTYPE: lua_pushstring(L, ltS_fdtype_name((ltS_fdtype)v->code)); return true;
+    case LT_SV_GLOBAL:
+      raise(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
+                 c->op, v->u.s.p);
+      return true;
+    default: return false;
+  }
+}
+
+/* Records the table on top as v's Lua value before its items, so a cycle finds it. */
+static void memo_top(lua_State *L, conv *c, ltS_sval *v) {
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, c->memo, v);
+}
+
+static void push_seq(lua_State *L, conv *c, ltS_sval *v, int depth) {
+  size_t n = v->u.seq.n;
+  lua_createtable(L, size_hint(n), 0);
+  memo_top(L, c, v);
+  for (size_t i = 0; i < n; i++) {
+    push_value(L, c, v->u.seq.v[i], depth + 1);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  set_meta(L, c, v->kind == LT_SV_LIST ? "list_mt" : "tuple_mt");
+}
+
+/* helpers.make_dict(t, keys, meta, ordered) with meta on the top of the stack (or nil);
+** leaves t on the top */
+static void make_dict(lua_State *L, conv *c, int t, int keys, bool ordered) {
+  lua_getfield(L, c->helpers, "make_dict");
+  lua_pushvalue(L, t);
+  lua_pushvalue(L, keys);
+  lua_rotate(L, -4, -1);   /* meta after t and keys */
+  lua_pushboolean(L, ordered);
+  lua_call(L, 4, 0);
+  lua_settop(L, t);
+}
+
+static void push_dict(lua_State *L, conv *c, ltS_sval *v, int depth) {
+  size_t n = v->u.dict.n;
+  lua_createtable(L, 0, size_hint(n));
+  int t = lua_gettop(L);
+  memo_top(L, c, v);
+  lua_createtable(L, size_hint(n), 0);   /* key order */
+  int keys = lua_gettop(L);
+  lua_Integer nk = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (v->u.dict.v[i]->kind == LT_SV_NONE) continue;   /* Lua tables cannot hold nil */
+    push_key(L, c, v->u.dict.k[i]);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, t) == LUA_TNIL) {   /* a repeated key keeps its first position */
+      lua_pushvalue(L, -2);
+      lua_rawseti(L, keys, ++nk);
+    }
+    lua_pop(L, 1);
+    push_value(L, c, v->u.dict.v[i], depth + 1);
+    lua_rawset(L, t);
+  }
+  if (v->u.dict.meta && v->u.dict.meta->kind == LT_SV_DICT)
+    push_value(L, c, v->u.dict.meta, depth + 1);
+  else
+    lua_pushnil(L);
+  make_dict(L, c, t, keys, v->ordered);
+}
+
+/* a safetensors file's flat name -> tensor table; names are unique: no repeated-key check */
+static void push_tensors(lua_State *L, conv *c, ltS_sval *v) {
+  size_t n = v->u.flat.n;
+  lua_createtable(L, 0, size_hint(n));
+  int t = lua_gettop(L);
+  memo_top(L, c, v);
+  lua_createtable(L, size_hint(n), 0);   /* key order */
+  int keys = lua_gettop(L);
+  for (size_t i = 0; i < n; i++) {   /* three slots at a time: push_value checked ten */
+    lua_pushlstring(L, v->u.flat.e[i].name, v->u.flat.e[i].len);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, keys, (lua_Integer)i + 1);
+    ltL_push(L, lt_retain(v->u.flat.e[i].t));
+    c->pushed++;
+    lua_rawset(L, t);
+  }
+  lua_pushnil(L);
+  make_dict(L, c, t, keys, true);
+}
+
+/* a bare storage becomes a 1-d tensor over it */
+static void push_storage(lua_State *L, conv *c, const ltS_sval *v) {
+  ltS_sstorage *s = v->u.stor;
+  int64_t n = s->numel;
+  lt_tensor *t = ltB_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
+  if (!t) raise(L, "%s: out of memory", c->op);
+  ltL_push(L, t);
+  c->pushed++;
+}
+
 static void push_value(lua_State *L, conv *c, ltS_sval *v, int depth) {
   luaL_checkstack(L, 10, "load: values nested too deeply");
   if (depth > MAXDEPTH)
     raise(L, "%s: values nested deeper than %d levels", c->op, MAXDEPTH);
-  switch (v->kind) {
-    case LT_SV_NONE: lua_getfield(L, c->helpers, "None"); return;
-    case LT_SV_BOOL: lua_pushboolean(L, v->u.b); return;
-    case LT_SV_INT: lua_pushinteger(L, v->u.i); return;
-    case LT_SV_FLOAT: lua_pushnumber(L, v->u.f); return;
-    case LT_SV_BIGINT: lua_pushnumber(L, bigint_value(v)); return;
-    case LT_SV_STR:
-    case LT_SV_BYTES: lua_pushlstring(L, v->u.s.p, v->u.s.n); return;
-    case LT_SV_DTYPE: lua_pushstring(L, ltS_fdtype_name((ltS_fdtype)v->code)); return;
-    case LT_SV_GLOBAL:
-      raise(L, "%s: the file holds a bare reference to %s, which has no Lantern value",
-                 c->op, v->u.s.p);
-      return;
-    default: break;
-  }
+  if (push_plain(L, c, v)) return;
   if (lua_rawgetp(L, c->memo, v) != LUA_TNIL) return;   /* shared or cyclic object */
   lua_pop(L, 1);
   switch (v->kind) {
     case LT_SV_LIST:
-    case LT_SV_TUPLE: {
-      size_t n = v->u.seq.n;
-      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);
-      lua_pushvalue(L, -1);
-      lua_rawsetp(L, c->memo, v);
-      for (size_t i = 0; i < n; i++) {
-        push_value(L, c, v->u.seq.v[i], depth + 1);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-      }
-      set_meta(L, c, v->kind == LT_SV_LIST ? "list_mt" : "tuple_mt");
-      return;
-    }
-    case LT_SV_DICT: {
-      size_t n = v->u.dict.n;
-      lua_createtable(L, 0, n > 1000000 ? 1000000 : (int)n);
-      int t = lua_gettop(L);
-      lua_pushvalue(L, -1);
-      lua_rawsetp(L, c->memo, v);
-      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);   /* key order */
-      int keys = lua_gettop(L);
-      lua_Integer nk = 0;
-      for (size_t i = 0; i < n; i++) {
-        if (v->u.dict.v[i]->kind == LT_SV_NONE) continue;   /* Lua tables cannot hold nil */
-        push_key(L, c, v->u.dict.k[i]);
-        lua_pushvalue(L, -1);
-        if (lua_rawget(L, t) == LUA_TNIL) {   /* a repeated key keeps its first position */
-          lua_pushvalue(L, -2);
-          lua_rawseti(L, keys, ++nk);
-        }
-        lua_pop(L, 1);
-        push_value(L, c, v->u.dict.v[i], depth + 1);
-        lua_rawset(L, t);
-      }
-      lua_getfield(L, c->helpers, "make_dict");
-      lua_pushvalue(L, t);
-      lua_pushvalue(L, keys);
-      if (v->u.dict.meta && v->u.dict.meta->kind == LT_SV_DICT)
-        push_value(L, c, v->u.dict.meta, depth + 1);
-      else
-        lua_pushnil(L);
-      lua_pushboolean(L, v->ordered);
-      lua_call(L, 4, 0);
-      lua_settop(L, t);
-      return;
-    }
-    case LT_SV_TENSORS: {   /* names are unique: no repeated-key check */
-      size_t n = v->u.flat.n;
-      lua_createtable(L, 0, n > 1000000 ? 1000000 : (int)n);
-      int t = lua_gettop(L);
-      lua_pushvalue(L, -1);
-      lua_rawsetp(L, c->memo, v);
-      lua_createtable(L, n > 1000000 ? 1000000 : (int)n, 0);   /* key order */
-      int keys = lua_gettop(L);
-      for (size_t i = 0; i < n; i++) {   /* three slots at a time: push_value checked ten */
-        lua_pushlstring(L, v->u.flat.e[i].name, v->u.flat.e[i].len);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, keys, (lua_Integer)i + 1);
-        ltL_push(L, lt_retain(v->u.flat.e[i].t));
-        c->pushed++;
-        lua_rawset(L, t);
-      }
-      lua_getfield(L, c->helpers, "make_dict");
-      lua_pushvalue(L, t);
-      lua_pushvalue(L, keys);
-      lua_pushnil(L);
-      lua_pushboolean(L, 1);
-      lua_call(L, 4, 0);
-      lua_settop(L, t);
-      return;
-    }
+    case LT_SV_TUPLE: push_seq(L, c, v, depth); return;
+    case LT_SV_DICT: push_dict(L, c, v, depth); return;
+    case LT_SV_TENSORS: push_tensors(L, c, v); return;
     case LT_SV_TENSOR:
       ltL_push(L, lt_retain(v->u.ten->t));
       c->pushed++;
       break;
-    case LT_SV_STORAGE: {
-      ltS_sstorage *s = v->u.stor;
-      int64_t n = s->numel;
-      lt_tensor *t = ltB_tensor_wrap(s->st, s->dt, 1, &n, NULL, 0);
-      if (!t) raise(L, "%s: out of memory", c->op);
-      ltL_push(L, t);
-      c->pushed++;
-      break;
-    }
+    case LT_SV_STORAGE: push_storage(L, c, v); break;
     default:
       raise(L, "%s: unexpected value in the file", c->op);
   }
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, c->memo, v);
+  memo_top(L, c, v);
 }
 
 /* Options of the loaders: {map_dtype = {float16 = "float64", ...}, verify_crc = bool}. */
@@ -408,8 +426,11 @@ static ltS_sval *key_sval(lua_State *L, conv *c, int idx) {
   }
 }
 
+/* The sort classes of a plain table's keys: numbers, then booleans, then strings. */
+enum skey_class { SK_NUMBER, SK_BOOLEAN, SK_STRING };
+
 typedef struct skey {
-  int type;          /* 0 number, 1 boolean, 2 string */
+  enum skey_class type;
   double num;
   lua_Integer ival;
   bool isint;
@@ -420,12 +441,12 @@ typedef struct skey {
 
 static int cmp_skey(const void *a, const void *b) {
   const skey *x = a, *y = b;
-  if (x->type != y->type) return x->type - y->type;
-  if (x->type == 0) {
+  if (x->type != y->type) return (int)x->type - (int)y->type;
+  if (x->type == SK_NUMBER) {
     if (x->isint && y->isint) return (x->ival > y->ival) - (x->ival < y->ival);
     return (x->num > y->num) - (x->num < y->num);
   }
-  if (x->type == 1) return (int)x->ival - (int)y->ival;
+  if (x->type == SK_BOOLEAN) return (int)x->ival - (int)y->ival;
   size_t n = x->n < y->n ? x->n : y->n;
   int r = memcmp(x->s, y->s, n);
   return r ? r : (x->n > y->n) - (x->n < y->n);
@@ -440,138 +461,181 @@ static void dict_put(lua_State *L, conv *c, ltS_sval *dict, int kidx, int vidx, 
   if (ltS_sv_set(c->d, dict, k, v)) raise(L, "%s: out of memory", c->op);
 }
 
-static ltS_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
-  /* kind from the metatable's __name: "list", "tuple", "dict", "OrderedDict" */
-  const char *kind = NULL;   /* a string held by the metatable, so it outlives the pop */
+/* What a table is saved as, from its metatable's __name ("list", "tuple", "dict",
+** "OrderedDict") and whether it has __pairs. */
+typedef struct tkind {
+  bool list, tuple, od, dict, has_pairs;
+} tkind;
+
+static tkind table_kind(lua_State *L, conv *c, int idx) {
+  tkind k = {0};
+  const char *name = NULL;   /* a string held by the metatable, so it outlives the pop */
   int name_type = luaL_getmetafield(L, idx, "__name");
-  if (name_type == LUA_TSTRING) kind = lua_tostring(L, -1);
+  if (name_type == LUA_TSTRING) name = lua_tostring(L, -1);
   if (name_type != LUA_TNIL) lua_pop(L, 1);
-  bool has_pairs = luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL;
-  if (has_pairs) lua_pop(L, 1);
-  bool is_list = kind && strcmp(kind, "list") == 0, is_tuple = kind && strcmp(kind, "tuple") == 0;
-  bool is_od = kind && strcmp(kind, "OrderedDict") == 0, is_dict = kind && strcmp(kind, "dict") == 0;
-  if (!is_list && !is_tuple && !is_od && !is_dict && lua_getmetatable(L, idx)) {
+  k.has_pairs = luaL_getmetafield(L, idx, "__pairs") != LUA_TNIL;
+  if (k.has_pairs) lua_pop(L, 1);
+  k.list = name && strcmp(name, "list") == 0;
+  k.tuple = name && strcmp(name, "tuple") == 0;
+  k.od = name && strcmp(name, "OrderedDict") == 0;
+  k.dict = name && strcmp(name, "dict") == 0;
+  if (!k.list && !k.tuple && !k.od && !k.dict && lua_getmetatable(L, idx)) {
     lua_pop(L, 1);
     if (lua_getfield(L, idx, "state_dict") == LUA_TFUNCTION)
       raise(L, "%s: cannot save a Module at %s: save m:state_dict() instead (or use "
                  "lt.save_module)", c->op, where(c));
     lua_pop(L, 1);
   }
-  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
-  if (!is_list && !is_tuple && !is_od && !is_dict && !has_pairs && n > 0) {
-    /* an untagged table is a list when its keys are exactly 1..n */
-    lua_Integer count = 0;
-    bool ints = true;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-      lua_pop(L, 1);
-      count++;
-      if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
-        ints = false;
-    }
-    is_list = ints && count == n;
+  return k;
+}
+
+/* whether the table's keys are exactly 1..n */
+static bool keys_are_1_to_n(lua_State *L, int idx, lua_Integer n) {
+  lua_Integer count = 0;
+  bool ints = true;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    count++;
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n)
+      ints = false;
   }
-  if (is_list || is_tuple) {
-    ltS_sval *v = chk(L, c, ltS_sv_new(c->d, is_tuple ? LT_SV_TUPLE : LT_SV_LIST));
-    lua_pushvalue(L, idx);
-    lua_pushlightuserdata(L, v);
-    lua_rawset(L, c->memo);
-    for (lua_Integer i = 1; i <= n; i++) {
-      lua_rawgeti(L, idx, i);
-      lua_pushinteger(L, i);
-      size_t old = path_push(L, c, -1, true);
-      lua_pop(L, 1);
-      ltS_sval *item = to_sval(L, c, -1, depth + 1);
-      path_pop(c, old);
-      lua_pop(L, 1);
-      if (ltS_sv_push(c->d, v, item)) raise(L, "%s: out of memory", c->op);
-    }
-    return v;
-  }
-  ltS_sval *v = chk(L, c, ltS_sv_new(c->d, LT_SV_DICT));
+  return ints && count == n;
+}
+
+/* memo[table at idx] = v, before v's items, so a cycle finds it */
+static void memo_table(lua_State *L, conv *c, int idx, ltS_sval *v) {
   lua_pushvalue(L, idx);
   lua_pushlightuserdata(L, v);
   lua_rawset(L, c->memo);
-  if (has_pairs) {   /* ordered tables give their own order */
-    luaL_getmetafield(L, idx, "__pairs");
-    lua_pushvalue(L, idx);
-    lua_call(L, 1, 3);
-    int it = lua_gettop(L) - 2;
-    for (;;) {
-      lua_pushvalue(L, it);
-      lua_pushvalue(L, it + 1);
-      lua_pushvalue(L, it + 2);
-      lua_call(L, 2, 2);
-      if (lua_isnil(L, -2)) {
-        lua_pop(L, 2);
-        break;
-      }
-      int top = lua_gettop(L);
-      dict_put(L, c, v, top - 1, top, depth);
-      lua_pop(L, 1);
-      lua_replace(L, it + 2);
-    }
-    lua_pop(L, 3);
-  } else {           /* plain tables: keys sorted (numbers, booleans, then strings) */
-    lua_newtable(L);
-    int keys = lua_gettop(L);
-    lua_Integer nk = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-      lua_pop(L, 1);
-      lua_pushvalue(L, -1);
-      lua_rawseti(L, keys, ++nk);
-    }
-    skey *sk = lua_newuserdatauv(L, (size_t)(nk ? nk : 1) * sizeof *sk, 0);
-    for (lua_Integer i = 1; i <= nk; i++) {
-      lua_rawgeti(L, keys, i);
-      skey *s = &sk[i - 1];
-      memset(s, 0, sizeof *s);
-      s->slot = i;
-      switch (lua_type(L, -1)) {
-        case LUA_TNUMBER:
-          s->isint = lua_isinteger(L, -1);
-          s->ival = s->isint ? lua_tointeger(L, -1) : 0;
-          s->num = lua_tonumber(L, -1);
-          break;
-        case LUA_TBOOLEAN:
-          s->type = 1;
-          s->ival = lua_toboolean(L, -1);
-          break;
-        default:
-          s->type = 2;
-          if (lua_type(L, -1) == LUA_TSTRING) s->s = lua_tolstring(L, -1, &s->n);   /* anchored */
-          else s->s = "";
-      }
-      lua_pop(L, 1);
-    }
-    qsort(sk, (size_t)nk, sizeof *sk, cmp_skey);
-    bool all_tensors = nk > 0;
-    for (lua_Integer i = 0; i < nk; i++) {
-      lua_rawgeti(L, keys, sk[i].slot);
-      lua_pushvalue(L, -1);
-      lua_rawget(L, idx);
-      if (sk[i].type != 2 || !ltL_test(L, -1)) all_tensors = false;
-      int top = lua_gettop(L);
-      dict_put(L, c, v, top - 1, top, depth);
-      lua_pop(L, 2);
-    }
-    lua_pop(L, 2);
-    if (!is_dict) is_od = is_od || all_tensors;   /* a state_dict */
+}
+
+static ltS_sval *seq_sval(lua_State *L, conv *c, int idx, lua_Integer n, bool tuple,
+                          int depth) {
+  ltS_sval *v = chk(L, c, ltS_sv_new(c->d, tuple ? LT_SV_TUPLE : LT_SV_LIST));
+  memo_table(L, c, idx, v);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    lua_pushinteger(L, i);
+    size_t old = path_push(L, c, -1, true);
+    lua_pop(L, 1);
+    ltS_sval *item = to_sval(L, c, -1, depth + 1);
+    path_pop(c, old);
+    lua_pop(L, 1);
+    if (ltS_sv_push(c->d, v, item)) raise(L, "%s: out of memory", c->op);
   }
-  v->ordered = is_od || (has_pairs && !is_dict);
-  if (luaL_getmetafield(L, idx, "__metadata") != LUA_TNIL) {
-    if (lua_istable(L, -1)) {
-      size_t old = c->plen;
-      ltS_sval *m = to_sval(L, c, -1, depth + 1);
-      path_pop(c, old);
-      if (m->kind == LT_SV_DICT) {
-        m->ordered = true;
-        v->u.dict.meta = m;
-      }
+  return v;
+}
+
+/* the entries of an ordered table, in the order its __pairs gives */
+static void put_pairs(lua_State *L, conv *c, int idx, ltS_sval *v, int depth) {
+  luaL_getmetafield(L, idx, "__pairs");
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 3);
+  int it = lua_gettop(L) - 2;
+  for (;;) {
+    lua_pushvalue(L, it);
+    lua_pushvalue(L, it + 1);
+    lua_pushvalue(L, it + 2);
+    lua_call(L, 2, 2);
+    if (lua_isnil(L, -2)) {
+      lua_pop(L, 2);
+      break;
     }
+    int top = lua_gettop(L);
+    dict_put(L, c, v, top - 1, top, depth);
+    lua_pop(L, 1);
+    lua_replace(L, it + 2);
+  }
+  lua_pop(L, 3);
+}
+
+/* the sort key of the Lua key on the top of the stack (a string stays anchored in keys) */
+static void fill_skey(lua_State *L, skey *s, lua_Integer slot) {
+  memset(s, 0, sizeof *s);
+  s->slot = slot;
+  switch (lua_type(L, -1)) {
+    case LUA_TNUMBER:
+      s->type = SK_NUMBER;
+      s->isint = lua_isinteger(L, -1);
+      s->ival = s->isint ? lua_tointeger(L, -1) : 0;
+      s->num = lua_tonumber(L, -1);
+      break;
+    case LUA_TBOOLEAN:
+      s->type = SK_BOOLEAN;
+      s->ival = lua_toboolean(L, -1);
+      break;
+    default:
+      s->type = SK_STRING;
+      if (lua_type(L, -1) == LUA_TSTRING) s->s = lua_tolstring(L, -1, &s->n);
+      else s->s = "";
+  }
+}
+
+/* The entries of a plain table with its keys sorted, so that a file does not depend on the
+** table's hash order. Returns whether every key is a string and every value a tensor. */
+static bool put_sorted(lua_State *L, conv *c, int idx, ltS_sval *v, int depth) {
+  lua_newtable(L);
+  int keys = lua_gettop(L);
+  lua_Integer nk = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, keys, ++nk);
+  }
+  skey *sk = lua_newuserdatauv(L, (size_t)(nk ? nk : 1) * sizeof *sk, 0);
+  for (lua_Integer i = 1; i <= nk; i++) {
+    lua_rawgeti(L, keys, i);
+    fill_skey(L, &sk[i - 1], i);
     lua_pop(L, 1);
   }
+  qsort(sk, (size_t)nk, sizeof *sk, cmp_skey);
+  bool all_tensors = nk > 0;
+  for (lua_Integer i = 0; i < nk; i++) {
+    lua_rawgeti(L, keys, sk[i].slot);
+    lua_pushvalue(L, -1);
+    lua_rawget(L, idx);
+    if (sk[i].type != SK_STRING || !ltL_test(L, -1)) all_tensors = false;
+    int top = lua_gettop(L);
+    dict_put(L, c, v, top - 1, top, depth);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 2);
+  return all_tensors;
+}
+
+/* a state_dict's _metadata, kept by the table's metatable as __metadata */
+static void put_metadata(lua_State *L, conv *c, int idx, ltS_sval *v, int depth) {
+  if (luaL_getmetafield(L, idx, "__metadata") == LUA_TNIL) return;
+  if (lua_istable(L, -1)) {
+    size_t old = c->plen;
+    ltS_sval *m = to_sval(L, c, -1, depth + 1);
+    path_pop(c, old);
+    if (m->kind == LT_SV_DICT) {
+      m->ordered = true;
+      v->u.dict.meta = m;
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static ltS_sval *table_sval(lua_State *L, conv *c, int idx, int depth) {
+  tkind k = table_kind(L, c, idx);
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  bool tagged = k.list || k.tuple || k.od || k.dict;
+  if (!tagged && !k.has_pairs && n > 0) k.list = keys_are_1_to_n(L, idx, n);
+  if (k.list || k.tuple) return seq_sval(L, c, idx, n, k.tuple, depth);
+  ltS_sval *v = chk(L, c, ltS_sv_new(c->d, LT_SV_DICT));
+  memo_table(L, c, idx, v);
+  if (k.has_pairs) {
+    put_pairs(L, c, idx, v, depth);
+  } else {
+    bool all_tensors = put_sorted(L, c, idx, v, depth);
+    if (!k.dict) k.od = k.od || all_tensors;   /* a state_dict */
+  }
+  v->ordered = k.od || (k.has_pairs && !k.dict);
+  put_metadata(L, c, idx, v, depth);
   return v;
 }
 
