@@ -355,23 +355,32 @@ static int tri_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_ten
 static const ltG_node_type tril_type = {"TrilBackward0", tri_backward, NULL};
 static const ltG_node_type triu_type = {"TriuBackward0", tri_backward, NULL};
 
-/* Zeroes the elements of contiguous r outside the kept triangle: tril keeps j - i <= k,
-** triu keeps j - i >= k. Zero bits are 0 in every dtype. */
-static void tri_zero(lt_tensor *r, int64_t k, bool upper) {
-  int64_t rows = r->size[r->ndim - 2], cols = r->size[r->ndim - 1];
-  int64_t mats = rows > 0 && cols > 0 ? lt_numel(r) / (rows * cols) : 0;
-  size_t es = lt_dtype_size(r->dtype);
-  char *p = lt_data(r);
-  for (int64_t m = 0; m < mats; m++) {
-    for (int64_t i = 0; i < rows; i++) {
-      char *row = p + (size_t)((m * rows + i) * cols) * es;
-      /* kept columns: tril [0, i+k], triu [i+k, cols) */
-      int64_t lo = upper ? 0 : i + k + 1, hi = upper ? i + k : cols;
-      if (lo < 0) lo = 0;
-      if (hi > cols) hi = cols;
-      if (lo < hi) memset(row + (size_t)lo * es, 0, (size_t)(hi - lo) * es);
-    }
+/* r = t with the elements outside the kept triangle zeroed (tril keeps j - i <= k, triu keeps
+** j - i >= k), on t's device: a (rows, cols) mask of j - k > i (tril) or j - k < i (triu),
+** from two aranges, broadcast over the leading dims. */
+static int tri_fill(lt_ctx *ctx, const char *op, lt_tensor *r, const lt_tensor *t, int64_t k,
+                    bool upper) {
+  int64_t rows = t->size[t->ndim - 2], cols = t->size[t->ndim - 1];
+  const ltK_backend *kb = ltK_kernels(r);
+  lt_tensor *i1 = NULL, *j1 = NULL, *iv = NULL, *jv = NULL, *mask = NULL;
+  int rc = ltO_empty_as(ctx, &i1, t, LT_INT64, 1, &rows);
+  if (!rc) rc = ltO_empty_as(ctx, &j1, t, LT_INT64, 1, &cols);
+  if (!rc) rc = ltO_empty_as(ctx, &mask, t, LT_BOOL, 2, (int64_t[]){rows, cols});
+  if (!rc && (!(iv = ltB_alias(i1, 2, (int64_t[]){rows, 1}, (int64_t[]){1, 0}, 0)) ||
+              !(jv = ltB_alias(j1, 2, (int64_t[]){1, cols}, (int64_t[]){0, 1}, 0))))
+    rc = ltB_fail(ctx, "%s: out of memory", op);
+  if (!rc) {
+    kb->arange_int(i1, 0, 1);
+    kb->arange_int(j1, -k, 1);
+    kb->binary(ctx, upper ? LT_LT : LT_GT, mask, jv, iv, LT_INT64, 0, 0);
+    kb->masked_fill(ctx, r, t, mask, 0.0);
   }
+  lt_release(mask);
+  lt_release(jv);
+  lt_release(iv);
+  lt_release(j1);
+  lt_release(i1);
+  return rc;
 }
 
 static int tri_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k, bool upper) {
@@ -386,8 +395,10 @@ static int tri_impl(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t k, bool 
   if (k < -lim) k = -lim;
   lt_tensor *r;
   if (ltO_shape_new_out(ctx, op, &r, t, t->dtype, t->ndim, t->size)) return -1;
-  ltK_kernels(r)->copy(ctx, r, t);
-  tri_zero(r, k, upper);
+  if (tri_fill(ctx, op, r, t, k, upper)) {
+    lt_release(r);
+    return -1;
+  }
   lt_node *node;
   if (ltO_shape_record1(ctx, upper ? &triu_type : &tril_type, t, &r, sizeof(tri_extra), 0, &node))
     return -1;
