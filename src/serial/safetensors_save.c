@@ -95,18 +95,18 @@ static void gather(const lt_tensor *t, uint8_t *dst) {
   }
 }
 
-int ltS_st_save(lt_ctx *ctx, const char *path, ltS_sval *tensors, ltS_sval *meta) {
-  const char *op = "safetensors.save";
-  const uint16_t one = 1;
-  if (*(const uint8_t *)&one != 1)
-    return ltB_fail(ctx, "%s: writing on a big-endian host is not supported", op);
+enum {
+  ST_LEN_BYTES = 8,   /* the little-endian header length before the JSON */
+  ST_ALIGN = 8,       /* the header is padded with spaces to a multiple of this */
+};
+
+/* The tensors' entries in the order the reference writes them; NULL on out-of-memory. */
+static went *sorted_entries(const ltS_sval *tensors) {
   size_t ne = tensors->u.dict.n;
   went *e = calloc(ne ? ne : 1, sizeof *e);
-  ltS_sval **mp = NULL;
-  size_t nm = meta ? meta->u.dict.n : 0;
-  if (!e) return ltB_fail(ctx, "%s: out of memory", op);
+  if (!e) return NULL;
   for (size_t i = 0; i < ne; i++) {
-    ltS_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
+    const ltS_sval *k = tensors->u.dict.k[i], *v = tensors->u.dict.v[i];
     e[i].name = k->u.s.p;
     e[i].nlen = k->u.s.n;
     e[i].t = v->u.ten->t;
@@ -117,102 +117,132 @@ int ltS_st_save(lt_ctx *ctx, const char *path, ltS_sval *tensors, ltS_sval *meta
     e[i].dtname = ltS_st_dtypes[q].name;
   }
   qsort(e, ne, sizeof *e, cmp_went);
-  sbuf b = {0};
-  sputs(&b, "{");
+  return e;
+}
+
+/* "__metadata__":{...} with its keys sorted (string -> string pairs) */
+static void put_metadata(sbuf *b, const ltS_sval *meta) {
+  size_t nm = meta->u.dict.n;
+  ltS_sval **mp = malloc((nm ? nm : 1) * 2 * sizeof *mp);
+  if (!mp) b->oom = true;
+  for (size_t i = 0; mp && i < nm; i++) {
+    mp[2 * i] = meta->u.dict.k[i];
+    mp[2 * i + 1] = meta->u.dict.v[i];
+  }
+  if (mp) qsort(mp, nm, 2 * sizeof *mp, cmp_meta);
+  sputs(b, "\"__metadata__\":{");
+  for (size_t i = 0; mp && i < nm; i++) {
+    if (i) sputs(b, ",");
+    sjson(b, mp[2 * i]->u.s.p, mp[2 * i]->u.s.n);
+    sputs(b, ":");
+    sjson(b, mp[2 * i + 1]->u.s.p, mp[2 * i + 1]->u.s.n);
+  }
+  sputs(b, "}");
+  free(mp);
+}
+
+/* name:{"dtype":..,"shape":[..],"data_offsets":[off,end]}; *off moves to end */
+static void put_entry(sbuf *b, const went *e, uint64_t *off) {
+  char num[64];
+  const lt_tensor *t = e->t;
+  sjson(b, e->name, e->nlen);
+  sputs(b, ":{\"dtype\":\"");
+  sputs(b, e->dtname);
+  sputs(b, "\",\"shape\":[");
+  for (int d = 0; d < t->ndim; d++) {
+    snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->size[d]);
+    sputs(b, num);
+  }
+  uint64_t nb = (uint64_t)lt_numel(t) * lt_dtype_size(t->dtype);
+  snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)*off,
+           (unsigned long long)(*off + nb));
+  sputs(b, num);
+  *off += nb;
+}
+
+/* the JSON header, padded; b->oom on out-of-memory */
+static void put_header(sbuf *b, const went *e, size_t ne, const ltS_sval *meta) {
+  sputs(b, "{");
   if (meta) {
-    mp = malloc((nm ? nm : 1) * 2 * sizeof *mp);
-    if (!mp) b.oom = true;
-    for (size_t i = 0; mp && i < nm; i++) {
-      mp[2 * i] = meta->u.dict.k[i];
-      mp[2 * i + 1] = meta->u.dict.v[i];
-    }
-    if (mp) qsort(mp, nm, 2 * sizeof *mp, cmp_meta);
-    sputs(&b, "\"__metadata__\":{");
-    for (size_t i = 0; mp && i < nm; i++) {
-      if (i) sputs(&b, ",");
-      sjson(&b, mp[2 * i]->u.s.p, mp[2 * i]->u.s.n);
-      sputs(&b, ":");
-      sjson(&b, mp[2 * i + 1]->u.s.p, mp[2 * i + 1]->u.s.n);
-    }
-    sputs(&b, "}");
-    if (ne) sputs(&b, ",");
+    put_metadata(b, meta);
+    if (ne) sputs(b, ",");
   }
   uint64_t off = 0;
-  char num[64];
   for (size_t i = 0; i < ne; i++) {
-    lt_tensor *t = e[i].t;
-    if (i) sputs(&b, ",");
-    sjson(&b, e[i].name, e[i].nlen);
-    sputs(&b, ":{\"dtype\":\"");
-    sputs(&b, e[i].dtname);
-    sputs(&b, "\",\"shape\":[");
-    for (int d = 0; d < t->ndim; d++) {
-      snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->size[d]);
-      sputs(&b, num);
-    }
-    uint64_t nb = (uint64_t)lt_numel(t) * lt_dtype_size(t->dtype);
-    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-             (unsigned long long)(off + nb));
-    sputs(&b, num);
-    off += nb;
+    if (i) sputs(b, ",");
+    put_entry(b, &e[i], &off);
   }
-  sputs(&b, "}");
-  while (b.n % 8) sputs(&b, " ");
-  free(mp);
-  if (b.oom) {
-    free(b.p);
-    free(e);
-    return ltB_fail(ctx, "%s: out of memory", op);
+  sputs(b, "}");
+  while (b->n % ST_ALIGN) sputs(b, " ");
+}
+
+static bool write_header(FILE *f, const sbuf *b) {
+  uint8_t hn[ST_LEN_BYTES];
+  for (int i = 0; i < ST_LEN_BYTES; i++) hn[i] = (uint8_t)((uint64_t)b->n >> (8 * i));
+  return fwrite(hn, 1, sizeof hn, f) == sizeof hn && fwrite(b->p, 1, b->n, f) == b->n;
+}
+
+/* Writes t's bytes in C order; a device tensor from a copy on the host. Fails (with the
+** message set) when that copy or a buffer cannot be made; *bad on a short write. */
+static int write_tensor(lt_ctx *ctx, const char *op, FILE *f, lt_tensor *t, bool *bad) {
+  size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
+  if (!nb) return 0;
+  lt_tensor *host = NULL;
+  if (t->storage->device != LT_CPU) {
+    bool grad = lt_set_grad_enabled(ctx, false);
+    int rc = lt_to_device(ctx, &host, t, LT_CPU, 0);
+    lt_set_grad_enabled(ctx, grad);
+    if (rc) return -1;
+    t = host;
   }
-  ltS_afile a;
-  if (ltS_afile_open(ctx, op, &a, path)) {
-    free(b.p);
-    free(e);
-    return -1;
-  }
-  uint8_t hn[8];
-  for (int i = 0; i < 8; i++) hn[i] = (uint8_t)((uint64_t)b.n >> (8 * i));
-  int bad = fwrite(hn, 1, 8, a.f) != 8 || fwrite(b.p, 1, b.n, a.f) != b.n;
-  uint8_t *tmp = NULL;
-  for (size_t i = 0; !bad && i < ne; i++) {
-    lt_tensor *t = e[i].t, *host = NULL;
-    size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
-    if (!nb) continue;
-    if (t->storage->device != LT_CPU) {   /* a device tensor is written from the host */
-      bool grad = lt_set_grad_enabled(ctx, false);
-      int rc = lt_to_device(ctx, &host, t, LT_CPU, 0);
-      lt_set_grad_enabled(ctx, grad);
-      if (rc) {
-        free(b.p);
-        free(e);
-        ltS_afile_abort(&a);
-        return -1;
-      }
-      t = host;
-    }
-    if (lt_is_contiguous(t)) {
-      bad = fwrite(lt_data(t), 1, nb, a.f) != nb;
-    } else {
-      tmp = malloc(nb);
-      if (!tmp) {
-        lt_release(host);
-        free(b.p);
-        free(e);
-        ltS_afile_abort(&a);
-        return ltB_fail(ctx, "%s: out of memory", op);
-      }
+  int rc = 0;
+  if (lt_is_contiguous(t)) {
+    *bad = fwrite(lt_data(t), 1, nb, f) != nb;
+  } else {
+    uint8_t *tmp = malloc(nb);
+    if (tmp) {
       gather(t, tmp);
-      bad = fwrite(tmp, 1, nb, a.f) != nb;
+      *bad = fwrite(tmp, 1, nb, f) != nb;
       free(tmp);
-      tmp = NULL;
+    } else {
+      rc = ltB_fail(ctx, "%s: out of memory", op);
     }
-    lt_release(host);
   }
-  free(b.p);
-  free(e);
+  lt_release(host);
+  return rc;
+}
+
+int ltS_st_save(lt_ctx *ctx, const char *path, ltS_sval *tensors, ltS_sval *meta) {
+  const char *op = "safetensors.save";
+  const uint16_t one = 1;
+  if (*(const uint8_t *)&one != 1)
+    return ltB_fail(ctx, "%s: writing on a big-endian host is not supported", op);
+  size_t ne = tensors->u.dict.n;
+  went *e = sorted_entries(tensors);
+  if (!e) return ltB_fail(ctx, "%s: out of memory", op);
+  sbuf b = {0};
+  put_header(&b, e, ne, meta);
+  ltS_afile a;
+  int rc = -1;
+  if (b.oom) {
+    ltB_fail(ctx, "%s: out of memory", op);
+    goto done;
+  }
+  if (ltS_afile_open(ctx, op, &a, path)) goto done;
+  bool bad = !write_header(a.f, &b);
+  for (size_t i = 0; !bad && i < ne; i++)
+    if (write_tensor(ctx, op, a.f, e[i].t, &bad)) {
+      ltS_afile_abort(&a);
+      goto done;
+    }
   if (bad) {
     ltS_afile_abort(&a);
-    return ltB_fail(ctx, "%s: write error on '%s'", op, path);
+    ltB_fail(ctx, "%s: write error on '%s'", op, path);
+    goto done;
   }
-  return ltS_afile_commit(ctx, op, &a);
+  rc = ltS_afile_commit(ctx, op, &a);
+done:
+  free(b.p);
+  free(e);
+  return rc;
 }
