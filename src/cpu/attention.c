@@ -96,17 +96,14 @@ typedef struct tile_pos {
   int64_t i0, j0, nr, nc;
 } tile_pos;
 
-/* The mask's part of a tile: keys j > i are -inf under causal; a bool mask's false is -inf, a
-** float mask is added. mk is the mask's batch entry (element strides ms_r, ms_c), or NULL. */
+/* The mask's part of a tile: a bool mask's false is -inf, a float mask is added. mk is the
+** mask's batch entry (element strides ms_r, ms_c). (Causal needs no pass: row_width.) */
 #define DEF_MASK_TILE(NAME, T)                                                                 \
-  static void NAME(T *t, tile_pos p, bool causal, const char *mk, lt_dtype mdt, int64_t ms_r,  \
+  static void NAME(T *t, tile_pos p, const char *mk, lt_dtype mdt, int64_t ms_r,               \
                    int64_t ms_c) {                                                             \
     for (int64_t r = 0; r < p.nr; r++) {                                                       \
       T *row = t + r * BC;                                                                     \
       int64_t i = p.i0 + r;                                                                    \
-      if (causal)                                                                              \
-        for (int64_t c = i + 1 - p.j0 < 0 ? 0 : i + 1 - p.j0; c < p.nc; c++) row[c] = -INFINITY; \
-      if (!mk) continue;                                                                       \
       if (mdt == LT_BOOL) {                                                                    \
         const bool *m = (const bool *)mk + i * ms_r + p.j0 * ms_c;                             \
         for (int64_t c = 0; c < p.nc; c++)                                                     \
@@ -120,25 +117,33 @@ typedef struct tile_pos {
 DEF_MASK_TILE(mask_tile_f32, float)
 DEF_MASK_TILE(mask_tile_f64, double)
 
+/* Under causal, row r of a tile has keys before column lim0 + r (lim0 = i0 + 1 - j0; nc
+** without causal): its max and exponentials stop there and the rest of the row becomes 0. */
+AT_INLINE int64_t row_width(int64_t lim0, int64_t r, int64_t nc) {
+  int64_t w = lim0 + r;
+  return w < 0 ? 0 : w > nc ? nc : w;
+}
+
 /* The online-softmax step of a forward tile: per row, m grows to the tile's max, the tile
 ** becomes P = exp(T - m), l = l e^(m_old - m) + rowsum(P), and the accumulator row o (Ev wide,
 ** at o + r * ldo) is scaled by e^(m_old - m). A row with no key taking part so far keeps
 ** m = -inf, and its exponentials are taken against 0 so that they give 0, not NaN. */
-AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o,
-                            int64_t ldo, int64_t ev) {
+AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, float *m, double *l,
+                            float *o, int64_t ldo, int64_t ev) {
   for (int64_t r = 0; r < nr; r++) {
     float *row = t + r * BC;
     float lm[LANES];
     for (int k = 0; k < LANES; k++) lm[k] = -INFINITY;
-    int64_t c = 0;
-    for (; c + LANES <= nc; c += LANES)
+    int64_t c = 0, w = row_width(lim0, r, nc);
+    for (; c + LANES <= w; c += LANES)
       for (int k = 0; k < LANES; k++) lm[k] = row[c + k] > lm[k] ? row[c + k] : lm[k];
-    for (int k = 0; c + k < nc; k++) lm[k] = row[c + k] > lm[k] ? row[c + k] : lm[k];
+    for (int k = 0; c + k < w; k++) lm[k] = row[c + k] > lm[k] ? row[c + k] : lm[k];
     float mx = m[r];
     for (int k = 0; k < LANES; k++) mx = lm[k] > mx ? lm[k] : mx;
     float ref = mx == -INFINITY ? 0.0f : mx;
     float acc[LANES] = {0};
-    for (c = 0; c < nc; c++) row[c] = vm_exp_float(row[c] - ref);
+    for (c = 0; c < w; c++) row[c] = vm_exp_float(row[c] - ref);
+    for (; c < nc; c++) row[c] = 0;
     for (c = 0; c + LANES <= nc; c += LANES)
       for (int k = 0; k < LANES; k++) acc[k] += row[c + k];
     for (int k = 0; c + k < nc; k++) acc[k] += row[c + k];
@@ -154,14 +159,15 @@ AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, float *m, double *
   }
 }
 
-static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, double *m, double *l, double *o,
-                         int64_t ldo, int64_t ev) {
+static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, int64_t lim0, double *m, double *l,
+                         double *o, int64_t ldo, int64_t ev) {
   for (int64_t r = 0; r < nr; r++) {
     double *row = t + r * BC, mx = m[r], s = 0;
-    for (int64_t c = 0; c < nc; c++) mx = row[c] > mx ? row[c] : mx;
+    int64_t w = row_width(lim0, r, nc);
+    for (int64_t c = 0; c < w; c++) mx = row[c] > mx ? row[c] : mx;
     double ref = mx == -INFINITY ? 0.0 : mx;
     for (int64_t c = 0; c < nc; c++) {
-      row[c] = exp(row[c] - ref);
+      row[c] = c < w ? exp(row[c] - ref) : 0;
       s += row[c];
     }
     double alpha = exp(m[r] - ref);
@@ -176,10 +182,12 @@ static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, double *m, double *l
 
 /* Backward tiles: P = exp(T - lse) (a row with no key taking part has lse = -inf and gets NaN,
 ** as the composed form's weights are), then dS = P (dP - D) into dP. */
-AT_INLINE void bwd_p_f32(float *t, int64_t nr, int64_t nc, const float *lse) {
+AT_INLINE void bwd_p_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse) {
   for (int64_t r = 0; r < nr; r++) {
     float *row = t + r * BC, ls = lse[r];
-    for (int64_t c = 0; c < nc; c++) row[c] = vm_exp_float(row[c] - ls);
+    int64_t w = row_width(lim0, r, nc), c = 0;
+    for (; c < w; c++) row[c] = vm_exp_float(row[c] - ls);
+    for (; c < nc; c++) row[c] = 0;
   }
 }
 
@@ -191,9 +199,11 @@ AT_INLINE void bwd_ds_f32(float *dp, const float *p, int64_t nr, int64_t nc, con
   }
 }
 
-static void bwd_p_f64(double *t, int64_t nr, int64_t nc, const double *lse) {
-  for (int64_t r = 0; r < nr; r++)
-    for (int64_t c = 0; c < nc; c++) t[r * BC + c] = exp(t[r * BC + c] - lse[r]);
+static void bwd_p_f64(double *t, int64_t nr, int64_t nc, int64_t lim0, const double *lse) {
+  for (int64_t r = 0; r < nr; r++) {
+    int64_t w = row_width(lim0, r, nc);
+    for (int64_t c = 0; c < nc; c++) t[r * BC + c] = c < w ? exp(t[r * BC + c] - lse[r]) : 0;
+  }
 }
 
 static void bwd_ds_f64(double *dp, const double *p, int64_t nr, int64_t nc, const double *d) {
@@ -204,19 +214,19 @@ static void bwd_ds_f64(double *dp, const double *p, int64_t nr, int64_t nc, cons
 /* ================================================================ one set per ISA level */
 
 typedef struct tile_kernels {
-  void (*fwd)(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o, int64_t ldo,
-              int64_t ev);
-  void (*bwd_p)(float *t, int64_t nr, int64_t nc, const float *lse);
+  void (*fwd)(float *t, int64_t nr, int64_t nc, int64_t lim0, float *m, double *l, float *o,
+              int64_t ldo, int64_t ev);
+  void (*bwd_p)(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse);
   void (*bwd_ds)(float *dp, const float *p, int64_t nr, int64_t nc, const float *d);
 } tile_kernels;
 
 #define DEF_TILE_LEVEL(SUF)                                                                    \
-  static void fwd_##SUF(float *t, int64_t nr, int64_t nc, float *m, double *l, float *o,       \
-                        int64_t ldo, int64_t ev) {                                             \
-    fwd_tile_f32(t, nr, nc, m, l, o, ldo, ev);                                                 \
+  static void fwd_##SUF(float *t, int64_t nr, int64_t nc, int64_t lim0, float *m, double *l,   \
+                        float *o, int64_t ldo, int64_t ev) {                                   \
+    fwd_tile_f32(t, nr, nc, lim0, m, l, o, ldo, ev);                                           \
   }                                                                                            \
-  static void bwd_p_##SUF(float *t, int64_t nr, int64_t nc, const float *lse) {                \
-    bwd_p_f32(t, nr, nc, lse);                                                                 \
+  static void bwd_p_##SUF(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse) {  \
+    bwd_p_f32(t, nr, nc, lim0, lse);                                                           \
   }                                                                                            \
   static void bwd_ds_##SUF(float *dp, const float *p, int64_t nr, int64_t nc, const float *d) { \
     bwd_ds_f32(dp, p, nr, nc, d);                                                              \
@@ -274,13 +284,16 @@ static void scores_tile(const sdpa_job *j, const mat *Q, const mat *K, const cha
   const ltK_sdpa_geom *g = j->g;
   gemm(j->dt, false, true, p.nr, p.nc, g->E, g->scale, row_at(Q, p.i0, j->es), Q->ld,
        row_at(K, p.j0, j->es), K->ld, 0.0, t, BC);
-  bool causal = g->causal && p.j0 + p.nc - 1 > p.i0;   /* a tile wholly below needs nothing */
-  if (!causal && !mk) return;
-  lt_dtype mdt = j->mask ? j->mask->dtype : j->dt;
+  if (!mk) return;
   if (j->dt == LT_FLOAT32)
-    mask_tile_f32((float *)t, p, causal, mk, mdt, ms_r, ms_c);
+    mask_tile_f32((float *)t, p, mk, j->mask->dtype, ms_r, ms_c);
   else
-    mask_tile_f64((double *)t, p, causal, mk, mdt, ms_r, ms_c);
+    mask_tile_f64((double *)t, p, mk, j->mask->dtype, ms_r, ms_c);
+}
+
+/* The lim0 of row_width for tile p. */
+static int64_t causal_lim0(const ltK_sdpa_geom *g, tile_pos p) {
+  return g->causal ? p.i0 + 1 - p.j0 : p.nc;
 }
 
 /* The keys a query block can see: all, or under causal those j < i0 + nr. */
@@ -311,9 +324,10 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
     tile_pos p = {.i0 = i0, .j0 = j0, .nr = nr, .nc = ltC_min(BC, kend - j0)};
     scores_tile(j, &Q, &K, mk, ms_r, ms_c, p, s);
     if (j->dt == LT_FLOAT32)
-      j->tk.fwd((float *)s, nr, p.nc, (float *)m, l, (float *)o, ev, ev);
+      j->tk.fwd((float *)s, nr, p.nc, causal_lim0(g, p), (float *)m, l, (float *)o, ev, ev);
     else
-      fwd_tile_f64((double *)s, nr, p.nc, (double *)m, l, (double *)o, ev, ev);
+      fwd_tile_f64((double *)s, nr, p.nc, causal_lim0(g, p), (double *)m, l, (double *)o, ev,
+                   ev);
     gemm(j->dt, false, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, 1.0, o, ev);
   }
   /* l = 0 (no key took part) makes the row NaN, as the composed form's softmax; with no keys
@@ -387,9 +401,9 @@ static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
       if (g->causal && j0 > i0 + t.nr - 1) continue;   /* every key of it after every row */
       scores_tile(j, &Q, &K, mk, ms_r, ms_c, t, p);
       if (j->dt == LT_FLOAT32)
-        j->tk.bwd_p((float *)p, t.nr, nc, (const float *)lse + i0);
+        j->tk.bwd_p((float *)p, t.nr, nc, causal_lim0(g, t), (const float *)lse + i0);
       else
-        bwd_p_f64((double *)p, t.nr, nc, (const double *)lse + i0);
+        bwd_p_f64((double *)p, t.nr, nc, causal_lim0(g, t), (const double *)lse + i0);
       gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&dO, i0, es), dO.ld, 1.0,
            row_at(&dV, j0, es), dV.ld);
       gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&dO, i0, es), dO.ld,
