@@ -193,6 +193,115 @@ static int emit_tensor(pk *w, ltS_sval *v) {
   return 0;
 }
 
+static int emit_value(pk *w, ltS_sval *v, int depth);
+
+/* a Python int too large for int64, as its little-endian two's complement bytes */
+static void emit_bigint(pk *w, const ltS_sval *v) {
+  if (v->u.s.n <= UINT8_MAX) {
+    emit1(w, PK_LONG1);
+    emit1(w, (int)v->u.s.n);
+  } else {
+    emit1(w, PK_LONG4);
+    emit_le(w, v->u.s.n, 4);
+  }
+  emit(w, v->u.s.p, v->u.s.n);
+}
+
+/* BINFLOAT's argument is the IEEE double, big-endian */
+static void emit_float(pk *w, double f) {
+  uint64_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  emit1(w, PK_BINFLOAT);
+  for (int i = (int)sizeof bits - 1; i >= 0; i--) emit1(w, (int)(bits >> (8 * i)) & 0xff);
+}
+
+/* protocol 2 has no bytes: _codecs.encode(latin-1 text, 'latin1'), the text as UTF-8 */
+static void emit_bytes(pk *w, ltS_sval *v) {
+  emit_global(w, "_codecs", "encode");
+  emit1(w, PK_BINUNICODE);
+  size_t len = 0;
+  for (size_t i = 0; i < v->u.s.n; i++) len += (uint8_t)v->u.s.p[i] < 0x80 ? 1 : 2;
+  emit_le(w, len, 4);
+  for (size_t i = 0; i < v->u.s.n; i++) {
+    uint8_t c = (uint8_t)v->u.s.p[i];
+    if (c < 0x80) {
+      emit1(w, c);
+    } else {
+      emit1(w, 0xc0 | c >> 6);
+      emit1(w, 0x80 | (c & 0x3f));
+    }
+  }
+  emit_str(w, "latin1", 6);
+  emit1(w, PK_TUPLE2);
+  emit1(w, PK_REDUCE);
+  memoize(w, v);
+}
+
+/* memoised before its items, so an item can refer back to the list */
+static int emit_list(pk *w, ltS_sval *v, int depth) {
+  emit1(w, PK_EMPTY_LIST);
+  memoize(w, v);
+  size_t n = v->u.seq.n;
+  for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
+    size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
+    if (m > 1) emit1(w, PK_MARK);
+    for (size_t i = i0; i < i0 + m; i++)
+      if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
+    emit1(w, m > 1 ? PK_APPENDS : PK_APPEND);
+  }
+  return 0;
+}
+
+/* A tuple exists only once its items do, so it cannot contain itself (busy catches that);
+** up to three items have their own opcodes. */
+static int emit_tuple(pk *w, ltS_sval *v, int depth) {
+  enum { SHORT_TUPLE = 3 };
+  size_t n = v->u.seq.n;
+  if (n == 0) {
+    emit1(w, PK_EMPTY_TUPLE);
+    return 0;
+  }
+  if (v->busy) return ltB_fail(w->ctx, "%s: a tuple contains itself", w->op);
+  v->busy = true;
+  if (n > SHORT_TUPLE) emit1(w, PK_MARK);
+  for (size_t i = 0; i < n; i++)
+    if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
+  v->busy = false;
+  emit1(w, n > SHORT_TUPLE ? PK_TUPLE : PK_TUPLE1 - 1 + (int)n);
+  memoize(w, v);
+  return 0;
+}
+
+/* a dict or OrderedDict, memoised before its items; a state_dict's _metadata is set on it
+** through BUILD, as torch.save does */
+static int emit_dict(pk *w, ltS_sval *v, int depth) {
+  if (v->ordered) {
+    emit_global(w, "collections", "OrderedDict");
+    emit1(w, PK_EMPTY_TUPLE);
+    emit1(w, PK_REDUCE);
+  } else {
+    emit1(w, PK_EMPTY_DICT);
+  }
+  memoize(w, v);
+  size_t n = v->u.dict.n;
+  for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
+    size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
+    if (m > 1) emit1(w, PK_MARK);
+    for (size_t i = i0; i < i0 + m; i++)
+      if (emit_value(w, v->u.dict.k[i], depth + 1) || emit_value(w, v->u.dict.v[i], depth + 1))
+        return -1;
+    emit1(w, m > 1 ? PK_SETITEMS : PK_SETITEM);
+  }
+  if (!v->u.dict.meta) return 0;
+  emit1(w, PK_EMPTY_DICT);
+  memoize(w, NULL);
+  emit_str(w, "_metadata", 9);
+  if (emit_value(w, v->u.dict.meta, depth + 1)) return -1;
+  emit1(w, PK_SETITEM);
+  emit1(w, PK_BUILD);
+  return 0;
+}
+
 static int emit_value(pk *w, ltS_sval *v, int depth) {
   if (depth > PK_MAX_DEPTH) return ltB_fail(w->ctx, "%s: values nested too deeply", w->op);
   if (v->memo) {
@@ -203,103 +312,13 @@ static int emit_value(pk *w, ltS_sval *v, int depth) {
     case LT_SV_NONE: emit1(w, PK_NONE); return 0;
     case LT_SV_BOOL: emit1(w, v->u.b ? PK_NEWTRUE : PK_NEWFALSE); return 0;
     case LT_SV_INT: emit_int(w, v->u.i); return 0;
-    case LT_SV_BIGINT:
-      if (v->u.s.n <= 255) {
-        emit1(w, PK_LONG1);
-        emit1(w, (int)v->u.s.n);
-      } else {
-        emit1(w, PK_LONG4);
-        emit_le(w, v->u.s.n, 4);
-      }
-      emit(w, v->u.s.p, v->u.s.n);
-      return 0;
-    case LT_SV_FLOAT: {
-      uint64_t bits;
-      memcpy(&bits, &v->u.f, 8);
-      emit1(w, PK_BINFLOAT);
-      for (int i = 7; i >= 0; i--) emit1(w, (int)(bits >> (8 * i)) & 0xff);
-      return 0;
-    }
+    case LT_SV_BIGINT: emit_bigint(w, v); return 0;
+    case LT_SV_FLOAT: emit_float(w, v->u.f); return 0;
     case LT_SV_STR: emit_str(w, v->u.s.p, v->u.s.n); return 0;
-    case LT_SV_BYTES: {   /* protocol 2 has no bytes: _codecs.encode(latin-1 text, 'latin1') */
-      emit_global(w, "_codecs", "encode");
-      emit1(w, PK_BINUNICODE);
-      size_t len = 0;
-      for (size_t i = 0; i < v->u.s.n; i++) len += (uint8_t)v->u.s.p[i] < 0x80 ? 1 : 2;
-      emit_le(w, len, 4);
-      for (size_t i = 0; i < v->u.s.n; i++) {
-        uint8_t c = (uint8_t)v->u.s.p[i];
-        if (c < 0x80) {
-          emit1(w, c);
-        } else {
-          emit1(w, 0xc0 | c >> 6);
-          emit1(w, 0x80 | (c & 0x3f));
-        }
-      }
-      emit_str(w, "latin1", 6);
-      emit1(w, PK_TUPLE2);
-      emit1(w, PK_REDUCE);
-      memoize(w, v);
-      return 0;
-    }
-    case LT_SV_LIST: {
-      emit1(w, PK_EMPTY_LIST);
-      memoize(w, v);
-      size_t n = v->u.seq.n;
-      for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
-        size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
-        if (m > 1) emit1(w, PK_MARK);
-        for (size_t i = i0; i < i0 + m; i++)
-          if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
-        emit1(w, m > 1 ? PK_APPENDS : PK_APPEND);
-      }
-      return 0;
-    }
-    case LT_SV_TUPLE: {
-      size_t n = v->u.seq.n;
-      if (n == 0) {
-        emit1(w, PK_EMPTY_TUPLE);
-        return 0;
-      }
-      if (v->busy) return ltB_fail(w->ctx, "%s: a tuple contains itself", w->op);
-      v->busy = true;
-      if (n > 3) emit1(w, PK_MARK);
-      for (size_t i = 0; i < n; i++)
-        if (emit_value(w, v->u.seq.v[i], depth + 1)) return -1;
-      v->busy = false;
-      emit1(w, n > 3 ? PK_TUPLE : PK_TUPLE1 - 1 + (int)n);
-      memoize(w, v);
-      return 0;
-    }
-    case LT_SV_DICT: {
-      if (v->ordered) {
-        emit_global(w, "collections", "OrderedDict");
-        emit1(w, PK_EMPTY_TUPLE);
-        emit1(w, PK_REDUCE);
-      } else {
-        emit1(w, PK_EMPTY_DICT);
-      }
-      memoize(w, v);
-      size_t n = v->u.dict.n;
-      for (size_t i0 = 0; i0 < n; i0 += PK_BATCH) {
-        size_t m = n - i0 < PK_BATCH ? n - i0 : PK_BATCH;
-        if (m > 1) emit1(w, PK_MARK);
-        for (size_t i = i0; i < i0 + m; i++)
-          if (emit_value(w, v->u.dict.k[i], depth + 1) ||
-              emit_value(w, v->u.dict.v[i], depth + 1))
-            return -1;
-        emit1(w, m > 1 ? PK_SETITEMS : PK_SETITEM);
-      }
-      if (v->u.dict.meta) {   /* state_dict._metadata, set through BUILD */
-        emit1(w, PK_EMPTY_DICT);
-        memoize(w, NULL);
-        emit_str(w, "_metadata", 9);
-        if (emit_value(w, v->u.dict.meta, depth + 1)) return -1;
-        emit1(w, PK_SETITEM);
-        emit1(w, PK_BUILD);
-      }
-      return 0;
-    }
+    case LT_SV_BYTES: emit_bytes(w, v); return 0;
+    case LT_SV_LIST: return emit_list(w, v, depth);
+    case LT_SV_TUPLE: return emit_tuple(w, v, depth);
+    case LT_SV_DICT: return emit_dict(w, v, depth);
     case LT_SV_TENSOR: return emit_tensor(w, v);
     default:
       return ltB_fail(w->ctx, "%s: cannot pickle a %s", w->op, ltS_pickle_kind_name(v));
