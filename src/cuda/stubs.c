@@ -88,6 +88,15 @@ static int s_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *d
                                lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                                const lt_tensor *dy, const lt_tensor *mean,
                                const lt_tensor *rstd) { return FAIL(ctx, "norm backward"); }
+static int s_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
+                  const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                  const lt_tensor *mask) { return FAIL(ctx, "scaled_dot_product_attention"); }
+static int s_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_tensor *dk,
+                           lt_tensor *dv, const lt_tensor *q, const lt_tensor *k,
+                           const lt_tensor *v, const lt_tensor *mask, const lt_tensor *out,
+                           const lt_tensor *lse, const lt_tensor *dout) {
+  return FAIL(ctx, "scaled_dot_product_attention backward");
+}
 static void s_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
                       lt_generator *g) { PEND("dropout"); }
 static int s_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
@@ -142,6 +151,7 @@ void ltc_stub_entries(ltK_backend *b) {
       .conv_backward = s_conv_backward, .pool = s_pool, .pool_backward = s_pool_backward,
       .batch_norm = s_batch_norm, .batch_norm_backward = s_batch_norm_backward,
       .row_norm = s_row_norm, .row_norm_backward = s_row_norm_backward,
+      .sdpa = s_sdpa, .sdpa_backward = s_sdpa_backward,
       .dropout = s_dropout, .class_loss = s_class_loss,
       .class_loss_backward = s_class_loss_backward, .uniform = s_uniform,
       .normal = s_normal, .randint = s_randint, .bernoulli = s_bernoulli,
