@@ -29,33 +29,35 @@ typedef struct sm_mode {
 
 /* ================================================================ float32 rows */
 
-/* The largest of x[0], x[xs], ..., or NaN if any is NaN. */
+/* The largest of x[0], x[xs], ..., found as the largest of int32 keys that order like the
+** floats (a negative float's magnitude bits flipped): GCC vectorises an integer maximum, and
+** the largest float does not depend on the order it is looked for in. A NaN may or may not win;
+** either way it reaches every output, through x - max or through its exponential and the sum. */
+SM_INLINE int32_t sm_key(float v) {
+  int32_t b = (int32_t)vm_bits(v);
+  return b ^ ((b >> 31) & INT32_MAX);   /* GCC shifts negative values arithmetically */
+}
 SM_INLINE float sm_max_f32(const float *x, int64_t xs, int64_t n) {
-  float m[SM_LANES];
-  int nan[SM_LANES];
-  for (int k = 0; k < SM_LANES; k++) {
-    m[k] = -INFINITY;
-    nan[k] = 0;
+  int32_t m = INT32_MIN;
+  for (int64_t i = 0; i < n; i++) {
+    int32_t k = sm_key(x[i * xs]);
+    m = k > m ? k : m;
   }
-  int64_t i = 0;
-  for (; i + SM_LANES <= n; i += SM_LANES)
-    for (int k = 0; k < SM_LANES; k++) {
-      float v = x[(i + k) * xs];
-      m[k] = v > m[k] ? v : m[k];
-      nan[k] |= v != v;
-    }
-  for (int k = 0; i + k < n; k++) {
-    float v = x[(i + k) * xs];
-    m[k] = v > m[k] ? v : m[k];
-    nan[k] |= v != v;
-  }
-  float r = m[0];
-  int any = nan[0];
-  for (int k = 1; k < SM_LANES; k++) {
-    r = m[k] > r ? m[k] : r;
-    any |= nan[k];
-  }
-  return any ? NAN : r;
+  return vm_from((uint32_t)sm_key(vm_from((uint32_t)m)));   /* the key map is its own inverse */
+}
+
+/* e^x * 2^64 for x <= 0 (NaN passes): one scaling, no result subnormal (e^-104 * 2^64 is
+** 2^-86), and a sum of them cannot overflow; below -104 (masked entries' -inf among them),
+** where e^x rounds to 0 even before the division by a sum >= 1, the term is 0. */
+#define SM_EXP_MIN -104.0f
+#define SM_X2P64_EXP 64
+#define SM_LN_2P64 44.361419555836500   /* ln 2^64 */
+SM_INLINE float sm_exp_x2p64(float x) {
+  float c = x < SM_EXP_MIN ? SM_EXP_MIN : x;
+  int32_t k;
+  float p = vm_exp_parts(c, &k);
+  float e = p * vm_pow2i(k + SM_X2P64_EXP);
+  return x < SM_EXP_MIN ? 0.0f : e;
 }
 
 /* sum of v[0], v[vs], ... (of g[i] v[i] when dot) in the fixed lane order */
@@ -80,17 +82,17 @@ SM_INLINE double sm_sum_f32(const float *v, int64_t vs, const float *g, int64_t 
   return total;
 }
 
-/* y = softmax(x) or log_softmax(x) over n >= 1 elements; e^(x - max) goes through y. */
+/* y = softmax(x) or log_softmax(x) over n >= 1 elements; e^(x - max) * 2^64 goes through y. */
 SM_INLINE void sm_forward_f32(float *y, int64_t ys, const float *x, int64_t xs, int64_t n,
                               bool log_) {
   float m = sm_max_f32(x, xs, n);
-  for (int64_t i = 0; i < n; i++) y[i * ys] = vm_exp_float(x[i * xs] - m);
+  for (int64_t i = 0; i < n; i++) y[i * ys] = sm_exp_x2p64(x[i * xs] - m);
   double sum = sm_sum_f32(y, ys, NULL, 0, n, false);
   if (!log_) {
     float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) y[i * ys] *= inv;
   } else {
-    float ls = (float)log(sum);
+    float ls = (float)(log(sum) - SM_LN_2P64);
     for (int64_t i = 0; i < n; i++) y[i * ys] = (x[i * xs] - m) - ls;
   }
 }
