@@ -659,7 +659,8 @@ enum ltK_ew_op {
   LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN
 };
 enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
-enum { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A, LT_T_MAX_B,
-       LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
+/* the fused two-operand gradient formulas of the ternary kernel */
+enum ltK_ternary_op { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A,
+                      LT_T_MAX_B, LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
 
 #endif

@@ -60,7 +60,7 @@ lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int) {
 /* PyTorch's can_cast for in-place results: never float->integer, never non-bool->bool. */
 bool ltO_ew_can_cast(lt_dtype from, lt_dtype to) { return category(from) <= category(to); }
 
-static bool binop_diff(int op) {
+static bool binop_diff(enum lt_binop op) {
   switch (op) {
     case LT_ADD: case LT_SUB: case LT_MUL: case LT_DIV: case LT_POW: case LT_MAXIMUM:
     case LT_MINIMUM: case LT_ATAN2: case LT_FMOD: case LT_REMAINDER: case LT_DIV_TRUNC:
@@ -72,14 +72,14 @@ static bool binop_diff(int op) {
 }
 
 /* The ops whose integer form divides, which a zero divisor makes an error (a SIGFPE in C). */
-static bool int_divides(int op) {
+static bool int_divides(enum lt_binop op) {
   return op == LT_FMOD || op == LT_REMAINDER || op == LT_DIV_TRUNC || op == LT_DIV_FLOOR ||
          op == LT_FLOOR_DIVIDE;
 }
 
 /* From the promoted dtype r: the dtype the kernel computes in and the output's dtype. */
-static int binop_dtypes(lt_ctx *ctx, const char *name, int op, lt_dtype r, lt_dtype *compute,
-                        lt_dtype *out) {
+static int binop_dtypes(lt_ctx *ctx, const char *name, enum lt_binop op, lt_dtype r,
+                        lt_dtype *compute, lt_dtype *out) {
   switch (op) {
     case LT_SUB:
       if (r == LT_BOOL)
@@ -222,8 +222,8 @@ int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
 }
 
 /* Fused gradient formula out = f(g, a, b) in g's float dtype over g's shape. */
-static int ternary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *a,
-                   lt_tensor *b) {
+static int ternary(lt_ctx *ctx, lt_tensor **out, enum ltK_ternary_op op, lt_tensor *g,
+                   lt_tensor *a, lt_tensor *b) {
   lt_tensor *ca = NULL, *cb = NULL, *o = NULL;
   int rc = -1;
   if (ltO_ew_as_dtype(ctx, &ca, a, g->dtype) || ltO_ew_as_dtype(ctx, &cb, b, g->dtype))
@@ -239,8 +239,8 @@ done:
 }
 
 /* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
-                       lt_dtype dt, double p0, double p1) {
+int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
+                       lt_tensor *y, lt_dtype dt, double p0, double p1) {
   int nd;
   int64_t size[LT_MAX_DIMS];
   if (ltB_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
@@ -252,16 +252,19 @@ int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_te
 
 /* ============================================================ binary: autograd */
 
+/* Which operand of a binary op is a number (boxed on the C stack, its value kept as s). */
+enum bin_scalar { BIN_TENSORS, BIN_A_NUMBER, BIN_B_NUMBER };
+
 typedef struct {
-  int op;
-  int scal;           /* 0: two tensors; 1: a is a number; 2: b is a number */
+  enum lt_binop op;
+  enum bin_scalar scal;
   double s;
   lt_dtype da, db;
   int na, nb;
   int64_t sa[LT_MAX_DIMS], sb[LT_MAX_DIMS];
 } bin_extra;
 
-static void bin_needs(int op, bool ga, bool gb, bool *need_a, bool *need_b) {
+static void bin_needs(enum lt_binop op, bool ga, bool gb, bool *need_a, bool *need_b) {
   bool both = op == LT_POW || op == LT_MAXIMUM || op == LT_MINIMUM || op == LT_ATAN2;
   *need_a = (ga && both) || (gb && (both || op == LT_MUL || op == LT_DIV || op == LT_FMOD ||
                                     op == LT_REMAINDER));
@@ -284,11 +287,11 @@ static int binary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,
   lt_dtype gdt = lt_dtype_is_float(self->out_dtype) ? self->out_dtype : g0->dtype;
   if (ltO_ew_as_dtype(ctx, &g, g0, gdt)) return -1;
   bin_needs(e->op, ga, gb, &need_a, &need_b);
-  if (e->scal == 1)
+  if (e->scal == BIN_A_NUMBER)
     a = ltO_ew_scalar_init(&boxa, g->dtype, e->s);
   else if (need_a && ltG_saved_get(ctx, self, 0, &a))
     goto done;
-  if (e->scal == 2)
+  if (e->scal == BIN_B_NUMBER)
     b = ltO_ew_scalar_init(&boxb, g->dtype, e->s);
   else if (need_b && ltG_saved_get(ctx, self, 1, &b))
     goto done;
@@ -379,27 +382,29 @@ static int floor_divide_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *g
 }
 LT_EW_NODE_TYPE(floor_divide_type, "NotImplemented", floor_divide_backward);
 
-static const ltG_node_type *bin_type(int op, int scal) {
+static const ltG_node_type *bin_type(enum lt_binop op, enum bin_scalar scal) {
   switch (op) {
     case LT_ADD: return &add_type;
-    case LT_SUB: return scal == 1 ? &rsub_type : &sub_type;
+    case LT_SUB: return scal == BIN_A_NUMBER ? &rsub_type : &sub_type;
     case LT_MUL: return &mul_type;
     case LT_DIV: return &div_type;
-    case LT_POW: return scal == 2 ? &pow0_type : scal == 1 ? &pow2_type : &pow1_type;
+    case LT_POW:
+      return scal == BIN_B_NUMBER ? &pow0_type : scal == BIN_A_NUMBER ? &pow2_type : &pow1_type;
     case LT_MAXIMUM: return &max_type;
     case LT_MINIMUM: return &min_type;
     case LT_ATAN2: return &atan2_type;
-    case LT_FMOD: return scal == 2 ? &fmod0_type : &fmod1_type;
+    case LT_FMOD: return scal == BIN_B_NUMBER ? &fmod0_type : &fmod1_type;
     case LT_DIV_TRUNC: case LT_DIV_FLOOR: return &div_round_type;
     case LT_FLOOR_DIVIDE: return &floor_divide_type;
-    default: return scal == 2 ? &rem0_type : &rem1_type;
+    default: return scal == BIN_B_NUMBER ? &rem0_type : &rem1_type;
   }
 }
 
 /* Records out = a op b. save_a/save_b replace a/b as the saved values (in-place ops pass
 ** copies taken before the write). */
-static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int scal, double s,
-                         lt_tensor *out, lt_tensor *save_a, lt_tensor *save_b) {
+static int record_binary(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor *b,
+                         enum bin_scalar scal, double s, lt_tensor *out, lt_tensor *save_a,
+                         lt_tensor *save_b) {
   lt_tensor *ins[2] = {a, b};
   lt_node *node;
   if (ltG_record(ctx, bin_type(op, scal), 2, ins, 1, &out, sizeof(bin_extra), 2, &node))
@@ -417,27 +422,27 @@ static int record_binary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int sc
   memcpy(e->sb, b->size, sizeof e->sb);
   bool need_a, need_b;
   bin_needs(op, ltG_needs_input_grad(node, 0), ltG_needs_input_grad(node, 1), &need_a, &need_b);
-  if (need_a && scal != 1 && ltG_save(node, 0, save_a ? save_a : a, false))
+  if (need_a && scal != BIN_A_NUMBER && ltG_save(node, 0, save_a ? save_a : a, false))
     return ltB_fail(ctx, "%s: out of memory", binop_names[op]);
-  if (need_b && scal != 2 && ltG_save(node, 1, save_b ? save_b : b, false))
+  if (need_b && scal != BIN_B_NUMBER && ltG_save(node, 1, save_b ? save_b : b, false))
     return ltB_fail(ctx, "%s: out of memory", binop_names[op]);
   return 0;
 }
 
 /* ============================================================ binary: forward */
 
-static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b, int scal,
-                      double s);
+static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a,
+                      lt_tensor *b, enum bin_scalar scal, double s);
 
 static bool is_cpu_scalar(const lt_tensor *t) {
   return t->ndim == 0 && t->storage->device == LT_CPU;
 }
 
-/* a op b, where a (scal 1) or b (scal 2) may be a stack number with value s. A number, or a
+/* a op b, where a (BIN_A_NUMBER) or b (BIN_B_NUMBER) may be a stack number with value s. A number, or a
 ** 0-dim cpu tensor, goes with a tensor on any device, as in PyTorch: it is copied there (one
 ** element) so that the device's kernel sees operands of its own. */
-static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b,
-                       int scal, double s) {
+static int binary_impl(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a,
+                       lt_tensor *b, enum bin_scalar scal, double s) {
   if (ltD_same_device(a, b)) return binary_run(ctx, out, op, a, b, scal, s);
   lt_tensor **sc = is_cpu_scalar(a) ? &a : is_cpu_scalar(b) ? &b : NULL;
   if (!sc) return ltD_fail_devices(ctx, binop_names[op], a, b);
@@ -451,8 +456,8 @@ static int binary_impl(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_te
   return rc;
 }
 
-static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_tensor *b, int scal,
-                      double s) {
+static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a,
+                      lt_tensor *b, enum bin_scalar scal, double s) {
   const char *name = binop_names[op];
   int nd = a->ndim;
   const int64_t *size = a->size;
@@ -470,7 +475,7 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
   if (int_divides(op) && compute == LT_INT64 && has_zero(ctx, b))
     return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   lt_tensor *o;
-  if (ltO_empty_as(ctx, &o, scal == 1 ? b : a, odt, nd, size)) return -1;
+  if (ltO_empty_as(ctx, &o, scal == BIN_A_NUMBER ? b : a, odt, nd, size)) return -1;
   /* small, dense and of one dtype: a flat loop, each operand either walking with the output
   ** (the same shape) or a single element (a number, or a one-element tensor) */
   int64_t n = ltB_shape_numel(nd, size), na, nb;
@@ -492,11 +497,11 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *a, lt_ten
 int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
   if (!a || !b) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
-  return binary_impl(ctx, out, op, a, b, 0, 0);
+  return binary_impl(ctx, out, op, a, b, BIN_TENSORS, 0);
 }
 
 /* Checks of a tensor-number op; fills the number's box in the compute dtype. */
-static int scalar_operand(lt_ctx *ctx, const char *name, int op, lt_tensor *a, double s,
+static int scalar_operand(lt_ctx *ctx, const char *name, enum lt_binop op, lt_tensor *a, double s,
                           bool s_is_int, bool reverse, ltO_ew_scalar_box *box) {
   lt_dtype compute = LT_FLOAT32, odt = LT_FLOAT32;
   if (binop_dtypes(ctx, name, op, ltO_ew_scalar_result(a->dtype, s_is_int), &compute, &odt))
@@ -515,13 +520,14 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *
   if (!a) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   ltO_ew_scalar_box box;
   if (scalar_operand(ctx, binop_names[op], op, a, s, s_is_int, reverse, &box)) return -1;
-  return reverse ? binary_impl(ctx, out, op, &box.t, a, 1, s)
-                 : binary_impl(ctx, out, op, a, &box.t, 2, s);
+  return reverse ? binary_impl(ctx, out, op, &box.t, a, BIN_A_NUMBER, s)
+                 : binary_impl(ctx, out, op, a, &box.t, BIN_B_NUMBER, s);
 }
 
 /* ============================================================ binary: in place */
 
-static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int scal, double s) {
+static int binary_inplace(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor *b,
+                          enum bin_scalar scal, double s) {
   char name[40], bufa[256], bufb[256];
   ltO_ew_inplace_name(name, binop_names[op]);
   if (!ltB_same_shape(a, b)) {
@@ -546,13 +552,13 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
   if (grad && !binop_diff(op))
     return ltB_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
                     "(the result is not differentiable)", name, binop_names[op]);
-  if (int_divides(op) && compute == LT_INT64 && scal != 2 &&
+  if (int_divides(op) && compute == LT_INT64 && scal != BIN_B_NUMBER &&
       has_zero(ctx, b))
     return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   bool need_a = false, need_b = false;
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
-  if (scal != 2 && b->storage == a->storage && (!same_view(a, b) || need_b)) {
+  if (scal != BIN_B_NUMBER && b->storage == a->storage && (!same_view(a, b) || need_b)) {
     if (ltO_ew_data_clone(ctx, &bcopy, b)) return -1;
     bk = bcopy;
   }
@@ -572,7 +578,7 @@ static int binary_inplace(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *b, int s
 int lt_binary_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary_: unknown op %d", op);
   if (!a || !b) return ltB_fail(ctx, "%s_: missing operand", binop_names[op]);
-  return binary_inplace(ctx, op, a, b, 0, 0);
+  return binary_inplace(ctx, op, a, b, BIN_TENSORS, 0);
 }
 
 int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
@@ -583,7 +589,7 @@ int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
   ltO_ew_scalar_box box;
   bool s_is_int = s == floor(s) && fabs(s) < 9.2e18;
   if (scalar_operand(ctx, name, op, a, s, s_is_int, false, &box)) return -1;
-  return binary_inplace(ctx, op, a, &box.t, 2, s);
+  return binary_inplace(ctx, op, a, &box.t, BIN_B_NUMBER, s);
 }
 
 /* ============================================================ comparisons of whole tensors */

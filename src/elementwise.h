@@ -41,7 +41,7 @@ int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate);
 /* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, int op, lt_tensor *g, lt_tensor *y,
-                       lt_dtype dt, double p0, double p1);
+int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
+                       lt_tensor *y, lt_dtype dt, double p0, double p1);
 
 #endif

@@ -14,11 +14,12 @@ static const char *const unop_names[LT_NUNOP] = {
     "square", "floor", "ceil", "round", "trunc", "expm1", "log2", "erf", "leaky_relu", "elu",
     "gelu", "softplus", "tan", "asin", "acos", "atan"};
 
-enum { U_SAME, U_FLOAT, U_FLOATONLY, U_BOOLOUT };            /* output dtype rule */
-enum { S_NODIFF, S_IN, S_OUT, S_ZERO, S_NEG };               /* what backward needs */
+enum unop_rule { U_SAME, U_FLOAT, U_FLOATONLY, U_BOOLOUT };   /* output dtype rule */
+enum unop_save { S_NODIFF, S_IN, S_OUT, S_ZERO, S_NEG };      /* what backward needs */
 
 typedef struct {
-  unsigned char kind, save;
+  enum unop_rule kind;
+  enum unop_save save;
   bool bool_ok;      /* U_SAME: defined on bool tensors */
 } unop_info;
 
@@ -43,7 +44,8 @@ static const unop_info uinfo[LT_NUNOP] = {
     [LT_ATAN] = {U_FLOAT, S_IN, true},
 };
 
-static int unary_out_dtype(lt_ctx *ctx, const char *name, int op, lt_dtype in, lt_dtype *out) {
+static int unary_out_dtype(lt_ctx *ctx, const char *name, enum lt_unop op, lt_dtype in,
+                           lt_dtype *out) {
   *out = in;
   const unop_info *u = &uinfo[op];
   switch (u->kind) {
@@ -79,7 +81,7 @@ static int unary_out_dtype(lt_ctx *ctx, const char *name, int op, lt_dtype in, l
 /* ============================================================ unary */
 
 typedef struct {
-  int op;
+  enum lt_unop op;
   double p0, p1;
   lt_dtype da;
 } un_extra;
@@ -100,7 +102,8 @@ static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
       return ltO_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
     default:
       if (ltG_saved_get(ctx, self, 0, &s)) return -1;
-      return ltO_ew_grad_binary(ctx, &gin[0], LT_EW_BW + e->op, g, s, e->da, e->p0, e->p1);
+      return ltO_ew_grad_binary(ctx, &gin[0], (enum ltK_ew_op)(LT_EW_BW + e->op), g, s, e->da,
+                                e->p0, e->p1);
   }
 }
 
@@ -140,10 +143,10 @@ static const ltG_node_type un_types[LT_NUNOP] = {
 };
 
 /* Records out = op(a); save_in replaces a as the saved input (in-place ops). */
-static int record_unary(lt_ctx *ctx, int op, lt_tensor *a, lt_tensor *out, double p0, double p1,
-                        lt_tensor *save_in) {
+static int record_unary(lt_ctx *ctx, enum lt_unop op, lt_tensor *a, lt_tensor *out, double p0,
+                        double p1, lt_tensor *save_in) {
   lt_node *node;
-  int save = uinfo[op].save;
+  enum unop_save save = uinfo[op].save;
   int nsaved = (save == S_IN || save == S_OUT) ? 1 : 0;
   if (ltG_record(ctx, &un_types[op], 1, &a, 1, &out, sizeof(un_extra), nsaved, &node)) return -1;
   if (!node) return 0;

@@ -46,7 +46,7 @@ static int bad_operands(lua_State *L, const char *name) {
 }
 
 /* r = (arg 1) op (arg 2), either of which may be a number (or boolean). */
-static lt_tensor *binary_args(lua_State *L, lt_ctx *ctx, int op, const char *name) {
+static lt_tensor *binary_args(lua_State *L, lt_ctx *ctx, enum lt_binop op, const char *name) {
   lt_tensor *a = ltL_test(L, 1), *b = ltL_test(L, 2), *r = NULL;
   if (a && b) {
     LTL_TRY(L, ctx, lt_binary(ctx, &r, op, a, b));
@@ -74,7 +74,7 @@ static lt_tensor *binary_args(lua_State *L, lt_ctx *ctx, int op, const char *nam
   return r;
 }
 
-static int binop(lua_State *L, int op, const char *name) {
+static int binop(lua_State *L, enum lt_binop op, const char *name) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *r = binary_args(L, ctx, op, name);
   ltL_push(L, r);
@@ -82,7 +82,7 @@ static int binop(lua_State *L, int op, const char *name) {
 }
 
 /* a op= b; returns a */
-static int binop_(lua_State *L, int op, const char *name) {
+static int binop_(lua_State *L, enum lt_binop op, const char *name) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_test(L, 1), *b = ltL_test(L, 2);
   if (!a) return luaL_error(L, "%s: bad argument #1 (Tensor expected, got %s)", name,
@@ -198,14 +198,14 @@ BINOP(e_remainder, LT_REMAINDER, "remainder")
 
 /* div(a, b, {rounding_mode = nil | "trunc" | "floor"}): true division, or the quotient rounded
 ** toward zero or down (integer inputs then stay integer, as in PyTorch). */
-static int div_op(lua_State *L, const char *name) {
+static enum lt_binop div_op(lua_State *L, const char *name) {
   static const char *const known[] = {"rounding_mode", NULL};
   if (lua_gettop(L) < 3) return LT_DIV;
-  int op = LT_DIV;
+  enum lt_binop op = LT_DIV;
   if (!lua_isnil(L, 3)) {
     if (!lua_istable(L, 3) || ltL_test(L, 3))
-      return luaL_error(L, "%s: bad argument #3 (options table {rounding_mode=} expected, got "
-                        "%s)", name, luaL_typename(L, 3));
+      luaL_error(L, "%s: bad argument #3 (options table {rounding_mode=} expected, got %s)",
+                 name, luaL_typename(L, 3));
     ltL_checkopts(L, 3, name, known);
     int t = lua_getfield(L, 3, "rounding_mode");
     if (t == LUA_TSTRING && strcmp(lua_tostring(L, -1), "trunc") == 0)
@@ -213,16 +213,16 @@ static int div_op(lua_State *L, const char *name) {
     else if (t == LUA_TSTRING && strcmp(lua_tostring(L, -1), "floor") == 0)
       op = LT_DIV_FLOOR;
     else if (t != LUA_TNIL)
-      return luaL_error(L, "%s: expected rounding_mode to be one of nil, 'trunc' or 'floor', "
-                        "but got %s", name, t == LUA_TSTRING ? lua_pushfstring(L, "'%s'",
-                        lua_tostring(L, -1)) : luaL_typename(L, -1));
+      luaL_error(L, "%s: expected rounding_mode to be one of nil, 'trunc' or 'floor', but got %s",
+                 name, t == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -1))
+                                        : luaL_typename(L, -1));
   }
   lua_settop(L, 2);
   return op;
 }
 
 /* true_divide takes no rounding_mode (PyTorch's neither) */
-static int true_divide_check(lua_State *L, const char *name) {
+static enum lt_binop true_divide_check(lua_State *L, const char *name) {
   static const char *const none[] = {NULL};
   ltL_checkopts(L, 3, name, none);
   lua_settop(L, 2);
@@ -270,7 +270,7 @@ static int m_unm(lua_State *L) {
 
 /* ============================================================ unary */
 
-static int unop(lua_State *L, int op, double p0, double p1) {
+static int unop(lua_State *L, enum lt_unop op, double p0, double p1) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *r;
   LTL_TRY(L, ctx, lt_unary(ctx, &r, op, a, p0, p1));
@@ -278,7 +278,7 @@ static int unop(lua_State *L, int op, double p0, double p1) {
   return 1;
 }
 
-static int unop_(lua_State *L, int op, double p0, double p1) {
+static int unop_(lua_State *L, enum lt_unop op, double p0, double p1) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1);
   LTL_RETURN_SELF(L, ctx, lt_unary_(ctx, op, a, p0, p1));
@@ -337,7 +337,7 @@ static double param(lua_State *L, int idx, const char *field, double def) {
 }
 
 /* gelu(x[, approximate]) with approximate 'none' | 'tanh', or {approximate=...} */
-static int gelu_op(lua_State *L) {
+static enum lt_unop gelu_op(lua_State *L) {
   const char *approx = "none";
   if (lua_type(L, 2) == LUA_TSTRING) {
     approx = lua_tostring(L, 2);
@@ -352,7 +352,8 @@ static int gelu_op(lua_State *L) {
   }
   if (strcmp(approx, "none") == 0) return LT_GELU;
   if (strcmp(approx, "tanh") == 0) return LT_GELU_TANH;
-  return luaL_error(L, "gelu: approximate must be 'none' or 'tanh', got '%s'", approx);
+  luaL_error(L, "gelu: approximate must be 'none' or 'tanh', got '%s'", approx);
+  return LT_GELU;   /* not reached: luaL_error raises */
 }
 
 static int e_gelu(lua_State *L) { return unop(L, gelu_op(L), 0, 0); }
@@ -432,7 +433,7 @@ static int clamp_impl(lua_State *L, bool inplace) {
   lt_tensor *cur = x;
   for (int k = 2; k <= 3; k++) {
     if (lua_isnil(L, k)) continue;
-    int op = k == 2 ? LT_MAXIMUM : LT_MINIMUM;
+    enum lt_binop op = k == 2 ? LT_MAXIMUM : LT_MINIMUM;
     lt_tensor *bt = ltL_test(L, k), *r;
     if (inplace) {
       if (bt) LTL_TRY(L, ctx, lt_binary_(ctx, op, x, bt));
