@@ -15,6 +15,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backend.h"
 #include "elementwise.h"
@@ -166,43 +167,6 @@ int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt) {
   return 0;
 }
 
-typedef struct {
-  int found;
-} zero_scan;
-
-static void zero_row(char **d, const int64_t *st, int64_t n, void *ud) {
-  zero_scan *z = ud;
-  for (int64_t i = 0; i < n; i++)
-    if (*(const int64_t *)(d[0] + i * st[0]) == 0) {
-      __atomic_store_n(&z->found, 1, __ATOMIC_RELAXED);
-      return;
-    }
-}
-
-/* Whether an int64 tensor holds a zero (integer fmod/remainder would divide by it). */
-static bool has_zero(lt_ctx *ctx, lt_tensor *t) {
-  lt_tensor *tmp = NULL, *src = t;
-  if (t->dtype != LT_INT64) {
-    if (ltO_ew_as_dtype(ctx, &tmp, t, LT_INT64)) return false;
-    src = tmp;
-  }
-  zero_scan z = {0};
-  ltB_iter it;
-  ltB_iter_init(&it, 1, &src, src->ndim, src->size);
-  ltB_iter_run(ctx, &it, zero_row, &z);
-  lt_release(tmp);
-  return z.found != 0;
-}
-
-/* Whether every element of a fresh contiguous bool tensor is true. */
-static bool all_true(const lt_tensor *t) {
-  const uint8_t *p = lt_data(t);
-  int64_t n = lt_numel(t);
-  for (int64_t i = 0; i < n; i++)
-    if (!p[i]) return false;
-  return true;
-}
-
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
 int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate) {
@@ -247,6 +211,55 @@ int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tenso
     return -1;
   if (ltO_empty_as(ctx, out, g, dt, nd, size)) return -1;
   ltK_kernels(*out)->binary(ctx, op, *out, g, y, dt, p0, p1);
+  return 0;
+}
+
+/* ============================================================ questions about every element
+** The op layer reads no tensor data: such a question is a reduction on the tensor's device, and
+** only its one-byte answer comes to the host, through the device's to_host (as item() does). */
+
+/* The element of a fresh one-element bool tensor, on the host. */
+static int read_bool(lt_ctx *ctx, const lt_tensor *t, bool *v) {
+  void *host;
+  if (ltD_storage_host_bytes(ctx, t->storage, sizeof(uint8_t), &host)) return -1;
+  *v = *(const uint8_t *)(host ? host : ltB_ptr(t)) != 0;
+  free(host);
+  return 0;
+}
+
+/* *res = op (LT_RALL or LT_RANY) over every element of the bool tensor b, on b's device. */
+static int reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *b,
+                       bool *res) {
+  bool mask[LT_MAX_DIMS];
+  for (int d = 0; d < LT_MAX_DIMS; d++) mask[d] = true;
+  lt_tensor *r;
+  if (ltO_empty_as(ctx, &r, b, LT_BOOL, 0, NULL)) return -1;
+  int rc = ltK_kernels(b)->reduce(ctx, name, op, r, b, mask);
+  if (!rc) rc = read_bool(ctx, r, res);
+  lt_release(r);
+  return rc;
+}
+
+/* Whether t (int64 or bool) holds a zero, which integer division would divide by. */
+static int has_zero(lt_ctx *ctx, const char *name, const lt_tensor *t, bool *found) {
+  lt_tensor *zero = NULL, *eq = NULL;
+  int rc = -1;
+  if (ltO_full_as(ctx, &zero, t, LT_INT64, 0, NULL, 0.0) ||
+      ltO_empty_as(ctx, &eq, t, LT_BOOL, t->ndim, t->size))
+    goto done;
+  ltK_kernels(t)->binary(ctx, LT_EQ, eq, t, zero, LT_INT64, 0, 0);
+  rc = reduce_bool(ctx, name, LT_RANY, eq, found);
+done:
+  lt_release(zero);
+  lt_release(eq);
+  return rc;
+}
+
+/* The error of an integer division whose divisor b holds a zero; 0 when it holds none. */
+static int check_divisor(lt_ctx *ctx, const char *name, const lt_tensor *b) {
+  bool zero;
+  if (has_zero(ctx, name, b, &zero)) return -1;
+  if (zero) return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
   return 0;
 }
 
@@ -472,8 +485,7 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor 
   /* arithmetic on two floats of one dtype stays in it: the common case needs no promotion */
   bool plain = a->dtype == b->dtype && lt_dtype_is_float(a->dtype) && op <= LT_DIV;
   if (!plain && binop_dtypes(ctx, name, op, lt_result_type(a, b), &compute, &odt)) return -1;
-  if (int_divides(op) && compute == LT_INT64 && has_zero(ctx, b))
-    return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
+  if (int_divides(op) && compute == LT_INT64 && check_divisor(ctx, name, b)) return -1;
   lt_tensor *o;
   if (ltO_empty_as(ctx, &o, scal == BIN_A_NUMBER ? b : a, odt, nd, size)) return -1;
   /* small, dense and of one dtype: a flat loop, each operand either walking with the output
@@ -553,8 +565,8 @@ static int binary_inplace(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor
     return ltB_fail(ctx, "%s: in-place %s on a tensor that requires grad is not supported "
                     "(the result is not differentiable)", name, binop_names[op]);
   if (int_divides(op) && compute == LT_INT64 && scal != BIN_B_NUMBER &&
-      has_zero(ctx, b))
-    return ltB_fail(ctx, "%s: ZeroDivisionError (integer division by zero)", name);
+      check_divisor(ctx, name, b))
+    return -1;
   bool need_a = false, need_b = false;
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
@@ -621,9 +633,9 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
   if (ltB_broadcast_shapes(ctx, "allclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
     return -1;
   if (lt_isclose(ctx, &c, a, b, rtol, atol, equal_nan)) return -1;
-  *res = all_true(c);
+  int rc = reduce_bool(ctx, "allclose", LT_RALL, c, res);
   lt_release(c);
-  return 0;
+  return rc;
 }
 
 int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
@@ -635,7 +647,7 @@ int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
   lt_tensor *c;
   if (ltO_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
   ltK_kernels(c)->binary(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
-  *res = all_true(c);
+  int rc = reduce_bool(ctx, "equal", LT_RALL, c, res);
   lt_release(c);
-  return 0;
+  return rc;
 }
