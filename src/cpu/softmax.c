@@ -105,7 +105,9 @@ SM_INLINE void sm_backward_f32(float *gi, int64_t is, const float *y, int64_t ys
     for (int64_t i = 0; i < n; i++) gi[i * is] = y[i * ys] * (g[i * gs] - dot);
   } else {
     float sg = (float)sm_sum_f32(g, gs, NULL, 0, n, false);
-    for (int64_t i = 0; i < n; i++) gi[i * is] = g[i * gs] - vm_exp_float(y[i * ys]) * sg;
+    /* y <= 0: e^y rides the forward's scaled exponential, the 2^-64 applied after the product */
+    for (int64_t i = 0; i < n; i++)
+      gi[i * is] = g[i * gs] - (sm_exp_x2p64(y[i * ys]) * sg) * 0x1p-64f;
   }
 }
 
