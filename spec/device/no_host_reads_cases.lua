@@ -69,3 +69,62 @@ case("reduce", "equal and allclose answer from the device", function()
   local e = lt.zeros({ 0 }, { device = DEVICE })
   assert.is_true(lt.equal(e, e) and lt.allclose(e, e), "empty")
 end)
+
+-- the random constructors whose binding once read their tensors' data
+local function on_device(t, what)
+  assert.are.equal(lt.device(DEVICE) == "cpu" and "cpu" or lt.zeros(1, { device = DEVICE }).device,
+    t.device, what .. ": device")
+end
+
+case("uniform", "bernoulli of a probs tensor on the device: draws, dtype, checks", function()
+  for _, dt in ipairs({ "float32", "float64" }) do
+    local probs = { 0, 1, 0.25, 0.5, 0.75, 1, 0, 0.9, 0.1, 0.5, 0.3, 0.6 }
+    local p = lt.tensor(probs, { dtype = dt }):reshape(3, 4)
+    for _, layout in ipairs({ "contiguous", "transposed" }) do
+      local pl = layout == "transposed" and p:t() or p
+      local pd = pl:to(DEVICE)
+      -- one uniform draw per element in row-major order, 1 where it is below the probability
+      local u = D.values(lt.empty(pl.shape, { dtype = "float64", device = "cpu" })
+        :uniform_(0, 1, { generator = lt.Generator(21) }))
+      local pv, want = D.values(pl:double()), {}
+      for i = 1, #u do want[i] = u[i] < pv[i] and 1 or 0 end
+      local b = lt.bernoulli(pd, { generator = lt.Generator(21) })
+      on_device(b, "bernoulli " .. layout)
+      check(b:cpu(), pl.shape, dt, want, 0, "bernoulli " .. dt .. " " .. layout)
+    end
+  end
+  local many = lt.full({ 4000 }, 0.25, { device = DEVICE })
+  local m = lt.bernoulli(many, { generator = lt.Generator(3) }):mean():item()
+  assert.is_true(math.abs(m - 0.25) < 0.03, "frequency " .. m)
+  local e = lt.bernoulli(lt.zeros({ 0, 2 }, { device = DEVICE }))
+  assert.are.same({ 0, 2 }, e.shape)
+  fails_with("bernoulli: probabilities must be in [0, 1], got 1.5 at flat position 3",
+    lt.bernoulli, lt.tensor({ 0.5, 0, 1.5, -1 }, { device = DEVICE }))
+  fails_with("at flat position 2", lt.bernoulli, lt.tensor({ 0.5, 0 / 0 }, { device = DEVICE }))
+  -- bernoulli(t, p): t's shape, dtype and device
+  local t = lt.zeros({ 2, 3 }, { dtype = "float64", device = DEVICE })
+  local bt = lt.bernoulli(t, 1)
+  on_device(bt, "bernoulli(t, p)")
+  check(bt:cpu(), { 2, 3 }, "float64", { 1, 1, 1, 1, 1, 1 }, 0, "bernoulli(t, 1)")
+end)
+
+case("randperm", "randperm on the device: positions from 1, dtypes", function()
+  for _, dt in ipairs({ "int64", "float32", "float64" }) do
+    local r = lt.randperm(9, { device = DEVICE, dtype = dt, generator = lt.Generator(8) })
+    on_device(r, "randperm " .. dt)
+    local want = D.values(lt.randperm(9, { device = "cpu", generator = lt.Generator(8) }))
+    check(r:cpu(), { 9 }, dt, want, 0, "randperm " .. dt)
+    table.sort(want)
+    for i = 1, 9 do assert.are.equal(i, want[i], "every position once") end
+  end
+  check(lt.randperm(0, { device = DEVICE }):cpu(), { 0 }, "int64", {}, 0, "empty")
+end)
+
+case("to_host", "lt.tensor of one-element device tensors reads them through the host", function()
+  local a = lt.tensor(2.5, { device = DEVICE })
+  local i = lt.tensor({ 7 }, { device = DEVICE })
+  local b = lt.tensor(true, { device = DEVICE })
+  check(lt.tensor({ a, 1 }, { device = "cpu" }), { 2 }, "float32", { 2.5, 1 }, 0, "float")
+  check(lt.tensor({ { i, 2 } }, { device = "cpu" }), { 1, 2 }, "int64", { 7, 2 }, 0, "int")
+  check(lt.tensor({ b, false }, { device = "cpu" }), { 2 }, "bool", { true, false }, 0, "bool")
+end)

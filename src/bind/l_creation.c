@@ -108,17 +108,20 @@ static const char *path_str(const nest_info *ni, int depth, char *buf, size_t n)
   return buf;
 }
 
-/* Value of a one-element tensor used as a scalar inside a nested table. */
+/* Value of a one-element tensor used as a scalar inside a nested table, read from a copy on
+** the host where it lives on a device (as item() reads it). */
 static bool tensor_scalar(lua_State *L, int idx, double *v, int *kind) {
   lt_tensor *t = ltL_test(L, idx);
   if (!t || lt_numel(t) != 1) return false;
-  const char *p = lt_data(t);
-  switch (t->dtype) {
+  lt_tensor *h = ltL_host(L, t);
+  const char *p = lt_data(h);
+  switch (h->dtype) {
     case LT_FLOAT32: *v = *(const float *)p; *kind = K_FLOAT; break;
     case LT_FLOAT64: *v = *(const double *)p; *kind = K_FLOAT; break;
     case LT_INT64: *v = (double)*(const int64_t *)p; *kind = K_INT; break;
     default: *v = *(const bool *)p; *kind = K_BOOL; break;
   }
+  lt_release(h);
   return true;
 }
 

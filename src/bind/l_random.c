@@ -70,8 +70,10 @@ static int l_randperm(lua_State *L) {
   if (dt == LT_BOOL) return luaL_error(L, "randperm: dtype bool is not supported");
   lt_tensor *t;
   LTL_TRY(L, ctx, ltO_randperm(ctx, &t, (int64_t)n, ltL_cr_opt_gen(L, opts)));
-  int64_t *p = lt_data(t);
-  for (int64_t i = 0; i < n; i++) p[i] += 1;
+  if (lt_binary_scalar_(ctx, LT_ADD, t, 1)) {   /* Lua's positions count from 1 */
+    lt_release(t);
+    return ltL_raise(L, ctx);
+  }
   if (dt != LT_INT64) {
     lt_tensor *c;
     int rc = lt_to_dtype(ctx, &c, t, dt);
@@ -106,12 +108,76 @@ static int l_normal(lua_State *L) {
   return 1;
 }
 
+/* The first probability outside [0, 1] (NaN included) and its flat position, from a copy of
+** p (float64) on the host: only a call about to fail makes it. */
+static int first_bad_probability(lt_ctx *ctx, lt_tensor *p, int64_t *pos, double *value) {
+  lt_tensor *c, *h;
+  if (lt_contiguous(ctx, &c, p)) return -1;
+  int rc = lt_to_device(ctx, &h, c, LT_CPU, 0);
+  lt_release(c);
+  if (rc) return -1;
+  const double *v = lt_data(h);
+  for (int64_t i = 0, n = lt_numel(h); i < n; i++)
+    if (!(v[i] >= 0 && v[i] <= 1)) {
+      *pos = i;
+      *value = v[i];
+      break;
+    }
+  lt_release(h);
+  return 0;
+}
+
+/* Whether every element of the bool tensor t is true, reduced on t's device. */
+static int all_true(lt_ctx *ctx, lt_tensor *t, bool *res) {
+  lt_tensor *r, *h;
+  if (lt_reduce(ctx, &r, LT_RALL, t, 0, NULL, false)) return -1;
+  int rc = lt_to_device(ctx, &h, r, LT_CPU, 0);
+  lt_release(r);
+  if (rc) return -1;
+  *res = *(const uint8_t *)lt_data(h) != 0;
+  lt_release(h);
+  return 0;
+}
+
+/* *out = 1 where a uniform draw from g (one per element, in row-major order) is below probs[i]
+** as a float64, else 0, in probs' dtype and on its device: ops only, so it runs on any device.
+** A probability outside [0, 1] sets *bad_pos (>= 0) and *bad_value instead. */
+static int bernoulli_probs(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, lt_generator *g,
+                           int64_t *bad_pos, double *bad_value) {
+  lt_tensor *p = NULL, *ge = NULL, *le = NULL, *ok = NULL, *u = NULL, *hit = NULL;
+  bool valid;
+  int rc = -1;
+  *bad_pos = -1;
+  if (lt_to_dtype(ctx, &p, probs, LT_FLOAT64) ||
+      lt_binary_scalar(ctx, &ge, LT_GE, p, 0, true, false) ||
+      lt_binary_scalar(ctx, &le, LT_LE, p, 1, true, false) ||
+      lt_binary(ctx, &ok, LT_LAND, ge, le) || all_true(ctx, ok, &valid))
+    goto done;
+  if (!valid) {
+    rc = first_bad_probability(ctx, p, bad_pos, bad_value);
+    goto done;
+  }
+  if (lt_empty_on(ctx, &u, LT_FLOAT64, p->ndim, p->size, lt_device(p), lt_device_index(p)) ||
+      ltO_uniform_(ctx, u, 0, 1, g) || lt_binary(ctx, &hit, LT_LT, u, p) ||
+      lt_to_dtype(ctx, out, hit, probs->dtype))
+    goto done;
+  rc = 0;
+done:
+  lt_release(p);
+  lt_release(ge);
+  lt_release(le);
+  lt_release(ok);
+  lt_release(u);
+  lt_release(hit);
+  return rc;
+}
+
 /* bernoulli(probs, opts): 1 with probability probs[i], elementwise, same dtype as probs;
 ** bernoulli(t, p, opts): a tensor of t's shape and dtype with 1 at probability p (PyTorch's
 ** Tensor.bernoulli(p)). */
 static int l_bernoulli(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
-  lt_tensor *pr = ltL_check(L, 1), *c, *t;
+  lt_tensor *pr = ltL_check(L, 1), *t;
   int opts = ltL_cr_opts_index(L, 2);
   ltL_cr_check_opts(L, opts, "bernoulli", ltL_cr_opts_gen);
   lt_generator *g = ltL_cr_opt_gen(L, opts);
@@ -124,7 +190,8 @@ static int l_bernoulli(lua_State *L) {
       snprintf(num, sizeof num, "%g", p != p ? NAN : p);
       return luaL_error(L, "bernoulli: expects p to be in [0, 1], but got p=%s", num);
     }
-    LTL_TRY(L, ctx, lt_empty(ctx, &t, pr->dtype, pr->ndim, pr->size));
+    LTL_TRY(L, ctx, lt_empty_on(ctx, &t, pr->dtype, pr->ndim, pr->size, lt_device(pr),
+                                lt_device_index(pr)));
     ltL_push(L, t);
     LTL_TRY(L, ctx, ltO_bernoulli_(ctx, t, p, g));
     return 1;
@@ -133,28 +200,16 @@ static int l_bernoulli(lua_State *L) {
     return luaL_error(L, "bernoulli: bad argument #2 (number p or options table expected, got "
                       "%s)", luaL_typename(L, 2));
   ltL_cr_check_float(L, "bernoulli", pr->dtype);
-  LTL_TRY(L, ctx, lt_to_dtype(ctx, &c, pr, LT_FLOAT64));
-  lt_tensor *cc;
-  int rc = lt_contiguous(ctx, &cc, c);
-  lt_release(c);
+  int64_t bad_pos;
+  double bad_value = 0;
+  bool grad = lt_set_grad_enabled(ctx, false);   /* the draws have no gradient */
+  int rc = bernoulli_probs(ctx, &t, pr, g, &bad_pos, &bad_value);
+  lt_set_grad_enabled(ctx, grad);
   if (rc) return ltL_raise(L, ctx);
-  ltL_push(L, cc);   /* anchor */
-  const double *p = lt_data(cc);
-  int64_t n = lt_numel(cc);
-  for (int64_t i = 0; i < n; i++)
-    if (!(p[i] >= 0 && p[i] <= 1))
-      return luaL_error(L, "bernoulli: probabilities must be in [0, 1], got %f at flat "
-                        "position %d", p[i], (int)(i + 1));
-  LTL_TRY(L, ctx, lt_empty(ctx, &t, pr->dtype, pr->ndim, pr->size));
+  if (bad_pos >= 0)
+    return luaL_error(L, "bernoulli: probabilities must be in [0, 1], got %f at flat "
+                      "position %d", bad_value, (int)(bad_pos + 1));
   ltL_push(L, t);
-  char *o = lt_data(t);
-  for (int64_t i = 0; i < n; i++) {
-    double b = ltB_next_double(g) < p[i] ? 1.0 : 0.0;
-    if (pr->dtype == LT_FLOAT32)
-      ((float *)o)[i] = (float)b;
-    else
-      ((double *)o)[i] = b;
-  }
   return 1;
 }
 
