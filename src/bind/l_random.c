@@ -365,8 +365,10 @@ static void set_state(lua_State *L, lt_generator *g, int idx) {
                "%s %s", LT_GEN_STATE_WORDS, lt_dtype_name(t->dtype), LT_SHAPE(t, buf));
   }
   uint64_t w[LT_GEN_STATE_WORDS];
-  const int64_t *p = lt_data(t);
-  for (int i = 0; i < LT_GEN_STATE_WORDS; i++) w[i] = (uint64_t)p[i * t->stride[0]];
+  lt_tensor *h = ltL_host(L, t);   /* a state moved to a device is read from a host copy */
+  const int64_t *p = lt_data(h);
+  for (int i = 0; i < LT_GEN_STATE_WORDS; i++) w[i] = (uint64_t)p[i * h->stride[0]];
+  lt_release(h);
   ltB_generator_set_state(g, w);
 }
 
