@@ -454,7 +454,9 @@ describe("lantern session in a terminal", function()
 
   local function check_interrupts(out, code)
     assert.are.equal(0, code, out)
-    assert.are.equal(2, count(out, "stdin:1: interrupted!"), out)
+    -- "stdin:1: interrupted!", or without the position when the Ctrl-C lands while print is
+    -- still returning (the hook then runs on a C function's return), as in lua5.4 itself
+    assert.are.equal(2, count(out, "interrupted!"), out)
     assert.truthy(out:find("\n42\n", 1, true), out)
     assert.falsy(out:find("43", 1, true), out)
     assert.falsy(out:find("readline.lua", 1, true), out)
