@@ -6,6 +6,7 @@ local lt = require "lantern"
 local support = require "spec.support"
 local F = lt.nn.functional
 local cases = dofile("spec/fixtures/sdpa.lua")
+local sdpa = lt.scaled_dot_product_attention
 
 local function mk(spec, dtype)
   return lt.tensor(spec.data, { dtype = dtype }):reshape(spec.shape)
@@ -37,7 +38,7 @@ local function composed(q, k, v, mask, causal, scale)
   local s = q:matmul(k:transpose(-2, -1)) * (scale or 1 / math.sqrt(q:size(-1)))
   if causal then s = s:masked_fill(lt.ones(L, S, { dtype = "bool" }):triu(1), -math.huge) end
   if mask ~= nil then
-    if mask.dtype == "bool" then s = s:masked_fill(mask:logical_not(), -math.huge) else s = s + mask end
+    s = mask.dtype == "bool" and s:masked_fill(mask:logical_not(), -math.huge) or s + mask
   end
   return s:softmax(-1):matmul(v)
 end
@@ -56,7 +57,7 @@ describe("scaled_dot_product_attention (fused)", function()
       it(string.format("matches the composed float64 reference: %s (%s)", c.name, dtype), function()
         local q, k, v = mk(c.q, dtype), mk(c.k, dtype), mk(c.v, dtype)
         for _, t in ipairs { q, k, v } do t.requires_grad = true end
-        local out = lt.scaled_dot_product_attention(q, k, v, case_mask(c, dtype), c.is_causal, c.scale)
+        local out = sdpa(q, k, v, case_mask(c, dtype), c.is_causal, c.scale)
         assert.are.equal("ScaledDotProductAttentionBackward0", out.grad_fn)
         assert_close(out, c.out, rtol, "out")
         local loss = (out * mk(c.gy, dtype)):sum()
@@ -68,7 +69,7 @@ describe("scaled_dot_product_attention (fused)", function()
     end
   end
 
-  it("F.scaled_dot_product_attention returns the fused output alone, as the composed form", function()
+  it("F.scaled_dot_product_attention returns the fused output alone, as composed", function()
     lt.manual_seed(3)
     local q, k, v = lt.randn(2, 4, 9, 16), lt.randn(2, 4, 11, 16), lt.randn(2, 4, 11, 8)
     local m = lt.randn(9, 11)
@@ -87,7 +88,7 @@ describe("scaled_dot_product_attention (fused)", function()
     lt.manual_seed(4)
     local q, k, v = lt.randn(2, 300, 32), lt.randn(2, 257, 32), lt.randn(2, 257, 48)
     local ref = composed(q:double(), k:double(), v:double(), nil, true)
-    local fused = lt.scaled_dot_product_attention(q, k, v, nil, true)
+    local fused = sdpa(q, k, v, nil, true)
     local old = composed(q, k, v, nil, true)
     local ef = (fused:double() - ref):abs():max():item()
     local eo = (old:double() - ref):abs():max():item()
@@ -102,24 +103,25 @@ describe("scaled_dot_product_attention (fused)", function()
     local function heads(t) return t:view(B, T, H, hd):transpose(2, 3) end
     local q, k, v = heads(qkv[1]), heads(qkv[2]), heads(qkv[3])
     assert.is_false(q:is_contiguous())
-    local a = lt.scaled_dot_product_attention(q, k, v, nil, true)
-    local b = lt.scaled_dot_product_attention(q:contiguous(), k:contiguous(), v:contiguous(), nil, true)
+    local a = sdpa(q, k, v, nil, true)
+    local b = sdpa(q:contiguous(), k:contiguous(), v:contiguous(), nil, true)
     assert_close(a, b, 1e-6, "strided")
     -- a key matrix read with a column stride other than 1 is copied first
     local kt = lt.randn(B, H, hd, T):transpose(3, 4)
-    assert_close(lt.scaled_dot_product_attention(q, kt, v), composed(q, kt, v), 2e-6, "column stride")
+    assert_close(sdpa(q, kt, v), composed(q, kt, v), 2e-6, "column stride")
   end)
 
   it("gives the same bits at every thread count", function()
     lt.manual_seed(6)
-    local q, k, v = lt.randn(5, 130, 16, { requires_grad = true }), lt.randn(5, 70, 16), lt.randn(5, 70, 16)
+    local q = lt.randn(5, 130, 16, { requires_grad = true })
+    local k, v = lt.randn(5, 70, 16), lt.randn(5, 70, 16)
     local gy = lt.randn(5, 130, 16)
     local saved = lt.get_num_threads()
     local res = {}
     for _, n in ipairs { 1, 2, 3 } do
       lt.set_num_threads(n)
       q.grad = nil
-      local out = lt.scaled_dot_product_attention(q, k, v)
+      local out = sdpa(q, k, v)
       local loss = (out * gy):sum()
       loss:backward()
       res[n] = { flat(out), flat(q.grad) }
@@ -133,7 +135,7 @@ describe("scaled_dot_product_attention (fused)", function()
     local q, k, v = lt.randn(1, 3, 4), lt.randn(1, 5, 4), lt.randn(1, 5, 2)
     local m = lt.ones(3, 5, { dtype = "bool" })
     m[2] = false
-    local out = lt.scaled_dot_product_attention(q, k, v, m)
+    local out = sdpa(q, k, v, m)
     local ref = composed(q, k, v, m)
     for i = 1, 3 do
       for j = 1, 2 do
@@ -148,18 +150,18 @@ describe("scaled_dot_product_attention (fused)", function()
   end)
 
   it("handles empty and one-long sequences", function()
-    local e = lt.scaled_dot_product_attention(lt.randn(2, 0, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 3))
+    local e = sdpa(lt.randn(2, 0, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 3))
     assert.are.same({ 2, 0, 3 }, e:size())
     local q = lt.randn(2, 3, 4, { requires_grad = true })
-    local z = lt.scaled_dot_product_attention(q, lt.randn(2, 0, 4), lt.randn(2, 0, 3))
+    local z = sdpa(q, lt.randn(2, 0, 4), lt.randn(2, 0, 3))
     assert.are.same({ 2, 3, 3 }, z:size())
     assert.are.equal(0, z:abs():sum():item())   -- an empty sum, as q @ k^T @ v gives
     z:sum():backward()
     assert.are.equal(0, q.grad:abs():sum():item())
     local v1 = lt.randn(1, 1, 3)
-    local one = lt.scaled_dot_product_attention(lt.randn(1, 1, 4), lt.randn(1, 1, 4), v1)
+    local one = sdpa(lt.randn(1, 1, 4), lt.randn(1, 1, 4), v1)
     assert.are.same(v1:tolist(), one:tolist())   -- one key: weight 1
-    local ev = lt.scaled_dot_product_attention(lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 0))
+    local ev = sdpa(lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 0))
     assert.are.same({ 2, 3, 0 }, ev:size())
   end)
 
@@ -167,22 +169,21 @@ describe("scaled_dot_product_attention (fused)", function()
     lt.manual_seed(7)
     local function r(...) return lt.randn({ ... }, { dtype = "float64", requires_grad = true }) end
     local gc = lt.autograd.gradcheck
-    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v) end,
+    assert.is_true(gc(function(q, k, v) return sdpa(q, k, v) end,
       { r(2, 3, 4), r(2, 5, 4), r(2, 5, 3) }))
-    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, nil, true) end,
+    assert.is_true(gc(function(q, k, v) return sdpa(q, k, v, nil, true) end,
       { r(1, 2, 4, 3), r(1, 2, 4, 3), r(1, 2, 4, 2) }))
     local bm = lt.tensor({ { true, false, true }, { false, true, true } })
-    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, bm, false, 0.5) end,
+    assert.is_true(gc(function(q, k, v) return sdpa(q, k, v, bm, false, 0.5) end,
       { r(2, 2, 3), r(2, 3, 3), r(2, 3, 2) }))
     local fm = lt.randn(1, 4, { dtype = "float64" })
     -- broadcast batch: q (3, L, E) against one k and v, whose gradients sum over the batch
-    assert.is_true(gc(function(q, k, v) return lt.scaled_dot_product_attention(q, k, v, fm) end,
+    assert.is_true(gc(function(q, k, v) return sdpa(q, k, v, fm) end,
       { r(3, 2, 2), r(4, 2), r(4, 3) }))
   end)
 
   it("raises naming scaled_dot_product_attention and the shapes", function()
     local q, k, v = lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 6)
-    local sdpa = lt.scaled_dot_product_attention
     local ee = support.expect_error
     ee(function() sdpa(q, lt.randn(2, 5, 3), v) end, "scaled_dot_product_attention", "[2, 3, 4]",
       "[2, 5, 3]", "(*, S, E)")
@@ -196,8 +197,9 @@ describe("scaled_dot_product_attention (fused)", function()
     ee(function() sdpa(q, k, v, lt.ones(4, 5, { dtype = "bool" })) end, "attn_mask of shape [4, 5]",
       "[2, 3, 5]")
     ee(function() sdpa(q, k, v, lt.ones(3, 5, { dtype = "int64" })) end, "attn_mask", "int64")
-    ee(function() F.scaled_dot_product_attention(q, k, v, { attn_mask = lt.ones(3, 5, { dtype = "bool" }),
-      is_causal = true }) end, "scaled_dot_product_attention", "is_causal")
+    local bm = lt.ones(3, 5, { dtype = "bool" })
+    ee(function() F.scaled_dot_product_attention(q, k, v, { attn_mask = bm, is_causal = true }) end,
+      "scaled_dot_product_attention", "is_causal")
     -- a failed call leaves its inputs as they were
     assert.are.same({ 2, 3, 4 }, q:size())
   end)
@@ -226,7 +228,8 @@ describe("MultiheadAttention and TransformerEncoderLayer on the fused op", funct
     kpm[1][7] = true
     local am = lt.randn(7, 7)
     for _, opts in ipairs {
-      {}, { is_causal = true }, { key_padding_mask = kpm }, { attn_mask = am, key_padding_mask = kpm },
+      {}, { is_causal = true }, { key_padding_mask = kpm },
+      { attn_mask = am, key_padding_mask = kpm },
     } do
       local with = mha(x, x, x, opts)
       local o2 = {}
@@ -240,7 +243,8 @@ describe("MultiheadAttention and TransformerEncoderLayer on the fused op", funct
 
   it("trains a TransformerEncoderLayer through the fused path (gradients match)", function()
     lt.manual_seed(9)
-    local layer = nn.TransformerEncoderLayer(16, 2, { dim_feedforward = 32, dropout = 0, batch_first = true })
+    local layer = nn.TransformerEncoderLayer(16, 2,
+      { dim_feedforward = 32, dropout = 0, batch_first = true })
     local x = lt.randn(3, 6, 16)
     layer(x):sum():backward()
     local g = layer.self_attn.in_proj_weight.grad:clone()

@@ -93,12 +93,13 @@ case("sdpa_backward", "gradients of q, k and v against central differences", fun
     local qr, kr, vr = values(qt), values(kt), values(vt)
     local op = op_of(p, mask_of(p, "float64"))
     for _, kind in ipairs(KINDS) do
-      check_grad(function(q) return op(q, kt, vt) end, function(q) return ref_sdpa(q, kr, vr, p) end,
-        qr, qs, kind, "dq " .. p.what .. " " .. kind)
-      check_grad(function(k) return op(qt, k, vt) end, function(k) return ref_sdpa(qr, k, vr, p) end,
-        kr, ks, kind, "dk " .. p.what .. " " .. kind)
-      check_grad(function(v) return op(qt, kt, v) end, function(v) return ref_sdpa(qr, kr, v, p) end,
-        vr, vs, kind, "dv " .. p.what .. " " .. kind)
+      local what = p.what .. " " .. kind
+      check_grad(function(q) return op(q, kt, vt) end,
+        function(q) return ref_sdpa(q, kr, vr, p) end, qr, qs, kind, "dq " .. what)
+      check_grad(function(k) return op(qt, k, vt) end,
+        function(k) return ref_sdpa(qr, k, vr, p) end, kr, ks, kind, "dk " .. what)
+      check_grad(function(v) return op(qt, kt, v) end,
+        function(v) return ref_sdpa(qr, kr, v, p) end, vr, vs, kind, "dv " .. what)
     end
   end
 end)
