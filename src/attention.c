@@ -42,6 +42,10 @@ static int check_operands(lt_ctx *ctx, lt_tensor *const in[SDPA_NIN]) {
   if (k->size[k->ndim - 1] != q->size[q->ndim - 1] || v->size[v->ndim - 2] != k->size[k->ndim - 2])
     return ltB_fail(ctx, "%s: expected query (*, L, E), key (*, S, E) and value (*, S, Ev), got "
                     "%s, %s and %s", OP, LT_SHAPE(q, b0), LT_SHAPE(k, b1), LT_SHAPE(v, b2));
+  /* a row is one BLAS leading dimension, an int */
+  if (q->size[q->ndim - 1] > INT_MAX || v->size[v->ndim - 1] > INT_MAX)
+    return ltB_fail(ctx, "%s: expected E and Ev below 2^31, got query %s and value %s", OP,
+                    LT_SHAPE(q, b0), LT_SHAPE(v, b2));
   return 0;
 }
 
