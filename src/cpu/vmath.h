@@ -291,8 +291,9 @@ LT_VM_INLINE float vm_exp_hilo_x2p64(float hi, float lo) {
 
 /* exp(-f t^2) * 2^64 (f = 1/2 or 1), 0 once f t^2 > 128; t^2 exact as a hi + lo pair (t split
 ** into 12-bit halves): the rounding of t * t would be magnified by t^2 in the exponential. */
+#define VM_SPLIT12_MASK 0xfffff000u   /* keeps a float's top 12 significant bits: squares exactly */
 LT_VM_INLINE float vm_exp_neg_sq_x2p64(float t, float f) {
-  float th = vm_from(vm_bits(t) & 0xfffff000u), tl = t - th;
+  float th = vm_from(vm_bits(t) & VM_SPLIT12_MASK), tl = t - th;
   float hi = -f * (th * th), lo = -f * (tl * (t + th));
   bool in = hi >= -128.0f;   /* false for NaN and infinities */
   float e = vm_exp_hilo_x2p64(in ? hi : 0.0f, in ? lo : 0.0f);
@@ -327,7 +328,6 @@ LT_VM_INLINE float vm_erfc_scaled(float t) {
   return u * h;
 }
 
-#define VM_RSQRT2 0.707106781f
 #define VM_RSQRT_2PI 0.398942280f
 #define VM_2_RSQRTPI 1.12837917f
 #define VM_ERF_SMALL 0.7f   /* vm_erf_small's range; vm_erfc_scaled's fit starts here */
@@ -357,10 +357,10 @@ LT_VM_INLINE float vm_erf_grad_float(float g, float x) {
 ** select between, so the vector loop computes one path):
 **   erfc(|x| / sqrt2) / 2 = e^(-x^2/2) P(|x|) / Q(|x|),
 ** P/Q a (4,5) rational in |x| itself (P/Q -> 1/(|x| sqrt(2 pi)) as |x| grows), fitted for
-** |x| <= 14.8 (x Phi(x) underflows to -0 below -14.2) to relative error 6e-9; its float
-** evaluation adds up to 3 ulp. Taking |x| rather
-** than |x| / sqrt2 matters: erfc magnifies a rounded argument t by 2t^2 (190 ulp near x = -13),
-** while P/Q barely notices it. e^(-x^2/2) has the square exact (x split into 12-bit halves,
+** |x| <= 14.8 (x Phi(x) underflows to -0 below -14.2) to relative error 6e-9, with all
+** coefficients positive; its float evaluation adds up to 3 ulp. Taking |x| rather than
+** |x| / sqrt2 matters: erfc magnifies a rounded argument t by 2t^2 (190 ulp near x = -13), while
+** P/Q barely notices it. e^(-x^2/2) has the square exact (x split into 12-bit halves,
 ** x^2 = hi + lo) and is carried scaled by 2^64, so the tail down to x = -16 stays normal until
 ** the last product, which rounds once into the subnormals as libm would. */
 #define VM_GELU_XMAX 16.0f   /* beyond, x Phi(x) is x or x * 0 */
@@ -374,7 +374,7 @@ LT_VM_INLINE float vm_erf_grad_float(float g, float x) {
 #define VM_GELU_Q2 1.160186005e+02f
 #define VM_GELU_Q3 4.534598923e+01f
 #define VM_GELU_Q4 9.852154732e+00f
-/* e^(-R/2) - 1 = R (C1 + C2 R + ... + C6 R^5) for |R| <= 0.72 (minimax, 4e-9 relative) */
+/* e^(-R/2) - 1 = R (E1 + E2 R + ... + E6 R^5) for |R| <= 0.72 (minimax, 4e-9 relative) */
 #define VM_GELU_E1 -0.5f
 #define VM_GELU_E2 1.249999795e-01f
 #define VM_GELU_E3 -2.083312106e-02f
@@ -399,7 +399,7 @@ LT_VM_INLINE float vm_gelu_tail64(float x, float *e64) {
   q = q * a + VM_GELU_Q1;
   q = q * a + VM_GELU_Q0;
   /* x^2 / 2 = k ln2 + R/2, |R/2| <= ln2/2 */
-  float th = vm_from(vm_bits(a) & 0xfffff000u), tl = a - th;
+  float th = vm_from(vm_bits(a) & VM_SPLIT12_MASK), tl = a - th;
   float hi = th * th, lo = tl * (a + th);
   float kf = (hi + lo) * (0.5f * VM_LOG2E) + VM_ROUND_MAGIC;
   uint32_t kb = vm_bits(kf);
