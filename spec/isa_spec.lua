@@ -391,16 +391,24 @@ describe("float32 softmax edge rows", function()
         assert.is_true(ok, string.format("%s, element %d: %s, float64 gives %s", what, i, tostring(a), tostring(b)))
       end
     end
+    -- each row as a row (the row kernel) and as 5 equal columns (the column kernel)
     for r, row in ipairs(rows) do
       for _, f in ipairs { "softmax", "log_softmax" } do
-        local x = lt.tensor(row):reshape(1, -1)
-        local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
-        local ya, yb = a[f](a, -1), b[f](b, -1)
-        same(ya, yb, f .. " row " .. r)
-        local g = lt.linspace(-1, 1, #row):reshape(1, -1)
-        ya:backward(g)
-        yb:backward(g:double())
-        same(a.grad, b.grad, f .. " backward row " .. r)
+        for _, cols in ipairs { false, true } do
+          local x = lt.tensor(row):reshape(1, -1)
+          local g = lt.linspace(-1, 1, #row):reshape(1, -1)
+          local dim = 2
+          if cols then
+            x, g, dim = x:t():expand(#row, 5):contiguous(), g:t():expand(#row, 5):contiguous(), 1
+          end
+          local what = string.format("%s row %d%s", f, r, cols and " as columns" or "")
+          local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+          local ya, yb = a[f](a, dim), b[f](b, dim)
+          same(ya, yb, what)
+          ya:backward(g)
+          yb:backward(g:double())
+          same(a.grad, b.grad, what .. ", backward")
+        end
       end
     end
   end)

@@ -147,33 +147,36 @@ SM_INLINE void smcol_block(const smcol *c, int64_t o, int64_t j0, int64_t w) {
   float *Y = c->out + base;
   float m[SMCOLS], acc[SMCOLS], sv[SMCOLS];
   double sum[SMCOLS];
-  for (int64_t k = 0; k < w; k++) {
-    sum[k] = 0;
-    m[k] = -INFINITY;
-  }
-  if (!c->back) {
-    int nan[SMCOLS] = {0};
-    for (int64_t i = 0; i < n; i++)
+  for (int64_t k = 0; k < w; k++) sum[k] = 0;
+  if (!c->back) {   /* each column's largest, as sm_max_f32 finds it */
+    int32_t mk[SMCOLS];
+    for (int64_t k = 0; k < w; k++) mk[k] = INT32_MIN;
+    for (int64_t i = 0; i < n; i++) {
+      const float *a = A + i * in;
       for (int64_t k = 0; k < w; k++) {
-        float v = A[i * in + k];
-        m[k] = v > m[k] ? v : m[k];
-        nan[k] |= v != v;
+        int32_t key = sm_key(a[k]);
+        mk[k] = key > mk[k] ? key : mk[k];
       }
-    for (int64_t k = 0; k < w; k++) m[k] = nan[k] ? NAN : m[k];
+    }
+    for (int64_t k = 0; k < w; k++) m[k] = vm_from((uint32_t)sm_key(vm_from((uint32_t)mk[k])));
   }
-  /* per column: the rows' terms in row order, in float, flushed to double every SM_FLUSH */
+  /* per column: the rows' terms in row order, in float, flushed to double every SM_FLUSH; one
+  ** loop per mode, so that none holds a branch or a conditional store */
+  bool fwd_soft = !c->back && !c->log_, fwd_log = !c->back && c->log_;
   for (int64_t i0 = 0; i0 < n; i0 += SM_FLUSH) {
     int64_t i1 = ltC_min(n, i0 + SM_FLUSH);
     for (int64_t k = 0; k < w; k++) acc[k] = 0;
     for (int64_t i = i0; i < i1; i++) {
       const float *a = A + i * in, *b = B ? B + i * in : NULL;
       float *y = Y + i * in;
-      if (!c->back)
+      if (fwd_soft)
         for (int64_t k = 0; k < w; k++) {
-          float t = vm_exp_float(a[k] - m[k]);
-          if (!c->log_) y[k] = t;
+          float t = sm_exp_x2p64(a[k] - m[k]);
+          y[k] = t;
           acc[k] += t;
         }
+      else if (fwd_log)
+        for (int64_t k = 0; k < w; k++) acc[k] += sm_exp_x2p64(a[k] - m[k]);
       else if (!c->log_)
         for (int64_t k = 0; k < w; k++) acc[k] += b[k] * a[k];
       else
@@ -182,18 +185,20 @@ SM_INLINE void smcol_block(const smcol *c, int64_t o, int64_t j0, int64_t w) {
     for (int64_t k = 0; k < w; k++) sum[k] += acc[k];
   }
   for (int64_t k = 0; k < w; k++)
-    sv[k] = !c->back ? (c->log_ ? (float)log(sum[k]) : (float)(1.0 / sum[k])) : (float)sum[k];
+    sv[k] = fwd_soft  ? (float)(1.0 / sum[k])
+            : fwd_log ? (float)(log(sum[k]) - SM_LN_2P64)
+                      : (float)sum[k];
   for (int64_t i = 0; i < n; i++) {
     const float *a = A + i * in, *b = B ? B + i * in : NULL;
     float *y = Y + i * in;
-    if (!c->back && c->log_)
+    if (fwd_log)
       for (int64_t k = 0; k < w; k++) y[k] = (a[k] - m[k]) - sv[k];
-    else if (!c->back)
+    else if (fwd_soft)
       for (int64_t k = 0; k < w; k++) y[k] *= sv[k];
     else if (!c->log_)
       for (int64_t k = 0; k < w; k++) y[k] = a[k] * (b[k] - sv[k]);
     else
-      for (int64_t k = 0; k < w; k++) y[k] = b[k] - vm_exp_float(a[k]) * sv[k];
+      for (int64_t k = 0; k < w; k++) y[k] = b[k] - (sm_exp_x2p64(a[k]) * sv[k]) * 0x1p-64f;
   }
 }
 
