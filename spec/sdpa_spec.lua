@@ -204,6 +204,14 @@ describe("scaled_dot_product_attention (fused)", function()
     assert.are.same({ 2, 3, 4 }, q:size())
   end)
 
+  it("refuses a backward after an input it saved was changed in place", function()
+    local q, k, v = lt.randn(1, 3, 4, { requires_grad = true }), lt.randn(1, 3, 4), lt.randn(1, 3, 4)
+    local out = sdpa(q, k, v)
+    k:add_(1)
+    support.expect_error(function() out:sum():backward() end, "modified by an inplace operation",
+      "ScaledDotProductAttentionBackward0")
+  end)
+
   it("falls back to the composed form with dropout, drawing from the generator", function()
     local q, k, v = lt.randn(2, 5, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 4)
     local g1, g2 = lt.Generator(), lt.Generator()
