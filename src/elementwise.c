@@ -227,32 +227,27 @@ static int read_bool(lt_ctx *ctx, const lt_tensor *t, bool *v) {
   return 0;
 }
 
-/* *res = op (LT_RALL or LT_RANY) over every element of the bool tensor b, on b's device. */
-static int reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *b,
+/* *res = op (LT_RALL or LT_RANY) over every element of t, each taken as true when non-zero,
+** on t's device. */
+static int reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *t,
                        bool *res) {
   bool mask[LT_MAX_DIMS];
   for (int d = 0; d < LT_MAX_DIMS; d++) mask[d] = true;
   lt_tensor *r;
-  if (ltO_empty_as(ctx, &r, b, LT_BOOL, 0, NULL)) return -1;
-  int rc = ltK_kernels(b)->reduce(ctx, name, op, r, b, mask);
+  if (ltO_empty_as(ctx, &r, t, LT_BOOL, 0, NULL)) return -1;
+  int rc = ltK_kernels(t)->reduce(ctx, name, op, r, t, mask);
   if (!rc) rc = read_bool(ctx, r, res);
   lt_release(r);
   return rc;
 }
 
-/* Whether t (int64 or bool) holds a zero, which integer division would divide by. */
+/* Whether t (int64 or bool) holds a zero, which integer division would divide by: whether not
+** all of its elements are non-zero, one pass on its device. */
 static int has_zero(lt_ctx *ctx, const char *name, const lt_tensor *t, bool *found) {
-  lt_tensor *zero = NULL, *eq = NULL;
-  int rc = -1;
-  if (ltO_full_as(ctx, &zero, t, LT_INT64, 0, NULL, 0.0) ||
-      ltO_empty_as(ctx, &eq, t, LT_BOOL, t->ndim, t->size))
-    goto done;
-  ltK_kernels(t)->binary(ctx, LT_EQ, eq, t, zero, LT_INT64, 0, 0);
-  rc = reduce_bool(ctx, name, LT_RANY, eq, found);
-done:
-  lt_release(zero);
-  lt_release(eq);
-  return rc;
+  bool all_nonzero;
+  if (reduce_bool(ctx, name, LT_RALL, t, &all_nonzero)) return -1;
+  *found = !all_nonzero;
+  return 0;
 }
 
 /* The error of an integer division whose divisor b holds a zero; 0 when it holds none. */
