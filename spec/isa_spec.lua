@@ -154,12 +154,12 @@ describe("float32 gelu (exact form)", function()
     return ((y - ref):abs() / ulp):max():item()
   end
 
-  it("is within 7 ulp of the exact value over a dense sweep", function()
-    assert.is_true(max_ulps(lt.linspace(-18, 18, 1 << 22)) <= 7)
-    assert.is_true(max_ulps(lt.linspace(-1, 1, 1 << 21)) <= 7)
+  it("is within 8 ulp of the exact value over a dense sweep", function()
+    assert.is_true(max_ulps(lt.linspace(-18, 18, 1 << 22)) <= 8)
+    assert.is_true(max_ulps(lt.linspace(-1, 1, 1 << 21)) <= 8)
     -- magnitudes from 1e-30 to 1e3, both signs
     local m = (lt.linspace(-30, 3, 1 << 20) * math.log(10)):exp()
-    assert.is_true(max_ulps(lt.cat({ m, -m })) <= 7)
+    assert.is_true(max_ulps(lt.cat({ m, -m })) <= 8)
   end)
 
   it("is within 4 ulp for x > -0.5, where most activations lie", function()
@@ -256,7 +256,7 @@ end
 -- the documented bounds (src/cpu/vmath.h), in ulp
 local BOUNDS = {
   exp = 1.1, expm1 = 1.5, log = 1, log1p = 2.1, tanh = 1.5, sigmoid = 2.3, silu = 2.4,
-  softplus = 2.6, erf = 2.4, elu = 1.5, gelu = 7, ["gelu>-0.5"] = 4, ["gelu>-3"] = 7,
+  softplus = 2.6, erf = 2.4, elu = 1.5, gelu = 8, ["gelu>-0.5"] = 4, ["gelu>-3"] = 8,
   ["gelu_tanh>-0.5"] = 3, ["gelu_tanh>-3"] = 16,
 }
 

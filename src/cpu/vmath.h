@@ -15,7 +15,7 @@
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
 **   erf 2.4, erf' 2.1,
-**   gelu (erf form) 7 (6.6 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
+**   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]),
 **   gelu (tanh form) 3 for x > -0.5, 16 for x > -3; below, the float32 rounding of its cubic
 **   argument, magnified by the exponential, dominates (PyTorch's 0.5 x (1 + tanh z) loses
