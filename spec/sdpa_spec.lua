@@ -113,22 +113,26 @@ describe("scaled_dot_product_attention (fused)", function()
 
   it("gives the same bits at every thread count", function()
     lt.manual_seed(6)
-    local q = lt.randn(5, 130, 16, { requires_grad = true })
-    local k, v = lt.randn(5, 70, 16), lt.randn(5, 70, 16)
-    local gy = lt.randn(5, 130, 16)
-    local saved = lt.get_num_threads()
-    local res = {}
-    for _, n in ipairs { 1, 2, 3 } do
-      lt.set_num_threads(n)
-      q.grad = nil
-      local out = sdpa(q, k, v)
-      local loss = (out * gy):sum()
-      loss:backward()
-      res[n] = { flat(out), flat(q.grad) }
+    -- 5 entries: one task each; 1 entry: the two-pass backward over blocks from 2 threads on
+    for _, nb in ipairs { 5, 1 } do
+      local q = lt.randn(nb, 130, 16, { requires_grad = true })
+      local k = lt.randn(nb, 150, 16, { requires_grad = true })
+      local v = lt.randn(nb, 150, 8, { requires_grad = true })
+      local gy = lt.randn(nb, 130, 8)
+      local saved = lt.get_num_threads()
+      local res = {}
+      for _, n in ipairs { 1, 2, 3 } do
+        lt.set_num_threads(n)
+        q.grad, k.grad, v.grad = nil, nil, nil
+        local out = sdpa(q, k, v, nil, nb == 1)
+        local loss = (out * gy):sum()
+        loss:backward()
+        res[n] = { flat(out), flat(q.grad), flat(k.grad), flat(v.grad) }
+      end
+      lt.set_num_threads(saved)
+      assert.are.same(res[1], res[2])
+      assert.are.same(res[1], res[3])
     end
-    lt.set_num_threads(saved)
-    assert.are.same(res[1], res[2])
-    assert.are.same(res[1], res[3])
   end)
 
   it("gives NaN rows where no key takes part, as the composed form", function()
@@ -205,7 +209,8 @@ describe("scaled_dot_product_attention (fused)", function()
   end)
 
   it("refuses a backward after an input it saved was changed in place", function()
-    local q, k, v = lt.randn(1, 3, 4, { requires_grad = true }), lt.randn(1, 3, 4), lt.randn(1, 3, 4)
+    local q = lt.randn(1, 3, 4, { requires_grad = true })
+    local k, v = lt.randn(1, 3, 4), lt.randn(1, 3, 4)
     local out = sdpa(q, k, v)
     k:add_(1)
     support.expect_error(function() out:sum():backward() end, "modified by an inplace operation",

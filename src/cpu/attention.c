@@ -23,7 +23,8 @@
 ** and 20, so the tiles are BLAS calls and only the softmax steps are loops of ours. Blocks of
 ** 32 and 128 measured within the noise of 64 at T = 64..512.
 **
-** Threads: the forward's tasks are (batch entry, query block), the backward's batch entries;
+** Threads: the forward's tasks are (batch entry, query block), the backward's batch entries
+** (or, with fewer entries than threads, blocks in two passes: see bwd_split_range);
 ** every output element is written by one task in a fixed order, so the bits do not depend on
 ** the thread count. GEMMs run single-threaded inside the tasks (one thread budget).
 */
@@ -269,7 +270,8 @@ typedef struct sdpa_job {
   size_t es;
   const lt_tensor *q, *k, *v, *mask, *out, *lse, *dout;
   lt_tensor *dq, *dk, *dv;
-  int64_t nqb;            /* query blocks per batch entry */
+  int64_t nqb, nkb;       /* query and key blocks per batch entry */
+  char *d;                /* the split backward's D, (batch, L) */
   tile_kernels tk;
   atomic_bool oom;
 } sdpa_job;
@@ -393,47 +395,88 @@ static void row_dots(const sdpa_job *j, int64_t b, const mat *dO, char *d) {
   }
 }
 
-/* One backward task: batch entry b. s: the P and dS tiles, then D of L rows. */
+/* Batch entry b's operands as the backward reads them. */
+typedef struct bwd_mats {
+  mat Q, K, V, dO, dQ, dK, dV;
+  const char *mk, *lse;
+  int64_t ms_r, ms_c;
+} bwd_mats;
+
+static bwd_mats bwd_mats_of(const sdpa_job *j, int64_t b) {
+  const ltK_sdpa_geom *g = j->g;
+  size_t es = j->es;
+  int64_t L = g->L, S = g->S, E = g->E, ev = g->Ev;
+  bwd_mats m = {
+      .Q = mat_of(j->q, g, b), .K = mat_of(j->k, g, b), .V = mat_of(j->v, g, b),
+      .dO = mat_of(j->dout, g, b),
+      .dQ = {(char *)lt_data(j->dq) + (size_t)(b * L * E) * es, E > 1 ? E : 1},
+      .dK = {(char *)lt_data(j->dk) + (size_t)(b * S * E) * es, E > 1 ? E : 1},
+      .dV = {(char *)lt_data(j->dv) + (size_t)(b * S * ev) * es, ev > 1 ? ev : 1},
+      .lse = (const char *)lt_data(j->lse) + (size_t)(b * L) * es,
+  };
+  m.mk = mask_at(j, b, &m.ms_r, &m.ms_c);
+  return m;
+}
+
+/* What a backward pass over tiles adds to: dQ, or dK and dV, or all three. */
+enum { GRAD_Q = 1, GRAD_KV = 2, GRAD_ALL = GRAD_Q | GRAD_KV };
+
+/* Whether tile t has a key some row of it sees. */
+static bool tile_seen(const ltK_sdpa_geom *g, tile_pos t) {
+  return !g->causal || t.j0 <= t.i0 + t.nr - 1;
+}
+
+/* The backward of tile t: P recomputed, dP and dS, then its parts of dV and dK (GRAD_KV) and of
+** dQ (GRAD_Q), each added in the order the caller walks the tiles. d: D of the entry's rows;
+** s: the P and dS tiles. */
+static void bwd_tile(const sdpa_job *j, const bwd_mats *m, tile_pos t, const char *d, int want,
+                     char *s) {
+  const ltK_sdpa_geom *g = j->g;
+  size_t es = j->es;
+  int64_t i0 = t.i0, j0 = t.j0, nc = t.nc, E = g->E, ev = g->Ev;
+  char *p = s, *dp = s + (size_t)BR * BC * es;
+  scores_tile(j, &m->Q, &m->K, m->mk, m->ms_r, m->ms_c, t, p);
+  if (j->dt == LT_FLOAT32)
+    j->tk.bwd_p((float *)p, t.nr, nc, causal_lim0(g, t), (const float *)m->lse + i0);
+  else
+    bwd_p_f64((double *)p, t.nr, nc, causal_lim0(g, t), (const double *)m->lse + i0);
+  if (want & GRAD_KV)
+    gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
+         row_at(&m->dV, j0, es), m->dV.ld);
+  gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&m->dO, i0, es), m->dO.ld,
+       row_at(&m->V, j0, es), m->V.ld, 0.0, dp, BC);
+  if (j->dt == LT_FLOAT32)
+    j->tk.bwd_ds((float *)dp, (const float *)p, t.nr, nc, (const float *)d + i0);
+  else
+    bwd_ds_f64((double *)dp, (const double *)p, t.nr, nc, (const double *)d + i0);
+  if (want & GRAD_Q)
+    gemm(j->dt, false, false, t.nr, E, nc, g->scale, dp, BC, row_at(&m->K, j0, es), m->K.ld,
+         1.0, row_at(&m->dQ, i0, es), m->dQ.ld);
+  if (want & GRAD_KV)
+    gemm(j->dt, true, false, nc, E, t.nr, g->scale, dp, BC, row_at(&m->Q, i0, es), m->Q.ld,
+         1.0, row_at(&m->dK, j0, es), m->dK.ld);
+}
+
+static tile_pos tile_at(const ltK_sdpa_geom *g, int64_t i0, int64_t j0) {
+  return (tile_pos){.i0 = i0, .j0 = j0, .nr = ltC_min(BR, g->L - i0),
+                    .nc = ltC_min(BC, g->S - j0)};
+}
+
+/* One backward task: batch entry b, every tile, key blocks outer. s: two tiles, then D. */
 static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  int64_t L = g->L, S = g->S, E = g->E, ev = g->Ev, ms_r = 0, ms_c = 0;
-  mat Q = mat_of(j->q, g, b), K = mat_of(j->k, g, b), V = mat_of(j->v, g, b);
-  mat dO = mat_of(j->dout, g, b);
-  mat dQ = {(char *)lt_data(j->dq) + (size_t)(b * L * E) * es, E > 1 ? E : 1};
-  mat dK = {(char *)lt_data(j->dk) + (size_t)(b * S * E) * es, E > 1 ? E : 1};
-  mat dV = {(char *)lt_data(j->dv) + (size_t)(b * S * ev) * es, ev > 1 ? ev : 1};
-  const char *mk = mask_at(j, b, &ms_r, &ms_c);
-  const char *lse = (const char *)lt_data(j->lse) + (size_t)(b * L) * es;
-  char *p = s, *dp = s + (size_t)BR * BC * es, *d = dp + (size_t)BR * BC * es;
-  memset(dQ.p, 0, (size_t)(L * E) * es);
-  memset(dK.p, 0, (size_t)(S * E) * es);
-  memset(dV.p, 0, (size_t)(S * ev) * es);
-  row_dots(j, b, &dO, d);
-  for (int64_t j0 = 0; j0 < S; j0 += BC) {
-    int64_t nc = ltC_min(BC, S - j0);
-    for (int64_t i0 = 0; i0 < L; i0 += BR) {
-      tile_pos t = {.i0 = i0, .j0 = j0, .nr = ltC_min(BR, L - i0), .nc = nc};
-      if (g->causal && j0 > i0 + t.nr - 1) continue;   /* every key of it after every row */
-      scores_tile(j, &Q, &K, mk, ms_r, ms_c, t, p);
-      if (j->dt == LT_FLOAT32)
-        j->tk.bwd_p((float *)p, t.nr, nc, causal_lim0(g, t), (const float *)lse + i0);
-      else
-        bwd_p_f64((double *)p, t.nr, nc, causal_lim0(g, t), (const double *)lse + i0);
-      gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&dO, i0, es), dO.ld, 1.0,
-           row_at(&dV, j0, es), dV.ld);
-      gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&dO, i0, es), dO.ld,
-           row_at(&V, j0, es), V.ld, 0.0, dp, BC);
-      if (j->dt == LT_FLOAT32)
-        j->tk.bwd_ds((float *)dp, (const float *)p, t.nr, nc, (const float *)d + i0);
-      else
-        bwd_ds_f64((double *)dp, (const double *)p, t.nr, nc, (const double *)d + i0);
-      gemm(j->dt, false, false, t.nr, E, nc, g->scale, dp, BC, row_at(&K, j0, es), K.ld, 1.0,
-           row_at(&dQ, i0, es), dQ.ld);
-      gemm(j->dt, true, false, nc, E, t.nr, g->scale, dp, BC, row_at(&Q, i0, es), Q.ld, 1.0,
-           row_at(&dK, j0, es), dK.ld);
+  bwd_mats m = bwd_mats_of(j, b);
+  char *d = s + (size_t)(2 * BR * BC) * es;
+  memset(m.dQ.p, 0, (size_t)(g->L * g->E) * es);
+  memset(m.dK.p, 0, (size_t)(g->S * g->E) * es);
+  memset(m.dV.p, 0, (size_t)(g->S * g->Ev) * es);
+  row_dots(j, b, &m.dO, d);
+  for (int64_t j0 = 0; j0 < g->S; j0 += BC)
+    for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
+      tile_pos t = tile_at(g, i0, j0);
+      if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_ALL, s);
     }
-  }
 }
 
 static void bwd_range(int64_t b0, int64_t b1, void *ud) {
@@ -445,6 +488,59 @@ static void bwd_range(int64_t b0, int64_t b1, void *ud) {
   }
   for (int64_t b = b0; b < b1; b++) bwd_entry(j, b, s);
   free(s);
+}
+
+/* With fewer batch entries than threads the backward splits in two passes over blocks: one
+** task per (entry, key block) for dK and dV, then one per (entry, query block) for dQ, after
+** D of every row (j->d). Each gradient gets the same additions in the same order as in
+** bwd_entry, so the bits do not change; the price is dP and dS computed twice. */
+static void bwd_dots(int64_t b0, int64_t b1, void *ud) {
+  sdpa_job *j = ud;
+  for (int64_t b = b0; b < b1; b++) {
+    mat dO = mat_of(j->dout, j->g, b);
+    row_dots(j, b, &dO, j->d + (size_t)(b * j->g->L) * j->es);
+  }
+}
+
+static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
+  sdpa_job *j = ud;
+  const ltK_sdpa_geom *g = j->g;
+  size_t es = j->es;
+  char *s = malloc((size_t)(2 * BR * BC) * es);
+  if (!s) {
+    atomic_store(&j->oom, true);
+    return;
+  }
+  int64_t per = keys ? j->nkb : j->nqb;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t b = u / per, blk = u % per;
+    bwd_mats m = bwd_mats_of(j, b);
+    const char *d = j->d + (size_t)(b * g->L) * es;
+    if (keys) {
+      int64_t j0 = blk * BC, nc = ltC_min(BC, g->S - j0);
+      memset(row_at(&m.dK, j0, es), 0, (size_t)(nc * g->E) * es);
+      memset(row_at(&m.dV, j0, es), 0, (size_t)(nc * g->Ev) * es);
+      for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
+        tile_pos t = tile_at(g, i0, j0);
+        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_KV, s);
+      }
+    } else {
+      int64_t i0 = blk * BR;
+      memset(row_at(&m.dQ, i0, es), 0, (size_t)(ltC_min(BR, g->L - i0) * g->E) * es);
+      for (int64_t j0 = 0; j0 < g->S; j0 += BC) {
+        tile_pos t = tile_at(g, i0, j0);
+        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_Q, s);
+      }
+    }
+  }
+  free(s);
+}
+
+static void bwd_keys_range(int64_t u0, int64_t u1, void *ud) {
+  bwd_split_range(u0, u1, ud, true);
+}
+static void bwd_queries_range(int64_t u0, int64_t u1, void *ud) {
+  bwd_split_range(u0, u1, ud, false);
 }
 
 static int64_t batch_count(const ltK_sdpa_geom *g) {
@@ -484,8 +580,21 @@ int ltC_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_ten
                 .tk = tile_kernels_for_isa()};
   atomic_init(&j.oom, false);
   blas_single_thread();
-  int64_t work = g->L * g->S * (2 * g->E + 2 * g->Ev) + 1;
-  ltB_parallel_for(ctx, nb, ltC_grain(work), bwd_range, &j);
+  j.nqb = (g->L + BR - 1) / BR;
+  j.nkb = (g->S + BC - 1) / BC;
+  if (nb >= ctx->num_threads || (j.nqb <= 1 && j.nkb <= 1)) {
+    int64_t work = g->L * g->S * (2 * g->E + 2 * g->Ev) + 1;
+    ltB_parallel_for(ctx, nb, ltC_grain(work), bwd_range, &j);
+  } else {
+    j.d = malloc((size_t)(nb * g->L) * j.es + 1);
+    if (!j.d)
+      return ltB_fail(ctx, "scaled_dot_product_attention: out of memory for %lld row sums",
+                      (long long)(nb * g->L));
+    ltB_parallel_for(ctx, nb, 1, bwd_dots, &j);
+    ltB_parallel_for(ctx, nb * j.nkb, 1, bwd_keys_range, &j);
+    ltB_parallel_for(ctx, nb * j.nqb, 1, bwd_queries_range, &j);
+    free(j.d);
+  }
   if (atomic_load(&j.oom))
     return ltB_fail(ctx, "scaled_dot_product_attention: out of memory for a work tile");
   return 0;
