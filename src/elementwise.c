@@ -604,6 +604,7 @@ int lt_binary_scalar_(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, double s) {
 int lt_isclose(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, lt_tensor *b, double rtol,
                double atol, bool equal_nan) {
   if (!a || !b) return ltB_fail(ctx, "isclose: missing operand");
+  if (ltD_check_devices(ctx, "isclose", a, b)) return -1;
   if (!(rtol >= 0) || !(atol >= 0))
     return ltB_fail(ctx, "isclose: rtol and atol must be non-negative (got rtol=%g, atol=%g)",
                     rtol, atol);
@@ -623,6 +624,7 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
                 bool equal_nan) {
   lt_tensor *c;
   if (!a || !b) return ltB_fail(ctx, "allclose: missing operand");
+  if (ltD_check_devices(ctx, "allclose", a, b)) return -1;
   int nd;
   int64_t size[LT_MAX_DIMS];
   if (ltB_broadcast_shapes(ctx, "allclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
@@ -635,6 +637,7 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
 
 int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
   if (!a || !b) return ltB_fail(ctx, "equal: missing operand");
+  if (ltD_check_devices(ctx, "equal", a, b)) return -1;
   if (!ltB_same_shape(a, b)) {
     *res = false;
     return 0;
