@@ -267,6 +267,21 @@ typedef struct lt_adam_opts lt_adam_opts;
 typedef struct lt_rmsprop_opts lt_rmsprop_opts;
 typedef struct lt_adagrad_opts lt_adagrad_opts;
 
+/* The private op codes that the elementwise op files (elementwise.c, unary.c, where.c) pass
+** to the binary, unary and ternary kernels (fused gradient formulas, isclose, clamp). The
+** private codes follow the public ones, so a kernel's switch can never mistake one for the
+** other. The binary and unary entries take an int because they take codes of both sets (an
+** lt_binop or an ltK_ew_op; an lt_unop or LT_UCLAMP); the ternary entry takes only its own. */
+enum ltK_ew_op {
+  LT_EW_BW = LT_NBINOP,                /* + lt_unop: g * d op(y)/dy from (g, saved y) */
+  LT_EW_BW_CLAMP = LT_EW_BW + LT_NUNOP,   /* p0 <= y <= p1 ? g : 0 */
+  LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN
+};
+enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
+/* the fused two-operand gradient formulas of the ternary kernel */
+enum ltK_ternary_op { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A,
+                      LT_T_MAX_B, LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
+
 typedef struct ltK_backend {
   const char *name;
   /* dst[...] = src[...] with dtype conversion and broadcasting of src to dst's shape */
@@ -286,8 +301,8 @@ typedef struct ltK_backend {
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
   /* out = f(g, a, b) for the fused two-operand gradient formulas of the binary ops (the LT_T_*
   ** codes), all of out's float dtype and broadcast to out's shape */
-  void (*ternary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                  const lt_tensor *b);
+  void (*ternary)(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
+                  const lt_tensor *a, const lt_tensor *b);
   /* out = cond ? a : b elementwise, cond bool, a and b of out's dtype, all broadcast to out */
   void (*where)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                 const lt_tensor *b);
@@ -455,8 +470,8 @@ void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const l
 void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                      const void *b, int sb);
 void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
-void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                 const lt_tensor *b);
+void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
+                 const lt_tensor *a, const lt_tensor *b);
 void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                const lt_tensor *b);
 void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,
@@ -649,18 +664,5 @@ int ltO_zero_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tenso
 ** backward reads an incoming gradient in. */
 int ltO_dense_as(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 
-/* The private op codes that the elementwise op files (elementwise.c, unary.c, where.c) pass
-** to the binary, unary and ternary kernels (fused gradient formulas, isclose, clamp). The
-** private codes follow the public ones, so a kernel's switch can never mistake one for the
-** other. */
-enum ltK_ew_op {
-  LT_EW_BW = LT_NBINOP,                /* + lt_unop: g * d op(y)/dy from (g, saved y) */
-  LT_EW_BW_CLAMP = LT_EW_BW + LT_NUNOP,   /* p0 <= y <= p1 ? g : 0 */
-  LT_EW_ISCLOSE, LT_EW_ISCLOSE_NAN
-};
-enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent) */ };
-/* the fused two-operand gradient formulas of the ternary kernel */
-enum ltK_ternary_op { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A,
-                      LT_T_MAX_B, LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
 
 #endif

@@ -18,22 +18,22 @@
 #undef LT_T
 #undef LT_S
 
-typedef void (*ter_kernel)(int op, char **d, const int64_t *st, int64_t n);
+typedef void (*ter_kernel)(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n);
 
-static void ter_f32(int op, char **d, const int64_t *st, int64_t n) {
+static void ter_f32(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n) {
   ter_body_float(op, d, st, n);
 }
-static void ter_f64(int op, char **d, const int64_t *st, int64_t n) {
+static void ter_f64(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n) {
   ter_body_double(op, d, st, n);
 }
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
-static void ter_f32_avx2(int op, char **d, const int64_t *st, int64_t n) {
+static void ter_f32_avx2(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n) {
   ter_body_float(op, d, st, n);
 }
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
-static void ter_f32_avx512(int op, char **d, const int64_t *st, int64_t n) {
+static void ter_f32_avx512(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n) {
   ter_body_float(op, d, st, n);
 }
 LT_ISA_END
@@ -52,7 +52,7 @@ static ter_kernel ter_kernel_for(lt_dtype dt) {
 }
 
 typedef struct {
-  int op;
+  enum ltK_ternary_op op;
   ter_kernel k;
 } ter_job;
 
@@ -61,8 +61,8 @@ static void ter_row(char **d, const int64_t *st, int64_t n, void *ud) {
   j->k(j->op, d, st, n);
 }
 
-void ltC_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                 const lt_tensor *b) {
+void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
+                 const lt_tensor *a, const lt_tensor *b) {
   ter_job j = {op, ter_kernel_for(out->dtype)};
   lt_tensor *ops[4] = {out, (lt_tensor *)g, (lt_tensor *)a, (lt_tensor *)b};
   ltB_iter it;

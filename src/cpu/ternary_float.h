@@ -49,7 +49,7 @@ LT_EW_INLINE LT_T TF(t_max_b)(LT_T g, LT_T x, LT_T y) {
 LT_EW_INLINE LT_T TF(t_fmod_b)(LT_T g, LT_T x, LT_T y) { return -g * M(trunc)(x / y); }
 LT_EW_INLINE LT_T TF(t_rem_b)(LT_T g, LT_T x, LT_T y) { return -g * M(floor)(x / y); }
 
-LT_EW_INLINE void TF(ter_body)(int op, char **d, const int64_t *st, int64_t n) {
+LT_EW_INLINE void TF(ter_body)(enum ltK_ternary_op op, char **d, const int64_t *st, int64_t n) {
 #define L(f) TF(tloop)(d, st, n, TF(f)); break
   switch (op) {
     case LT_T_DIV_B: L(t_div_b);

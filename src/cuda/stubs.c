@@ -133,8 +133,8 @@ static void s_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void 
                           const void *b, int sb) { PEND("binary op"); }
 static void s_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0,
                     double p1) { PEND("unary op"); }
-static void s_ternary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *g, const lt_tensor *a,
-                      const lt_tensor *b) { PEND("gradient of a binary op"); }
+static void s_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
+                      const lt_tensor *a, const lt_tensor *b) { PEND("gradient of a binary op"); }
 static void s_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                     const lt_tensor *b) { PEND("where"); }
 
