@@ -529,5 +529,4 @@ void ltL_open_creation(lua_State *L) {
       {NULL, NULL, 0},
   };
   ltL_register(L, regs);
-  ltL_open_random(L);
 }

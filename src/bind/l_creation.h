@@ -35,7 +35,5 @@ lt_generator *ltL_cr_opt_gen(lua_State *L, int opts);
 void ltL_cr_check_float(lua_State *L, const char *op, lt_dtype dt);
 /* Reads (low?, high) integers from idx, low < high; returns the index after them. */
 int ltL_cr_low_high(lua_State *L, const char *op, int idx, int64_t *lo, int64_t *hi);
-/* Registers l_random.c's functions and the Generator type (called by ltL_open_creation). */
-void ltL_open_random(lua_State *L);
 
 #endif

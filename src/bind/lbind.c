@@ -395,6 +395,7 @@ static int ctx_gc(lua_State *L) {
 
 #define FAMILY(f) extern void f(lua_State *L);
 FAMILY(ltL_open_creation)
+FAMILY(ltL_open_random)
 FAMILY(ltL_open_elementwise)
 FAMILY(ltL_open_shape)
 FAMILY(ltL_open_reduce)
@@ -439,10 +440,11 @@ int luaopen_lantern_core(lua_State *L) {
   ltL_open_tensor(L);
   ltL_open_mem(L);
   ltL_open_autograd(L);
-  void (*families[])(lua_State *) = {ltL_open_creation, ltL_open_elementwise, ltL_open_shape,
-                                     ltL_open_reduce,   ltL_open_linalg,      ltL_open_nn,
-                                     ltL_open_serial,   ltL_open_optim,       ltL_open_data, ltL_open_repl,
-                                     ltL_open_device};
+  void (*families[])(lua_State *) = {
+      ltL_open_creation, ltL_open_random, ltL_open_elementwise, ltL_open_shape, ltL_open_reduce,
+      ltL_open_linalg,   ltL_open_nn,     ltL_open_serial,      ltL_open_optim, ltL_open_data,
+      ltL_open_repl,     ltL_open_device,
+  };
   for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) families[i](L);
   lua_setfield(L, -2, "Tensor");                   /* module.Tensor = methods */
   luaL_getmetatable(L, LTL_TENSOR_MT);

@@ -144,7 +144,8 @@ void ltL_register(lua_State *L, const ltL_Reg *regs);
 /* Per-family registration (one per l_*.c file), called by luaopen_lantern_core with
 ** [module, methods] on top of the stack. */
 void ltL_open_tensor(lua_State *L);       /* l_tensor.c: metatable, basics, properties */
-void ltL_open_creation(lua_State *L);     /* l_creation.c, l_random.c: tensor{}, rand..., Generator */
+void ltL_open_creation(lua_State *L);     /* l_creation.c: tensor{}, zeros, arange, eye, ... */
+void ltL_open_random(lua_State *L);       /* l_random.c: rand..., randint, bernoulli, Generator */
 void ltL_open_elementwise(lua_State *L);  /* l_elementwise.c: arithmetic, comparisons, ops */
 void ltL_open_shape(lua_State *L);        /* l_shape.c: views, cat, stack, indexing ops */
 void ltL_open_reduce(lua_State *L);       /* l_reduce.c: reductions, softmax */
