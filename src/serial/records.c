@@ -1,13 +1,9 @@
 /*
-** records.c -- a checkpoint's data: file dtypes and their conversion, byte sources (a file or a
-** buffer), records checked and read into storages, and CRC-32.
+** records.c -- a checkpoint's data: file dtypes and their conversion, and records checked and
+** read into storages (through source.c's byte sources and zip.c's entries).
 */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
+#include <string.h>
 
 #include "serial.h"
 
@@ -185,62 +181,6 @@ int ltS_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const
   return 0;
 }
 
-/* ============================================================ sources */
-
-int ltS_src_open(lt_ctx *ctx, const char *op, ltS_src *s, const char *path) {
-  memset(s, 0, sizeof *s);
-  s->fd = -1;
-  s->name = path;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ltB_fail(ctx, "%s: cannot open '%s': %s", op, path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
-    close(fd);
-    return ltB_fail(ctx, "%s: cannot read '%s': %s", op, path, strerror(e));
-  }
-  s->fd = fd;
-  s->size = (uint64_t)st.st_size;
-  return 0;
-}
-
-void ltS_src_mem(ltS_src *s, const void *mem, size_t n, const char *name) {
-  s->mem = mem;
-  s->fd = -1;
-  s->size = n;
-  s->name = name;
-}
-
-void ltS_src_close(ltS_src *s) {
-  if (s->fd >= 0) close(s->fd);
-  s->fd = -1;
-}
-
-int ltS_src_read(lt_ctx *ctx, const char *op, const ltS_src *s, uint64_t off, void *dst, size_t n,
-                 const char *what) {
-  if (off > s->size || n > s->size - off)
-    return ltB_fail(ctx, "%s: %s: file is truncated (%s needs bytes %llu..%llu, file has %llu)",
-                    op, s->name, what, (unsigned long long)off, (unsigned long long)(off + n),
-                    (unsigned long long)s->size);
-  if (s->mem) {
-    if (n) memcpy(dst, s->mem + off, n);
-    return 0;
-  }
-  uint8_t *p = dst;
-  while (n > 0) {
-    size_t want = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-    ssize_t got = pread(s->fd, p, want, (off_t)off);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      return ltB_fail(ctx, "%s: %s: read error in %s: %s", op, s->name, what,
-                      got < 0 ? strerror(errno) : "unexpected end of file");
-    p += got;
-    off += (uint64_t)got;
-    n -= (size_t)got;
-  }
-  return 0;
-}
-
 /* ============================================================ materialisation */
 
 static bool same_layout(ltS_fdtype f, lt_dtype dt) {
@@ -404,19 +344,4 @@ int ltS_record_load(lt_ctx *ctx, const char *op, ltS_rload *m, ltS_sstorage *s,
   s->st = st;
   s->dt = dt;
   return 0;
-}
-
-/* ============================================================ CRC-32 */
-
-/* zlib's (it is linked for deflate anyway, and is faster than a table loop). */
-uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) {
-  const Bytef *p = data;
-  uLong c = crc;
-  while (n > 0) {
-    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-    c = crc32(c, p, k);
-    p += k;
-    n -= k;
-  }
-  return (uint32_t)c;
 }

@@ -144,7 +144,7 @@ ltS_sval *ltS_sdoc_storage_at(const ltS_sdoc *d, size_t i);
 /* Registers a loading tensor node for materialisation. */
 int ltS_sdoc_add_tensor(ltS_sdoc *d, ltS_sval *t);
 
-/* ============================================================ byte sources */
+/* ============================================================ byte sources (source.c) */
 
 /* A file (read with pread) or a memory buffer. */
 typedef struct ltS_src {
@@ -192,7 +192,7 @@ int ltS_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const
 /* Reverses the byte order of n elements of size sz in place. */
 void ltS_swap_bytes(void *p, size_t n, size_t sz);
 
-/* ============================================================ CRC-32 (zip polynomial) */
+/* ============================================================ CRC-32, zip polynomial (source.c) */
 uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ============================================================ zip */

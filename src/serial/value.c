@@ -1,8 +1,8 @@
 /*
 ** value.c -- the value tree of the checkpoint readers and writers: its arena, its nodes, the
 ** storage nodes found by key, and materialisation (every storage loaded, every tensor node
-** wrapped). File dtypes, sources and the loading of records are in records.c, the atomic output
-** file in afile.c.
+** wrapped). File dtypes and the loading of records are in records.c, byte sources in source.c,
+** the atomic output file in afile.c.
 */
 #include <stdlib.h>
 
