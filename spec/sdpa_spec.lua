@@ -217,6 +217,128 @@ describe("scaled_dot_product_attention (fused)", function()
       "ScaledDotProductAttentionBackward0")
   end)
 
+  it("F's composed path (dropout, a float mask needing grad) checks as the fused op", function()
+    local q, k, v = lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 6)
+    local ee = support.expect_error
+    local function fd(q_, k_, v_, o)
+      o = o or {}
+      o.dropout_p = o.dropout_p or 0.5
+      return F.scaled_dot_product_attention(q_, k_, v_, o)
+    end
+    ee(function() fd(q, lt.randn(2, 5, 3), v) end, "scaled_dot_product_attention", "[2, 3, 4]",
+      "[2, 5, 3]", "(*, S, E)")
+    ee(function() fd(q, k, lt.randn(2, 4, 6)) end, "scaled_dot_product_attention", "[2, 4, 6]")
+    ee(function() fd(lt.ones(2, 3, 4, { dtype = "int64" }), k, v) end,
+      "scaled_dot_product_attention", "one float dtype", "int64")
+    ee(function() fd(q, lt.randn(4), v) end, "scaled_dot_product_attention", "at least 2 dims",
+      "[4]")
+    ee(function() fd(lt.randn(3, 3, 4), k, v) end, "scaled_dot_product_attention", "batch dims")
+    ee(function() fd(q, k, v, { attn_mask = lt.zeros(3, 5, { dtype = "float64" }) }) end,
+      "scaled_dot_product_attention", "attn_mask", "float64")
+    ee(function() fd(q, k, v, { attn_mask = lt.zeros(7, 2, 3, 5) }) end,
+      "scaled_dot_product_attention", "attn_mask of shape [7, 2, 3, 5]", "[2, 3, 5]")
+    local gm = lt.zeros(3, 4, { requires_grad = true })
+    ee(function() F.scaled_dot_product_attention(q, k, v, { attn_mask = gm }) end,
+      "scaled_dot_product_attention", "attn_mask of shape [3, 4]")
+    for _, p in ipairs { -0.1, 1.5, "x" } do
+      ee(function() F.scaled_dot_product_attention(q, k, v, { dropout_p = p }) end,
+        "scaled_dot_product_attention", "dropout_p")
+    end
+    ee(function() F.scaled_dot_product_attention(q, k, v, { is_casual = true }) end,
+      "scaled_dot_product_attention", "is_casual")
+  end)
+
+  it("F gives a float attn_mask that requires grad its gradient, as PyTorch does", function()
+    lt.manual_seed(12)
+    local q = lt.randn(2, 5, 4, { dtype = "float64", requires_grad = true })
+    local k, v = lt.randn(2, 7, 4, { dtype = "float64" }), lt.randn(2, 7, 3, { dtype = "float64" })
+    local m = lt.randn(5, 7, { dtype = "float64", requires_grad = true })
+    local gy = lt.randn(2, 5, 3, { dtype = "float64" })
+    local out = F.scaled_dot_product_attention(q, k, v, { attn_mask = m })
+    assert.is_true(out.requires_grad)
+    ;(out * gy):sum():backward()
+    local gm, gq = m.grad, q.grad
+    m.grad, q.grad = nil, nil
+    local ref = composed(q, k, v, m)
+    ;(ref * gy):sum():backward()
+    assert_close(out, ref, 1e-12, "out")
+    assert_close(gm, m.grad, 1e-12, "grad mask")
+    assert_close(gq, q.grad, 1e-12, "grad q")
+    assert.is_true(lt.autograd.gradcheck(function(m_)
+      return F.scaled_dot_product_attention(q:detach(), k, v, { attn_mask = m_ })
+    end, { m:detach():requires_grad_() }))
+    -- the fused op itself gives the mask none, as documented; under no_grad F takes it too
+    m.grad = nil
+    sdpa(q, k, v, m):sum():backward()
+    assert.is_nil(m.grad)
+    lt.no_grad(function()
+      local y = F.scaled_dot_product_attention(q, k, v, { attn_mask = m })
+      assert_close(y, ref, 1e-12, "no_grad")
+      assert.is_false(y.requires_grad)
+    end)
+  end)
+
+  it("matches the composed form on odd sizes, causal with L ~= S (top-left triangle)", function()
+    lt.manual_seed(13)
+    local sizes_ = { { 1, 1 }, { 1, 300 }, { 300, 1 }, { 7, 300 }, { 300, 7 }, { 65, 129 },
+      { 130, 63 } }
+    for _, dtype in ipairs { "float64", "float32" } do
+      local tol = dtype == "float64" and 1e-11 or 2e-5
+      for _, c in ipairs(sizes_) do
+        for _, causal in ipairs { false, true } do
+          local L, S = c[1], c[2]
+          local o = { dtype = dtype, requires_grad = true }
+          local q, k, v = lt.randn(2, L, 5, o), lt.randn(2, S, 5, o), lt.randn(2, S, 3, o)
+          local m = not causal and lt.randn(L, S, { dtype = dtype }) or nil
+          local gy = lt.randn(2, L, 3, { dtype = dtype })
+          local what = string.format("%s L=%d S=%d causal=%s", dtype, L, S, tostring(causal))
+          local a = sdpa(q, k, v, m, causal)
+          ;(a * gy):sum():backward()
+          local ga = { q.grad, k.grad, v.grad }
+          q.grad, k.grad, v.grad = nil, nil, nil
+          local b = composed(q, k, v, m, causal)
+          ;(b * gy):sum():backward()
+          -- against the largest value or 1: with S = 1, dk is 0 exactly and float32 noise
+          local function near(x, e, name)
+            local err = (x - e):abs():max():item() / math.max(e:abs():max():item(), 1)
+            assert.is_true(err <= tol, string.format("%s %s: error %.3g", what, name, err))
+          end
+          near(a, b, "out")
+          near(ga[1], q.grad, "dq")
+          near(ga[2], k.grad, "dk")
+          near(ga[3], v.grad, "dv")
+        end
+      end
+    end
+  end)
+
+  it("gives the same bits at 1 and 2 threads with masks and causal L ~= S", function()
+    lt.manual_seed(14)
+    local saved = lt.get_num_threads()
+    for _, nb in ipairs { 1, 3 } do
+      for _, cfg in ipairs { { 130, 300, "causal" }, { 300, 130, "causal" }, { 129, 70, "float" },
+        { 65, 200, "bool" } } do
+        local L, S, kind = cfg[1], cfg[2], cfg[3]
+        local q = lt.randn(nb, L, 16, { requires_grad = true })
+        local k = lt.randn(nb, S, 16, { requires_grad = true })
+        local v = lt.randn(nb, S, 8, { requires_grad = true })
+        local m = kind == "float" and lt.randn(L, S) or kind == "bool" and lt.rand(nb, L, S):gt(0.3)
+          or nil
+        local gy = lt.randn(nb, L, 8)
+        local res = {}
+        for _, n in ipairs { 1, 2 } do
+          lt.set_num_threads(n)
+          q.grad, k.grad, v.grad = nil, nil, nil
+          local out = sdpa(q, k, v, m, kind == "causal")
+          ;(out * gy):sum():backward()
+          res[n] = { flat(out), flat(q.grad), flat(k.grad), flat(v.grad) }
+        end
+        lt.set_num_threads(saved)
+        assert.are.same(res[1], res[2])
+      end
+    end
+  end)
+
   it("falls back to the composed form with dropout, drawing from the generator", function()
     local q, k, v = lt.randn(2, 5, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 4)
     local g1, g2 = lt.Generator(), lt.Generator()

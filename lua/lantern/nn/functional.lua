@@ -828,6 +828,60 @@ function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
 --- Attention.
 -- @section attention
 
+-- The fused op's checks, for the composed path (whose errors would name matmul or pass a mask
+-- of another dtype through type promotion).
+local function check_sdpa_operands(q, k, v, m)
+  local where = "scaled_dot_product_attention"
+  local names, ops = { "query", "key", "value" }, { q, k, v }
+  for i = 1, 3 do check_tensor(ops[i], where, names[i]) end
+  if not (util.is_float(q) and k.dtype == q.dtype and v.dtype == q.dtype) then
+    error(string.format("%s: expected query, key and value of one float dtype, got %s, %s and %s",
+      where, q.dtype, k.dtype, v.dtype), util.user_level())
+  end
+  local forms = { "(*, L, E)", "(*, S, E)", "(*, S, Ev)" }
+  for i = 1, 3 do
+    if ops[i]:dim() < 2 then
+      error(string.format("%s: expected %s with at least 2 dims %s, got shape %s", where,
+        names[i], forms[i], shape_str(ops[i])), util.user_level())
+    end
+  end
+  if k:size(-1) ~= q:size(-1) or v:size(-2) ~= k:size(-2) then
+    error(string.format("%s: expected query (*, L, E), key (*, S, E) and value (*, S, Ev), got " ..
+      "%s, %s and %s", where, shape_str(q), shape_str(k), shape_str(v)), util.user_level())
+  end
+  -- the broadcast batch dims, right-aligned as the tensors' own
+  local full, nb = {}, math.max(q:dim(), k:dim(), v:dim()) - 2
+  for d = 1, nb do
+    local n = 1
+    for i = 1, 3 do
+      local sz = sizes(ops[i])
+      local s = sz[d - (nb - (#sz - 2))] or 1
+      if s ~= 1 and n ~= 1 and s ~= n then
+        error(string.format("%s: the batch dims of query %s, key %s and value %s do not " ..
+          "broadcast", where, shape_str(q), shape_str(k), shape_str(v)), util.user_level())
+      end
+      if s ~= 1 then n = s end
+    end
+    full[d] = n
+  end
+  if m == nil then return end
+  check_tensor(m, where, "attn_mask")
+  if m.dtype ~= "bool" and m.dtype ~= q.dtype then
+    error(string.format("%s: expected a bool attn_mask or one of query's dtype %s, got %s",
+      where, q.dtype, m.dtype), util.user_level())
+  end
+  full[nb + 1], full[nb + 2] = q:size(-2), k:size(-2)
+  local ms, ok = sizes(m), m:dim() <= #full
+  for i = 0, m:dim() - 1 do
+    local s = ms[#ms - i]
+    ok = ok and (s == 1 or s == full[#full - i])
+  end
+  if not ok then
+    error(string.format("%s: attn_mask of shape %s does not broadcast to [%s] (*, L, S)", where,
+      shape_str(m), table.concat(full, ", ")), util.user_level())
+  end
+end
+
 --- `softmax(q k^T * scale + mask) v` over the last two dims (any leading batch and head
 -- dims, broadcast as in PyTorch). A bool `attn_mask` marks the positions that *take part*
 -- (PyTorch's rule for this function, the opposite of MultiheadAttention's); a float mask (of
@@ -835,8 +889,9 @@ function F.softmin(x, dim) return (-x):softmax(softmax_dim(x, dim)) end
 -- `attn_mask`, as in PyTorch 2. One fused op in C: keys and queries go in blocks with an
 -- online softmax, so the `(L, S)` weights are never stored (backward recomputes them); a
 -- query row with no key taking part gives NaN, as the composed formula. With `dropout_p > 0`
--- (applied to the weights whenever given, as PyTorch's function does) it runs that composed
--- formula instead.
+-- (applied to the weights whenever given, as PyTorch's function does), or a float `attn_mask`
+-- that requires grad while grad mode is on (the fused op gives the mask no gradient), it runs
+-- that composed formula instead.
 -- @tparam Tensor q `(*, L, E)`
 -- @tparam Tensor k `(*, S, E)`
 -- @tparam Tensor v `(*, S, Ev)`
@@ -852,9 +907,16 @@ function F.scaled_dot_product_attention(q, k, v, opts)
       "is the mask of the upper triangle)", util.user_level())
   end
   local p = opts.dropout_p or 0
-  if p <= 0 then
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error("scaled_dot_product_attention: dropout_p must be a number in [0, 1], got " ..
+      tostring(p), util.user_level())
+  end
+  -- the fused op gives a float mask no gradient; the composed formula does, as PyTorch's
+  local mask_grad = is_tensor(m) and m.dtype ~= "bool" and m.requires_grad and lt.is_grad_enabled()
+  if p == 0 and not mask_grad then
     return lt.scaled_dot_product_attention(q, k, v, m, opts.is_causal, opts.scale)
   end
+  check_sdpa_operands(q, k, v, m)
   local d = q:size(q:dim())
   local scale = opts.scale or 1 / math.sqrt(d)
   local scores = q:matmul(k:transpose(-2, -1)) * scale
@@ -870,7 +932,8 @@ function F.scaled_dot_product_attention(q, k, v, opts)
       scores = scores + m
     end
   end
-  local w = F.dropout(scores:softmax(-1), p, true, { generator = opts.generator })
+  local w = scores:softmax(-1)
+  if p > 0 then w = F.dropout(w, p, true, { generator = opts.generator }) end
   return (w:matmul(v))
 end
 
