@@ -376,6 +376,22 @@ describe("MultiheadAttention and TransformerEncoderLayer on the fused op", funct
     end
   end)
 
+  it("gives a learned float attn_mask the same gradient with and without need_weights", function()
+    lt.manual_seed(15)
+    local mha = nn.MultiheadAttention(8, 2, { batch_first = true })
+    local x = lt.randn(2, 5, 8)
+    local am = lt.randn(5, 5, { requires_grad = true })
+    local grads = {}
+    for _, need in ipairs { true, false } do
+      am.grad = nil
+      local out = mha(x, x, x, { attn_mask = am, need_weights = need })
+      out:sum():backward()
+      grads[#grads + 1] = am.grad
+    end
+    assert.is_not_nil(grads[2], "need_weights = false: no gradient for attn_mask")
+    assert_close(grads[2], grads[1], 1e-5, "attn_mask grad")
+  end)
+
   it("trains a TransformerEncoderLayer through the fused path (gradients match)", function()
     lt.manual_seed(9)
     local layer = nn.TransformerEncoderLayer(16, 2,
