@@ -59,13 +59,13 @@ print(#out .. " values")
 print(table.concat(out, " "))
 ]]
 
-local function run_family(isa)
+local function run_script(src, env)
   local script = os.tmpname()
   local f = assert(io.open(script, "w"))
-  f:write(FAMILY)
+  f:write(src)
   f:close()
   local errf = os.tmpname()
-  local out = sh(string.format("LANTERN_ISA=%s bin/lantern %s 2>%s", isa, script, errf))
+  local out = sh(string.format("%s bin/lantern %s 2>%s", env, script, errf))
   local ef = io.open(errf)
   local err = ef:read("a")
   ef:close()
@@ -73,6 +73,8 @@ local function run_family(isa)
   os.remove(errf)
   return out, err
 end
+
+local function run_family(isa) return run_script(FAMILY, "LANTERN_ISA=" .. isa) end
 
 describe("ISA dispatch", function()
   local flags = cpu_flags()
@@ -260,20 +262,6 @@ local BOUNDS = {
   ["gelu_tanh>-0.5"] = 3, ["gelu_tanh>-3"] = 16,
 }
 
-local function run_script(src, env)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write(src)
-  f:close()
-  local errf = os.tmpname()
-  local out = sh(string.format("%s bin/lantern %s 2>%s", env, script, errf))
-  local ef = io.open(errf)
-  local err = ef:read("a")
-  ef:close()
-  os.remove(script)
-  os.remove(errf)
-  return out, err
-end
 
 describe("vectorised float32 functions", function()
   local flags = cpu_flags()

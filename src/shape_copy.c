@@ -60,6 +60,24 @@ static const ltG_node_type stack_type = {"StackBackward0", stack_backward, NULL}
 
 static bool legacy_empty(const lt_tensor *t) { return t->ndim == 1 && t->size[0] == 0; }
 
+/* Records cat or stack of the n inputs into r along d; *e is the node's parts (NULL when no
+** gradient is needed), for the caller to fill. On failure r is released. */
+static int record_parts(lt_ctx *ctx, const ltG_node_type *type, int n, lt_tensor *const *ts,
+                        lt_tensor *r, int d, parts_extra **e) {
+  lt_node *node = NULL;
+  if (ltG_record(ctx, type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
+                 0, &node)) {
+    lt_release(r);
+    return -1;
+  }
+  *e = node ? node->extra : NULL;
+  if (*e) {
+    (*e)->dim = d;
+    (*e)->n = n;
+  }
+  return 0;
+}
+
 int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   char a[256], b[256];
   if (n < 1) return ltB_fail(ctx, "cat: expected a non-empty list of tensors");
@@ -98,17 +116,8 @@ int lt_cat(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim) {
   sz[d] = total;
   lt_tensor *r;
   if (ltO_shape_new_out(ctx, "cat", &r, r0, dt, r0->ndim, sz)) return -1;
-  lt_node *node = NULL;
-  if (ltG_record(ctx, &cat_type, n, ts, 1, &r, sizeof(parts_extra) + (size_t)n * sizeof(part_info),
-                 0, &node)) {
-    lt_release(r);
-    return -1;
-  }
-  parts_extra *e = node ? node->extra : NULL;
-  if (e) {
-    e->dim = d;
-    e->n = n;
-  }
+  parts_extra *e;
+  if (record_parts(ctx, &cat_type, n, ts, r, d, &e)) return -1;
   int64_t pos = 0;
   for (int i = 0; i < n; i++) {
     const lt_tensor *t = ts[i];
@@ -156,17 +165,8 @@ int lt_stack(lt_ctx *ctx, lt_tensor **out, int n, lt_tensor *const *ts, int dim)
   }
   lt_tensor *r;
   if (ltO_shape_new_out(ctx, "stack", &r, r0, dt, k, sz)) return -1;
-  lt_node *node = NULL;
-  if (ltG_record(ctx, &stack_type, n, ts, 1, &r,
-                 sizeof(parts_extra) + (size_t)n * sizeof(part_info), 0, &node)) {
-    lt_release(r);
-    return -1;
-  }
-  parts_extra *e = node ? node->extra : NULL;
-  if (e) {
-    e->dim = d;
-    e->n = n;
-  }
+  parts_extra *e;
+  if (record_parts(ctx, &stack_type, n, ts, r, d, &e)) return -1;
   /* each input is the slice r[..., i, ...] along d */
   int64_t psz[LT_MAX_DIMS] = {0}, pst[LT_MAX_DIMS] = {0};
   int m = 0;

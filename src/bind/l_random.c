@@ -221,33 +221,34 @@ static double optnum(lua_State *L, int idx, double def) {
   return luaL_checknumber(L, idx);
 }
 
+/* The generator of an in-place fill's options ({generator=}; NULL: the default), checked;
+** `float_only` for the fills that need a float tensor. */
+static lt_generator *fill_gen(lua_State *L, const char *op, const lt_tensor *t, bool float_only) {
+  int opts = ltL_cr_opts_index(L, 2);
+  ltL_cr_check_opts(L, opts, op, ltL_cr_opts_gen);
+  if (float_only) ltL_cr_check_float(L, op, t->dtype);
+  return ltL_cr_opt_gen(L, opts);
+}
+
 static int t_uniform_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   double a = optnum(L, 2, 0.0), b = optnum(L, 3, 1.0);
-  int opts = ltL_cr_opts_index(L, 2);
-  ltL_cr_check_opts(L, opts, "uniform_", ltL_cr_opts_gen);
-  ltL_cr_check_float(L, "uniform_", t->dtype);
-  LTL_RETURN_SELF(L, ctx, ltO_uniform_(ctx, t, a, b, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_uniform_(ctx, t, a, b, fill_gen(L, "uniform_", t, true)));
 }
 
 static int t_normal_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   double mean = optnum(L, 2, 0.0), std = optnum(L, 3, 1.0);
-  int opts = ltL_cr_opts_index(L, 2);
-  ltL_cr_check_opts(L, opts, "normal_", ltL_cr_opts_gen);
-  ltL_cr_check_float(L, "normal_", t->dtype);
-  LTL_RETURN_SELF(L, ctx, ltO_normal_(ctx, t, mean, std, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_normal_(ctx, t, mean, std, fill_gen(L, "normal_", t, true)));
 }
 
 static int t_bernoulli_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   double p = optnum(L, 2, 0.5);
-  int opts = ltL_cr_opts_index(L, 2);
-  ltL_cr_check_opts(L, opts, "bernoulli_", ltL_cr_opts_gen);
-  LTL_RETURN_SELF(L, ctx, ltO_bernoulli_(ctx, t, p, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_bernoulli_(ctx, t, p, fill_gen(L, "bernoulli_", t, false)));
 }
 
 /* random_(): [0, 2^mantissa] for floats, [0, 2^63) for int64, {0,1} for bool;
@@ -255,8 +256,7 @@ static int t_bernoulli_(lua_State *L) {
 static int t_random_(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
-  int opts = ltL_cr_opts_index(L, 2);
-  ltL_cr_check_opts(L, opts, "random_", ltL_cr_opts_gen);
+  lt_generator *g = fill_gen(L, "random_", t, false);
   int64_t lo = 0, hi;
   if (lua_type(L, 2) == LUA_TNUMBER) {
     ltL_cr_low_high(L, "random_", 2, &lo, &hi);
@@ -268,7 +268,7 @@ static int t_random_(lua_State *L) {
       default: hi = INT64_MAX; break;
     }
   }
-  LTL_RETURN_SELF(L, ctx, ltO_randint_(ctx, t, lo, hi, ltL_cr_opt_gen(L, opts)));
+  LTL_RETURN_SELF(L, ctx, ltO_randint_(ctx, t, lo, hi, g));
 }
 
 /* ------------------------------------------------------------ generators */
