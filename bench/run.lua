@@ -77,7 +77,7 @@ group("gemm", function(report)
     local a, b = lt.randn(n, n), lt.randn(n, n)
     local name = "gemm_" .. n .. "_gflops"
     report(name, 2 * n ^ 3 / timeit(function() local _ = a:mm(b) end) / 1e9, true)
-    if bare_ok then report(name .. "_bare", 2 * n ^ 3 / bare.sgemm(n, 0.3) / 1e9, true) end
+    if bare_ok then report(name .. "_bare", 2 * n ^ 3 / bare.sgemm(n, 0.3, threads) / 1e9, true) end
   end
 end)
 

@@ -507,9 +507,10 @@ function lt.cross_entropy(logits, target, opts) end
 -- @treturn boolean previous mode
 function lt.set_grad_enabled(on) end
 
---- Sets the thread budget shared by Lantern's parallel loops and OpenBLAS (default: the
--- number of cores). Elementwise ops and reductions on 32K elements or more split across the
--- threads. `lt.get_num_threads()` reads it.
+--- Sets the number of threads Lantern's parallel loops use (default: the number of cores).
+-- Elementwise ops and reductions on 32K elements or more split across the threads; matrix
+-- products are cut into blocks (a batch into its entries) over the same threads, OpenBLAS
+-- itself running on one. `lt.get_num_threads()` reads it.
 -- @int n >= 1
 function lt.set_num_threads(n) end
 

@@ -79,7 +79,8 @@ LT_API const char *lt_errmsg(const lt_ctx *ctx);
 /* Grad mode: when off, ops record no graph. Returns the previous mode. */
 LT_API bool lt_set_grad_enabled(lt_ctx *ctx, bool on);
 LT_API bool lt_is_grad_enabled(const lt_ctx *ctx);
-/* Thread budget shared by Lantern's parallel loops and OpenBLAS (n >= 1). */
+/* Threads for Lantern's parallel loops, matrix products included (n >= 1); OpenBLAS itself
+** runs on one thread. */
 LT_API void lt_set_num_threads(lt_ctx *ctx, int n);
 LT_API int lt_get_num_threads(const lt_ctx *ctx);
 

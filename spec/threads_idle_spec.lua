@@ -1,5 +1,5 @@
--- Idle threads sleep: after matmuls (OpenBLAS's workers) and large elementwise ops (Lantern's
--- pool), a pure-Lua loop on the main thread is the only thing that runs. Counted in CPU ticks
+-- Idle threads sleep: after matmuls (blocks on Lantern's pool, OpenBLAS on one thread) and large
+-- elementwise ops, a pure-Lua loop on the main thread is the only thing that runs. Counted in CPU ticks
 -- (USER_HZ, 100 a second): the process's ticks minus the main thread's own are what every other
 -- thread used during the loop. OpenBLAS's default busy-wait of ~0.1 s after each threaded call
 -- showed up here as ~10 ticks; a worker that polls tens of microseconds shows as none.

@@ -549,10 +549,6 @@ static int64_t batch_count(const ltK_sdpa_geom *g) {
   return n;
 }
 
-static void blas_single_thread(void) {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
-
 int ltC_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
              const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *mask) {
   int64_t nb = batch_count(g);
@@ -561,7 +557,7 @@ int ltC_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse
                 .mask = mask, .out = out, .lse = lse, .nqb = (g->L + BR - 1) / BR,
                 .tk = tile_kernels_for_isa()};
   atomic_init(&j.oom, false);
-  blas_single_thread();
+  ltC_blas_single();
   int64_t work = BR * (g->S * (g->E + g->Ev) + 1);   /* multiply-adds of a task */
   ltB_parallel_for(ctx, nb * j.nqb, ltC_grain(work), fwd_range, &j);
   if (atomic_load(&j.oom))
@@ -579,7 +575,7 @@ int ltC_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_ten
                 .mask = mask, .out = out, .lse = lse, .dout = dout, .dq = dq, .dk = dk, .dv = dv,
                 .tk = tile_kernels_for_isa()};
   atomic_init(&j.oom, false);
-  blas_single_thread();
+  ltC_blas_single();
   j.nqb = (g->L + BR - 1) / BR;
   j.nkb = (g->S + BC - 1) / BC;
   if (nb >= ctx->num_threads || (j.nqb <= 1 && j.nkb <= 1)) {

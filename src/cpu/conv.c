@@ -24,7 +24,6 @@
 ** task, in a fixed order); the weight gradient is summed per part, and the number of parts
 ** follows the thread count (see the batch driver).
 */
-#include <cblas.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -165,10 +164,11 @@ DEF_ADDBIAS(addbias_f64, double)
 
 /* ------------------------------------------------------------ GEMM */
 
-/* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt.
-** Degenerate sizes are handled here, never passed to BLAS. */
-static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                 int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+/* C(m,n) = op(A) @ op(B) + beta*C, row-major with leading dims; pointers in elements of dt;
+** over every thread when `par`. Degenerate sizes are handled here, never passed to BLAS. */
+static void gemm(lt_ctx *ctx, bool par, lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                 int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                 void *c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (beta == 0) {
@@ -177,18 +177,8 @@ static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
-  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
-  if (dt == LT_FLOAT32)
-    cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
-                (float)beta, c, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta,
-                c, (int)ldc);
-}
-
-static void set_blas_threads(int nt) {
-  if (nt < 1) nt = 1;
-  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
+  ltC_blas_gemm(ctx, par ? ctx->num_threads : 1, dt, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta,
+                c, ldc);
 }
 
 static inline char *ptr_at(const void *base, lt_dtype dt, int64_t i) {
@@ -203,9 +193,9 @@ static bool is_pointwise(const ltK_conv_geom *g) {
 
 /* ------------------------------------------------------------ the batch driver
 ** The batch is split into P parts run in parallel (one per thread, each with its own scratch
-** buffers and single-threaded GEMMs, so OpenMP and OpenBLAS threads never compete); a part
-** walks its samples in chunks of nb. With one part (one thread, or fewer samples than
-** threads) the copy kernels run in parallel and the GEMMs use every thread instead. */
+** buffers and single-threaded GEMMs); a part walks its samples in chunks of nb. With one part
+** (one thread, or fewer samples than threads) the copy kernels run in parallel and each GEMM
+** is cut into blocks over every thread instead. */
 
 enum conv_pass { CONV_FWD, CONV_BWD, CONVT_FWD, CONVT_BWD };
 
@@ -288,7 +278,7 @@ static void gemm_w(const conv_work *cw, const conv_chunk *ch, const void *m, voi
   const lt_dtype dt = cw->dt;
   const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
   for (int64_t gi = 0; gi < cw->g->groups; gi++)
-    gemm(dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
+    gemm(cw->ctx, ch->par, dt, false, false, Og, ld, K, ptr_at(cw->w, dt, gi * Og * K), K,
          ptr_at(m, dt, gi * K * ld), ld, 0.0, ptr_at(dst, dt, gi * Og * ld), ld);
 }
 
@@ -297,7 +287,7 @@ static void gemm_wt(const conv_work *cw, const conv_chunk *ch, const void *m, vo
   const lt_dtype dt = cw->dt;
   const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
   for (int64_t gi = 0; gi < cw->g->groups; gi++)
-    gemm(dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
+    gemm(cw->ctx, ch->par, dt, true, false, K, ld, Og, ptr_at(cw->w, dt, gi * Og * K), K,
          ptr_at(m, dt, gi * Og * ld), ld, 0.0, ptr_at(dst, dt, gi * K * ld), ld);
 }
 
@@ -306,7 +296,7 @@ static void gemm_dw(const conv_work *cw, const conv_chunk *ch, const void *a, co
   const lt_dtype dt = cw->dt;
   const int64_t Og = group_out(cw->g), K = group_k(cw->g), ld = ch->ld;
   for (int64_t gi = 0; gi < cw->g->groups; gi++)
-    gemm(dt, false, true, Og, K, ld, ptr_at(a, dt, gi * Og * ld), ld,
+    gemm(cw->ctx, ch->par, dt, false, true, Og, K, ld, ptr_at(a, dt, gi * Og * ld), ld,
          ptr_at(cols, dt, gi * K * ld), ld, ch->beta, ptr_at(ch->dw_acc, dt, gi * Og * K), K);
 }
 
@@ -452,12 +442,11 @@ static int conv_run(conv_work *cw, const char *op) {
     cw->dw_part = cw->scratch + (size_t)(parts * (cw->cols_n + cw->buf_n)) * es;
   }
   if (need_dw && g->N == 0) memset(cw->dw, 0, (size_t)OK * es);
+  ltC_blas_single();
   if (parts == 1) {
-    set_blas_threads(nt);
     conv_part(cw, 0, g->N, cw->scratch, cw->scratch + (size_t)cw->cols_n * es,
               need_dw ? cw->dw : NULL, nt > 1);
   } else {
-    set_blas_threads(1);
     ltB_parallel_for(ctx, parts, 1, conv_part_range, cw);
     if (need_dw) {   /* dw = sum of the parts' partials, in part order */
       for (int64_t p = 1; p < parts; p++) {

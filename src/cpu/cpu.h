@@ -24,6 +24,18 @@ static inline int64_t ltC_grain(int64_t work_per_unit) {
   return (LT_PAR_MIN + work_per_unit - 1) / work_per_unit;
 }
 
+/* ================================================================ BLAS
+** Row-major C (m x n) = alpha op(A) @ op(B) + beta C for float32/float64, as cblas_?gemm (op
+** transposes when ta / tb; leading dims in elements; m, n, k >= 1 and within int). OpenBLAS runs
+** on one thread; a product large enough is cut into blocks of C over up to nt threads of
+** Lantern's pool (nt 1 from inside a parallel part). */
+void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                   int64_t k, double alpha, const void *a, int64_t lda, const void *b,
+                   int64_t ldb, double beta, void *c, int64_t ldc);
+/* Sets OpenBLAS to one thread (it never runs threads of its own). Call it before a parallel
+** region whose parts call BLAS: setting the count is not safe from two threads at once. */
+void ltC_blas_single(void);
+
 /* ================================================================ rows along one dim */
 
 #define LT_ROW_MAXOP 4

@@ -12,11 +12,9 @@
 */
 #include <cblas.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 
-#include "../core.h"
+#include "cpu.h"
 
 /* ------------------------------------------------------------ matrix descriptors */
 
@@ -83,34 +81,103 @@ static int vec_inc(int64_t n, int64_t st) {
   return (st >= 1 && st <= INT_MAX) ? (int)st : 0;
 }
 
-/* OpenBLAS's pthread build keeps its workers busy-waiting for 2^28 TSC cycles (~0.1 s) after
-** each threaded call, so a training loop at 2 threads burned a third core's worth of CPU and a
-** pure-Lua loop after a matmul cost twice its time. The timeout is read from the environment
-** only when OpenBLAS starts its pool, in its constructor, before Lantern can act. So, once and
-** unless the user chose a timeout, Lantern has OpenBLAS read a short one and stops the pool; the
-** next threaded call restarts it (OpenBLAS does the same after fork) with workers that poll for
-** 2^BLAS_SPIN_LOG2 cycles, tens of microseconds, then sleep. Those two entry points are
-** internal to OpenBLAS, so they are weak: a build without them is left as it is. */
-#define BLAS_SPIN_LOG2 "16"
-extern void openblas_read_env(void) __attribute__((weak));
-extern int blas_thread_shutdown_(void) __attribute__((weak));
+/* ------------------------------------------------------------ BLAS on Lantern's pool
+** OpenBLAS always runs on one thread; a large product is cut into a grid of blocks of C that
+** Lantern's pool runs, one single-threaded BLAS call each. One pool for all of Lantern's
+** parallel work: OpenBLAS's own workers poll for a while after each threaded call, so at two
+** threads they competed with Lantern's workers for the same cores between the GEMMs of a
+** training step (an MLP step cost 1.4x its GEMMs alone at 2 threads, 1.1x at 1), and an idle
+** Lantern could leave them spinning. */
 
-static void quiet_blas_workers(void) {
-  if (!openblas_read_env || !blas_thread_shutdown_) return;
-  if (openblas_get_parallel() != 1 || getenv("OPENBLAS_THREAD_TIMEOUT")) return;   /* 1: pthreads */
-  /* unset again at once, so child processes see the environment the user gave */
-  if (setenv("OPENBLAS_THREAD_TIMEOUT", BLAS_SPIN_LOG2, 0) != 0) return;
-  openblas_read_env();
-  unsetenv("OPENBLAS_THREAD_TIMEOUT");
-  blas_thread_shutdown_();
+/* Work (multiply-adds) below which one more thread does not pay for its wake-up. */
+#define GEMM_PAR_MACS (1 << 17)
+/* Blocks of C start at multiples of this many rows or columns (a multiple of every BLAS
+** kernel's register tile, so that only the last block has a ragged edge). */
+#define GEMM_BLOCK_ALIGN 16
+
+void ltC_blas_single(void) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
-/* One thread budget for OpenBLAS and Lantern's loops: follow ctx before every call. */
-static void blas_threads(lt_ctx *ctx) {
-  static pthread_once_t quiet = PTHREAD_ONCE_INIT;
-  pthread_once(&quiet, quiet_blas_workers);
-  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
-  if (openblas_get_num_threads() != nt) openblas_set_num_threads(nt);
+typedef struct {
+  lt_dtype dt;
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  double alpha, beta;
+  const char *a, *b;
+  char *c;
+  int64_t bm, bn, pn;   /* block size and the number of block columns */
+} gemm_job;
+
+/* C[i0:i1, j0:j1] of the job, one BLAS call */
+static void gemm_block(const gemm_job *j, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  size_t es = lt_dtype_size(j->dt);
+  const char *a = j->a + (size_t)(j->ta ? i0 : i0 * j->lda) * es;
+  const char *b = j->b + (size_t)(j->tb ? j0 * j->ldb : j0) * es;
+  char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
+  enum CBLAS_TRANSPOSE A = j->ta ? CblasTrans : CblasNoTrans, B = j->tb ? CblasTrans : CblasNoTrans;
+  int m = (int)(i1 - i0), n = (int)(j1 - j0), k = (int)j->k;
+  if (j->dt == LT_FLOAT32)
+    cblas_sgemm(CblasRowMajor, A, B, m, n, k, (float)j->alpha, (const float *)a, (int)j->lda,
+                (const float *)b, (int)j->ldb, (float)j->beta, (float *)c, (int)j->ldc);
+  else
+    cblas_dgemm(CblasRowMajor, A, B, m, n, k, j->alpha, (const double *)a, (int)j->lda,
+                (const double *)b, (int)j->ldb, j->beta, (double *)c, (int)j->ldc);
+}
+
+static void gemm_blocks(int64_t t0, int64_t t1, void *ud) {
+  const gemm_job *j = ud;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t i0 = t / j->pn * j->bm, j0 = t % j->pn * j->bn;
+    gemm_block(j, i0, ltC_min(i0 + j->bm, j->m), j0, ltC_min(j0 + j->bn, j->n));
+  }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t aligned_share(int64_t len, int64_t parts) {
+  return ceil_div(ceil_div(len, parts), GEMM_BLOCK_ALIGN) * GEMM_BLOCK_ALIGN;
+}
+
+/* Threads worth using for w multiply-adds, at most nt. */
+static int par_threads(int nt, double w) {
+  double most = w / GEMM_PAR_MACS;
+  return most < nt ? (most < 1 ? 1 : (int)most) : nt;
+}
+
+/* The whole product, blocks of it over up to nt of the pool's threads. */
+void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                   int64_t k, double alpha, const void *a, int64_t lda, const void *b,
+                   int64_t ldb, double beta, void *c, int64_t ldc) {
+  gemm_job j = {.dt = dt, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+                .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c,
+                .bm = m, .bn = n, .pn = 1};
+  ltC_blas_single();
+  nt = par_threads(nt, (double)m * (double)n * (double)k);
+  /* the grid pm x pn = nt whose blocks repack the least: each block packs its rows of A and its
+  ** columns of B, so the grid packs A pn times and B pm times */
+  for (; nt > 1; nt--) {
+    double best = -1;
+    for (int pm = 1; pm <= nt; pm++) {
+      if (nt % pm) continue;
+      int pn = nt / pm;
+      if ((pm > 1 && m < (int64_t)pm * GEMM_BLOCK_ALIGN) ||
+          (pn > 1 && n < (int64_t)pn * GEMM_BLOCK_ALIGN))
+        continue;
+      double cost = (double)pn * (double)m + (double)pm * (double)n;
+      if (best < 0 || cost < best) {
+        best = cost;
+        j.bm = pm > 1 ? aligned_share(m, pm) : m;
+        j.bn = pn > 1 ? aligned_share(n, pn) : n;
+      }
+    }
+    if (best >= 0) break;
+  }
+  j.pn = ceil_div(n, j.bn);
+  int64_t blocks = ceil_div(m, j.bm) * j.pn;
+  if (blocks > 1)
+    ltB_parallel_for(ctx, blocks, 1, gemm_blocks, &j);
+  else
+    gemm_block(&j, 0, m, 0, n);
 }
 
 /* ------------------------------------------------------------ the 2-D kernel */
@@ -175,29 +242,63 @@ static mat_t mat_transposed(const mat_t *x) {
   return t;
 }
 
+/* y = alpha * op(M) x + beta * y, M row-major (r x c, leading dim ld): y's elements cut into
+** ranges over the pool, as the GEMM's blocks. */
+typedef struct {
+  lt_dtype dt;
+  bool trans;
+  int64_t r, c, ld, incx, incy, chunk;
+  double alpha, beta;
+  const char *m, *x;
+  char *y;
+} gemv_job;
+
+static void gemv_ranges(int64_t t0, int64_t t1, void *ud) {
+  const gemv_job *j = ud;
+  size_t es = lt_dtype_size(j->dt);
+  int64_t ny = j->trans ? j->c : j->r;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t y0 = t * j->chunk, y1 = ltC_min(y0 + j->chunk, ny);
+    /* the rows y0..y1 of M, or (transposed) its columns */
+    const char *m = j->m + (size_t)(j->trans ? y0 : y0 * j->ld) * es;
+    char *y = j->y + (size_t)(y0 * j->incy) * es;
+    int r = (int)(j->trans ? j->r : y1 - y0), c = (int)(j->trans ? y1 - y0 : j->c);
+    enum CBLAS_TRANSPOSE tr = j->trans ? CblasTrans : CblasNoTrans;
+    if (j->dt == LT_FLOAT32)
+      cblas_sgemv(CblasRowMajor, tr, r, c, (float)j->alpha, (const float *)m, (int)j->ld,
+                  (const float *)j->x, (int)j->incx, (float)j->beta, (float *)y, (int)j->incy);
+    else
+      cblas_dgemv(CblasRowMajor, tr, r, c, j->alpha, (const double *)m, (int)j->ld,
+                  (const double *)j->x, (int)j->incx, j->beta, (double *)y, (int)j->incy);
+  }
+}
+
 /* y = alpha * M x + beta * y with M (rows x cols) strided: a BLAS gemv. Returns false if the
 ** layout does not suit BLAS. */
-static bool blas_gemv(lt_ctx *ctx, lt_dtype dt, const mat_t *M, double alpha, const char *x,
-                      int incx, double beta, char *y, int incy) {
+static bool blas_gemv(lt_ctx *ctx, int nt, lt_dtype dt, const mat_t *M, double alpha,
+                      const char *x, int incx, double beta, char *y, int incy) {
   int64_t ld;
   int kind = layout(M->rows, M->cols, M->rs, M->cs, &ld);
   if (!kind || !incx || !incy) return false;
-  blas_threads(ctx);
+  ltC_blas_single();
   /* row-major M: NoTrans over (rows x cols); column-major M: its transpose is row-major */
-  enum CBLAS_TRANSPOSE tr = kind == 1 ? CblasNoTrans : CblasTrans;
-  int r = (int)(kind == 1 ? M->rows : M->cols), c = (int)(kind == 1 ? M->cols : M->rows);
-  if (dt == LT_FLOAT32)
-    cblas_sgemv(CblasRowMajor, tr, r, c, (float)alpha, (const float *)M->p, (int)ld,
-                (const float *)x, incx, (float)beta, (float *)y, incy);
+  gemv_job j = {.dt = dt, .trans = kind != 1, .r = kind == 1 ? M->rows : M->cols,
+                .c = kind == 1 ? M->cols : M->rows, .ld = ld, .incx = incx, .incy = incy,
+                .alpha = alpha, .beta = beta, .m = M->p, .x = x, .y = y};
+  int64_t ny = j.trans ? j.c : j.r;
+  nt = par_threads(nt, (double)j.r * (double)j.c);
+  j.chunk = nt > 1 ? aligned_share(ny, nt) : ny;
+  int64_t parts = ceil_div(ny, j.chunk);
+  if (parts > 1)
+    ltB_parallel_for(ctx, parts, 1, gemv_ranges, &j);
   else
-    cblas_dgemv(CblasRowMajor, tr, r, c, alpha, (const double *)M->p, (int)ld,
-                (const double *)x, incx, beta, (double *)y, incy);
+    gemv_ranges(0, 1, &j);
   return true;
 }
 
 /* C (m x n) = alpha * A (m x k) @ B (k x n) + beta * C, all strided, pointers at batch 0. */
-static void gemm_raw(lt_ctx *ctx, lt_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
-                     const mat_t *A, const mat_t *B, double beta, const mat_t *C) {
+static void gemm_raw(lt_ctx *ctx, int nt, lt_dtype dt, int64_t m, int64_t n, int64_t k,
+                     double alpha, const mat_t *A, const mat_t *B, double beta, const mat_t *C) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     scale_c(dt, m, n, beta, C);
@@ -211,7 +312,7 @@ static void gemm_raw(lt_ctx *ctx, lt_dtype dt, int64_t m, int64_t n, int64_t k, 
   if (m == 1 && n == 1) {   /* dot product */
     int ia = vec_inc(k, A->cs), ib = vec_inc(k, B->rs);
     if (ia && ib) {
-      blas_threads(ctx);
+      ltC_blas_single();
       if (dt == LT_FLOAT32) {
         float d = cblas_sdot((int)k, (const float *)A->p, ia, (const float *)B->p, ib);
         float *c = (float *)C->p;
@@ -225,11 +326,11 @@ static void gemm_raw(lt_ctx *ctx, lt_dtype dt, int64_t m, int64_t n, int64_t k, 
     }
   } else if (n == 1) {      /* C[:,0] = A @ B[:,0] */
     int ix = vec_inc(k, B->rs), iy = vec_inc(m, C->rs);
-    if (ix && iy && blas_gemv(ctx, dt, A, alpha, B->p, ix, beta, C->p, iy)) return;
+    if (ix && iy && blas_gemv(ctx, nt, dt, A, alpha, B->p, ix, beta, C->p, iy)) return;
   } else if (m == 1) {      /* C[0,:] = B^T @ A[0,:] */
     mat_t bt = mat_transposed(B);
     int ix = vec_inc(k, A->cs), iy = vec_inc(n, C->cs);
-    if (ix && iy && blas_gemv(ctx, dt, &bt, alpha, A->p, ix, beta, C->p, iy)) return;
+    if (ix && iy && blas_gemv(ctx, nt, dt, &bt, alpha, A->p, ix, beta, C->p, iy)) return;
   } else {
     int64_t lda, ldb, ldc;
     int kc = layout(m, n, C->rs, C->cs, &ldc);
@@ -247,17 +348,8 @@ static void gemm_raw(lt_ctx *ctx, lt_dtype dt, int64_t m, int64_t n, int64_t k, 
     int ka = kc ? layout(a->rows, a->cols, a->rs, a->cs, &lda) : 0;
     int kb = kc ? layout(b->rows, b->cols, b->rs, b->cs, &ldb) : 0;
     if (kc && ka && kb) {
-      blas_threads(ctx);
-      enum CBLAS_TRANSPOSE ta = ka == 1 ? CblasNoTrans : CblasTrans;
-      enum CBLAS_TRANSPOSE tb = kb == 1 ? CblasNoTrans : CblasTrans;
-      if (dt == LT_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (int)mm, (int)nn, (int)k, (float)alpha,
-                    (const float *)a->p, (int)lda, (const float *)b->p, (int)ldb, (float)beta,
-                    (float *)C->p, (int)ldc);
-      else
-        cblas_dgemm(CblasRowMajor, ta, tb, (int)mm, (int)nn, (int)k, alpha,
-                    (const double *)a->p, (int)lda, (const double *)b->p, (int)ldb, beta,
-                    (double *)C->p, (int)ldc);
+      ltC_blas_gemm(ctx, nt, dt, ka != 1, kb != 1, mm, nn, k, alpha, a->p, lda, b->p, ldb, beta,
+                    C->p, ldc);
       return;
     }
   }
@@ -304,6 +396,54 @@ static bool all_broadcast(int nb, const int64_t *S, const int64_t *bst) {
   return true;
 }
 
+static bool broadcast_any(int nb, const int64_t *S, const int64_t *bst) {
+  for (int d = 0; d < nb; d++)
+    if (S[d] != 1 && bst[d] == 0) return true;
+  return false;
+}
+
+typedef struct {
+  lt_ctx *ctx;
+  lt_dtype dt;
+  int nb;
+  const int64_t *S;
+  int64_t m, n, k;
+  double alpha, beta;
+  const mat_t *A, *B, *C;
+  int nt;   /* threads for each product */
+} batch_job;
+
+/* The products of batch entries s0..s1 (in row-major order of S), one after another. */
+static void batch_entries(int64_t s0, int64_t s1, void *ud) {
+  const batch_job *j = ud;
+  size_t es = lt_dtype_size(j->dt);
+  int64_t idx[LT_MAX_DIMS] = {0};
+  int64_t r = s0;
+  for (int d = j->nb - 1; d >= 0; d--) {
+    idx[d] = r % j->S[d];
+    r /= j->S[d];
+  }
+  for (int64_t s = s0; s < s1; s++) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    bool first = true;   /* first product landing on this C entry */
+    for (int d = 0; d < j->nb; d++) {
+      oa += idx[d] * j->A->bst[d];
+      ob += idx[d] * j->B->bst[d];
+      oc += idx[d] * j->C->bst[d];
+      if (j->C->bst[d] == 0 && idx[d] != 0) first = false;
+    }
+    mat_t a = *j->A, b = *j->B, c = *j->C;
+    a.p += oa * (int64_t)es;
+    b.p += ob * (int64_t)es;
+    c.p += oc * (int64_t)es;
+    gemm_raw(j->ctx, j->nt, j->dt, j->m, j->n, j->k, j->alpha, &a, &b, first ? j->beta : 1.0, &c);
+    for (int d = j->nb - 1; d >= 0; d--) {
+      if (++idx[d] < j->S[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 /* C[s] = alpha * A[s] @ B[s] + beta * C[s] for every s in batch shape S (nb dims). Where C is
 ** broadcast along a batch dim (bst 0) the products over that dim are summed into it. */
 static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t m, int64_t n,
@@ -311,6 +451,7 @@ static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t 
                     const mat_t *C) {
   int64_t P = ltB_shape_numel(nb, S);
   if (P == 0 || m == 0 || n == 0) return;
+  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
   if (P > 1) {
     int64_t sa, sb, sc;
     /* B shared by every batch entry: the batch folds into the rows of A and C */
@@ -321,7 +462,7 @@ static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t 
       a2.rs = sa;
       c2.rs = sc;
       if (mat_ok(dt, &a2) && mat_ok(dt, &c2)) {
-        gemm_raw(ctx, dt, P * m, n, k, alpha, &a2, B, beta, &c2);
+        gemm_raw(ctx, nt, dt, P * m, n, k, alpha, &a2, B, beta, &c2);
         return;
       }
     }
@@ -333,34 +474,25 @@ static void batched(lt_ctx *ctx, lt_dtype dt, int nb, const int64_t *S, int64_t 
       a2.cs = sa;
       b2.rs = sb;
       if (mat_ok(dt, &a2) && mat_ok(dt, &b2)) {
-        gemm_raw(ctx, dt, m, n, P * k, alpha, &a2, &b2, beta, C);
+        gemm_raw(ctx, nt, dt, m, n, P * k, alpha, &a2, &b2, beta, C);
         return;
       }
     }
   }
-  size_t es = lt_dtype_size(dt);
-  int64_t idx[LT_MAX_DIMS] = {0};
-  for (int64_t s = 0; s < P; s++) {
-    int64_t oa = 0, ob = 0, oc = 0;
-    bool first = true;   /* first product landing on this C entry */
-    for (int d = 0; d < nb; d++) {
-      oa += idx[d] * A->bst[d];
-      ob += idx[d] * B->bst[d];
-      oc += idx[d] * C->bst[d];
-      if (C->bst[d] == 0 && idx[d] != 0) first = false;
-    }
-    mat_t a = *A, b = *B, c = *C;
-    a.p += oa * (int64_t)es;
-    b.p += ob * (int64_t)es;
-    c.p += oc * (int64_t)es;
-    gemm_raw(ctx, dt, m, n, k, alpha, &a, &b, first ? beta : 1.0, &c);
-    for (int d = nb - 1; d >= 0; d--) {
-      if (++idx[d] < S[d]) break;
-      idx[d] = 0;
-    }
+  batch_job j = {.ctx = ctx, .dt = dt, .nb = nb, .S = S, .m = m, .n = n, .k = k,
+                 .alpha = alpha, .beta = beta, .A = A, .B = B, .C = C, .nt = 1};
+  /* entries to threads when each has its own C and they share out evenly enough; otherwise
+  ** one product at a time, each over every thread */
+  if (nt > 1 && !broadcast_any(nb, S, C->bst) && P >= nt && (P % nt == 0 || P >= 4 * nt)) {
+    double w = (double)m * (double)n * (double)k;
+    int64_t grain = w >= GEMM_PAR_MACS ? 1 : (int64_t)(GEMM_PAR_MACS / (w > 1 ? w : 1));
+    ltC_blas_single();
+    ltB_parallel_for(ctx, P, grain, batch_entries, &j);
+    return;
   }
+  j.nt = nt;
+  batch_entries(0, P, &j);
 }
-
 
 /* The table's layout query: whether every matrix of t is laid out for BLAS. */
 bool ltC_matmul_ready(const lt_tensor *t, ltK_mat_dims d) {
