@@ -5,7 +5,8 @@
 ** Shape letters: batch norm sees x as (N, C, L) with L = prod(spatial dims) and normalises each
 ** channel over M = N*L values; the row norms see x as R rows of D values (ltK_norm_geom; group
 ** norm's rows are the (n, group) blocks of Cg*L values). Statistics accumulate in double for both
-** dtypes and are kept as float64; xhat = (x - mean) * invstd is recomputed in backward.
+** dtypes and are kept as float64; xhat = (x - mean) * invstd is recomputed in backward. Layer
+** and rms norm rows of float32 have vector kernels, compiled for each ISA level.
 **
 ** With g = dy * weight, every backward is the same identity on one normalised set of m values:
 **     dx = invstd * (g - mean(g) - xhat * mean(g * xhat))
@@ -15,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../cpu_isa.h"
 #include "cpu.h"
 
 /* Element steps per parallel task. */
@@ -219,8 +221,168 @@ static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
   return j->kind == LT_NORM_GROUP ? (r % j->G) * j->Cg + i / j->L : i;
 }
 
+/* ------------------------------------------------------------ float32 layer and rms rows
+** The vector kernels (one per ISA level). Their sums run in NORM_LANES double lanes (lane =
+** index mod NORM_LANES, totalled in a fixed order): GCC vectorises them, keeps double
+** accumulation, and the result is the same at every vector width. The per-element formulas
+** are those of the generic loops above. */
+#define NORM_LANES 8
+#define NORM_INLINE static inline __attribute__((always_inline))
+
+NORM_INLINE double lanes_total(const double *l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* sum of x (sq false) or of x^2, in lanes */
+NORM_INLINE double f32_sum(const float *x, int64_t n, bool sq) {
+  double l[NORM_LANES] = {0};
+  int64_t i = 0;
+  for (; i + NORM_LANES <= n; i += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      double v = x[i + k];
+      l[k] += sq ? v * v : v;
+    }
+  for (int k = 0; i < n; i++, k++) {
+    double v = x[i];
+    l[k] += sq ? v * v : v;
+  }
+  return lanes_total(l);
+}
+
+NORM_INLINE double f32_m2(const float *x, int64_t n, double mu) {
+  double l[NORM_LANES] = {0};
+  int64_t i = 0;
+  for (; i + NORM_LANES <= n; i += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      double d = (double)x[i + k] - mu;
+      l[k] += d * d;
+    }
+  for (int k = 0; i < n; i++, k++) {
+    double d = (double)x[i] - mu;
+    l[k] += d * d;
+  }
+  return lanes_total(l);
+}
+
+NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
+  const int64_t D = j->D;
+  const float *x = (const float *)j->x + r * D, *w = j->w, *b = j->b;
+  float *y = (float *)j->y + r * D;
+  double mu = 0, rs;
+  if (j->kind == LT_NORM_RMS) {
+    rs = 1.0 / sqrt(f32_sum(x, D, true) / (double)D + j->eps);
+  } else {
+    mu = D ? f32_sum(x, D, false) / (double)D : 0;
+    rs = 1.0 / sqrt(f32_m2(x, D, mu) / (double)D + j->eps);
+  }
+  j->mean[r] = mu;
+  j->rstd[r] = rs;
+  float fm = (float)mu, fr = (float)rs;
+  if (w && b)
+    for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr * w[i] + b[i];
+  else if (w)
+    for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr * w[i];
+  else if (b)
+    for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr + b[i];
+  else {
+    float fa = (float)rs, fb = (float)(-mu * rs);
+    for (int64_t i = 0; i < D; i++) y[i] = x[i] * fa + fb;
+  }
+}
+
+/* dx of one row; has_w a constant at each call, so that each loop has no branch */
+NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w) {
+  const int64_t D = j->D;
+  const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
+  const float *w = j->w;
+  float *dx = (float *)j->dx + r * D;
+  double mu = j->mean[r], rs = j->rstd[r];
+  double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
+  int64_t i = 0;
+  for (; i + NORM_LANES <= D; i += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      double g = has_w ? (double)dy[i + k] * (double)w[i + k] : (double)dy[i + k];
+      lg[k] += g;
+      lgx[k] += g * ((double)x[i + k] - mu);
+    }
+  for (int k = 0; i < D; i++, k++) {
+    double g = has_w ? (double)dy[i] * (double)w[i] : (double)dy[i];
+    lg[k] += g;
+    lgx[k] += g * ((double)x[i] - mu);
+  }
+  double sg = lanes_total(lg), sgx = lanes_total(lgx), Dd = (double)D;
+  double a = -rs * rs * rs * sgx / Dd;
+  double bb = j->kind == LT_NORM_RMS ? 0 : -rs * sg / Dd - a * mu;
+  for (i = 0; i < D; i++) {
+    double g = has_w ? (double)dy[i] * (double)w[i] : (double)dy[i];
+    dx[i] = (float)(rs * g + a * (double)x[i] + bb);
+  }
+}
+
+/* dw (aw) and db (ab): sums over the rows, in row order */
+NORM_INLINE void f32_rows_dw(const row_job *j, double *aw, double *ab) {
+  const int64_t D = j->D;
+  for (int64_t r = 0; r < j->R; r++) {
+    const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
+    double mu = j->mean[r], rs = j->rstd[r];
+    for (int64_t i = 0; i < D; i++) {
+      double gv = dy[i];
+      aw[i] += gv * ((double)x[i] - mu) * rs;
+      ab[i] += gv;
+    }
+  }
+}
+
+#define DEF_NORM_F32(SUF)                                                              \
+  static void fwd_##SUF(const row_job *j, int64_t r0, int64_t r1) {                   \
+    for (int64_t r = r0; r < r1; r++) f32_row_forward(j, r);                           \
+  }                                                                                    \
+  static void dx_##SUF(const row_job *j, int64_t r0, int64_t r1) {                    \
+    for (int64_t r = r0; r < r1; r++) {                                                \
+      if (j->w)                                                                        \
+        f32_row_dx_w(j, r, true);                                                      \
+      else                                                                             \
+        f32_row_dx_w(j, r, false);                                                     \
+    }                                                                                  \
+  }                                                                                    \
+  static void dw_##SUF(const row_job *j, double *aw, double *ab) { f32_rows_dw(j, aw, ab); }
+
+DEF_NORM_F32(sse4)
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+DEF_NORM_F32(avx2)
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+DEF_NORM_F32(avx512)
+LT_ISA_END
+#endif
+
+typedef struct norm_f32_kernels {
+  void (*fwd)(const row_job *j, int64_t r0, int64_t r1);
+  void (*dx)(const row_job *j, int64_t r0, int64_t r1);
+  void (*dw)(const row_job *j, double *aw, double *ab);
+} norm_f32_kernels;
+
+static norm_f32_kernels norm_f32_for_isa(void) {
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512: return (norm_f32_kernels){fwd_avx512, dx_avx512, dw_avx512};
+    case LT_ISA_AVX2: return (norm_f32_kernels){fwd_avx2, dx_avx2, dw_avx2};
+    default: break;
+  }
+#endif
+  return (norm_f32_kernels){fwd_sse4, dx_sse4, dw_sse4};
+}
+
+/* whether rows take the float32 vector kernels: layer and rms norm (weight index = position) */
+static bool f32_rows(const row_job *j) { return j->dt == LT_FLOAT32 && j->kind != LT_NORM_GROUP; }
+
 static void row_forward(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
+  if (f32_rows(j)) {
+    norm_f32_for_isa().fwd(j, r0, r1);
+    return;
+  }
   for (int64_t r = r0; r < r1; r++) {
     const char *x = at(j->x, j->dt, r * j->D);
     char *y = at(j->y, j->dt, r * j->D);
@@ -276,6 +438,10 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
 ** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
 static void row_dx(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
+  if (f32_rows(j)) {
+    norm_f32_for_isa().dx(j, r0, r1);
+    return;
+  }
   for (int64_t r = r0; r < r1; r++) {
     const char *x = at(j->x, j->dt, r * j->D), *dy = at(j->dy, j->dt, r * j->D);
     char *dx = at(j->dx, j->dt, r * j->D);
@@ -419,14 +585,18 @@ int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt
   }
   double *aw = acc, *ab = acc + nw;
   lt_dtype dt = x->dtype;
-  for (int64_t r = 0; r < g->R; r++) {
-    const char *xr = at(j.x, dt, r * g->D), *dyr = at(j.dy, dt, r * g->D);
-    double mu = j.mean[r], rs = j.rstd[r];
-    for (int64_t i = 0; i < g->D; i++) {
-      double gv = ld(dyr, dt, i);
-      int64_t k = widx(&j, r, i);
-      aw[k] += gv * (ld(xr, dt, i) - mu) * rs;
-      ab[k] += gv;
+  if (f32_rows(&j)) {
+    norm_f32_for_isa().dw(&j, aw, ab);
+  } else {
+    for (int64_t r = 0; r < g->R; r++) {
+      const char *xr = at(j.x, dt, r * g->D), *dyr = at(j.dy, dt, r * g->D);
+      double mu = j.mean[r], rs = j.rstd[r];
+      for (int64_t i = 0; i < g->D; i++) {
+        double gv = ld(dyr, dt, i);
+        int64_t k = widx(&j, r, i);
+        aw[k] += gv * (ld(xr, dt, i) - mu) * rs;
+        ab[k] += gv;
+      }
     }
   }
   if (dw) store_sums(dw, aw, nw);

@@ -1,0 +1,144 @@
+-- The float32 vector kernels of layer_norm and rms_norm (src/cpu/norm.c): forward, dx, dweight
+-- and dbias give the same bits at every ISA level the CPU supports and at 1 and 2 threads (the
+-- sums run in fixed double lanes), match the float64 norms within float32 rounding for row
+-- lengths around the lane count, and treat constant rows, huge values, NaN and infinities as
+-- the float64 kernels do.
+local lt = require "lantern"
+local support = require "support"
+
+local function cpu_flags()
+  local f = io.open("/proc/cpuinfo")
+  local s = f and f:read("a") or ""
+  if f then f:close() end
+  local flags = {}
+  for w in (s:match("\nflags%s*:([^\n]*)") or ""):gmatch("%S+") do flags[w] = true end
+  return flags
+end
+
+-- every result of both norms, with and without affine parameters, as hex floats; one line per
+-- thread count
+local NORMS = [[
+local lt = require "lantern"
+lt.manual_seed(5)
+local cases = {}
+for _, d in ipairs { 1, 7, 8, 9, 17, 128, 1000, 4097 } do
+  cases[#cases + 1] = { x = lt.randn(6, d) * 3 + 0.5, g = lt.randn(6, d), w = lt.randn(d), b = lt.randn(d) }
+end
+for _, threads in ipairs { 1, 2 } do
+  lt.set_num_threads(threads)
+  local out = {}
+  local function emit(t) for _, v in ipairs(t:reshape(-1):tolist()) do out[#out + 1] = string.format("%a", v) end end
+  for _, c in ipairs(cases) do
+    local d = c.x:size(2)
+    for _, affine in ipairs { "wb", "w", "b", "" } do
+      local x = c.x:clone():requires_grad_()
+      local w = affine:find("w") and c.w:clone():requires_grad_() or nil
+      local b = affine:find("b") and c.b:clone():requires_grad_() or nil
+      local y = lt.layer_norm(x, d, w, b)
+      y:backward(c.g)
+      emit(y); emit(x.grad)
+      if w then emit(w.grad) end
+      if b then emit(b.grad) end
+      if affine ~= "b" then
+        local x2 = c.x:clone():requires_grad_()
+        local w2 = w and c.w:clone():requires_grad_() or nil
+        local y2 = lt.rms_norm(x2, d, w2, 1e-6)
+        y2:backward(c.g)
+        emit(y2); emit(x2.grad)
+        if w2 then emit(w2.grad) end
+      end
+    end
+  end
+  print(table.concat(out, " "))
+end
+]]
+
+local function run(env)
+  local script = os.tmpname()
+  support.writefile(script, NORMS)
+  local errf = os.tmpname()
+  local out = support.sh(string.format("%s bin/lantern %s 2>%s", env, script, errf))
+  local err = support.readfile(errf)
+  os.remove(script)
+  os.remove(errf)
+  return out, err
+end
+
+describe("float32 layer_norm and rms_norm", function()
+  it("give the same bits at every ISA level the CPU supports and at 1 and 2 threads", function()
+    local base, err = run("LANTERN_ISA=sse4")
+    assert.are.equal("", err)
+    local one, two = base:match("^([^\n]*)\n([^\n]*)\n$")
+    assert.truthy(one and #one > 10000, base:sub(1, 200))
+    assert.is_true(one == two, "results depend on the number of threads")
+    local flags = cpu_flags()
+    local levels = { avx2 = flags.avx2 and flags.fma,
+      avx512 = flags.avx512f and flags.avx512bw and flags.avx512dq and flags.avx512vl }
+    for _, isa in ipairs { "avx2", "avx512" } do
+      if levels[isa] then
+        local out, e = run("LANTERN_ISA=" .. isa)
+        assert.are.equal("", e)
+        assert.is_true(out == base, isa .. " results differ from sse4's")
+      end
+    end
+  end)
+
+  -- |a - b| <= 4 ulp of float32 relative to the row's scale: normalised values are O(1)
+  local function close(a, b, scale, what)
+    local err = (a:double() - b):abs():max():item()
+    assert.is_true(err <= 4 * 2 ^ -23 * scale, string.format("%s: %g (scale %g)", what, err, scale))
+  end
+
+  it("are within float32 rounding of the float64 norms", function()
+    lt.manual_seed(9)
+    for _, d in ipairs { 1, 5, 8, 9, 64, 100, 1023 } do
+      local x, g = lt.randn(8, d) * 10 - 3, lt.randn(8, d)
+      local w, b = lt.randn(d), lt.randn(d)
+      local x32, w32, b32 = x:clone():requires_grad_(), w:clone():requires_grad_(), b:clone():requires_grad_()
+      local x64, w64, b64 = x:double():requires_grad_(), w:double():requires_grad_(), b:double():requires_grad_()
+      local y32, y64 = lt.layer_norm(x32, d, w32, b32), lt.layer_norm(x64, d, w64, b64)
+      y32:backward(g)
+      y64:backward(g:double())
+      local s = y64:abs():max():item() + 1
+      close(y32, y64, s, "layer_norm " .. d)
+      close(x32.grad, x64.grad, x64.grad:abs():max():item() * math.sqrt(d) + 1e-30, "dx " .. d)
+      close(w32.grad, w64.grad, (g:abs() * 4):sum(1):max():item(), "dw " .. d)
+      close(b32.grad, b64.grad, g:abs():sum(1):max():item(), "db " .. d)
+      local r32, r64 = x:clone():requires_grad_(), x:double():requires_grad_()
+      local q32, q64 = lt.rms_norm(r32, d, w, 1e-6), lt.rms_norm(r64, d, w:double(), 1e-6)
+      q32:backward(g)
+      q64:backward(g:double())
+      close(q32, q64, q64:abs():max():item() + 1, "rms_norm " .. d)
+      close(r32.grad, r64.grad, r64.grad:abs():max():item() * math.sqrt(d) + 1e-30, "rms dx " .. d)
+    end
+  end)
+
+  it("treat constant rows, huge values, NaN and infinities as the float64 kernels", function()
+    local inf, nan = 1 / 0, 0 / 0
+    local rows = {
+      { 2, 2, 2, 2, 2, 2, 2, 2, 2 },           -- variance 0: (x - mean) * 1/sqrt(eps) = 0
+      { 1e30, -1e30, 3e29, 1, 0, 0, 0, 0, 5 },  -- squares overflow float, not double
+      { 1, 2, nan, 4, 5, 6, 7, 8, 9 },
+      { 1, 2, 3, inf, 5, 6, 7, 8, 9 },
+      { -0.0, 0.0, -0.0, 0.0, 1e-40, -1e-40, 0, 0, 0 },
+    }
+    for r, row in ipairs(rows) do
+      local x = lt.tensor({ row }, { dtype = "float32" })
+      for _, f in ipairs { "layer_norm", "rms_norm" } do
+        -- one eps for both dtypes (rms_norm's default depends on the dtype)
+        local function norm(t)
+          if f == "rms_norm" then return lt.rms_norm(t, 9, nil, 1e-6) end
+          return lt.layer_norm(t, 9, nil, nil, 1e-5)
+        end
+        local a = norm(x):reshape(-1):tolist()
+        local b = norm(x:double()):float():reshape(-1):tolist()
+        for i = 1, 9 do
+          local ok = (b[i] ~= b[i] and a[i] ~= a[i]) or a[i] == b[i] or
+              math.abs(a[i] - b[i]) <= 4e-7 * math.abs(b[i])
+          assert.is_true(ok, string.format("%s row %d element %d: %s, float64 gives %s", f, r, i,
+            tostring(a[i]), tostring(b[i])))
+        end
+      end
+    end
+  end)
+end)
