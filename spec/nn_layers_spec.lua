@@ -536,6 +536,42 @@ describe("nn.functional mirrors the modules", function()
     assert.are.equal(4, padded:sum():item())
   end)
 
+  it("F.linear takes one addmm from the bias for 2-D and contiguous 3-D input, as PyTorch 1.13",
+    function()
+      lt.manual_seed(4)
+      local w, b = lt.randn(6, 5, { dtype = "float64" }), lt.randn(6, { dtype = "float64" })
+      local function same(t) return t end
+      local function turned(t) return t:permute(3, 2, 1) end   -- (5, 7, 2) -> non-contiguous (2, 7, 5)
+      for _, case in ipairs {
+        { x = lt.randn(7, 5, { dtype = "float64" }), view = same, fn = "AddmmBackward0" },
+        { x = lt.randn(2, 7, 5, { dtype = "float64" }), view = same, fn = "ViewBackward0" },
+        { x = lt.randn(5, 7, 2, { dtype = "float64" }), view = turned, fn = "AddBackward0" },
+        { x = lt.randn(2, 2, 3, 5, { dtype = "float64" }), view = same, fn = "AddBackward0" },
+      } do
+        local x, wr, br = case.x:clone():requires_grad_(), w:clone():requires_grad_(),
+            b:clone():requires_grad_()
+        local y = F.linear(case.view(x), wr, br)
+        assert.are.equal(case.fn, y.grad_fn)
+        -- the composed formula, on copies
+        local x2, w2, b2 = case.x:clone():requires_grad_(), w:clone():requires_grad_(),
+            b:clone():requires_grad_()
+        local y2 = case.view(x2):matmul(w2:t()) + b2
+        assert.are.same(y2.shape, y.shape)
+        assert.is_true((y - y2):abs():max():item() < 1e-12)
+        local g = lt.randn(table.unpack(y.shape)):double()
+        y:backward(g)
+        y2:backward(g)
+        for _, p in ipairs { { x, x2 }, { wr, w2 }, { br, b2 } } do
+          assert.is_true((p[1].grad - p[2].grad):abs():max():item() < 1e-12)
+        end
+      end
+      -- float64 gradcheck through the addmm path
+      local gc = lt.autograd.gradcheck
+      assert.is_true(gc(function(x_, w_, b_) return F.linear(x_, w_, b_) end,
+        { lt.randn(2, 3, 5, { dtype = "float64", requires_grad = true }),
+          w:clone():requires_grad_(), b:clone():requires_grad_() }))
+    end)
+
   it("pads by reflection, replication and wrapping, and checks the amounts", function()
     local x = lt.tensor({ { 1.0, 2.0, 3.0 } })
     assert.are.same({ { 3, 2, 1, 2, 3, 2 } }, F.pad(x, { 2, 1 }, "reflect"):tolist())

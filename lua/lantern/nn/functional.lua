@@ -84,6 +84,17 @@ function F.linear(input, weight, bias)
     error("linear: input of shape " .. shape_str(input) .. " does not match weight of shape " ..
       shape_str(weight) .. " (expected last dim " .. in_f .. ")", 2)
   end
+  -- with a bias, 2-D and contiguous 3-D inputs take one addmm that starts from the bias (the
+  -- GEMM accumulates onto it: no separate pass to add it), as in PyTorch
+  local d = input:dim()
+  if bias ~= nil and is_tensor(bias) and bias:dim() == 1 and weight:dim() == 2 and
+      bias:size(1) == weight:size(1) then
+    if d == 2 then return lt.addmm(bias, input, weight:t()) end
+    if d == 3 and input:is_contiguous() then
+      local n1, n2 = input:size(1), input:size(2)
+      return lt.addmm(bias, input:view(n1 * n2, in_f), weight:t()):view(n1, n2, weight:size(1))
+    end
+  end
   local out = input:matmul(weight:t())
   if bias ~= nil then out = out + bias end
   return out
