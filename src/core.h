@@ -433,12 +433,13 @@ typedef struct ltK_backend {
   void (*randperm)(lt_tensor *t, lt_generator *g);
   /* one fused update of parameter p from gradient g and its state (optim.h): all contiguous,
   ** p's shape and float dtype, no two sharing memory; state not used may be NULL */
-  void (*sgd_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
-  void (*adam_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+  void (*sgd_step)(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
+                   const lt_sgd_opts *o);
+  void (*adam_step)(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
                     lt_tensor *vmax, const lt_adam_opts *o);
-  void (*rmsprop_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
-                       lt_tensor *buf, const lt_rmsprop_opts *o);
-  void (*adagrad_step)(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+  void (*rmsprop_step)(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq,
+                       lt_tensor *gavg, lt_tensor *buf, const lt_rmsprop_opts *o);
+  void (*adagrad_step)(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
                        const lt_adagrad_opts *o);
   /* deterministic fills of a fresh 1-d contiguous t: t[i] = start + step * i (in double; exact
   ** for integral int64), the same in wrapping int64, and linspace from start to end */
@@ -545,12 +546,13 @@ void ltC_normal(lt_tensor *t, double mean, double std, lt_generator *g);
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
 void ltC_bernoulli(lt_tensor *t, double p, lt_generator *g);
 void ltC_randperm(lt_tensor *t, lt_generator *g);
-void ltC_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o);
-void ltC_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
+void ltC_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
+                  const lt_sgd_opts *o);
+void ltC_adam_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
                    lt_tensor *vmax, const lt_adam_opts *o);
-void ltC_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
-                      lt_tensor *buf, const lt_rmsprop_opts *o);
-void ltC_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+void ltC_rmsprop_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq,
+                      lt_tensor *gavg, lt_tensor *buf, const lt_rmsprop_opts *o);
+void ltC_adagrad_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
                       const lt_adagrad_opts *o);
 void ltC_arange(lt_tensor *t, double start, double step);
 void ltC_arange_int(lt_tensor *t, int64_t start, int64_t step);

@@ -68,7 +68,7 @@ int lt_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
   lt_tensor *gcopy, *bufs[] = {p, buf};
   const char *names[] = {"the parameter", "momentum_buffer"};
   if (separate(ctx, "SGD", &g, &gcopy, bufs, names, 2)) return -1;
-  ltK_kernels(p)->sgd_step(p, g, buf, o);
+  ltK_kernels(p)->sgd_step(ctx, p, g, buf, o);
   lt_release(gcopy);
   ltB_bump_version(p);
   if (buf) ltB_bump_version(buf);
@@ -87,7 +87,7 @@ int lt_adam_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt
   lt_tensor *gcopy, *bufs[] = {p, m, v, vmax};
   const char *names[] = {"the parameter", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   if (separate(ctx, op, &g, &gcopy, bufs, names, 4)) return -1;
-  ltK_kernels(p)->adam_step(p, g, m, v, vmax, o);
+  ltK_kernels(p)->adam_step(ctx, p, g, m, v, vmax, o);
   lt_release(gcopy);
   ltB_bump_version(p);
   return 0;
@@ -105,7 +105,7 @@ int lt_rmsprop_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq
   lt_tensor *gcopy, *bufs[] = {p, sq, gavg, buf};
   const char *names[] = {"the parameter", "square_avg", "grad_avg", "momentum_buffer"};
   if (separate(ctx, "RMSprop", &g, &gcopy, bufs, names, 4)) return -1;
-  ltK_kernels(p)->rmsprop_step(p, g, sq, gavg, buf, o);
+  ltK_kernels(p)->rmsprop_step(ctx, p, g, sq, gavg, buf, o);
   lt_release(gcopy);
   ltB_bump_version(p);
   return 0;
@@ -120,7 +120,7 @@ int lt_adagrad_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *su
   lt_tensor *gcopy, *bufs[] = {p, sum};
   const char *names[] = {"the parameter", "sum"};
   if (separate(ctx, "Adagrad", &g, &gcopy, bufs, names, 2)) return -1;
-  ltK_kernels(p)->adagrad_step(p, g, sum, o);
+  ltK_kernels(p)->adagrad_step(ctx, p, g, sum, o);
   lt_release(gcopy);
   ltB_bump_version(p);
   return 0;

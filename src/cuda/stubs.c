@@ -113,14 +113,15 @@ static void s_normal(lt_tensor *t, double mean, double std, lt_generator *g) { P
 static void s_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) { PEND("randint"); }
 static void s_bernoulli(lt_tensor *t, double p, lt_generator *g) { PEND("bernoulli"); }
 static void s_randperm(lt_tensor *t, lt_generator *g) { PEND("randperm"); }
-static void s_sgd_step(lt_tensor *p, const lt_tensor *g, lt_tensor *buf, const lt_sgd_opts *o) {
-  PEND("SGD step");
+static void s_sgd_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *buf,
+                       const lt_sgd_opts *o) { PEND("SGD step"); }
+static void s_adam_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *m,
+                        lt_tensor *v, lt_tensor *vmax, const lt_adam_opts *o) { PEND("Adam step"); }
+static void s_rmsprop_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sq,
+                           lt_tensor *gavg, lt_tensor *buf, const lt_rmsprop_opts *o) {
+  PEND("RMSprop step");
 }
-static void s_adam_step(lt_tensor *p, const lt_tensor *g, lt_tensor *m, lt_tensor *v,
-                        lt_tensor *vmax, const lt_adam_opts *o) { PEND("Adam step"); }
-static void s_rmsprop_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sq, lt_tensor *gavg,
-                           lt_tensor *buf, const lt_rmsprop_opts *o) { PEND("RMSprop step"); }
-static void s_adagrad_step(lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
+static void s_adagrad_step(lt_ctx *ctx, lt_tensor *p, const lt_tensor *g, lt_tensor *sum,
                            const lt_adagrad_opts *o) { PEND("Adagrad step"); }
 static void s_arange(lt_tensor *t, double start, double step) { PEND("arange"); }
 static void s_arange_int(lt_tensor *t, int64_t start, int64_t step) { PEND("arange"); }
