@@ -420,9 +420,10 @@ typedef struct ltK_backend {
   int (*class_loss)(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
                     const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a);
   /* dx (fresh, x's shape) = its gradient for g (contiguous: y's shape) from the saved x, lse */
-  void (*class_loss_backward)(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
-                              const lt_tensor *target, const lt_tensor *weight,
-                              const lt_tensor *lse, const ltK_class_loss *a);
+  void (*class_loss_backward)(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g,
+                              const lt_tensor *x, const lt_tensor *target,
+                              const lt_tensor *weight, const lt_tensor *lse,
+                              const ltK_class_loss *a);
   /* random fills of t (any layout) in row-major order from g, which advances on the host:
   ** uniform in [lo, hi), normal, integers in [lo, hi), bernoulli(p) as 1/0, a permutation
   ** of 0..n-1 (t int64, 1-d, contiguous) */
@@ -538,9 +539,10 @@ void ltC_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
                  lt_generator *g);
 int ltC_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tensor *x,
                    const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a);
-void ltC_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
-                             const lt_tensor *target, const lt_tensor *weight,
-                             const lt_tensor *lse, const ltK_class_loss *a);
+void ltC_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g,
+                             const lt_tensor *x, const lt_tensor *target,
+                             const lt_tensor *weight, const lt_tensor *lse,
+                             const ltK_class_loss *a);
 void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
 void ltC_normal(lt_tensor *t, double mean, double std, lt_generator *g);
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);

@@ -193,7 +193,7 @@ static int ce_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
     lt_release(gc);
     return -1;
   }
-  ltK_kernels(x)->class_loss_backward(dx, gc, x, tg, w, lse, &ex->a);
+  ltK_kernels(x)->class_loss_backward(ctx, dx, gc, x, tg, w, lse, &ex->a);
   lt_release(gc);
   grad_in[0] = dx;
   return 0;

@@ -11,8 +11,10 @@
 */
 #include <stdlib.h>
 
-#include "cpu.h"
+#include "../cpu_isa.h"
 #include "../generator.h"
+#include "cpu.h"
+#include "vmath.h"
 
 /* ============================================================ dropout */
 
@@ -37,7 +39,15 @@ void ltC_dropout(lt_tensor *y, lt_tensor *mask, const lt_tensor *x, double p,
   }
 }
 
-/* ============================================================ class-index losses */
+/* ============================================================ class-index losses
+** Rows run in parallel; each row's terms land in per-row slots that are then summed in row
+** order, so the loss is the same at every thread count. Contiguous float32 rows of the fused
+** cross_entropy (S == 1) take vector kernels, one per ISA level: the row maximum, then
+** e^(x - max) in float (vmath.h's exponential, within 2 ulp) summed in double lanes; other rows
+** take the scalar double loops. */
+
+#define CE_LANES 16
+#define CE_INLINE static inline __attribute__((always_inline))
 
 static inline double elem(const void *p, lt_dtype dt, int64_t i) {
   return dt == LT_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
@@ -50,7 +60,7 @@ static inline void set_elem(void *p, lt_dtype dt, int64_t i, double v) {
     ((double *)p)[i] = v;
 }
 
-/* Log-sum-exp of the row at off. */
+/* Log-sum-exp of the row at off (NaN if it holds one; -inf if every score is -inf). */
 static double row_lse(const void *x, lt_dtype dt, int64_t C, int64_t S, int64_t off) {
   double m = -INFINITY, sum = 0;
   for (int64_t c = 0; c < C; c++) {
@@ -62,42 +72,152 @@ static double row_lse(const void *x, lt_dtype dt, int64_t C, int64_t S, int64_t 
   return m + log(sum);
 }
 
+/* The same for a contiguous float32 row, as the vector kernel computes it: the exponentials of
+** a block of CE_LANES in float, then added to CE_LANES double lanes (two loops, so that GCC
+** vectorises both), lanes totalled in a fixed order. */
+CE_INLINE double f32_row_lse(const float *x, int64_t C) {
+  if (C == 0) return -INFINITY;
+  bool nan;
+  float m = ltC_extreme_f32(x, C, true, &nan);
+  if (nan) return NAN;
+  if (m == -INFINITY) return m;
+  double l[CE_LANES] = {0};
+  float e[CE_LANES];
+  int64_t c = 0;
+  for (; c + CE_LANES <= C; c += CE_LANES) {
+    for (int k = 0; k < CE_LANES; k++) e[k] = vm_exp_float(x[c + k] - m);
+    for (int k = 0; k < CE_LANES; k++) l[k] += (double)e[k];
+  }
+  for (int k = 0; c < C; c++, k++) l[k] += (double)vm_exp_float(x[c] - m);
+  double s = 0;
+  for (int k = 0; k < CE_LANES; k++) s += l[k];
+  return (double)m + log(s);
+}
+
+/* dx of a contiguous float32 row: caw (p - [c == t]) + cb (W p - w[c]), p = e^(x - lse). lse
+** comes as a float pair hi + lo: where p is near 1 (x within a factor 2 of lse), x - hi is
+** exact, so p - 1 keeps its digits (with lse rounded to float it lost |lse| * 2^-24). */
+CE_INLINE void f32_row_grad(float *d, const float *x, int64_t C, float hi, float lo, float caw,
+                            float cb, float W, const float *w, int64_t t) {
+  if (cb == 0) {
+    for (int64_t c = 0; c < C; c++) d[c] = caw * vm_exp_float((x[c] - hi) - lo);
+  } else if (!w) {
+    for (int64_t c = 0; c < C; c++) {
+      float p = vm_exp_float((x[c] - hi) - lo);
+      d[c] = caw * p + cb * (W * p - 1.0f);
+    }
+  } else {
+    for (int64_t c = 0; c < C; c++) {
+      float p = vm_exp_float((x[c] - hi) - lo);
+      d[c] = caw * p + cb * (W * p - w[c]);
+    }
+  }
+  d[t] -= caw;
+}
+
+typedef struct ce_kernels {
+  double (*lse)(const float *x, int64_t C);
+  void (*grad)(float *d, const float *x, int64_t C, float hi, float lo, float caw, float cb,
+               float W, const float *w, int64_t t);
+} ce_kernels;
+
+#define DEF_CE(SUF)                                                                           \
+  static double lse_##SUF(const float *x, int64_t C) { return f32_row_lse(x, C); }           \
+  static void grad_##SUF(float *d, const float *x, int64_t C, float hi, float lo, float caw,  \
+                         float cb, float W, const float *w, int64_t t) {                      \
+    f32_row_grad(d, x, C, hi, lo, caw, cb, W, w, t);                                          \
+  }
+DEF_CE(sse4)
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+DEF_CE(avx2)
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+DEF_CE(avx512)
+LT_ISA_END
+#endif
+
+static ce_kernels ce_for_isa(void) {
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512: return (ce_kernels){lse_avx512, grad_avx512};
+    case LT_ISA_AVX2: return (ce_kernels){lse_avx2, grad_avx2};
+    default: break;
+  }
+#endif
+  return (ce_kernels){lse_sse4, grad_sse4};
+}
+
+/* One forward or backward over the rows. */
+typedef struct ce_job {
+  const ltK_class_loss *a;
+  lt_dtype dt;
+  bool fast;                /* contiguous float32 rows of cross_entropy: the vector kernels */
+  ce_kernels k;
+  const int64_t *t;
+  const void *x, *w;
+  double *lse;
+  double *rowloss;          /* forward: nll (R), smooth (R) */
+  void *dx;                 /* backward */
+  const void *g;
+  lt_dtype gdt;
+  double W;
+} ce_job;
+
+static void loss_rows(int64_t i0, int64_t i1, void *ud) {
+  const ce_job *j = ud;
+  const ltK_class_loss *a = j->a;
+  const int64_t C = a->C, S = a->S, R = a->N * a->S;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t n = i / S, s = i % S, off = n * C * S + s;
+    double nll = 0, smooth = 0;
+    if (a->logits)
+      j->lse[i] = j->fast ? j->k.lse((const float *)j->x + off, C) : row_lse(j->x, j->dt, C, S, off);
+    if (j->t[i] != a->ignore) {
+      int64_t k = j->t[i] - a->base;
+      double wt = j->w ? elem(j->w, j->dt, k) : 1.0;
+      double l = a->logits ? j->lse[i] : 0.0;
+      nll = wt * (l - elem(j->x, j->dt, off + k * S));
+      if (a->logits && a->ls > 0)
+        for (int64_t c = 0; c < C; c++)
+          smooth += (j->w ? elem(j->w, j->dt, c) : 1.0) * (l - elem(j->x, j->dt, off + c * S));
+    }
+    j->rowloss[i] = nll;
+    j->rowloss[R + i] = smooth;
+  }
+}
+
+static ce_job job_of(const lt_tensor *x, const lt_tensor *target, const lt_tensor *weight,
+                     const ltK_class_loss *a) {
+  return (ce_job){.a = a, .dt = x->dtype, .t = ltB_ptr(target), .x = ltB_ptr(x),
+                  .w = weight ? ltB_ptr(weight) : NULL, .k = ce_for_isa(),
+                  .fast = x->dtype == LT_FLOAT32 && a->S == 1 && a->logits};
+}
+
 int ltC_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tensor *x,
                    const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a) {
   const int64_t N = a->N, C = a->C, S = a->S, R = N * S;
   const double ls = a->ls;
   double *rowloss = malloc((size_t)(R ? R : 1) * 2 * sizeof *rowloss);
   if (!rowloss) return ltB_fail(ctx, "%s: out of memory", a->logits ? "cross_entropy" : "nll_loss");
-  lt_dtype dt = x->dtype;
-  const int64_t *t = ltB_ptr(target);
-  const void *xd = ltB_ptr(x), *wd = weight ? ltB_ptr(weight) : NULL;
-  double *lse = lse_t ? ltB_ptr(lse_t) : NULL;
+  ce_job j = job_of(x, target, weight, a);
+  j.lse = lse_t ? ltB_ptr(lse_t) : NULL;
+  j.rowloss = rowloss;
+  ltB_parallel_for(ctx, R, ltC_grain(3 * C), loss_rows, &j);
   double sum_nll = 0, sum_smooth = 0, sum_w = 0, kept = 0;
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t s = 0; s < S; s++) {
-      int64_t i = n * S + s, off = n * C * S + s;
-      double nll = 0, smooth = 0;
-      if (a->logits) lse[i] = row_lse(xd, dt, C, S, off);
-      if (t[i] != a->ignore) {
-        int64_t k = t[i] - a->base;
-        double wt = wd ? elem(wd, dt, k) : 1.0;
-        double l = a->logits ? lse[i] : 0.0;
-        nll = wt * (l - elem(xd, dt, off + k * S));
-        if (a->logits && ls > 0)
-          for (int64_t c = 0; c < C; c++)
-            smooth += (wd ? elem(wd, dt, c) : 1.0) * (l - elem(xd, dt, off + c * S));
-        sum_w += wt;
-        kept += 1;
-      }
-      rowloss[i] = nll;
-      rowloss[R + i] = smooth;
-      sum_nll += nll;
-      sum_smooth += smooth;
+  for (int64_t i = 0; i < R; i++) {
+    sum_nll += rowloss[i];
+    sum_smooth += rowloss[R + i];
+    if (j.t[i] != a->ignore) {
+      sum_w += j.w ? elem(j.w, j.dt, j.t[i] - a->base) : 1.0;
+      kept += 1;
     }
+  }
   /* mean: both terms are divided by the total weight of the kept targets (their count
   ** without weights), as PyTorch */
   a->dn = sum_w;
-  a->ds = wd ? sum_w : kept;
+  a->ds = j.w ? sum_w : kept;
+  lt_dtype dt = x->dtype;
   void *yd = ltB_ptr(y);
   switch (a->reduction) {
     case LT_REDUCTION_NONE:
@@ -116,40 +236,55 @@ int ltC_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse_t, const lt_tensor 
   return 0;
 }
 
-void ltC_class_loss_backward(lt_tensor *dx, const lt_tensor *gt, const lt_tensor *x,
-                             const lt_tensor *target, const lt_tensor *weight,
-                             const lt_tensor *lse, const ltK_class_loss *a) {
-  const int64_t N = a->N, C = a->C, S = a->S;
-  lt_dtype dt = x->dtype;
-  const int64_t *t = ltB_ptr(target);
-  const double *l = lse ? ltB_ptr(lse) : NULL;
-  const void *wd = weight ? ltB_ptr(weight) : NULL, *xd = ltB_ptr(x), *gd = ltB_ptr(gt);
-  double W = 0;
-  for (int64_t c = 0; c < C; c++) W += wd ? elem(wd, dt, c) : 1.0;
-  void *d = ltB_ptr(dx);
-  memset(d, 0, (size_t)(N * C * S) * ltB_esize(dt));
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t s = 0; s < S; s++) {
-      int64_t i = n * S + s, off = n * C * S + s;
-      if (t[i] == a->ignore) continue;
-      int64_t tc = t[i] - a->base;
-      double g = elem(gd, gt->dtype, a->reduction == LT_REDUCTION_NONE ? i : 0);
-      double ca = (1 - a->ls) * g, cb = a->ls / (double)C * g;
-      if (a->reduction == LT_REDUCTION_MEAN) {
-        ca /= a->dn;
-        cb /= a->ds;
-      }
-      double wt = wd ? elem(wd, dt, tc) : 1.0;
-      for (int64_t c = 0; c < C; c++) {
-        double v;
-        if (a->logits) {
-          double p = exp(elem(xd, dt, off + c * S) - l[i]);
-          double wc = wd ? elem(wd, dt, c) : 1.0;
-          v = ca * wt * (p - (c == tc)) + (cb != 0 ? cb * (W * p - wc) : 0.0);
-        } else {
-          v = c == tc ? -ca * wt : 0.0;
-        }
-        set_elem(d, dt, off + c * S, v);
-      }
+static void grad_rows(int64_t i0, int64_t i1, void *ud) {
+  const ce_job *j = ud;
+  const ltK_class_loss *a = j->a;
+  const int64_t C = a->C, S = a->S;
+  const lt_dtype dt = j->dt;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t n = i / S, s = i % S, off = n * C * S + s;
+    if (j->t[i] == a->ignore) {
+      for (int64_t c = 0; c < C; c++) set_elem(j->dx, dt, off + c * S, 0.0);
+      continue;
     }
+    int64_t tc = j->t[i] - a->base;
+    double g = elem(j->g, j->gdt, a->reduction == LT_REDUCTION_NONE ? i : 0);
+    double ca = (1 - a->ls) * g, cb = a->ls / (double)C * g;
+    if (a->reduction == LT_REDUCTION_MEAN) {
+      ca /= a->dn;
+      cb /= a->ds;
+    }
+    double wt = j->w ? elem(j->w, dt, tc) : 1.0;
+    if (j->fast) {
+      float hi = (float)j->lse[i], lo = (float)(j->lse[i] - (double)hi);
+      if (hi != hi || hi == INFINITY || hi == -INFINITY) lo = 0;   /* inf - inf would be NaN */
+      j->k.grad((float *)j->dx + off, (const float *)j->x + off, C, hi, lo, (float)(ca * wt),
+                (float)cb, (float)j->W, j->w, tc);
+      continue;
+    }
+    for (int64_t c = 0; c < C; c++) {
+      double v;
+      if (a->logits) {
+        double p = exp(elem(j->x, dt, off + c * S) - j->lse[i]);
+        double wc = j->w ? elem(j->w, dt, c) : 1.0;
+        v = ca * wt * (p - (c == tc)) + (cb != 0 ? cb * (j->W * p - wc) : 0.0);
+      } else {
+        v = c == tc ? -ca * wt : 0.0;
+      }
+      set_elem(j->dx, dt, off + c * S, v);
+    }
+  }
+}
+
+void ltC_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *gt,
+                             const lt_tensor *x, const lt_tensor *target,
+                             const lt_tensor *weight, const lt_tensor *lse,
+                             const ltK_class_loss *a) {
+  ce_job j = job_of(x, target, weight, a);
+  j.lse = lse ? (double *)ltB_ptr(lse) : NULL;
+  j.dx = ltB_ptr(dx);
+  j.g = ltB_ptr(gt);
+  j.gdt = gt->dtype;
+  for (int64_t c = 0; c < a->C; c++) j.W += j.w ? elem(j.w, j.dt, c) : 1.0;
+  ltB_parallel_for(ctx, a->N * a->S, ltC_grain(3 * a->C), grad_rows, &j);
 }

@@ -103,9 +103,10 @@ static int s_class_loss(lt_ctx *ctx, lt_tensor *y, lt_tensor *lse, const lt_tens
                         const lt_tensor *target, const lt_tensor *weight, ltK_class_loss *a) {
   return FAIL(ctx, a->logits ? "cross_entropy" : "nll_loss");
 }
-static void s_class_loss_backward(lt_tensor *dx, const lt_tensor *g, const lt_tensor *x,
-                                  const lt_tensor *target, const lt_tensor *weight,
-                                  const lt_tensor *lse, const ltK_class_loss *a) {
+static void s_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g,
+                                  const lt_tensor *x, const lt_tensor *target,
+                                  const lt_tensor *weight, const lt_tensor *lse,
+                                  const ltK_class_loss *a) {
   PEND("loss backward");
 }
 static void s_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) { PEND("uniform_"); }

@@ -1,0 +1,95 @@
+-- The fused cross_entropy's row kernels (src/cpu/nn.c): contiguous float32 rows take vector
+-- kernels (float exponentials summed in double lanes), other rows the double loops; rows run
+-- in parallel. Against the float64 loss for class counts around the lane count, with weights,
+-- label smoothing, ignored targets and every reduction; the same bits at 1 and 2 threads; and
+-- masked (-inf), infinite and NaN scores as float64 gives them.
+local lt = require "lantern"
+local F = lt.nn.functional
+
+local function check(got, want, what)
+  -- NaN where float64 has NaN (a mean over no kept target is 0/0), and only there
+  local gn, wn = got:double():isnan(), want:isnan()
+  assert.is_true(gn:eq(wn):all():item(), what .. ": NaNs differ")
+  got, want = got:double():masked_fill(wn, 0), want:masked_fill(wn, 0)
+  local scale = want:abs():max():item() + 1e-3
+  local err = (got:double() - want):abs():max():item()
+  assert.is_true(err <= 2e-6 * scale, string.format("%s: %g (scale %g)", what, err, scale))
+end
+
+describe("cross_entropy rows", function()
+  local saved
+  before_each(function() saved = lt.get_num_threads() end)
+  after_each(function() lt.set_num_threads(saved) end)
+
+  it("match float64 for class counts around the lane count, every option", function()
+    lt.manual_seed(6)
+    for _, C in ipairs { 1, 7, 16, 17, 65, 1000, 40000 } do
+      local N = C > 1000 and 3 or 37
+      local x = lt.randn(N, C) * 4
+      local t = lt.randint(1, C + 1, { N })
+      local w = lt.rand(C) + 0.5
+      if N > 2 then t[2] = 1 end
+      for _, o in ipairs {
+        {}, { reduction = "sum" }, { reduction = "none" }, { weight = w },
+        { label_smoothing = 0.1 }, { weight = w, label_smoothing = 0.2, reduction = "none" },
+        { ignore_index = 1 },
+      } do
+        local o64 = {}
+        for k, v in pairs(o) do o64[k] = k == "weight" and v:double() or v end
+        local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+        local la, lb = F.cross_entropy(a, t, o), F.cross_entropy(b, t, o64)
+        local what = string.format("C %d %s", C, (next(o)) or "mean")
+        check(la, lb, what)
+        local g = lt.rand(table.unpack(la.shape)) + 0.5
+        la:backward(g)
+        lb:backward(g:double())
+        check(a.grad, b.grad, what .. " backward")
+      end
+    end
+  end)
+
+  it("give the same bits at 1 and at 2 threads", function()
+    lt.manual_seed(2)
+    local x, t = lt.randn(300, 513), lt.randint(1, 514, { 300 })
+    local function run(nt)
+      lt.set_num_threads(nt)
+      local a = x:clone():requires_grad_()
+      local l = F.cross_entropy(a, t, { label_smoothing = 0.05 })
+      l:backward()
+      return l:item(), a.grad
+    end
+    local l1, g1 = run(1)
+    local l2, g2 = run(2)
+    assert.are.equal(string.format("%a", l1), string.format("%a", l2))
+    assert.are.equal(0, (g1 - g2):abs():max():item())
+  end)
+
+  it("treat masked, infinite and NaN scores as float64", function()
+    local inf, nan = 1 / 0, 0 / 0
+    local rows = {
+      { 1.5, -inf, 2, -inf, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, -inf },
+      { 0.5, 1, 2, 3, nan, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2 },
+      { 0.5, 1, 2, 3, inf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2 },
+      { 100, -100, 88.5, -88.5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2 },
+    }
+    for r, row in ipairs(rows) do
+      local x = lt.tensor({ row }, { dtype = "float32" })
+      local t = lt.tensor({ 1 })
+      local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+      local la, lb = F.cross_entropy(a, t), F.cross_entropy(b, t)
+      la:backward()
+      lb:backward()
+      local pairs_ = { { la:reshape(1), lb:reshape(1) }, { a.grad:reshape(-1), b.grad:reshape(-1) } }
+      for _, p in ipairs(pairs_) do
+        local u, v = p[1]:tolist(), p[2]:float():tolist()
+        for i = 1, #v do
+          -- a probability's float exponential of a float argument: 2^-24 of |x - lse| relative
+          local ok = (v[i] ~= v[i] and u[i] ~= u[i]) or u[i] == v[i] or
+              math.abs(u[i] - v[i]) <= 4e-6 * math.abs(v[i]) + 1e-7
+          assert.is_true(ok, string.format("row %d element %d: %s, float64 gives %s", r, i,
+            tostring(u[i]), tostring(v[i])))
+        end
+      end
+    end
+  end)
+end)
