@@ -1,8 +1,8 @@
--- The float32 vector kernels of layer_norm and rms_norm (src/cpu/norm.c): forward, dx, dweight
--- and dbias give the same bits at every ISA level the CPU supports and at 1 and 2 threads (the
--- sums run in fixed double lanes), match the float64 norms within float32 rounding for row
--- lengths around the lane count, and treat constant rows, huge values, NaN and infinities as
--- the float64 kernels do.
+-- The float32 vector kernels of layer_norm, rms_norm, group_norm and batch_norm (src/cpu/norm.c):
+-- forward, dx, dweight and dbias give the same bits at every ISA level the CPU supports and at 1
+-- and 2 threads (the sums run in fixed double lanes), match the float64 norms within float32
+-- rounding for lengths around the lane count, and treat constant rows, huge values, NaN and
+-- infinities as the float64 kernels do.
 local lt = require "lantern"
 local support = require "support"
 
@@ -23,6 +23,12 @@ lt.manual_seed(5)
 local cases = {}
 for _, d in ipairs { 1, 7, 8, 9, 17, 128, 1000, 4097 } do
   cases[#cases + 1] = { x = lt.randn(6, d) * 3 + 0.5, g = lt.randn(6, d), w = lt.randn(d), b = lt.randn(d) }
+end
+local planes = {}
+for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 } } do
+  local C = shape[2]
+  planes[#planes + 1] = { x = lt.randn(table.unpack(shape)) * 2 - 1, g = lt.randn(table.unpack(shape)),
+    C = C, w = lt.randn(C), b = lt.randn(C) }
 end
 for _, threads in ipairs { 1, 2 } do
   lt.set_num_threads(threads)
@@ -47,6 +53,26 @@ for _, threads in ipairs { 1, 2 } do
         emit(y2); emit(x2.grad)
         if w2 then emit(w2.grad) end
       end
+    end
+  end
+  for _, gc in ipairs(planes) do
+    local x0, g, C, w0, b0 = gc.x, gc.g, gc.C, gc.w, gc.b
+    for _, affine in ipairs { true, false } do
+      local x = x0:clone():requires_grad_()
+      local w = affine and w0:clone():requires_grad_() or nil
+      local b = affine and b0:clone():requires_grad_() or nil
+      local y = lt.group_norm(x, 2, w, b)
+      y:backward(g)
+      emit(y); emit(x.grad)
+      if w then emit(w.grad); emit(b.grad) end
+      local x2 = x0:clone():requires_grad_()
+      local w2 = affine and w0:clone():requires_grad_() or nil
+      local b2 = affine and b0:clone():requires_grad_() or nil
+      local rm, rv = lt.zeros(C), lt.ones(C)
+      local y2 = lt.batch_norm(x2, rm, rv, w2, b2, true, 0.1, 1e-5)
+      y2:backward(g)
+      emit(y2); emit(x2.grad); emit(rm); emit(rv)
+      if w2 then emit(w2.grad); emit(b2.grad) end
     end
   end
   print(table.concat(out, " "))
@@ -110,6 +136,34 @@ describe("float32 layer_norm and rms_norm", function()
       q64:backward(g:double())
       close(q32, q64, q64:abs():max():item() + 1, "rms_norm " .. d)
       close(r32.grad, r64.grad, r64.grad:abs():max():item() * math.sqrt(d) + 1e-30, "rms dx " .. d)
+    end
+  end)
+
+  it("group_norm and batch_norm are within float32 rounding of float64", function()
+    lt.manual_seed(12)
+    for _, shape in ipairs { { 5, 4, 1 }, { 3, 6, 9 }, { 2, 8, 16, 5 }, { 4, 2, 33 } } do
+      local C = shape[2]
+      local x, g = lt.randn(table.unpack(shape)) * 5 + 2, lt.randn(table.unpack(shape))
+      local w, b = lt.randn(C), lt.randn(C)
+      local function run(dt, f)
+        local xx = x:to(dt):clone():requires_grad_()
+        local ww, bb = w:to(dt):clone():requires_grad_(), b:to(dt):clone():requires_grad_()
+        local rm, rv = lt.zeros(C, { dtype = dt }), lt.ones(C, { dtype = dt })
+        local y = f(xx, ww, bb, rm, rv)
+        y:backward(g:to(dt))
+        return { y, xx.grad, ww.grad, bb.grad, rm, rv }
+      end
+      for name, f in pairs {
+        group_norm = function(xx, ww, bb) return lt.group_norm(xx, 2, ww, bb) end,
+        batch_norm = function(xx, ww, bb, rm, rv) return lt.batch_norm(xx, rm, rv, ww, bb, true, 0.1, 1e-5) end,
+      } do
+        local a, r = run("float32", f), run("float64", f)
+        local m = x:numel() // C
+        local scales = { 8, 8 * math.sqrt(m), 4 * m, 4 * m, 8, 8 }
+        for i = 1, 6 do
+          close(a[i], r[i], scales[i], string.format("%s %s result %d", name, table.concat(shape, "x"), i))
+        end
+      end
     end
   end)
 

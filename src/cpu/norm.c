@@ -107,37 +107,40 @@ typedef struct bn_job {
   double momentum;
 } bn_job;
 
-/* Per channel: batch statistics (training) over N*L values, and the running statistics
-** momentum update with the unbiased variance (each channel its own elements, so in parallel). */
-#define DEF_BN_STATS(NAME, T)                                                                  \
-  static void NAME(int64_t c0, int64_t c1, void *ud) {                                         \
-    bn_job *j = ud;                                                                            \
-    double M = (double)(j->N * j->L);                                                          \
-    for (int64_t c = c0; c < c1; c++) {                                                        \
-      double s = 0, q = 0;                                                                     \
-      for (int64_t n = 0; n < j->N; n++) {                                                     \
-        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
-        for (int64_t l = 0; l < j->L; l++) s += p[l];                                          \
-      }                                                                                        \
-      double mean = s / M;                                                                     \
-      for (int64_t n = 0; n < j->N; n++) {                                                     \
-        const T *p = (const T *)j->x + (n * j->C + c) * j->L;                                  \
-        for (int64_t l = 0; l < j->L; l++) {                                                   \
-          double d = (double)p[l] - mean;                                                      \
-          q += d * d;                                                                          \
-        }                                                                                      \
-      }                                                                                        \
-      j->mean[c] = mean;                                                                       \
-      j->invstd[c] = 1.0 / sqrt(q / M + j->eps);                                               \
-      if (j->running_mean) {                                                                   \
-        double unbias = M > 1 ? M / (M - 1) : 1.0, mo = j->momentum;                           \
-        put1(j->running_mean, c, (1 - mo) * get1(j->running_mean, c) + mo * mean);             \
-        put1(j->running_var, c, (1 - mo) * get1(j->running_var, c) + mo * (q / M) * unbias);   \
-      }                                                                                        \
-    }                                                                                          \
+/* Channel c's statistics from its mean and sum of squared deviations q over M values, and
+** the running statistics' momentum update with the unbiased variance. */
+static void bn_finish_stats(bn_job *j, int64_t c, double mean, double q, double M) {
+  j->mean[c] = mean;
+  j->invstd[c] = 1.0 / sqrt(q / M + j->eps);
+  if (j->running_mean) {
+    double unbias = M > 1 ? M / (M - 1) : 1.0, mo = j->momentum;
+    put1(j->running_mean, c, (1 - mo) * get1(j->running_mean, c) + mo * mean);
+    put1(j->running_var, c, (1 - mo) * get1(j->running_var, c) + mo * (q / M) * unbias);
   }
-DEF_BN_STATS(bn_stats_f32, float)
-DEF_BN_STATS(bn_stats_f64, double)
+}
+
+/* Per channel: batch statistics (training) over N*L values (each channel its own elements, so
+** in parallel); float32 channels take the vector kernel below. */
+static void bn_stats_f64(int64_t c0, int64_t c1, void *ud) {
+  bn_job *j = ud;
+  double M = (double)(j->N * j->L);
+  for (int64_t c = c0; c < c1; c++) {
+    double s = 0, q = 0;
+    for (int64_t n = 0; n < j->N; n++) {
+      const double *p = (const double *)j->x + (n * j->C + c) * j->L;
+      for (int64_t l = 0; l < j->L; l++) s += p[l];
+    }
+    double mean = s / M;
+    for (int64_t n = 0; n < j->N; n++) {
+      const double *p = (const double *)j->x + (n * j->C + c) * j->L;
+      for (int64_t l = 0; l < j->L; l++) {
+        double d = p[l] - mean;
+        q += d * d;
+      }
+    }
+    bn_finish_stats(j, c, mean, q, M);
+  }
+}
 
 /* y = x * scale[c] + shift[c], planes (n, c) */
 static void bn_apply(int64_t p0, int64_t p1, void *ud) {
@@ -151,25 +154,17 @@ static void bn_apply(int64_t p0, int64_t p1, void *ud) {
   }
 }
 
-/* Per channel: sum(dy) and sum(dy * xhat). */
-static void bn_grad_sums(int64_t c0, int64_t c1, void *ud) {
+/* Per channel: sum(dy) and sum(dy * xhat); float32 channels take the vector kernel below. */
+static void bn_grad_sums_f64(int64_t c0, int64_t c1, void *ud) {
   bn_job *j = ud;
   for (int64_t c = c0; c < c1; c++) {
     double s = 0, sx = 0, mu = j->mean[c];
     for (int64_t n = 0; n < j->N; n++) {
       int64_t off = (n * j->C + c) * j->L;
-      if (j->dt == LT_FLOAT32) {
-        const float *x = (const float *)j->x + off, *dy = (const float *)j->dy + off;
-        for (int64_t l = 0; l < j->L; l++) {
-          s += dy[l];
-          sx += (double)dy[l] * ((double)x[l] - mu);
-        }
-      } else {
-        const double *x = (const double *)j->x + off, *dy = (const double *)j->dy + off;
-        for (int64_t l = 0; l < j->L; l++) {
-          s += dy[l];
-          sx += dy[l] * (x[l] - mu);
-        }
+      const double *x = (const double *)j->x + off, *dy = (const double *)j->dy + off;
+      for (int64_t l = 0; l < j->L; l++) {
+        s += dy[l];
+        sx += dy[l] * (x[l] - mu);
       }
     }
     j->sum_dy[c] = s;
@@ -221,11 +216,12 @@ static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
   return j->kind == LT_NORM_GROUP ? (r % j->G) * j->Cg + i / j->L : i;
 }
 
-/* ------------------------------------------------------------ float32 layer and rms rows
-** The vector kernels (one per ISA level). Their sums run in NORM_LANES double lanes (lane =
-** index mod NORM_LANES, totalled in a fixed order): GCC vectorises them, keeps double
-** accumulation, and the result is the same at every vector width. The per-element formulas
-** are those of the generic loops above. */
+/* ------------------------------------------------------------ float32 vector kernels
+** One set per ISA level, for layer, rms and group norm rows and for batch norm's channel sums.
+** Their sums run in NORM_LANES double lanes (lane = index mod NORM_LANES within each contiguous
+** run, totalled in a fixed order): GCC vectorises them, keeps double accumulation, and the
+** result is the same at every vector width and thread count. The per-element formulas are those
+** of the generic loops. */
 #define NORM_LANES 8
 #define NORM_INLINE static inline __attribute__((always_inline))
 
@@ -233,9 +229,8 @@ NORM_INLINE double lanes_total(const double *l) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-/* sum of x (sq false) or of x^2, in lanes */
-NORM_INLINE double f32_sum(const float *x, int64_t n, bool sq) {
-  double l[NORM_LANES] = {0};
+/* l += x (sq false) or x^2, lane by lane */
+NORM_INLINE void f32_sum_into(double *l, const float *x, int64_t n, bool sq) {
   int64_t i = 0;
   for (; i + NORM_LANES <= n; i += NORM_LANES)
     for (int k = 0; k < NORM_LANES; k++) {
@@ -246,11 +241,10 @@ NORM_INLINE double f32_sum(const float *x, int64_t n, bool sq) {
     double v = x[i];
     l[k] += sq ? v * v : v;
   }
-  return lanes_total(l);
 }
 
-NORM_INLINE double f32_m2(const float *x, int64_t n, double mu) {
-  double l[NORM_LANES] = {0};
+/* l += (x - mu)^2 */
+NORM_INLINE void f32_m2_into(double *l, const float *x, int64_t n, double mu) {
   int64_t i = 0;
   for (; i + NORM_LANES <= n; i += NORM_LANES)
     for (int k = 0; k < NORM_LANES; k++) {
@@ -261,7 +255,40 @@ NORM_INLINE double f32_m2(const float *x, int64_t n, double mu) {
     double d = (double)x[i] - mu;
     l[k] += d * d;
   }
+}
+
+/* lg += g, lgx += g (x - mu) with g = dy (times w[i] when w) */
+NORM_INLINE void f32_dot_into(double *lg, double *lgx, const float *dy, const float *w,
+                              const float *x, int64_t n, double mu) {
+  int64_t i = 0;
+  for (; i + NORM_LANES <= n; i += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      double g = w ? (double)dy[i + k] * (double)w[i + k] : (double)dy[i + k];
+      lg[k] += g;
+      lgx[k] += g * ((double)x[i + k] - mu);
+    }
+  for (int k = 0; i < n; i++, k++) {
+    double g = w ? (double)dy[i] * (double)w[i] : (double)dy[i];
+    lg[k] += g;
+    lgx[k] += g * ((double)x[i] - mu);
+  }
+}
+
+NORM_INLINE double f32_sum(const float *x, int64_t n, bool sq) {
+  double l[NORM_LANES] = {0};
+  f32_sum_into(l, x, n, sq);
   return lanes_total(l);
+}
+
+NORM_INLINE double f32_m2(const float *x, int64_t n, double mu) {
+  double l[NORM_LANES] = {0};
+  f32_m2_into(l, x, n, mu);
+  return lanes_total(l);
+}
+
+/* y = x * a + b over n values */
+NORM_INLINE void f32_affine(float *y, const float *x, int64_t n, float a, float b) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * a + b;
 }
 
 NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
@@ -277,6 +304,14 @@ NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
   }
   j->mean[r] = mu;
   j->rstd[r] = rs;
+  if (j->kind == LT_NORM_GROUP) {   /* per channel: y = x*(rs*w) + (b - mu*rs*w) */
+    for (int64_t c = 0; c < j->Cg; c++) {
+      int64_t ch = (r % j->G) * j->Cg + c;
+      double wc = w ? w[ch] : 1.0, bc = b ? b[ch] : 0.0;
+      f32_affine(y + c * j->L, x + c * j->L, j->L, (float)(rs * wc), (float)(bc - mu * rs * wc));
+    }
+    return;
+  }
   float fm = (float)mu, fr = (float)rs;
   if (w && b)
     for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr * w[i] + b[i];
@@ -284,38 +319,49 @@ NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
     for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr * w[i];
   else if (b)
     for (int64_t i = 0; i < D; i++) y[i] = (x[i] - fm) * fr + b[i];
-  else {
-    float fa = (float)rs, fb = (float)(-mu * rs);
-    for (int64_t i = 0; i < D; i++) y[i] = x[i] * fa + fb;
-  }
+  else
+    f32_affine(y, x, D, (float)rs, (float)(-mu * rs));
 }
 
-/* dx of one row; has_w a constant at each call, so that each loop has no branch */
+/* dx of one row: dx = rs*g + a*x + b, g = dy*w; w (layer, rms: per position; group: one per
+** channel) a constant pointer test at each call, so that each loop has no branch */
 NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w) {
   const int64_t D = j->D;
   const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
-  const float *w = j->w;
+  const float *w = has_w ? (const float *)j->w : NULL;
   float *dx = (float *)j->dx + r * D;
   double mu = j->mean[r], rs = j->rstd[r];
   double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
-  int64_t i = 0;
-  for (; i + NORM_LANES <= D; i += NORM_LANES)
-    for (int k = 0; k < NORM_LANES; k++) {
-      double g = has_w ? (double)dy[i + k] * (double)w[i + k] : (double)dy[i + k];
-      lg[k] += g;
-      lgx[k] += g * ((double)x[i + k] - mu);
+  bool group = j->kind == LT_NORM_GROUP;
+  int64_t runs = group ? j->Cg : 1, len = group ? j->L : D;
+  for (int64_t c = 0; c < runs; c++) {
+    if (group && w) {   /* the channel's weight scales its whole run */
+      double l1[NORM_LANES] = {0}, l2[NORM_LANES] = {0};
+      double wc = w[(r % j->G) * j->Cg + c];
+      f32_dot_into(l1, l2, dy + c * len, NULL, x + c * len, len, mu);
+      for (int k = 0; k < NORM_LANES; k++) {
+        lg[k] += wc * l1[k];
+        lgx[k] += wc * l2[k];
+      }
+    } else {
+      f32_dot_into(lg, lgx, dy + c * len, group ? NULL : w, x + c * len, len, mu);
     }
-  for (int k = 0; i < D; i++, k++) {
-    double g = has_w ? (double)dy[i] * (double)w[i] : (double)dy[i];
-    lg[k] += g;
-    lgx[k] += g * ((double)x[i] - mu);
   }
   double sg = lanes_total(lg), sgx = lanes_total(lgx), Dd = (double)D;
   double a = -rs * rs * rs * sgx / Dd;
   double bb = j->kind == LT_NORM_RMS ? 0 : -rs * sg / Dd - a * mu;
-  for (i = 0; i < D; i++) {
-    double g = has_w ? (double)dy[i] * (double)w[i] : (double)dy[i];
-    dx[i] = (float)(rs * g + a * (double)x[i] + bb);
+  for (int64_t c = 0; c < runs; c++) {
+    const float *xc = x + c * len, *dyc = dy + c * len;
+    float *dxc = dx + c * len;
+    if (group) {
+      double k = rs * (w ? (double)w[(r % j->G) * j->Cg + c] : 1.0);
+      for (int64_t i = 0; i < len; i++) dxc[i] = (float)(k * (double)dyc[i] + a * (double)xc[i] + bb);
+    } else {
+      for (int64_t i = 0; i < len; i++) {
+        double g = w ? (double)dyc[i] * (double)w[i] : (double)dyc[i];
+        dxc[i] = (float)(rs * g + a * (double)xc[i] + bb);
+      }
+    }
   }
 }
 
@@ -325,11 +371,49 @@ NORM_INLINE void f32_rows_dw(const row_job *j, double *aw, double *ab) {
   for (int64_t r = 0; r < j->R; r++) {
     const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
     double mu = j->mean[r], rs = j->rstd[r];
+    if (j->kind == LT_NORM_GROUP) {   /* one weight per channel: its run's sums */
+      for (int64_t c = 0; c < j->Cg; c++) {
+        double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
+        int64_t ch = (r % j->G) * j->Cg + c;
+        f32_dot_into(lg, lgx, dy + c * j->L, NULL, x + c * j->L, j->L, mu);
+        aw[ch] += lanes_total(lgx) * rs;
+        ab[ch] += lanes_total(lg);
+      }
+      continue;
+    }
     for (int64_t i = 0; i < D; i++) {
       double gv = dy[i];
       aw[i] += gv * ((double)x[i] - mu) * rs;
       ab[i] += gv;
     }
+  }
+}
+
+/* batch norm, channels c0..c1: statistics over the N planes of L values each */
+NORM_INLINE void f32_bn_stats(bn_job *j, int64_t c0, int64_t c1) {
+  double M = (double)(j->N * j->L);
+  for (int64_t c = c0; c < c1; c++) {
+    double l[NORM_LANES] = {0}, q[NORM_LANES] = {0};
+    for (int64_t n = 0; n < j->N; n++)
+      f32_sum_into(l, (const float *)j->x + (n * j->C + c) * j->L, j->L, false);
+    double mean = lanes_total(l) / M;
+    for (int64_t n = 0; n < j->N; n++)
+      f32_m2_into(q, (const float *)j->x + (n * j->C + c) * j->L, j->L, mean);
+    bn_finish_stats(j, c, mean, lanes_total(q), M);
+  }
+}
+
+/* batch norm backward, channels c0..c1: sum(dy) and sum(dy * xhat) */
+NORM_INLINE void f32_bn_grad_sums(bn_job *j, int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; c++) {
+    double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
+    for (int64_t n = 0; n < j->N; n++) {
+      int64_t off = (n * j->C + c) * j->L;
+      f32_dot_into(lg, lgx, (const float *)j->dy + off, NULL, (const float *)j->x + off, j->L,
+                   j->mean[c]);
+    }
+    j->sum_dy[c] = lanes_total(lg);
+    j->sum_dy_xhat[c] = lanes_total(lgx) * j->invstd[c];
   }
 }
 
@@ -345,7 +429,9 @@ NORM_INLINE void f32_rows_dw(const row_job *j, double *aw, double *ab) {
         f32_row_dx_w(j, r, false);                                                     \
     }                                                                                  \
   }                                                                                    \
-  static void dw_##SUF(const row_job *j, double *aw, double *ab) { f32_rows_dw(j, aw, ab); }
+  static void dw_##SUF(const row_job *j, double *aw, double *ab) { f32_rows_dw(j, aw, ab); } \
+  static void bn_stats_##SUF(bn_job *j, int64_t c0, int64_t c1) { f32_bn_stats(j, c0, c1); } \
+  static void bn_sums_##SUF(bn_job *j, int64_t c0, int64_t c1) { f32_bn_grad_sums(j, c0, c1); }
 
 DEF_NORM_F32(sse4)
 #ifdef LT_ISA_DISPATCH
@@ -361,21 +447,32 @@ typedef struct norm_f32_kernels {
   void (*fwd)(const row_job *j, int64_t r0, int64_t r1);
   void (*dx)(const row_job *j, int64_t r0, int64_t r1);
   void (*dw)(const row_job *j, double *aw, double *ab);
+  void (*bn_stats)(bn_job *j, int64_t c0, int64_t c1);
+  void (*bn_sums)(bn_job *j, int64_t c0, int64_t c1);
 } norm_f32_kernels;
 
 static norm_f32_kernels norm_f32_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return (norm_f32_kernels){fwd_avx512, dx_avx512, dw_avx512};
-    case LT_ISA_AVX2: return (norm_f32_kernels){fwd_avx2, dx_avx2, dw_avx2};
+    case LT_ISA_AVX512:
+      return (norm_f32_kernels){fwd_avx512, dx_avx512, dw_avx512, bn_stats_avx512, bn_sums_avx512};
+    case LT_ISA_AVX2:
+      return (norm_f32_kernels){fwd_avx2, dx_avx2, dw_avx2, bn_stats_avx2, bn_sums_avx2};
     default: break;
   }
 #endif
-  return (norm_f32_kernels){fwd_sse4, dx_sse4, dw_sse4};
+  return (norm_f32_kernels){fwd_sse4, dx_sse4, dw_sse4, bn_stats_sse4, bn_sums_sse4};
 }
 
-/* whether rows take the float32 vector kernels: layer and rms norm (weight index = position) */
-static bool f32_rows(const row_job *j) { return j->dt == LT_FLOAT32 && j->kind != LT_NORM_GROUP; }
+/* whether rows take the float32 vector kernels */
+static bool f32_rows(const row_job *j) { return j->dt == LT_FLOAT32; }
+
+static void bn_stats_f32(int64_t c0, int64_t c1, void *ud) {
+  norm_f32_for_isa().bn_stats(ud, c0, c1);
+}
+static void bn_grad_sums_f32(int64_t c0, int64_t c1, void *ud) {
+  norm_f32_for_isa().bn_sums(ud, c0, c1);
+}
 
 static void row_forward(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
@@ -535,7 +632,8 @@ int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor
     return ltB_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
   j.sum_dy = sums;
   j.sum_dy_xhat = sums + j.C;
-  ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L), bn_grad_sums, &j);
+  ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
+                   j.dt == LT_FLOAT32 ? bn_grad_sums_f32 : bn_grad_sums_f64, &j);
   if (dx) ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
   if (dw) store_sums(dw, j.sum_dy_xhat, j.C);
   if (db) store_sums(db, j.sum_dy, j.C);
