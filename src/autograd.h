@@ -53,4 +53,13 @@ extern const ltG_node_type ltG_accumulate_type, ltG_as_strided_type, ltG_copy_sl
 /* The backward formula of a node type: its own, or the built-in one of the three above. */
 ltG_backward_fn ltO_backward_of(const ltG_node_type *type);
 
+/* For one-input nodes whose gradient fills a part of their input (narrow, select): adds that
+** part into acc, the input's gradient so far (the engine's own: contiguous, of the input's
+** shape and the gradient's dtype, shared with nothing), instead of a fresh tensor that the
+** engine would add. */
+typedef int (*ltG_backward_into_fn)(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
+                                    lt_tensor *acc);
+/* The type's accumulating backward, or NULL (shape.c). */
+ltG_backward_into_fn ltO_backward_into_of(const ltG_node_type *type);
+
 #endif

@@ -260,6 +260,21 @@ static int propagate(pass *p, lt_node *n) {
   return 0;
 }
 
+/* The gradient slot of n's only input when n's backward can add into it in place: the slot
+** holds a tensor that only the engine references (no other reference, no view, no shared
+** storage), contiguous, of the gradient's dtype and outside any graph; else NULL. */
+static lt_tensor *slot_for_into(const lt_node *n) {
+  if (!ltO_backward_into_of(n->type) || n->n_in != 1 || n->n_out != 1 || !n->next[0].node)
+    return NULL;
+  lt_tensor *acc = n->next[0].node->eng_buf[n->next[0].input_nr], *g = n->eng_buf[0];
+  int64_t cnt;
+  if (!acc || !g || acc->refcount != 1 || acc->storage->refcount != 1 || acc->base ||
+      acc->grad_fn || acc->requires_grad || g->requires_grad || acc->dtype != g->dtype ||
+      acc->storage->device != g->storage->device || !ltB_dense(acc, &cnt))
+    return NULL;
+  return acc;
+}
+
 /* Runs node n (all its gradients are in) and passes its results on. */
 static int run_node(pass *p, lt_node *n) {
   bool any;
@@ -268,7 +283,10 @@ static int run_node(pass *p, lt_node *n) {
   free(p->gin);
   p->gin = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *p->gin);
   if (!p->gin) return engine_fail(p->ctx, "out of memory");
-  if (any && !skip && ltO_backward_of(n->type)(p->ctx, n, n->eng_buf, p->gin)) {
+  lt_tensor *into = any && !skip ? slot_for_into(n) : NULL;
+  if (into) {   /* p->gin stays empty: the gradient is already in its slot */
+    if (ltO_backward_into_of(n->type)(p->ctx, n, n->eng_buf, into)) return -1;
+  } else if (any && !skip && ltO_backward_of(n->type)(p->ctx, n, n->eng_buf, p->gin)) {
     for (int i = 0; i < n->n_in; i++) lt_release(p->gin[i]);
     return -1;
   }

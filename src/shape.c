@@ -8,6 +8,7 @@
 */
 #include <stdio.h>
 
+#include "autograd.h"
 #include "backend.h"
 #include "shape.h"
 
@@ -354,16 +355,13 @@ typedef struct {
   int64_t start, len;   /* narrow: [start, start+len); select: index in start, len = -1 */
 } region_extra;
 
-static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
-  region_extra *e = self->extra;
-  lt_tensor *z, *r;
-  if (ltO_full_as(ctx, &z, go[0], go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
-  int64_t sz[LT_MAX_DIMS] = {0};
+/* The region of z (the input's shape) that the forward cut out, as a view. */
+static lt_tensor *region_of(const region_extra *e, lt_tensor *z) {
+  int64_t sz[LT_MAX_DIMS] = {0}, st[LT_MAX_DIMS] = {0};
   memcpy(sz, z->size, sizeof sz);
+  memcpy(st, z->stride, sizeof st);
   int nd = z->ndim;
   int64_t off = z->offset + e->start * z->stride[e->dim];
-  int64_t st[LT_MAX_DIMS] = {0};
-  memcpy(st, z->stride, sizeof st);
   if (e->len >= 0) {
     sz[e->dim] = e->len;
   } else {
@@ -373,7 +371,14 @@ static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_
     }
     nd--;
   }
-  r = ltB_alias(z, nd, sz, st, off);
+  return ltB_alias(z, nd, sz, st, off);
+}
+
+static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor **gi) {
+  region_extra *e = self->extra;
+  lt_tensor *z;
+  if (ltO_full_as(ctx, &z, go[0], go[0]->dtype, e->in.ndim, e->in.size, 0.0)) return -1;
+  lt_tensor *r = region_of(e, z);
   if (!r) {
     lt_release(z);
     return ltO_shape_oom(ctx, self->type->name);
@@ -384,8 +389,22 @@ static int region_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_
   return 0;
 }
 
+/* The pieces of a split (or any narrows of one tensor) add into one gradient: no zeros of the
+** whole input per piece, and no whole-input sums of them. */
+static int region_backward_into(lt_ctx *ctx, lt_node *self, lt_tensor *const *go, lt_tensor *acc) {
+  lt_tensor *r = region_of(self->extra, acc);
+  if (!r) return ltO_shape_oom(ctx, self->type->name);
+  ltK_kernels(acc)->binary(ctx, LT_ADD, r, r, go[0], acc->dtype, 0, 0);
+  lt_release(r);
+  return 0;
+}
+
 static const ltG_node_type slice_type = {"SliceBackward0", region_backward, NULL};
 static const ltG_node_type select_type = {"SelectBackward0", region_backward, NULL};
+
+ltG_backward_into_fn ltO_backward_into_of(const ltG_node_type *type) {
+  return type == &slice_type || type == &select_type ? region_backward_into : NULL;
+}
 
 static int record_region(lt_ctx *ctx, const ltG_node_type *type, lt_tensor *t, lt_tensor **r,
                          int dim, int64_t start, int64_t len) {
