@@ -9,15 +9,6 @@ local lt = require "lantern"
 local support = require "support"
 local sh = support.sh
 
-local function cpu_flags()
-  local f = io.open("/proc/cpuinfo")
-  local s = f and f:read("a") or ""
-  if f then f:close() end
-  local flags = {}
-  for w in (s:match("\nflags%s*:([^\n]*)") or ""):gmatch("%S+") do flags[w] = true end
-  return flags
-end
-
 -- Prints every result of the family as hex floats: forward and backward of the unary ops,
 -- binary ops with their gradients, on values that include the edge cases.
 local FAMILY = [[
@@ -59,31 +50,12 @@ print(#out .. " values")
 print(table.concat(out, " "))
 ]]
 
-local function run_script(src, env)
-  local script = os.tmpname()
-  local f = assert(io.open(script, "w"))
-  f:write(src)
-  f:close()
-  local errf = os.tmpname()
-  local out = sh(string.format("%s bin/lantern %s 2>%s", env, script, errf))
-  local ef = io.open(errf)
-  local err = ef:read("a")
-  ef:close()
-  os.remove(script)
-  os.remove(errf)
-  return out, err
-end
+local run_script = support.run_lua
 
 local function run_family(isa) return run_script(FAMILY, "LANTERN_ISA=" .. isa) end
 
 describe("ISA dispatch", function()
-  local flags = cpu_flags()
-  local supported = {
-    sse4 = true,
-    avx2 = flags.avx2 and flags.fma or false,
-    avx512 = flags.avx2 and flags.fma and flags.avx512f and flags.avx512bw and flags.avx512dq and
-        flags.avx512vl or false,
-  }
+  local supported = support.isa_levels()
   local baseline, berr = run_family("sse4")
 
   it("runs the elementwise family at the baseline", function()
@@ -264,12 +236,10 @@ local BOUNDS = {
 
 
 describe("vectorised float32 functions", function()
-  local flags = cpu_flags()
+  local supported = support.isa_levels()
   local levels = { "sse4" }
-  if flags.avx2 and flags.fma then levels[#levels + 1] = "avx2" end
-  if flags.avx512f and flags.avx512bw and flags.avx512dq and flags.avx512vl then
-    levels[#levels + 1] = "avx512"
-  end
+  if supported.avx2 then levels[#levels + 1] = "avx2" end
+  if supported.avx512 then levels[#levels + 1] = "avx512" end
   for _, isa in ipairs(levels) do
     it("stay within their ulp bounds of float64 libm, edge values as libm, at " .. isa, function()
       local out, err = run_script(ACCURACY, "LANTERN_ISA=" .. isa)
@@ -415,14 +385,12 @@ for _, n in ipairs { 1, 7, 8, 9, 1000, 32769, 1 << 20 } do
 end
 print(table.concat(out, " "))
 ]]
-    local flags = cpu_flags()
+    local supported = support.isa_levels()
     local base, err = run_script(SUMS, "LANTERN_ISA=sse4")
     assert.are.equal("", err)
     assert.truthy(#base > 100, base)
     for _, isa in ipairs { "avx2", "avx512" } do
-      local ok = isa == "avx2" and flags.avx2 and flags.fma or (flags.avx512f and flags.avx512bw and
-          flags.avx512dq and flags.avx512vl)
-      if ok then
+      if supported[isa] then
         local out = run_script(SUMS, "LANTERN_ISA=" .. isa)
         assert.are.equal(base, out, isa)
       end

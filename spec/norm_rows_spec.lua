@@ -6,15 +6,6 @@
 local lt = require "lantern"
 local support = require "support"
 
-local function cpu_flags()
-  local f = io.open("/proc/cpuinfo")
-  local s = f and f:read("a") or ""
-  if f then f:close() end
-  local flags = {}
-  for w in (s:match("\nflags%s*:([^\n]*)") or ""):gmatch("%S+") do flags[w] = true end
-  return flags
-end
-
 -- every result of both norms, with and without affine parameters, as hex floats; one line per
 -- thread count
 local NORMS = [[
@@ -79,16 +70,7 @@ for _, threads in ipairs { 1, 2 } do
 end
 ]]
 
-local function run(env)
-  local script = os.tmpname()
-  support.writefile(script, NORMS)
-  local errf = os.tmpname()
-  local out = support.sh(string.format("%s bin/lantern %s 2>%s", env, script, errf))
-  local err = support.readfile(errf)
-  os.remove(script)
-  os.remove(errf)
-  return out, err
-end
+local function run(env) return support.run_lua(NORMS, env) end
 
 describe("float32 layer_norm and rms_norm", function()
   it("give the same bits at every ISA level the CPU supports and at 1 and 2 threads", function()
@@ -97,9 +79,7 @@ describe("float32 layer_norm and rms_norm", function()
     local one, two = base:match("^([^\n]*)\n([^\n]*)\n$")
     assert.truthy(one and #one > 10000, base:sub(1, 200))
     assert.is_true(one == two, "results depend on the number of threads")
-    local flags = cpu_flags()
-    local levels = { avx2 = flags.avx2 and flags.fma,
-      avx512 = flags.avx512f and flags.avx512bw and flags.avx512dq and flags.avx512vl }
+    local levels = support.isa_levels()
     for _, isa in ipairs { "avx2", "avx512" } do
       if levels[isa] then
         local out, e = run("LANTERN_ISA=" .. isa)

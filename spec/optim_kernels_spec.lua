@@ -47,23 +47,7 @@ print(table.concat(out, " "))
 ]==]
 
 local function run(threads, env)
-  local script = os.tmpname()
-  support.writefile(script, string.format(RUN, CONFIGS))
-  local errf = os.tmpname()
-  local out = support.sh(string.format("%s bin/lantern %s %d 2>%s", env or "", script, threads, errf))
-  local err = support.readfile(errf)
-  os.remove(script)
-  os.remove(errf)
-  return out, err
-end
-
-local function cpu_flags()
-  local f = io.open("/proc/cpuinfo")
-  local s = f and f:read("a") or ""
-  if f then f:close() end
-  local flags = {}
-  for w in (s:match("\nflags%s*:([^\n]*)") or ""):gmatch("%S+") do flags[w] = true end
-  return flags
+  return support.run_lua(string.format(RUN, CONFIGS), env, tostring(threads))
 end
 
 describe("fused optimiser kernels", function()
@@ -73,9 +57,7 @@ describe("fused optimiser kernels", function()
     assert.truthy(#base > 1000, base:sub(1, 200))
     local two = run(2, "LANTERN_ISA=sse4")
     assert.is_true(base == two, "results depend on the number of threads")
-    local flags = cpu_flags()
-    local levels = { avx2 = flags.avx2 and flags.fma,
-      avx512 = flags.avx512f and flags.avx512bw and flags.avx512dq and flags.avx512vl }
+    local levels = support.isa_levels()
     for _, isa in ipairs { "avx2", "avx512" } do
       if levels[isa] then
         local out, e = run(2, "LANTERN_ISA=" .. isa)

@@ -51,4 +51,28 @@ function support.sh(cmd)
   return out
 end
 
+--- The ISA levels this CPU (and OS) can run, as LANTERN_ISA names them: { sse4 = true,
+-- avx2 = bool, avx512 = bool }, from the flags line of /proc/cpuinfo.
+function support.isa_levels()
+  local flags = {}
+  for w in ((support.readfile("/proc/cpuinfo") or ""):match("\nflags%s*:([^\n]*)") or ""):gmatch("%S+") do
+    flags[w] = true
+  end
+  local avx2 = flags.avx2 and flags.fma or false
+  return { sse4 = true, avx2 = avx2,
+    avx512 = avx2 and flags.avx512f and flags.avx512bw and flags.avx512dq and flags.avx512vl or false }
+end
+
+--- Runs Lua source in a child `bin/lantern` (env: a prefix such as "LANTERN_ISA=avx2", args:
+-- the script's arguments); returns what it printed on stdout and on stderr.
+function support.run_lua(src, env, args)
+  local script, errf = os.tmpname(), os.tmpname()
+  support.writefile(script, src)
+  local out = support.sh(string.format("%s bin/lantern %s %s 2>%s", env or "", script, args or "", errf))
+  local err = support.readfile(errf)
+  os.remove(script)
+  os.remove(errf)
+  return out, err
+end
+
 return support
