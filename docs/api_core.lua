@@ -476,16 +476,19 @@ function lt.dropout(x, p, training, opts) end
 --- Fused scaled-dot-product attention, `softmax(q k^T * scale + mask) v` over the last two
 -- dims, with the `(L, S)` weights never stored (the backward recomputes them); leading dims
 -- broadcast. A bool mask marks the positions that take part, a float one (q's dtype) is
--- added; is_causal keeps key j <= query i and excludes a mask. No dropout:
--- `F.scaled_dot_product_attention` composes that.
+-- added; is_causal keeps key j <= query i and excludes a mask. dropout_p drops weights (the
+-- kept ones scaled by `1/(1-p)`) with a mask hashed from one draw of the generator, which the
+-- backward recomputes.
 -- @tparam Tensor q `(*, L, E)`
 -- @tparam Tensor k `(*, S, E)`
 -- @tparam Tensor v `(*, S, Ev)`
 -- @tparam[opt] Tensor attn_mask broadcasts to `(*, L, S)`
 -- @bool[opt=false] is_causal
 -- @number[opt] scale default `1/sqrt(E)`
+-- @number[opt=0] dropout_p
+-- @tparam[opt] table opts `{generator=}`
 -- @treturn Tensor `(*, L, Ev)`
-function lt.scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale) end
+function lt.scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale, dropout_p, opts) end
 
 --- Cross entropy of `(N, C)` (or `(N, C, d...)`) logits against 1-based class indices, one
 -- fused log-softmax and NLL pass. `lt.nll_loss(log_probs, target, opts)` takes

@@ -323,11 +323,13 @@ LT_API int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tens
 ** dtype, their leading dims broadcast; *out is (*, L, Ev). attn_mask (NULL: none) broadcasts
 ** to (*, L, S): bool (true: the position takes part) or q's dtype (added to the scores).
 ** is_causal keeps key j <= query i and excludes attn_mask. scale NULL: 1/sqrt(E). A query row
-** with no key taking part gives NaN, as the composed form. No dropout: compose that from
-** lt_softmax and lt_dropout. attn_mask gets no gradient. */
+** with no key taking part gives NaN, as the composed form. dropout_p in [0, 1] drops weights
+** (the kept ones scaled by 1/(1-p)); the mask comes from one draw of gen (NULL: the context's
+** generator) and is never stored: the backward recomputes it. attn_mask gets no gradient. */
 LT_API int lt_scaled_dot_product_attention(lt_ctx *ctx, lt_tensor **out, lt_tensor *q,
                                            lt_tensor *k, lt_tensor *v, lt_tensor *attn_mask,
-                                           bool is_causal, const double *scale);
+                                           bool is_causal, const double *scale, double dropout_p,
+                                           lt_generator *gen);
 /* not training or p == 0: *out is x itself (new reference); gen NULL: the context's generator */
 LT_API int lt_dropout(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, double p, bool training,
                       lt_generator *gen);

@@ -217,7 +217,7 @@ describe("scaled_dot_product_attention (fused)", function()
       "ScaledDotProductAttentionBackward0")
   end)
 
-  it("F's composed path (dropout, a float mask needing grad) checks as the fused op", function()
+  it("F with dropout or a float mask needing grad checks its operands as the fused op", function()
     local q, k, v = lt.randn(2, 3, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 6)
     local ee = support.expect_error
     local function fd(q_, k_, v_, o)
@@ -339,16 +339,104 @@ describe("scaled_dot_product_attention (fused)", function()
     end
   end)
 
-  it("falls back to the composed form with dropout, drawing from the generator", function()
-    local q, k, v = lt.randn(2, 5, 4), lt.randn(2, 5, 4), lt.randn(2, 5, 4)
+  -- dropout inside the fused op: with q = k = 0 every weight is 1/S, and with v the identity
+  -- the output is the mask itself (Z / S); the same seed gives the same mask for other operands
+  local function mask_of(seed, B, L, S, p, causal, dt)
+    lt.manual_seed(seed)
+    local q, k = lt.zeros(B, L, 4, { dtype = dt }), lt.zeros(B, S, 4, { dtype = dt })
+    local v = lt.eye(S, { dtype = dt }):expand(B, S, S)
+    local o = F.scaled_dot_product_attention(q, k, v, { dropout_p = p, is_causal = causal })
+    if causal then   -- row i sees keys 1..i: its weights are 1/i
+      local n = lt.arange(1, L + 1, { dtype = dt }):clamp(nil, S):reshape(L, 1)
+      return o * n
+    end
+    return o * S
+  end
+
+  it("drops weights inside the fused op, with the mask its probe reveals", function()
+    for _, dt in ipairs { "float64", "float32" } do
+      for _, causal in ipairs { false, true } do
+        local B, L, S, p = 2, 70, 130, 0.3
+        local z = mask_of(5, B, L, S, p, causal, dt)
+        -- kept weights carry 1/(1-p), dropped ones 0
+        local kept = z:ne(0)
+        assert.is_true((z:masked_fill(kept:logical_not(), 1 / (1 - p)) - 1 / (1 - p)):abs():max():item() < 1e-5)
+        lt.manual_seed(1)
+        local q, k, v = lt.randn(B, L, 16, { dtype = dt }), lt.randn(B, S, 16, { dtype = dt }),
+            lt.randn(B, S, 24, { dtype = dt })
+        lt.manual_seed(5)
+        local o = F.scaled_dot_product_attention(q, k, v, { dropout_p = p, is_causal = causal })
+        local scores = q:double():matmul(k:double():transpose(2, 3)) / 4
+        if causal then scores = scores:masked_fill(lt.ones(L, S, { dtype = "bool" }):triu(1), -math.huge) end
+        local want = (scores:softmax(-1) * z:double()):matmul(v:double())
+        local tol = dt == "float64" and 1e-12 or 2e-6
+        assert.is_true((o:double() - want):abs():max():item() < tol * want:abs():max():item(),
+          dt .. (causal and " causal" or ""))
+      end
+    end
+  end)
+
+  it("keeps about 1 - p of the weights, draws one seed per call, and p = 1 drops them all", function()
+    local z = mask_of(3, 2, 70, 130, 0.3, false, "float32")
+    local kept = z:ne(0):double():mean():item()
+    -- 18200 weights: the kept fraction's deviation is 0.0034
+    assert.is_true(math.abs(kept - 0.7) < 0.02, "kept " .. kept)
+    local other = mask_of(4, 2, 70, 130, 0.3, false, "float32")
+    assert.is_true(other:ne(z):any():item())
+    local q, k, v = lt.randn(2, 5, 4, { requires_grad = true }), lt.randn(2, 5, 4), lt.randn(2, 5, 4)
+    local all = F.scaled_dot_product_attention(q, k, v, { dropout_p = 1 })
+    assert.are.equal(0, all:abs():max():item())
+    all:sum():backward()
+    assert.are.equal(0, q.grad:abs():max():item())
+    -- a generator of its own: the same seed, the same mask; the context's stream is untouched
     local g1, g2 = lt.Generator(), lt.Generator()
     g1:manual_seed(11)
     g2:manual_seed(11)
+    lt.manual_seed(2)
+    local before = lt.rand(1):item()
+    lt.manual_seed(2)
     local a = F.scaled_dot_product_attention(q, k, v, { dropout_p = 0.5, generator = g1 })
     local b = F.scaled_dot_product_attention(q, k, v, { dropout_p = 0.5, generator = g2 })
     assert.are.same(a:tolist(), b:tolist())
-    local full = F.scaled_dot_product_attention(q, k, v)
-    assert.are_not.same(a:tolist(), full:tolist())
+    assert.are.equal(before, lt.rand(1):item())
+    assert.are_not.same(a:tolist(), F.scaled_dot_product_attention(q, k, v):tolist())
+  end)
+
+  it("has the gradient of its forward with dropout (the backward redraws the mask)", function()
+    local saved = lt.get_num_threads()
+    for _, nt in ipairs { 1, 2 } do   -- 2: one batch entry, so the backward splits into blocks
+      lt.set_num_threads(nt)
+      for _, c in ipairs { { 2, 9, 11, false }, { 1, 70, 67, true } } do
+        local B, L, S, causal = c[1], c[2], c[3], c[4]
+        local function f(q_, k_, v_)
+          lt.manual_seed(9)
+          return F.scaled_dot_product_attention(q_, k_, v_, { dropout_p = 0.4, is_causal = causal })
+        end
+        local q = lt.randn(B, L, 3, { dtype = "float64", requires_grad = true })
+        local k = lt.randn(B, S, 3, { dtype = "float64", requires_grad = true })
+        local v = lt.randn(B, S, 2, { dtype = "float64", requires_grad = true })
+        assert.is_true(lt.autograd.gradcheck(f, { q, k, v }), string.format("%d x %d at %d", L, S, nt))
+      end
+    end
+    lt.set_num_threads(saved)
+  end)
+
+  it("gives the same bits with dropout at 1 and 2 threads", function()
+    local saved = lt.get_num_threads()
+    lt.manual_seed(6)
+    local q, k, v = lt.randn(1, 3, 150, 32), lt.randn(1, 3, 150, 32), lt.randn(1, 3, 150, 32)
+    local res = {}
+    for _, nt in ipairs { 1, 2 } do
+      lt.set_num_threads(nt)
+      local qq = q:clone():requires_grad_()
+      lt.manual_seed(7)
+      local o = F.scaled_dot_product_attention(qq, k, v, { dropout_p = 0.2, is_causal = true })
+      o:sum():backward()
+      res[nt] = { o, qq.grad }
+    end
+    lt.set_num_threads(saved)
+    assert.are.equal(0, (res[1][1] - res[2][1]):abs():max():item())
+    assert.are.equal(0, (res[1][2] - res[2][2]):abs():max():item())
   end)
 end)
 

@@ -3,12 +3,14 @@
 ** lt_scaled_dot_product_attention, and its backward (ScaledDotProductAttentionBackward0). The
 ** arguments are checked here and the operands viewed over one broadcast batch shape; the
 ** device's `sdpa` and `sdpa_backward` kernels (cpu/attention.c) compute. The forward saves each
-** row's log-sum-exp, not the weights: the backward recomputes them block by block.
+** row's log-sum-exp, not the weights: the backward recomputes them block by block, and with
+** dropout the same mask from the seed the forward drew.
 */
 #include <limits.h>
 #include <math.h>
 
 #include "backend.h"
+#include "generator.h"
 
 #define OP "scaled_dot_product_attention"
 
@@ -192,12 +194,16 @@ static const ltG_node_type sdpa_type = {"ScaledDotProductAttentionBackward0", sd
 
 int lt_scaled_dot_product_attention(lt_ctx *ctx, lt_tensor **out, lt_tensor *q, lt_tensor *k,
                                     lt_tensor *v, lt_tensor *attn_mask, bool is_causal,
-                                    const double *scale) {
+                                    const double *scale, double dropout_p, lt_generator *gen) {
   lt_tensor *in[SDPA_NIN] = {q, k, v};
   if (check_operands(ctx, in)) return -1;
+  if (!(dropout_p >= 0 && dropout_p <= 1))
+    return ltB_fail(ctx, "%s: dropout_p must be in [0, 1], got %g", OP, dropout_p);
   ltK_sdpa_geom g = {.L = q->size[q->ndim - 2], .S = k->size[k->ndim - 2],
                      .E = q->size[q->ndim - 1], .Ev = v->size[v->ndim - 1],
-                     .causal = is_causal};
+                     .causal = is_causal, .dropout_p = dropout_p};
+  /* one draw per call: the mask's seed (the kernels hash it with each weight's index) */
+  if (dropout_p > 0) g.seed = ltB_next_u64(gen ? gen : ctx->gen);
   g.scale = scale ? *scale : 1.0 / sqrt((double)g.E);
   if (batch_shape(ctx, in, &g)) return -1;
   if (attn_mask && check_mask(ctx, attn_mask, q, &g, is_causal)) return -1;

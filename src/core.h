@@ -244,6 +244,10 @@ typedef struct ltK_sdpa_geom {
   int64_t L, S, E, Ev;
   double scale;
   bool causal;
+  /* dropout of the weights: weight (b, i, j) is kept, scaled by 1/(1-p), when a hash of seed
+  ** and its index ((b * L + i) * S + j) falls at or above p; the backward recomputes the same */
+  double dropout_p;
+  uint64_t seed;
 } ltK_sdpa_geom;
 
 /* -- dropout, losses, random fills, optimiser steps: the arguments their kernels get. */

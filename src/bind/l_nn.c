@@ -33,9 +33,9 @@
 **                                                       (negative padding_idx: from the end)
 **   lt.dropout(x, p=0.5, training=true, {generator=})   -- returns x itself when not training
 **                                                         or p == 0
-**   lt.scaled_dot_product_attention(q, k, v, attn_mask_or_nil, is_causal=false, scale=nil)
-**       -- fused; no dropout (F.scaled_dot_product_attention composes that); nil scale:
-**          1/sqrt(E)
+**   lt.scaled_dot_product_attention(q, k, v, attn_mask_or_nil, is_causal=false, scale=nil,
+**                                   dropout_p=0, {generator=})
+**       -- fused, dropout included; nil scale: 1/sqrt(E)
 **   lt.cross_entropy(logits, target, {weight=, ignore_index=-100, reduction="mean",
 **                    label_smoothing=0})   -- fused log_softmax + nll_loss; int64 target of
 **                                             1-based class indices
@@ -438,8 +438,13 @@ static int l_sdpa(lua_State *L) {
   double scale = 0;
   bool has_scale = !lua_isnoneornil(L, 6);
   if (has_scale) scale = luaL_checknumber(L, 6);
+  double p = luaL_optnumber(L, 7, 0.0);
+  static const char *const known[] = {"generator", NULL};
+  check_opts(L, 8, "scaled_dot_product_attention");
+  ltL_checkopts(L, 8, "scaled_dot_product_attention", known);
+  lt_generator *g = ltL_optgen_field(L, 8);
   LTL_TRY(L, ctx, lt_scaled_dot_product_attention(ctx, &r, q, k, v, mask, causal,
-                                                  has_scale ? &scale : NULL));
+                                                  has_scale ? &scale : NULL, p, g));
   ltL_push(L, r);
   return 1;
 }

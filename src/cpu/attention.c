@@ -11,6 +11,9 @@
 ** Backward, per batch entry: D = rowsum(dO * O); for each key block and each query block that
 ** can see it, P = exp(T - lse) is recomputed from the tile and
 **   dV += P^T dO,   dP = dO V^T,   dS = P (dP - D),   dQ += scale dS K,   dK += scale dS^T Q.
+** Dropout multiplies each weight by Z (0, or 1/(1-p) where kept) after the row sums: the forward
+** adds (P Z) V, and the backward takes dV += (P Z)^T dO and dS = P (dP Z - D), D being the same
+** rowsum(dO * O) of the dropped output. Z is drawn from a counter, never stored (see dropout).
 **
 ** Accuracy: the tiles' GEMMs are the composed form's products, blocked; the exponentials are
 ** vmath.h's (1.1 ulp); each row's sum is kept in double across blocks. Measured against the
@@ -262,6 +265,58 @@ static tile_kernels tile_kernels_for_isa(void) {
   return (tile_kernels){.fwd = fwd_sse4, .bwd_p = bwd_p_sse4, .bwd_ds = bwd_ds_sse4};
 }
 
+/* ================================================================ dropout
+** Counter-based: the keep decision of weight (b, i, j) is splitmix64's output for the counter
+** (b * L + i) * S + j from the seed, so forward and backward, every thread and block order,
+** draw the same mask without storing it. */
+
+AT_INLINE uint64_t drop_hash(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + (n + 1) * 0x9e3779b97f4a7c15u;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+/* 1/(1-p) for a kept weight, 0 for a dropped one: kept when the hash's top 53 bits, as a
+** uniform in [0, 1), are >= p (never, for p = 1) */
+static double drop_scale(const ltK_sdpa_geom *g, int64_t b, int64_t i, int64_t j) {
+  uint64_t n = ((uint64_t)b * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S + (uint64_t)j;
+  double u = (double)(drop_hash(g->seed, n) >> 11) * 0x1.0p-53;
+  return u >= g->dropout_p ? 1.0 / (1.0 - g->dropout_p) : 0.0;
+}
+
+/* The forward's weights tile t of batch entry b times the dropout scales. */
+static void drop_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos p, char *t) {
+  for (int64_t r = 0; r < p.nr; r++)
+    for (int64_t c = 0; c < p.nc; c++) {
+      double z = drop_scale(g, b, p.i0 + r, p.j0 + c);
+      if (dt == LT_FLOAT32)
+        ((float *)t)[r * BC + c] *= (float)z;
+      else
+        ((double *)t)[r * BC + c] *= z;
+    }
+}
+
+/* Backward with dropout, from P (in p) and dO V^T (in dp): dS = P (dP Z - D) into dp, and P Z
+** (what the forward multiplied V by) into p. */
+static void drop_bwd_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos t, char *p,
+                          char *dp, const char *d) {
+  for (int64_t r = 0; r < t.nr; r++)
+    for (int64_t c = 0; c < t.nc; c++) {
+      double z = drop_scale(g, b, t.i0 + r, t.j0 + c);
+      int64_t k = r * BC + c;
+      if (dt == LT_FLOAT32) {
+        float *pp = (float *)p, *dd = (float *)dp, dr = ((const float *)d)[t.i0 + r];
+        dd[k] = pp[k] * (dd[k] * (float)z - dr);
+        pp[k] *= (float)z;
+      } else {
+        double *pp = (double *)p, *dd = (double *)dp, dr = ((const double *)d)[t.i0 + r];
+        dd[k] = pp[k] * (dd[k] * z - dr);
+        pp[k] *= z;
+      }
+    }
+}
+
 /* ================================================================ drivers */
 
 typedef struct sdpa_job {
@@ -336,6 +391,7 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
     else
       fwd_tile_f64((double *)s, nr, p.nc, causal_lim0(g, p), (double *)m, l, (double *)o, ev,
                    ev);
+    if (g->dropout_p > 0) drop_tile(g, j->dt, b, p, s);
     gemm(j->dt, false, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, 1.0, o, ev);
   }
   /* l = 0 (no key took part) makes the row NaN, as the composed form's softmax; with no keys
@@ -400,6 +456,7 @@ typedef struct bwd_mats {
   mat Q, K, V, dO, dQ, dK, dV;
   const char *mk, *lse;
   int64_t ms_r, ms_c;
+  int64_t b;   /* the batch entry */
 } bwd_mats;
 
 static bwd_mats bwd_mats_of(const sdpa_job *j, int64_t b) {
@@ -413,6 +470,7 @@ static bwd_mats bwd_mats_of(const sdpa_job *j, int64_t b) {
       .dK = {(char *)lt_data(j->dk) + (size_t)(b * S * E) * es, E > 1 ? E : 1},
       .dV = {(char *)lt_data(j->dv) + (size_t)(b * S * ev) * es, ev > 1 ? ev : 1},
       .lse = (const char *)lt_data(j->lse) + (size_t)(b * L) * es,
+      .b = b,
   };
   m.mk = mask_at(j, b, &m.ms_r, &m.ms_c);
   return m;
@@ -440,15 +498,22 @@ static void bwd_tile(const sdpa_job *j, const bwd_mats *m, tile_pos t, const cha
     j->tk.bwd_p((float *)p, t.nr, nc, causal_lim0(g, t), (const float *)m->lse + i0);
   else
     bwd_p_f64((double *)p, t.nr, nc, causal_lim0(g, t), (const double *)m->lse + i0);
-  if (want & GRAD_KV)
+  bool drop = g->dropout_p > 0;
+  if ((want & GRAD_KV) && !drop)
     gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
          row_at(&m->dV, j0, es), m->dV.ld);
   gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&m->dO, i0, es), m->dO.ld,
        row_at(&m->V, j0, es), m->V.ld, 0.0, dp, BC);
-  if (j->dt == LT_FLOAT32)
+  if (drop) {   /* dS, and P Z for dV (the weights that multiplied V) */
+    drop_bwd_tile(g, j->dt, m->b, t, p, dp, d);
+    if (want & GRAD_KV)
+      gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
+           row_at(&m->dV, j0, es), m->dV.ld);
+  } else if (j->dt == LT_FLOAT32) {
     j->tk.bwd_ds((float *)dp, (const float *)p, t.nr, nc, (const float *)d + i0);
-  else
+  } else {
     bwd_ds_f64((double *)dp, (const double *)p, t.nr, nc, (const double *)d + i0);
+  }
   if (want & GRAD_Q)
     gemm(j->dt, false, false, t.nr, E, nc, g->scale, dp, BC, row_at(&m->K, j0, es), m->K.ld,
          1.0, row_at(&m->dQ, i0, es), m->dQ.ld);

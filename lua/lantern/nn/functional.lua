@@ -899,10 +899,12 @@ end
 -- q's dtype) is added to the scores. `is_causal` keeps key j <= query i and excludes
 -- `attn_mask`, as in PyTorch 2. One fused op in C: keys and queries go in blocks with an
 -- online softmax, so the `(L, S)` weights are never stored (backward recomputes them); a
--- query row with no key taking part gives NaN, as the composed formula. With `dropout_p > 0`
--- (applied to the weights whenever given, as PyTorch's function does), or a float `attn_mask`
--- that requires grad while grad mode is on (the fused op gives the mask no gradient), it runs
--- that composed formula instead.
+-- query row with no key taking part gives NaN, as the composed formula. `dropout_p` drops
+-- weights whenever given (as PyTorch's function does), kept ones scaled by `1/(1-p)`, inside
+-- the fused op: the mask comes from one 64-bit draw of the generator hashed with each weight's
+-- index, so it is never stored either (its stream differs from `F.dropout`'s). A float
+-- `attn_mask` that requires grad while grad mode is on runs the composed formula instead (the
+-- fused op gives the mask no gradient).
 -- @tparam Tensor q `(*, L, E)`
 -- @tparam Tensor k `(*, S, E)`
 -- @tparam Tensor v `(*, S, Ev)`
@@ -924,8 +926,9 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   end
   -- the fused op gives a float mask no gradient; the composed formula does, as PyTorch's
   local mask_grad = is_tensor(m) and m.dtype ~= "bool" and m.requires_grad and lt.is_grad_enabled()
-  if p == 0 and not mask_grad then
-    return lt.scaled_dot_product_attention(q, k, v, m, opts.is_causal, opts.scale)
+  if not mask_grad then
+    return lt.scaled_dot_product_attention(q, k, v, m, opts.is_causal, opts.scale, p,
+      opts.generator and { generator = opts.generator } or nil)
   end
   check_sdpa_operands(q, k, v, m)
   local d = q:size(q:dim())
