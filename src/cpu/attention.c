@@ -277,44 +277,64 @@ AT_INLINE uint64_t drop_hash(uint64_t seed, uint64_t n) {
   return z ^ (z >> 31);
 }
 
-/* 1/(1-p) for a kept weight, 0 for a dropped one: kept when the hash's top 53 bits, as a
-** uniform in [0, 1), are >= p (never, for p = 1) */
-static double drop_scale(const ltK_sdpa_geom *g, int64_t b, int64_t i, int64_t j) {
-  uint64_t n = ((uint64_t)b * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S + (uint64_t)j;
-  double u = (double)(drop_hash(g->seed, n) >> 11) * 0x1.0p-53;
-  return u >= g->dropout_p ? 1.0 / (1.0 - g->dropout_p) : 0.0;
+/* A row's dropout: weight (b, i, j0 + c) is kept, scaled by `keep`, when the top 53 bits of
+** its hash, as a uniform in [0, 1), are >= p; for an integer that is the same as >= ceil(p 2^53)
+** (never, for p = 1). */
+typedef struct drop_row {
+  uint64_t seed, n0, thresh;
+  double keep;
+} drop_row;
+
+static drop_row drop_row_at(const ltK_sdpa_geom *g, int64_t b, int64_t i, int64_t j0) {
+  return (drop_row){.seed = g->seed,
+                    .n0 = ((uint64_t)b * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S +
+                          (uint64_t)j0,
+                    .thresh = (uint64_t)ceil(g->dropout_p * 0x1.0p53),
+                    .keep = g->dropout_p < 1 ? 1.0 / (1.0 - g->dropout_p) : 0.0};
+}
+
+AT_INLINE double drop_scale(const drop_row *d, int64_t c) {
+  return (drop_hash(d->seed, d->n0 + (uint64_t)c) >> 11) >= d->thresh ? d->keep : 0.0;
 }
 
 /* The forward's weights tile t of batch entry b times the dropout scales. */
 static void drop_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos p, char *t) {
-  for (int64_t r = 0; r < p.nr; r++)
-    for (int64_t c = 0; c < p.nc; c++) {
-      double z = drop_scale(g, b, p.i0 + r, p.j0 + c);
-      if (dt == LT_FLOAT32)
-        ((float *)t)[r * BC + c] *= (float)z;
-      else
-        ((double *)t)[r * BC + c] *= z;
+  for (int64_t r = 0; r < p.nr; r++) {
+    drop_row d = drop_row_at(g, b, p.i0 + r, p.j0);
+    if (dt == LT_FLOAT32) {
+      float *row = (float *)t + r * BC;
+      for (int64_t c = 0; c < p.nc; c++) row[c] *= (float)drop_scale(&d, c);
+    } else {
+      double *row = (double *)t + r * BC;
+      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_scale(&d, c);
     }
+  }
 }
 
 /* Backward with dropout, from P (in p) and dO V^T (in dp): dS = P (dP Z - D) into dp, and P Z
 ** (what the forward multiplied V by) into p. */
 static void drop_bwd_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos t, char *p,
                           char *dp, const char *d) {
-  for (int64_t r = 0; r < t.nr; r++)
-    for (int64_t c = 0; c < t.nc; c++) {
-      double z = drop_scale(g, b, t.i0 + r, t.j0 + c);
-      int64_t k = r * BC + c;
-      if (dt == LT_FLOAT32) {
-        float *pp = (float *)p, *dd = (float *)dp, dr = ((const float *)d)[t.i0 + r];
-        dd[k] = pp[k] * (dd[k] * (float)z - dr);
-        pp[k] *= (float)z;
-      } else {
-        double *pp = (double *)p, *dd = (double *)dp, dr = ((const double *)d)[t.i0 + r];
-        dd[k] = pp[k] * (dd[k] * z - dr);
-        pp[k] *= z;
+  for (int64_t r = 0; r < t.nr; r++) {
+    drop_row dr = drop_row_at(g, b, t.i0 + r, t.j0);
+    if (dt == LT_FLOAT32) {
+      float *pp = (float *)p + r * BC, *dd = (float *)dp + r * BC;
+      float rd = ((const float *)d)[t.i0 + r];
+      for (int64_t c = 0; c < t.nc; c++) {
+        float z = (float)drop_scale(&dr, c);
+        dd[c] = pp[c] * (dd[c] * z - rd);
+        pp[c] *= z;
+      }
+    } else {
+      double *pp = (double *)p + r * BC, *dd = (double *)dp + r * BC;
+      double rd = ((const double *)d)[t.i0 + r];
+      for (int64_t c = 0; c < t.nc; c++) {
+        double z = drop_scale(&dr, c);
+        dd[c] = pp[c] * (dd[c] * z - rd);
+        pp[c] *= z;
       }
     }
+  }
 }
 
 /* ================================================================ drivers */
