@@ -296,6 +296,35 @@ describe("nn kernels layouts", function()
     lt.set_num_threads(old)
   end)
 
+  it("avg_pool2d's 2x2 path gives the generic loops' bits, forward and backward", function()
+    -- divisor_override = 4 divides by the same 4 but takes the generic window loops
+    local inf, nan = 1 / 0, 0 / 0
+    for _, dt in ipairs { "float32", "float64" } do
+      for _, shape in ipairs { { 2, 3, 8, 8 }, { 1, 2, 7, 9 }, { 3, 1, 2, 2 } } do
+        local x = lt.randn(table.unpack(shape)):to(dt) * 3
+        x[1][1][1][1], x[1][1][1][2], x[1][1][2][1] = -0.0, inf, nan
+        local g = lt.randn(shape[1], shape[2], shape[3] // 2, shape[4] // 2):to(dt)
+        g[1][1][1][1] = -0.0
+        local res = {}
+        for i, o in ipairs { { kernel_size = 2 }, { kernel_size = 2, divisor_override = 4 } } do
+          local xi = x:clone():requires_grad_()
+          local y = lt.avg_pool2d(xi, o)
+          y:backward(g)
+          res[i] = { y, xi.grad }
+        end
+        for k = 1, 2 do
+          local a, b = res[1][k]:reshape(-1):tolist(), res[2][k]:reshape(-1):tolist()
+          for e = 1, #a do
+            local same = string.format("%a", a[e]) == string.format("%a", b[e]) or
+                (a[e] ~= a[e] and b[e] ~= b[e])
+            assert.is_true(same, string.format("%s %s %s element %d: %s vs %s", dt,
+              table.concat(shape, "x"), k == 1 and "forward" or "backward", e, a[e], b[e]))
+          end
+        end
+      end
+    end
+  end)
+
   it("a gradient that is an expanded view (from sum) works", function()
     local x = lt.randn(2, 2, 4, 4):requires_grad_(true)
     lt.max_pool2d(x, 2):sum():backward()

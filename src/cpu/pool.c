@@ -353,6 +353,41 @@ DEF_AVG_BWD(avgpool_bwd_f64, f64, double, false)
 DEF_AVG_BWD(adavg_bwd_f32, f32, float, true)
 DEF_AVG_BWD(adavg_bwd_f64, f64, double, true)
 
+/* 2x2 windows, stride 2, no padding, inside the input: the generic loops' sums in their order
+** (row by row from 0) and divisor 4, without the window bookkeeping per output. */
+#define DEF_AVG2X2(NAME, T)                                                                    \
+  static inline void NAME##_fwd_plane(const ltK_pool_geom *g, const T *in, T *out, int64_t *ix) { \
+    (void)ix;                                                                                  \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      const T *r0 = in + 2 * oh * g->W, *r1 = r0 + g->W;                                       \
+      T *o = out + oh * g->OW;                                                                 \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        T s = 0;                                                                               \
+        s += r0[2 * ow];                                                                       \
+        s += r0[2 * ow + 1];                                                                   \
+        s += r1[2 * ow];                                                                       \
+        s += r1[2 * ow + 1];                                                                   \
+        o[ow] = s / (T)4;                                                                      \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME##_fwd, T, NAME##_fwd_plane, true)                                            \
+  static inline void NAME##_bwd_plane(const ltK_pool_geom *g, const T *dy, T *dx, int64_t *ix) { \
+    (void)ix;                                                                                  \
+    if (2 * g->OH < g->H || 2 * g->OW < g->W)   /* rows or columns no window covers */         \
+      memset(dx, 0, (size_t)(g->H * g->W) * sizeof(T));                                       \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                   \
+      T *r0 = dx + 2 * oh * g->W, *r1 = r0 + g->W;                                             \
+      const T *d = dy + oh * g->OW;                                                            \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                 \
+        T v = (T)0 + d[ow] / (T)4;   /* as 0 += v: -0 becomes +0 */                            \
+        r0[2 * ow] = r0[2 * ow + 1] = r1[2 * ow] = r1[2 * ow + 1] = v;                         \
+      }                                                                                        \
+    }                                                                                          \
+  }                                                                                            \
+  DEF_PLANES(NAME##_bwd, T, NAME##_bwd_plane, false)
+DEF_AVG2X2(avg2x2_f32, float)
+DEF_AVG2X2(avg2x2_f64, double)
 
 /* ------------------------------------------------------------ entries */
 
@@ -361,6 +396,9 @@ static bool is_max2x2(const ltK_pool_geom *g) {
   return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
          g->dh == 1 && g->dw == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
 }
+
+/* The same windows for avg pool, with the divisor the window's size (no override). */
+static bool is_avg2x2(const ltK_pool_geom *g) { return is_max2x2(g) && g->divisor == 0; }
 
 void ltC_pool(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
               const lt_tensor *x) {
@@ -375,8 +413,11 @@ void ltC_pool(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *y, lt_tensor *idx,
                    &j);
       break;
     case LT_POOL_AVG:
-      run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? avgpool_fwd_f32 : avgpool_fwd_f64,
-                 &j);
+      if (is_avg2x2(g))
+        run_planes(ctx, g, g->OH * g->OW * 4, f ? avg2x2_f32_fwd : avg2x2_f64_fwd, &j);
+      else
+        run_planes(ctx, g, g->OH * g->OW * g->kh * g->kw, f ? avgpool_fwd_f32 : avgpool_fwd_f64,
+                   &j);
       break;
     case LT_POOL_ADAPTIVE_AVG:
       run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? adavg_fwd_f32 : adavg_fwd_f64, &j);
@@ -402,8 +443,11 @@ void ltC_pool_backward(lt_ctx *ctx, const ltK_pool_geom *g, lt_tensor *dx, const
       run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? index_bwd_f32 : index_bwd_f64, &j);
       break;
     case LT_POOL_AVG:
-      run_planes(ctx, g, g->H * g->W + g->OH * g->OW * g->kh * g->kw,
-                 f ? avgpool_bwd_f32 : avgpool_bwd_f64, &j);
+      if (is_avg2x2(g))
+        run_planes(ctx, g, g->H * g->W + g->OH * g->OW, f ? avg2x2_f32_bwd : avg2x2_f64_bwd, &j);
+      else
+        run_planes(ctx, g, g->H * g->W + g->OH * g->OW * g->kh * g->kw,
+                   f ? avgpool_bwd_f32 : avgpool_bwd_f64, &j);
       break;
     case LT_POOL_ADAPTIVE_AVG:
       run_planes(ctx, g, 2 * g->H * g->W + g->OH * g->OW, f ? adavg_bwd_f32 : adavg_bwd_f64, &j);
