@@ -24,7 +24,7 @@ describe("two lua_States in two threads", function()
 end)
 
 describe("the worker pool", function()
-  it("runs every part of every job once when jobs change their part count", function()
+  it("runs every element of every job once when jobs change their size and thread count", function()
     local exe = cc.build("spec/c/pool_parts.c", "-pthread")
     local out, err, code = cc.run(exe, { cc.sanitized() and 5000 or 20000 })
     os.remove(exe)

@@ -1,9 +1,15 @@
 /*
 ** parallel.c -- the worker pool behind ltB_parallel_for.
 **
+** A job is cut into chunks (a few per thread) that the caller and the workers take one at a
+** time from a shared counter: the caller starts at once, and a worker that wakes late (a
+** sleeping worker takes tens of microseconds to wake on a VM) finds less left rather than
+** holding the caller up for a whole share. Which thread runs a chunk never matters: kernels
+** write each element from one chunk, and their results do not depend on where chunks end.
+**
 ** Workers poll for SPIN_NS after a job and then sleep on a condition variable, so an idle worker
-** never takes a core from OpenBLAS or from the caller's serial work. (OpenMP's default spin-wait
-** did exactly that here: a 2-thread training step took twice as long.)
+** never takes a core from the caller's serial work. (OpenMP's default spin-wait did exactly that
+** here: a 2-thread training step took twice as long.)
 ** One caller uses the pool at a time; a second caller that finds it busy (another lua_State in
 ** another thread) runs its loop inline instead of waiting.
 */
@@ -19,28 +25,51 @@
 ** CPU. Bounded by the clock rather than a count of pauses, as one pause takes ~10 cycles on some
 ** cores and ~140 on others. */
 #define SPIN_NS 30000
+/* Chunks per thread taking part: enough that a late worker costs the caller little, few enough
+** that a chunk is still a good run of work. */
+#define CHUNKS_PER_THREAD 4
 
 static pthread_mutex_t owner = PTHREAD_MUTEX_INITIALIZER;   /* held by the pool's user */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
 static int nworkers;                 /* started so far (grows, never shrinks) */
-/* bumped once per job, with the job's part count in the low 8 bits: a worker must learn
-** whether it takes part from the same load that starts the job, because a worker that takes no
-** part is not waited for and could otherwise read job.parts while the next job is written */
+/* bumped once per job, with the number of workers called in the low 8 bits */
 static _Atomic uint64_t generation;
-#define GEN_PARTS(g) ((int)((g) & 0xff))
-static _Atomic int remaining;        /* parts of the current job not finished */
+#define GEN_WORKERS(g) ((int)((g) & 0xff))
+/* The current job's chunk counter: job number, chunk count and the next chunk to take, in one
+** word, so that a worker that arrives after its job ended (it was called for that one) can tell
+** from the word alone that it must not take anything, and a chunk is taken by one successful
+** compare-and-swap on it. */
+#define CH_BITS 20
+#define CH_MASK ((UINT64_C(1) << CH_BITS) - 1)
+#define CH_WORD(id, k, c) ((uint64_t)(id) << (2 * CH_BITS) | (uint64_t)(k) << CH_BITS | (uint64_t)(c))
+static _Atomic uint64_t next_chunk;
+static uint64_t job_id;              /* the caller's count of jobs (it holds `owner`) */
+static _Atomic int64_t remaining;    /* chunks of the current job not finished */
 static struct {
   ltK_range_fn fn;
   void *ud;
   int64_t n;
-  int parts;
 } job;
 
-static void run_part(int part) {
-  int64_t chunk = (job.n + job.parts - 1) / job.parts;
-  int64_t b = part * chunk, e = b + chunk < job.n ? b + chunk : job.n;
-  if (b < e) job.fn(b, e, job.ud);
+/* Takes and runs chunks of the current job until none is left. job.fn, ud and n are read only
+** after a chunk was taken: the caller wrote them before it published the counter, and cannot
+** write the next job's until that chunk is finished. */
+static void run_chunks(void) {
+  uint64_t w = atomic_load(&next_chunk);
+  for (;;) {
+    int64_t k = (int64_t)(w >> CH_BITS & CH_MASK), c = (int64_t)(w & CH_MASK);
+    if (c >= k) return;
+    if (!atomic_compare_exchange_weak(&next_chunk, &w, w + 1)) continue;   /* w reloaded */
+    int64_t b = job.n * c / k, e = job.n * (c + 1) / k;
+    if (b < e) job.fn(b, e, job.ud);
+    if (atomic_fetch_sub(&remaining, 1) == 1) {
+      pthread_mutex_lock(&lock);
+      pthread_cond_signal(&done);
+      pthread_mutex_unlock(&lock);
+    }
+    w = atomic_load(&next_chunk);
+  }
 }
 
 static void cpu_relax(void) {
@@ -88,7 +117,7 @@ static bool spin_for_parts(void) {
 }
 
 static void *worker(void *arg) {
-  int id = (int)(intptr_t)arg;   /* parts 1..; the caller runs part 0 */
+  int id = (int)(intptr_t)arg;   /* 1..: called when id <= the job's worker count */
   uint64_t seen = 0;
   for (;;) {
     uint64_t g;
@@ -98,14 +127,7 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&lock);
     }
     seen = g;
-    if (id < GEN_PARTS(g)) {
-      run_part(id);
-      if (atomic_fetch_sub(&remaining, 1) == 1) {
-        pthread_mutex_lock(&lock);
-        pthread_cond_signal(&done);
-        pthread_mutex_unlock(&lock);
-      }
-    }
+    if (id <= GEN_WORKERS(g)) run_chunks();
   }
   return NULL;
 }
@@ -143,16 +165,19 @@ void ltB_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, ltK_range_fn fn, vo
     fn(0, n, ud);
     return;
   }
+  int64_t chunks = (int64_t)nt * CHUNKS_PER_THREAD;
+  if (chunks > maxt) chunks = maxt;
   job.fn = fn;
   job.ud = ud;
   job.n = n;
-  job.parts = nt;
-  atomic_store(&remaining, nt - 1);
+  atomic_store(&remaining, chunks);
+  job_id = (job_id + 1) & ((UINT64_C(1) << (64 - 2 * CH_BITS)) - 1);
+  atomic_store(&next_chunk, CH_WORD(job_id, chunks, 0));
   pthread_mutex_lock(&lock);
-  atomic_store(&generation, ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)nt);
+  atomic_store(&generation, ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)(nt - 1));
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  run_part(0);
+  run_chunks();
   if (!spin_for_parts()) {
     pthread_mutex_lock(&lock);
     while (atomic_load(&remaining) > 0) pthread_cond_wait(&done, &lock);

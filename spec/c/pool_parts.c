@@ -1,9 +1,10 @@
 /*
-** pool_parts.c -- the worker pool runs every part of every job exactly once.
+** pool_parts.c -- the worker pool runs every element of every job exactly once.
 **
-** Jobs alternate between 2 and 4 parts, so between two jobs a worker that takes no part in one
-** wakes while the next is being published. Each part counts its index; any count other than 1
-** (a part run twice, or skipped because the caller stopped waiting early) fails.
+** Jobs alternate between 2 and 4 threads and change their size (so their chunk count) every
+** time, so a worker that wakes late for one job meets the next being published, with more or
+** fewer chunks. Each element counts its index; any count other than 1 (a chunk run twice, or
+** skipped because the caller stopped waiting early) fails.
 ** Prints "ok" and exits 0 on success.
 **
 ** Usage: pool_parts [iterations]
@@ -14,7 +15,8 @@
 
 #include "../../src/core.h"
 
-static _Atomic long hits[4];
+#define MAXN 64
+static _Atomic long hits[MAXN];
 
 static void body(int64_t b, int64_t e, void *ud) {
   (void)ud;
@@ -27,12 +29,14 @@ int main(int argc, char **argv) {
   if (!ctx) return 2;
   for (int it = 0; it < iters; it++) {
     int nt = it & 1 ? 4 : 2;
+    int n = 1 + (it * 7) % MAXN;
     lt_set_num_threads(ctx, nt);
-    for (int i = 0; i < nt; i++) hits[i] = 0;
-    ltB_parallel_for(ctx, nt, 1, body, NULL);
-    for (int i = 0; i < nt; i++) {
+    for (int i = 0; i < n; i++) hits[i] = 0;
+    ltB_parallel_for(ctx, n, 1, body, NULL);
+    for (int i = 0; i < n; i++) {
       if (hits[i] != 1) {
-        printf("job %d: part %d ran %ld times\n", it, i, (long)hits[i]);
+        printf("job %d (%d elements, %d threads): element %d ran %ld times\n", it, n, nt, i,
+               (long)hits[i]);
         return 1;
       }
     }
