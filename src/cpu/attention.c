@@ -13,7 +13,8 @@
 **   dV += P^T dO,   dP = dO V^T,   dS = P (dP - D),   dQ += scale dS K,   dK += scale dS^T Q.
 ** Dropout multiplies each weight by Z (0, or 1/(1-p) where kept) after the row sums: the forward
 ** adds (P Z) V, and the backward takes dV += (P Z)^T dO and dS = P (dP Z - D), D being the same
-** rowsum(dO * O) of the dropped output. Z is drawn from a counter, never stored (see dropout).
+** rowsum(dO * O) of the dropped output. Z is a hash of the seed and the weight's place, never
+** stored (see dropout).
 **
 ** Accuracy: the tiles' GEMMs are the composed form's products, blocked; the exponentials are
 ** vmath.h's (1.1 ulp); each row's sum is kept in double across blocks. Measured against the
@@ -266,9 +267,11 @@ static tile_kernels tile_kernels_for_isa(void) {
 }
 
 /* ================================================================ dropout
-** Counter-based: the keep decision of weight (b, i, j) is splitmix64's output for the counter
-** (b * L + i) * S + j from the seed, so forward and backward, every thread and block order,
-** draw the same mask without storing it. */
+** Counter-based, so forward and backward, every thread and block order, draw the same mask
+** without storing it: row (b, i) gets a 32-bit key, splitmix64's output for the counter
+** b * L + i from the seed, and weight j of the row is kept when murmur3's 32-bit finalizer of
+** key + j * 0x9e3779b9 (a bijection of j) is >= ceil(p 2^32). 32-bit, so that the loops
+** vectorise on every level. */
 
 AT_INLINE uint64_t drop_hash(uint64_t seed, uint64_t n) {
   uint64_t z = seed + (n + 1) * 0x9e3779b97f4a7c15u;
@@ -277,36 +280,45 @@ AT_INLINE uint64_t drop_hash(uint64_t seed, uint64_t n) {
   return z ^ (z >> 31);
 }
 
-/* A row's dropout: weight (b, i, j0 + c) is kept, scaled by `keep`, when the top 53 bits of
-** its hash, as a uniform in [0, 1), are >= p; for an integer that is the same as >= ceil(p 2^53)
-** (never, for p = 1). */
+AT_INLINE uint32_t drop_mix(uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  return h ^ (h >> 16);
+}
+
+/* A row's dropout: its key, the keep threshold and the kept weights' scale 1/(1-p) (0 where
+** p rounds every weight out). */
 typedef struct drop_row {
-  uint64_t seed, n0, thresh;
+  uint32_t key, thresh;
+  float keep_f;
   double keep;
 } drop_row;
 
-static drop_row drop_row_at(const ltK_sdpa_geom *g, int64_t b, int64_t i, int64_t j0) {
-  return (drop_row){.seed = g->seed,
-                    .n0 = ((uint64_t)b * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S +
-                          (uint64_t)j0,
-                    .thresh = (uint64_t)ceil(g->dropout_p * 0x1.0p53),
-                    .keep = g->dropout_p < 1 ? 1.0 / (1.0 - g->dropout_p) : 0.0};
+static drop_row drop_row_at(const ltK_sdpa_geom *g, int64_t b, int64_t i) {
+  uint64_t t = (uint64_t)ceil(g->dropout_p * 0x1.0p32);
+  bool none = t > UINT32_MAX;   /* p within 2^-32 of 1: nothing is kept */
+  double keep = none ? 0.0 : 1.0 / (1.0 - g->dropout_p);
+  return (drop_row){.key = (uint32_t)drop_hash(g->seed, (uint64_t)b * (uint64_t)g->L + (uint64_t)i),
+                    .thresh = none ? 0 : (uint32_t)t, .keep_f = (float)keep, .keep = keep};
 }
 
-AT_INLINE double drop_scale(const drop_row *d, int64_t c) {
-  return (drop_hash(d->seed, d->n0 + (uint64_t)c) >> 11) >= d->thresh ? d->keep : 0.0;
+/* the scale of weight j of the row */
+AT_INLINE bool drop_kept(const drop_row *d, int64_t j) {
+  return drop_mix(d->key + (uint32_t)j * 0x9e3779b9u) >= d->thresh;
 }
 
 /* The forward's weights tile t of batch entry b times the dropout scales. */
 static void drop_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos p, char *t) {
   for (int64_t r = 0; r < p.nr; r++) {
-    drop_row d = drop_row_at(g, b, p.i0 + r, p.j0);
+    drop_row d = drop_row_at(g, b, p.i0 + r);
     if (dt == LT_FLOAT32) {
       float *row = (float *)t + r * BC;
-      for (int64_t c = 0; c < p.nc; c++) row[c] *= (float)drop_scale(&d, c);
+      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_kept(&d, p.j0 + c) ? d.keep_f : 0.0f;
     } else {
       double *row = (double *)t + r * BC;
-      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_scale(&d, c);
+      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_kept(&d, p.j0 + c) ? d.keep : 0.0;
     }
   }
 }
@@ -316,12 +328,12 @@ static void drop_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos p
 static void drop_bwd_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos t, char *p,
                           char *dp, const char *d) {
   for (int64_t r = 0; r < t.nr; r++) {
-    drop_row dr = drop_row_at(g, b, t.i0 + r, t.j0);
+    drop_row dr = drop_row_at(g, b, t.i0 + r);
     if (dt == LT_FLOAT32) {
       float *pp = (float *)p + r * BC, *dd = (float *)dp + r * BC;
       float rd = ((const float *)d)[t.i0 + r];
       for (int64_t c = 0; c < t.nc; c++) {
-        float z = (float)drop_scale(&dr, c);
+        float z = drop_kept(&dr, t.j0 + c) ? dr.keep_f : 0.0f;
         dd[c] = pp[c] * (dd[c] * z - rd);
         pp[c] *= z;
       }
@@ -329,7 +341,7 @@ static void drop_bwd_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_p
       double *pp = (double *)p + r * BC, *dd = (double *)dp + r * BC;
       double rd = ((const double *)d)[t.i0 + r];
       for (int64_t c = 0; c < t.nc; c++) {
-        double z = drop_scale(&dr, c);
+        double z = drop_kept(&dr, t.j0 + c) ? dr.keep : 0.0;
         dd[c] = pp[c] * (dd[c] * z - rd);
         pp[c] *= z;
       }
