@@ -309,45 +309,31 @@ AT_INLINE bool drop_kept(const drop_row *d, int64_t j) {
   return drop_mix(d->key + (uint32_t)j * 0x9e3779b9u) >= d->thresh;
 }
 
-/* The forward's weights tile t of batch entry b times the dropout scales. */
-static void drop_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos p, char *t) {
-  for (int64_t r = 0; r < p.nr; r++) {
-    drop_row d = drop_row_at(g, b, p.i0 + r);
-    if (dt == LT_FLOAT32) {
-      float *row = (float *)t + r * BC;
-      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_kept(&d, p.j0 + c) ? d.keep_f : 0.0f;
-    } else {
-      double *row = (double *)t + r * BC;
-      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_kept(&d, p.j0 + c) ? d.keep : 0.0;
-    }
+/* drop_fwd: the forward's weights tile t of batch entry b times the dropout scales.
+** drop_bwd: from P (in p) and dO V^T (in dp), dS = P (dP Z - D) into dp and P Z (what the
+** forward multiplied V by) into p. KEEP: the drop_row field of T's scale. */
+#define DEF_DROP_TILES(SUF, T, KEEP)                                                           \
+  static void drop_fwd_##SUF(const ltK_sdpa_geom *g, int64_t b, tile_pos p, char *t) {         \
+    for (int64_t r = 0; r < p.nr; r++) {                                                       \
+      drop_row d = drop_row_at(g, b, p.i0 + r);                                                \
+      T *row = (T *)t + r * BC;                                                                \
+      for (int64_t c = 0; c < p.nc; c++) row[c] *= drop_kept(&d, p.j0 + c) ? d.KEEP : (T)0;   \
+    }                                                                                          \
+  }                                                                                            \
+  static void drop_bwd_##SUF(const ltK_sdpa_geom *g, int64_t b, tile_pos t, char *p, char *dp, \
+                             const char *d) {                                                  \
+    for (int64_t r = 0; r < t.nr; r++) {                                                       \
+      drop_row dr = drop_row_at(g, b, t.i0 + r);                                               \
+      T *pp = (T *)p + r * BC, *dd = (T *)dp + r * BC, rd = ((const T *)d)[t.i0 + r];           \
+      for (int64_t c = 0; c < t.nc; c++) {                                                     \
+        T z = drop_kept(&dr, t.j0 + c) ? dr.KEEP : (T)0;                                       \
+        dd[c] = pp[c] * (dd[c] * z - rd);                                                      \
+        pp[c] *= z;                                                                            \
+      }                                                                                        \
+    }                                                                                          \
   }
-}
-
-/* Backward with dropout, from P (in p) and dO V^T (in dp): dS = P (dP Z - D) into dp, and P Z
-** (what the forward multiplied V by) into p. */
-static void drop_bwd_tile(const ltK_sdpa_geom *g, lt_dtype dt, int64_t b, tile_pos t, char *p,
-                          char *dp, const char *d) {
-  for (int64_t r = 0; r < t.nr; r++) {
-    drop_row dr = drop_row_at(g, b, t.i0 + r);
-    if (dt == LT_FLOAT32) {
-      float *pp = (float *)p + r * BC, *dd = (float *)dp + r * BC;
-      float rd = ((const float *)d)[t.i0 + r];
-      for (int64_t c = 0; c < t.nc; c++) {
-        float z = drop_kept(&dr, t.j0 + c) ? dr.keep_f : 0.0f;
-        dd[c] = pp[c] * (dd[c] * z - rd);
-        pp[c] *= z;
-      }
-    } else {
-      double *pp = (double *)p + r * BC, *dd = (double *)dp + r * BC;
-      double rd = ((const double *)d)[t.i0 + r];
-      for (int64_t c = 0; c < t.nc; c++) {
-        double z = drop_kept(&dr, t.j0 + c) ? dr.keep : 0.0;
-        dd[c] = pp[c] * (dd[c] * z - rd);
-        pp[c] *= z;
-      }
-    }
-  }
-}
+DEF_DROP_TILES(f32, float, keep_f)
+DEF_DROP_TILES(f64, double, keep)
 
 /* ================================================================ drivers */
 
@@ -423,7 +409,7 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
     else
       fwd_tile_f64((double *)s, nr, p.nc, causal_lim0(g, p), (double *)m, l, (double *)o, ev,
                    ev);
-    if (g->dropout_p > 0) drop_tile(g, j->dt, b, p, s);
+    if (g->dropout_p > 0) (j->dt == LT_FLOAT32 ? drop_fwd_f32 : drop_fwd_f64)(g, b, p, s);
     gemm(j->dt, false, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, 1.0, o, ev);
   }
   /* l = 0 (no key took part) makes the row NaN, as the composed form's softmax; with no keys
@@ -537,7 +523,7 @@ static void bwd_tile(const sdpa_job *j, const bwd_mats *m, tile_pos t, const cha
   gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&m->dO, i0, es), m->dO.ld,
        row_at(&m->V, j0, es), m->V.ld, 0.0, dp, BC);
   if (drop) {   /* dS, and P Z for dV (the weights that multiplied V) */
-    drop_bwd_tile(g, j->dt, m->b, t, p, dp, d);
+    (j->dt == LT_FLOAT32 ? drop_bwd_f32 : drop_bwd_f64)(g, m->b, t, p, dp, d);
     if (want & GRAD_KV)
       gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
            row_at(&m->dV, j0, es), m->dV.ld);
