@@ -244,6 +244,13 @@ describe("scaled_dot_product_attention (fused)", function()
       ee(function() F.scaled_dot_product_attention(q, k, v, { dropout_p = p }) end,
         "scaled_dot_product_attention", "dropout_p")
     end
+    -- the fused op's own checks of dropout (the C API takes any double)
+    for _, p in ipairs { -0.5, 1.5, 0 / 0 } do
+      ee(function() lt.scaled_dot_product_attention(q, k, v, nil, false, nil, p) end,
+        "scaled_dot_product_attention: dropout_p must be in [0, 1]")
+    end
+    ee(function() lt.scaled_dot_product_attention(q, k, v, nil, false, nil, 0.1, { generatr = 1 }) end,
+      "scaled_dot_product_attention", "generatr")
     ee(function() F.scaled_dot_product_attention(q, k, v, { is_casual = true }) end,
       "scaled_dot_product_attention", "is_casual")
   end)

@@ -7,7 +7,8 @@
 ** transposed view is just a matrix with its row and column strides swapped, so transposes never
 ** copy: they become BLAS transpose flags. Batches fold into one big GEMM when the memory layout
 ** allows it -- (B,T,K)x(K,N) is a single (B*T,K)x(K,N) call and the weight gradient of that
-** product is a single (K,B*T)x(B*T,N) call -- and otherwise run one GEMM per batch entry.
+** product is a single (K,B*T)x(B*T,N) call -- and otherwise run one GEMM per batch entry (the
+** entries spread over the pool when each has its own C).
 ** Broadcast batch dims of C are reduced inside the same loop (beta = 1 accumulation).
 */
 #include <cblas.h>

@@ -32,27 +32,17 @@ static inline double ld(const void *p, lt_dtype dt, int64_t i) {
   return dt == LT_FLOAT32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
 }
 
-/* Sum and sum of squared deviations of n values at p with stride s (two passes, double). */
-#define DEF_MOMENTS(NAME, T)                                                                   \
-  static void NAME(const T *p, int64_t n, double *mean, double *m2) {                          \
-    double s = 0;                                                                              \
-    for (int64_t i = 0; i < n; i++) s += p[i];                                                 \
-    double mu = n ? s / (double)n : 0, q = 0;                                                  \
-    for (int64_t i = 0; i < n; i++) {                                                          \
-      double d = (double)p[i] - mu;                                                            \
-      q += d * d;                                                                              \
-    }                                                                                          \
-    *mean = mu;                                                                                \
-    *m2 = q;                                                                                   \
+/* Sum and sum of squared deviations of n float64 values (two passes). */
+static void moments_f64(const double *p, int64_t n, double *mean, double *m2) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += p[i];
+  double mu = n ? s / (double)n : 0, q = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = p[i] - mu;
+    q += d * d;
   }
-DEF_MOMENTS(moments_f32, float)
-DEF_MOMENTS(moments_f64, double)
-
-static void moments(lt_dtype dt, const void *p, int64_t n, double *mean, double *m2) {
-  if (dt == LT_FLOAT32)
-    moments_f32(p, n, mean, m2);
-  else
-    moments_f64(p, n, mean, m2);
+  *mean = mu;
+  *m2 = q;
 }
 
 /* y[i] = x[i] * a + b over n values */
@@ -464,9 +454,6 @@ static norm_f32_kernels norm_f32_for_isa(void) {
   return (norm_f32_kernels){fwd_sse4, dx_sse4, dw_sse4, bn_stats_sse4, bn_sums_sse4};
 }
 
-/* whether rows take the float32 vector kernels */
-static bool f32_rows(const row_job *j) { return j->dt == LT_FLOAT32; }
-
 static void bn_stats_f32(int64_t c0, int64_t c1, void *ud) {
   norm_f32_for_isa().bn_stats(ud, c0, c1);
 }
@@ -474,27 +461,25 @@ static void bn_grad_sums_f32(int64_t c0, int64_t c1, void *ud) {
   norm_f32_for_isa().bn_sums(ud, c0, c1);
 }
 
+/* Rows of float64 (float32 rows take the vector kernels above). */
 static void row_forward(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
-  if (f32_rows(j)) {
+  if (j->dt == LT_FLOAT32) {
     norm_f32_for_isa().fwd(j, r0, r1);
     return;
   }
+  const double *w = j->w, *b = j->b;
   for (int64_t r = r0; r < r1; r++) {
-    const char *x = at(j->x, j->dt, r * j->D);
-    char *y = at(j->y, j->dt, r * j->D);
-    double mu, rs;
+    const double *x = (const double *)j->x + r * j->D;
+    double *y = (double *)j->y + r * j->D;
+    double mu = 0, rs;
     if (j->kind == LT_NORM_RMS) {
       double q = 0;
-      for (int64_t i = 0; i < j->D; i++) {
-        double v = ld(x, j->dt, i);
-        q += v * v;
-      }
-      mu = 0;
+      for (int64_t i = 0; i < j->D; i++) q += x[i] * x[i];
       rs = 1.0 / sqrt(q / (double)j->D + j->eps);
     } else {
       double m2;
-      moments(j->dt, x, j->D, &mu, &m2);
+      moments_f64(x, j->D, &mu, &m2);
       rs = 1.0 / sqrt(m2 / (double)j->D + j->eps);
     }
     j->mean[r] = mu;
@@ -503,29 +488,17 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
       /* per channel: y = x*(rs*w) + (b - mu*rs*w) */
       for (int64_t c = 0; c < j->Cg; c++) {
         int64_t ch = (r % j->G) * j->Cg + c;
-        double w = j->w ? ld(j->w, j->dt, ch) : 1.0, b = j->b ? ld(j->b, j->dt, ch) : 0.0;
-        affine_row(j->dt, at(x, j->dt, c * j->L), at(y, j->dt, c * j->L), j->L, rs * w,
-                   b - mu * rs * w);
+        double wc = w ? w[ch] : 1.0, bc = b ? b[ch] : 0.0;
+        affine_row(LT_FLOAT64, x + c * j->L, y + c * j->L, j->L, rs * wc, bc - mu * rs * wc);
       }
-    } else if (!j->w && !j->b) {
-      affine_row(j->dt, x, y, j->D, rs, -mu * rs);
-    } else if (j->dt == LT_FLOAT32) {
-      const float *xs = (const float *)x, *w = j->w, *b = j->b;
-      float *ys = (float *)y, fm = (float)mu, fr = (float)rs;
-      for (int64_t i = 0; i < j->D; i++) {
-        float v = (xs[i] - fm) * fr;
-        if (w) v *= w[i];
-        if (b) v += b[i];
-        ys[i] = v;
-      }
+    } else if (!w && !b) {
+      affine_row(LT_FLOAT64, x, y, j->D, rs, -mu * rs);
     } else {
-      const double *xs = (const double *)x, *w = j->w, *b = j->b;
-      double *ys = (double *)y;
       for (int64_t i = 0; i < j->D; i++) {
-        double v = (xs[i] - mu) * rs;
+        double v = (x[i] - mu) * rs;
         if (w) v *= w[i];
         if (b) v += b[i];
-        ys[i] = v;
+        y[i] = v;
       }
     }
   }
@@ -535,38 +508,27 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
 ** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
 static void row_dx(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
-  if (f32_rows(j)) {
+  if (j->dt == LT_FLOAT32) {
     norm_f32_for_isa().dx(j, r0, r1);
     return;
   }
+  const double *w = j->w;
   for (int64_t r = r0; r < r1; r++) {
-    const char *x = at(j->x, j->dt, r * j->D), *dy = at(j->dy, j->dt, r * j->D);
-    char *dx = at(j->dx, j->dt, r * j->D);
+    const double *x = (const double *)j->x + r * j->D, *dy = (const double *)j->dy + r * j->D;
+    double *dx = (double *)j->dx + r * j->D;
     double mu = j->mean[r], rs = j->rstd[r], sg = 0, sgx = 0;
     for (int64_t i = 0; i < j->D; i++) {
-      double g = ld(dy, j->dt, i);
-      if (j->w) g *= ld(j->w, j->dt, widx(j, r, i));
+      double g = w ? dy[i] * w[widx(j, r, i)] : dy[i];
       sg += g;
-      sgx += g * (ld(x, j->dt, i) - mu);
+      sgx += g * (x[i] - mu);
     }
     double D = (double)j->D;
     /* dx = rs*g + a*x + b */
-    double a, b;
-    if (j->kind == LT_NORM_RMS) {
-      a = -rs * rs * rs * sgx / D;
-      b = 0;
-    } else {
-      a = -rs * rs * rs * sgx / D;
-      b = -rs * sg / D - a * mu;
-    }
+    double a = -rs * rs * rs * sgx / D;
+    double b = j->kind == LT_NORM_RMS ? 0 : -rs * sg / D - a * mu;
     for (int64_t i = 0; i < j->D; i++) {
-      double g = ld(dy, j->dt, i);
-      if (j->w) g *= ld(j->w, j->dt, widx(j, r, i));
-      double v = rs * g + a * ld(x, j->dt, i) + b;
-      if (j->dt == LT_FLOAT32)
-        ((float *)dx)[i] = (float)v;
-      else
-        ((double *)dx)[i] = v;
+      double g = w ? dy[i] * w[widx(j, r, i)] : dy[i];
+      dx[i] = rs * g + a * x[i] + b;
     }
   }
 }
@@ -682,18 +644,16 @@ int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt
     return ltB_fail(ctx, "%s: out of memory for %lld weight sums", op, (long long)nw);
   }
   double *aw = acc, *ab = acc + nw;
-  lt_dtype dt = x->dtype;
-  if (f32_rows(&j)) {
+  if (j.dt == LT_FLOAT32) {
     norm_f32_for_isa().dw(&j, aw, ab);
   } else {
     for (int64_t r = 0; r < g->R; r++) {
-      const char *xr = at(j.x, dt, r * g->D), *dyr = at(j.dy, dt, r * g->D);
+      const double *xr = (const double *)j.x + r * g->D, *dyr = (const double *)j.dy + r * g->D;
       double mu = j.mean[r], rs = j.rstd[r];
       for (int64_t i = 0; i < g->D; i++) {
-        double gv = ld(dyr, dt, i);
         int64_t k = widx(&j, r, i);
-        aw[k] += gv * (ld(xr, dt, i) - mu) * rs;
-        ab[k] += gv;
+        aw[k] += dyr[i] * (xr[i] - mu) * rs;
+        ab[k] += dyr[i];
       }
     }
   }
