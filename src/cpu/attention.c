@@ -1,6 +1,6 @@
 /*
 ** cpu/attention.c -- cpu kernels of fused scaled-dot-product attention (`sdpa`,
-** `sdpa_backward`): FlashAttention-2's schedule, with OpenBLAS GEMMs on blocks.
+** `sdpa_backward`): FlashAttention-2's schedule, with a GEMM per block product.
 **
 ** Shape letters, per batch entry: Q (L, E), K (S, E), V (S, Ev), O (L, Ev), lse (L).
 ** Forward: queries go in blocks of BR rows, keys in blocks of BC. For one query block, each key
@@ -19,13 +19,16 @@
 ** Accuracy: the tiles' GEMMs are the composed form's products, blocked; the exponentials are
 ** vmath.h's (1.1 ulp); each row's sum is kept in double across blocks. Measured against the
 ** float64 composed formula on unit-normal float32 inputs, causal, (L, S, E) from (64, 64, 32) to
-** (512, 512, 64): the largest error of the output is 2.2e-7 of its largest value, of dq, dk, dv
-** 4.2e-7 (the float32 composed form: 1.8e-7 and 7.3e-7); spec/sdpa_spec.lua holds it to 2e-6.
+** (512, 512, 64): the largest error of the output is 3.8e-7 of its largest value, of dq, dk, dv
+** 6.7e-7 (with BLAS tiles 3.3e-7 and 4.9e-7; the float32 composed form had 1.8e-7 and 7.3e-7 on
+** other draws); spec/sdpa_spec.lua holds it to 2e-6 at every vector level.
 **
-** Why GEMMs: on 64 x 64 tiles OpenBLAS's sgemm ran 47 GFLOP/s at E = 32 and 35 at E = 64 on
-** this project's machine (AMD EPYC, one thread), an auto-vectorised four-row loop kernel 21
-** and 20, so the tiles are BLAS calls and only the softmax steps are loops of ours. Blocks of
-** 32 and 128 measured within the noise of 64 at T = 64..512.
+** The tiles' products: float32 from AVX2 up goes to tile_mm.c's register kernel, which reads
+** the operands in place (K and V transposed once per key block) and, under causal, skips the
+** strips of each product that the triangle zeroes; float64, and float32 below AVX2, call BLAS on
+** the whole tile. On 64 x 64 tiles at E = 32, OpenBLAS ran 35-46 GFLOP/s on this project's
+** machine (AMD EPYC, one thread) and tile_mm 44-72; an auto-vectorised loop kernel had run 21.
+** Blocks of 32 and 128 measured within the noise of 64 at T = 64..512 (with BLAS).
 **
 ** Threads: the forward's tasks are (batch entry, query block), the backward's batch entries
 ** (or, with fewer entries than threads, blocks in two passes: see bwd_split_range);
@@ -346,6 +349,7 @@ typedef struct sdpa_job {
   int64_t nqb, nkb;       /* query and key blocks per batch entry */
   char *d;                /* the split backward's D, (batch, L) */
   tile_kernels tk;
+  bool own_mm;            /* float32 tiles multiply in tile_mm.c's kernel, not BLAS */
   atomic_bool oom;
 } sdpa_job;
 
@@ -359,12 +363,60 @@ static const char *mask_at(const sdpa_job *j, int64_t b, int64_t *ms_r, int64_t 
   return (const char *)lt_data(m) + batch_offset(m, j->g, b) * (int64_t)lt_dtype_size(m->dtype);
 }
 
-/* The scores tile of query rows p.i0.. against keys p.j0..: scale Q K^T, masked. */
-static void scores_tile(const sdpa_job *j, const mat *Q, const mat *K, const char *mk,
-                        int64_t ms_r, int64_t ms_c, tile_pos p, char *t) {
+/* The lim0 of row_width for tile p. */
+static int64_t causal_lim0(const ltK_sdpa_geom *g, tile_pos p) {
+  return g->causal ? p.i0 + 1 - p.j0 : p.nc;
+}
+
+/* C (m x n) = alpha op(A) B (+ C when acc), op(A) = A^T when ta. tile_mm.c's kernel skips what
+** the band makes zero; BLAS computes it all (the callers never read the rest). */
+static void tile_prod(const sdpa_job *j, bool ta, int64_t m, int64_t n, int64_t k, double alpha,
+                      const char *a, int64_t lda, const char *b, int64_t ldb, bool acc, char *c,
+                      int64_t ldc, ltC_band band) {
+  if (j->own_mm)
+    ltC_tile_mm(m, n, k, (float)alpha, (const float *)a, ta ? 1 : lda, ta ? lda : 1,
+                (const float *)b, ldb, acc, (float *)c, ldc, band);
+  else
+    gemm(j->dt, ta, false, m, n, k, alpha, a, lda, b, ldb, acc ? 1.0 : 0.0, c, ldc);
+}
+
+/* A key block's K and V as the kernel reads them in Q K^T and dO V^T: transposed (E x nc and
+** Ev x nc), made once per (batch entry, key block). Unused with BLAS. */
+typedef struct kv_pack {
+  float *kt, *vt;
+  int64_t b, j0;   /* the block they hold; b = -1: none yet */
+  bool has_v;
+} kv_pack;
+
+static size_t pack_floats(const ltK_sdpa_geom *g, bool with_v) {
+  return (size_t)(g->E + (with_v ? g->Ev : 0)) * BC;
+}
+
+static kv_pack pack_at(char *s, const ltK_sdpa_geom *g) {
+  float *kt = (float *)s;
+  return (kv_pack){.kt = kt, .vt = kt + g->E * BC, .b = -1, .j0 = -1};
+}
+
+static void pack_block(const sdpa_job *j, kv_pack *pk, const mat *K, const mat *V, int64_t b,
+                       int64_t j0, int64_t nc) {
+  if (!j->own_mm || (pk->b == b && pk->j0 == j0 && pk->has_v == (V != NULL))) return;
+  ltC_tile_transpose((const float *)row_at(K, j0, j->es), nc, j->g->E, K->ld, pk->kt);
+  if (V) ltC_tile_transpose((const float *)row_at(V, j0, j->es), nc, j->g->Ev, V->ld, pk->vt);
+  pk->b = b, pk->j0 = j0, pk->has_v = V != NULL;
+}
+
+/* The scores tile of query rows p.i0.. against keys p.j0..: scale Q K^T, masked. pk holds the
+** key block when the kernel is ours. */
+static void scores_tile(const sdpa_job *j, const mat *Q, const mat *K, const kv_pack *pk,
+                        const char *mk, int64_t ms_r, int64_t ms_c, tile_pos p, char *t) {
   const ltK_sdpa_geom *g = j->g;
-  gemm(j->dt, false, true, p.nr, p.nc, g->E, g->scale, row_at(Q, p.i0, j->es), Q->ld,
-       row_at(K, p.j0, j->es), K->ld, 0.0, t, BC);
+  if (j->own_mm)
+    ltC_tile_mm(p.nr, p.nc, g->E, (float)g->scale, (const float *)row_at(Q, p.i0, j->es), Q->ld,
+                1, pk->kt, p.nc, false, (float *)t, BC,
+                (ltC_band){LTC_BAND_N_UPTO, causal_lim0(g, p)});
+  else
+    gemm(j->dt, false, true, p.nr, p.nc, g->E, g->scale, row_at(Q, p.i0, j->es), Q->ld,
+         row_at(K, p.j0, j->es), K->ld, 0.0, t, BC);
   if (!mk) return;
   if (j->dt == LT_FLOAT32)
     mask_tile_f32((float *)t, p, mk, j->mask->dtype, ms_r, ms_c);
@@ -372,17 +424,13 @@ static void scores_tile(const sdpa_job *j, const mat *Q, const mat *K, const cha
     mask_tile_f64((double *)t, p, mk, j->mask->dtype, ms_r, ms_c);
 }
 
-/* The lim0 of row_width for tile p. */
-static int64_t causal_lim0(const ltK_sdpa_geom *g, tile_pos p) {
-  return g->causal ? p.i0 + 1 - p.j0 : p.nc;
-}
-
 /* The keys a query block can see: all, or under causal those j < i0 + nr. */
 static int64_t keys_seen(const ltK_sdpa_geom *g, int64_t i0, int64_t nr) {
   return g->causal ? ltC_min(g->S, i0 + nr) : g->S;
 }
 
-/* One forward task: query block qb of batch entry b. s: a tile, then m, l of BR rows. */
+/* One forward task: query block qb of batch entry b. s: a tile, then l and m of BR rows, then
+** the key block's pack. */
 static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
   const ltK_sdpa_geom *g = j->g;
   mat Q = mat_of(j->q, g, b), K = mat_of(j->k, g, b), V = mat_of(j->v, g, b);
@@ -392,6 +440,7 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
   char *lse = (char *)lt_data(j->lse) + (size_t)(b * g->L + i0) * j->es;
   double *l = (double *)(s + (size_t)BR * BC * j->es);
   char *m = (char *)(l + BR);
+  kv_pack pk = pack_at(m + BR * sizeof(double), g);
   memset(o, 0, (size_t)(nr * ev) * j->es);
   for (int64_t r = 0; r < nr; r++) {
     l[r] = 0;
@@ -403,14 +452,16 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
   int64_t kend = keys_seen(g, i0, nr);
   for (int64_t j0 = 0; j0 < kend; j0 += BC) {
     tile_pos p = {.i0 = i0, .j0 = j0, .nr = nr, .nc = ltC_min(BC, kend - j0)};
-    scores_tile(j, &Q, &K, mk, ms_r, ms_c, p, s);
+    pack_block(j, &pk, &K, NULL, b, j0, p.nc);
+    scores_tile(j, &Q, &K, &pk, mk, ms_r, ms_c, p, s);
     if (j->dt == LT_FLOAT32)
       j->tk.fwd((float *)s, nr, p.nc, causal_lim0(g, p), (float *)m, l, (float *)o, ev, ev);
     else
       fwd_tile_f64((double *)s, nr, p.nc, causal_lim0(g, p), (double *)m, l, (double *)o, ev,
                    ev);
     if (g->dropout_p > 0) (j->dt == LT_FLOAT32 ? drop_fwd_f32 : drop_fwd_f64)(g, b, p, s);
-    gemm(j->dt, false, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, 1.0, o, ev);
+    tile_prod(j, false, nr, ev, p.nc, 1.0, s, BC, row_at(&V, j0, j->es), V.ld, true, o, ev,
+              (ltC_band){LTC_BAND_K_UPTO, causal_lim0(g, p)});
   }
   /* l = 0 (no key took part) makes the row NaN, as the composed form's softmax; with no keys
   ** at all (S = 0) the composed form's product is an empty sum, 0 */
@@ -428,11 +479,14 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
   }
 }
 
-static size_t fwd_scratch(size_t es) { return (size_t)BR * BC * es + BR * (sizeof(double) + es); }
+/* (m is kept in doubles' room, so that the pack after it is aligned for floats) */
+static size_t fwd_scratch(const ltK_sdpa_geom *g, size_t es) {
+  return (size_t)BR * BC * es + 2 * BR * sizeof(double) + pack_floats(g, false) * sizeof(float);
+}
 
 static void fwd_range(int64_t u0, int64_t u1, void *ud) {
   sdpa_job *j = ud;
-  char *s = malloc(fwd_scratch(j->es));
+  char *s = malloc(fwd_scratch(j->g, j->es));
   if (!s) {
     atomic_store(&j->oom, true);
     return;
@@ -504,40 +558,46 @@ static bool tile_seen(const ltK_sdpa_geom *g, tile_pos t) {
 
 /* The backward of tile t: P recomputed, dP and dS, then its parts of dV and dK (GRAD_KV) and of
 ** dQ (GRAD_Q), each added in the order the caller walks the tiles. d: D of the entry's rows;
-** s: the P and dS tiles. */
+** s: the P and dS tiles; pk: room for the key block's pack. */
 static void bwd_tile(const sdpa_job *j, const bwd_mats *m, tile_pos t, const char *d, int want,
-                     char *s) {
+                     char *s, kv_pack *pk) {
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  int64_t i0 = t.i0, j0 = t.j0, nc = t.nc, E = g->E, ev = g->Ev;
+  int64_t i0 = t.i0, j0 = t.j0, nc = t.nc, E = g->E, ev = g->Ev, lim0 = causal_lim0(g, t);
+  ltC_band upto = {LTC_BAND_K_UPTO, lim0}, from = {LTC_BAND_K_FROM, lim0};
   char *p = s, *dp = s + (size_t)BR * BC * es;
-  scores_tile(j, &m->Q, &m->K, m->mk, m->ms_r, m->ms_c, t, p);
+  pack_block(j, pk, &m->K, &m->V, m->b, j0, nc);
+  scores_tile(j, &m->Q, &m->K, pk, m->mk, m->ms_r, m->ms_c, t, p);
   if (j->dt == LT_FLOAT32)
-    j->tk.bwd_p((float *)p, t.nr, nc, causal_lim0(g, t), (const float *)m->lse + i0);
+    j->tk.bwd_p((float *)p, t.nr, nc, lim0, (const float *)m->lse + i0);
   else
-    bwd_p_f64((double *)p, t.nr, nc, causal_lim0(g, t), (const double *)m->lse + i0);
+    bwd_p_f64((double *)p, t.nr, nc, lim0, (const double *)m->lse + i0);
   bool drop = g->dropout_p > 0;
   if ((want & GRAD_KV) && !drop)
-    gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
-         row_at(&m->dV, j0, es), m->dV.ld);
-  gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&m->dO, i0, es), m->dO.ld,
-       row_at(&m->V, j0, es), m->V.ld, 0.0, dp, BC);
+    tile_prod(j, true, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, true,
+              row_at(&m->dV, j0, es), m->dV.ld, from);
+  if (j->own_mm)   /* dP = dO V^T */
+    ltC_tile_mm(t.nr, nc, ev, 1.0f, (const float *)row_at(&m->dO, i0, es), m->dO.ld, 1, pk->vt,
+                nc, false, (float *)dp, BC, (ltC_band){LTC_BAND_N_UPTO, lim0});
+  else
+    gemm(j->dt, false, true, t.nr, nc, ev, 1.0, row_at(&m->dO, i0, es), m->dO.ld,
+         row_at(&m->V, j0, es), m->V.ld, 0.0, dp, BC);
   if (drop) {   /* dS, and P Z for dV (the weights that multiplied V) */
     (j->dt == LT_FLOAT32 ? drop_bwd_f32 : drop_bwd_f64)(g, m->b, t, p, dp, d);
     if (want & GRAD_KV)
-      gemm(j->dt, true, false, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, 1.0,
-           row_at(&m->dV, j0, es), m->dV.ld);
+      tile_prod(j, true, nc, ev, t.nr, 1.0, p, BC, row_at(&m->dO, i0, es), m->dO.ld, true,
+                row_at(&m->dV, j0, es), m->dV.ld, from);
   } else if (j->dt == LT_FLOAT32) {
     j->tk.bwd_ds((float *)dp, (const float *)p, t.nr, nc, (const float *)d + i0);
   } else {
     bwd_ds_f64((double *)dp, (const double *)p, t.nr, nc, (const double *)d + i0);
   }
   if (want & GRAD_Q)
-    gemm(j->dt, false, false, t.nr, E, nc, g->scale, dp, BC, row_at(&m->K, j0, es), m->K.ld,
-         1.0, row_at(&m->dQ, i0, es), m->dQ.ld);
+    tile_prod(j, false, t.nr, E, nc, g->scale, dp, BC, row_at(&m->K, j0, es), m->K.ld, true,
+              row_at(&m->dQ, i0, es), m->dQ.ld, upto);
   if (want & GRAD_KV)
-    gemm(j->dt, true, false, nc, E, t.nr, g->scale, dp, BC, row_at(&m->Q, i0, es), m->Q.ld,
-         1.0, row_at(&m->dK, j0, es), m->dK.ld);
+    tile_prod(j, true, nc, E, t.nr, g->scale, dp, BC, row_at(&m->Q, i0, es), m->Q.ld, true,
+              row_at(&m->dK, j0, es), m->dK.ld, from);
 }
 
 static tile_pos tile_at(const ltK_sdpa_geom *g, int64_t i0, int64_t j0) {
@@ -545,12 +605,14 @@ static tile_pos tile_at(const ltK_sdpa_geom *g, int64_t i0, int64_t j0) {
                     .nc = ltC_min(BC, g->S - j0)};
 }
 
-/* One backward task: batch entry b, every tile, key blocks outer. s: two tiles, then D. */
+/* One backward task: batch entry b, every tile, key blocks outer. s: two tiles, then D, then
+** the key block's pack. */
 static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
   bwd_mats m = bwd_mats_of(j, b);
   char *d = s + (size_t)(2 * BR * BC) * es;
+  kv_pack pk = pack_at(d + (size_t)g->L * sizeof(double), g);
   memset(m.dQ.p, 0, (size_t)(g->L * g->E) * es);
   memset(m.dK.p, 0, (size_t)(g->S * g->E) * es);
   memset(m.dV.p, 0, (size_t)(g->S * g->Ev) * es);
@@ -558,13 +620,15 @@ static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
   for (int64_t j0 = 0; j0 < g->S; j0 += BC)
     for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
       tile_pos t = tile_at(g, i0, j0);
-      if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_ALL, s);
+      if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_ALL, s, &pk);
     }
 }
 
 static void bwd_range(int64_t b0, int64_t b1, void *ud) {
   sdpa_job *j = ud;
-  char *s = malloc((size_t)(2 * BR * BC + j->g->L) * j->es);
+  /* D in doubles' room, so that the pack after it is aligned for floats */
+  char *s = malloc((size_t)(2 * BR * BC) * j->es + (size_t)j->g->L * sizeof(double) +
+                   pack_floats(j->g, true) * sizeof(float));
   if (!s) {
     atomic_store(&j->oom, true);
     return;
@@ -589,11 +653,12 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
   sdpa_job *j = ud;
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  char *s = malloc((size_t)(2 * BR * BC) * es);
+  char *s = malloc((size_t)(2 * BR * BC) * es + pack_floats(g, true) * sizeof(float));
   if (!s) {
     atomic_store(&j->oom, true);
     return;
   }
+  kv_pack pk = pack_at(s + (size_t)(2 * BR * BC) * es, g);
   int64_t per = keys ? j->nkb : j->nqb;
   for (int64_t u = u0; u < u1; u++) {
     int64_t b = u / per, blk = u % per;
@@ -605,14 +670,14 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
       memset(row_at(&m.dV, j0, es), 0, (size_t)(nc * g->Ev) * es);
       for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
         tile_pos t = tile_at(g, i0, j0);
-        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_KV, s);
+        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_KV, s, &pk);
       }
     } else {
       int64_t i0 = blk * BR;
       memset(row_at(&m.dQ, i0, es), 0, (size_t)(ltC_min(BR, g->L - i0) * g->E) * es);
       for (int64_t j0 = 0; j0 < g->S; j0 += BC) {
         tile_pos t = tile_at(g, i0, j0);
-        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_Q, s);
+        if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_Q, s, &pk);
       }
     }
   }
@@ -638,7 +703,7 @@ int ltC_sdpa(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse
   if (nb == 0 || g->L == 0) return 0;
   sdpa_job j = {.g = g, .dt = q->dtype, .es = lt_dtype_size(q->dtype), .q = q, .k = k, .v = v,
                 .mask = mask, .out = out, .lse = lse, .nqb = (g->L + BR - 1) / BR,
-                .tk = tile_kernels_for_isa()};
+                .tk = tile_kernels_for_isa(), .own_mm = q->dtype == LT_FLOAT32 && ltC_tile_mm_ok()};
   atomic_init(&j.oom, false);
   ltC_blas_single();
   int64_t work = BR * (g->S * (g->E + g->Ev) + 1);   /* multiply-adds of a task */
@@ -656,7 +721,7 @@ int ltC_sdpa_backward(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_ten
   if (nb == 0) return 0;
   sdpa_job j = {.g = g, .dt = q->dtype, .es = lt_dtype_size(q->dtype), .q = q, .k = k, .v = v,
                 .mask = mask, .out = out, .lse = lse, .dout = dout, .dq = dq, .dk = dk, .dv = dv,
-                .tk = tile_kernels_for_isa()};
+                .tk = tile_kernels_for_isa(), .own_mm = q->dtype == LT_FLOAT32 && ltC_tile_mm_ok()};
   atomic_init(&j.oom, false);
   ltC_blas_single();
   j.nqb = (g->L + BR - 1) / BR;

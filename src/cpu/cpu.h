@@ -17,6 +17,7 @@
 #define LT_CPU_CHUNK 32768
 
 static inline int64_t ltC_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ltC_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Units of work per parallel task so that each task has about LT_PAR_MIN element steps. */
 static inline int64_t ltC_grain(int64_t work_per_unit) {
@@ -35,6 +36,27 @@ void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m
 /* Sets OpenBLAS to one thread (it never runs threads of its own). Call it before a parallel
 ** region whose parts call BLAS: setting the count is not safe from two threads at once. */
 void ltC_blas_single(void);
+
+/* ================================================================ attention tiles (tile_mm.c)
+** Which part of a product a causal tile needs, row i of C (lim: the tile's causal_lim0):
+** N_UPTO columns j < lim + i (the rest of the row is stored as 0), K_UPTO terms k < lim + i,
+** K_FROM terms k >= i - lim + 1 (the others multiply zeros). Strips of rows take the widest
+** range any of their rows needs, so a row may get more of its product than it needs, never less. */
+enum { LTC_BAND_NONE, LTC_BAND_N_UPTO, LTC_BAND_K_UPTO, LTC_BAND_K_FROM };
+typedef struct ltC_band {
+  int kind;
+  int64_t lim;
+} ltC_band;
+
+/* Whether ltC_tile_mm runs here (AVX2+FMA and up; otherwise use BLAS). */
+bool ltC_tile_mm_ok(void);
+/* C (m x n, ldc) = alpha A B (+ C when acc) in float32, A's (i, k) at a[i ars + k acs], B's
+** (k, j) at b[k ldb + j]; band as above. Only when ltC_tile_mm_ok(). */
+void ltC_tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ars,
+                 int64_t acs, const float *b, int64_t ldb, bool acc, float *c, int64_t ldc,
+                 ltC_band band);
+/* dst (cols x rows, dense) = the transpose of src (rows x cols, leading dim ld). */
+void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);
 
 /* ================================================================ rows along one dim */
 
