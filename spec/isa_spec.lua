@@ -151,6 +151,38 @@ describe("float32 gelu (exact form)", function()
     end
   end)
 
+  -- A recorded gelu computes its derivative in the same pass and keeps it for the backward
+  -- (src/unary.c, ltC_unary_pair): its values must be those of the unrecorded op, and the
+  -- gradient must not depend on the input after the forward.
+  it("gives the same values recorded or not, and keeps its derivative, not its input", function()
+    for _, dt in ipairs { "float32", "float64" } do
+      local x = lt.cat({ lt.tensor({ 0 / 0, 1 / 0, -1 / 0, 0.0, -0.0, 1e-40, 20, -20 }),
+        lt.linspace(-16, 16, 40001) }):to(dt)
+      local a = x:clone():requires_grad_()
+      local y = a:gelu()
+      local plain = x:gelu()
+      assert.is_true(y:detach():eq(plain):logical_or(plain:isnan():logical_and(y:detach():isnan())):all():item())
+      local g = lt.randn(x:size(1)):to(dt)
+      local b = x:clone():requires_grad_()
+      local yb = b:gelu()
+      b:detach():zero_()   -- the leaf's data changes after the forward; its gradient does not
+      yb:backward(g)
+      y:backward(g)
+      local function hex(t)
+        local r = {}
+        for i, v in ipairs(t:tolist()) do r[i] = v ~= v and "nan" or string.format("%a", v) end
+        return table.concat(r, " ")
+      end
+      assert.is_true(hex(a.grad) == hex(b.grad))
+      local ref = x:double():requires_grad_()
+      ref:gelu():backward(g:double())
+      local err = (a.grad:double() - ref.grad):abs()
+      local fin = ref.grad:isfinite()
+      local tol = dt == "float32" and 1e-6 or 1e-14
+      assert.is_true((err - (ref.grad:abs() * tol + tol / 10)):masked_fill(fin:logical_not(), 0):max():item() <= 0)
+    end
+  end)
+
   it("has the gradient of float64 gelu within float rounding", function()
     local x = lt.linspace(-12, 12, 1 << 18)
     local a = x:clone():requires_grad_()

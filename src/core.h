@@ -303,6 +303,10 @@ typedef struct ltK_backend {
   void (*binary_flat)(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                       const void *b, int sb);
   void (*unary)(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+  /* out = f(a) and dout = f'(a) in one pass, for the ops whose derivative shares most of the
+  ** value's work (gelu, erf form); out and dout of a's float dtype and shape. NULL where a
+  ** backend has none: the op layer then saves a and the backward recomputes */
+  void (*unary_pair)(lt_ctx *ctx, int op, lt_tensor *out, lt_tensor *dout, const lt_tensor *a);
   /* out = f(g, a, b) for the fused two-operand gradient formulas of the binary ops (the LT_T_*
   ** codes), all of out's float dtype and broadcast to out's shape */
   void (*ternary)(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
@@ -476,6 +480,7 @@ void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, const l
 void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,
                      const void *b, int sb);
 void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p0, double p1);
+void ltC_unary_pair(lt_ctx *ctx, int op, lt_tensor *out, lt_tensor *dout, const lt_tensor *a);
 void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
                  const lt_tensor *a, const lt_tensor *b);
 void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,

@@ -84,6 +84,7 @@ typedef struct {
   enum lt_unop op;
   double p0, p1;
   lt_dtype da;
+  bool saved_deriv;   /* the saved tensor is f'(a) (a paired forward), not a */
 } un_extra;
 
 static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
@@ -102,6 +103,8 @@ static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
       return ltO_full_as(ctx, &gin[0], g, e->da, g->ndim, g->size, 0.0);
     default:
       if (ltG_saved_get(ctx, self, 0, &s)) return -1;
+      if (e->saved_deriv)
+        return ltO_ew_grad_binary(ctx, &gin[0], (enum ltK_ew_op)LT_MUL, g, s, e->da, 0, 0);
       return ltO_ew_grad_binary(ctx, &gin[0], (enum ltK_ew_op)(LT_EW_BW + e->op), g, s, e->da,
                                 e->p0, e->p1);
   }
@@ -142,9 +145,10 @@ static const ltG_node_type un_types[LT_NUNOP] = {
     [LT_ATAN] = {"AtanBackward0", unary_backward, NULL},
 };
 
-/* Records out = op(a); save_in replaces a as the saved input (in-place ops). */
+/* Records out = op(a); save_in replaces a as the saved input (in-place ops), deriv (f'(a) from
+** a paired forward) replaces it for the backward's g * f'. */
 static int record_unary(lt_ctx *ctx, enum lt_unop op, lt_tensor *a, lt_tensor *out, double p0,
-                        double p1, lt_tensor *save_in) {
+                        double p1, lt_tensor *save_in, lt_tensor *deriv) {
   lt_node *node;
   enum unop_save save = uinfo[op].save;
   int nsaved = (save == S_IN || save == S_OUT) ? 1 : 0;
@@ -155,8 +159,12 @@ static int record_unary(lt_ctx *ctx, enum lt_unop op, lt_tensor *a, lt_tensor *o
   e->p0 = p0;
   e->p1 = p1;
   e->da = a->dtype;
+  e->saved_deriv = deriv != NULL;
   int rc = 0;
-  if (save == S_IN) rc = ltG_save(node, 0, save_in ? save_in : a, false);
+  if (deriv)
+    rc = ltG_save(node, 0, deriv, false);
+  else if (save == S_IN)
+    rc = ltG_save(node, 0, save_in ? save_in : a, false);
   if (save == S_OUT) rc = ltG_save(node, 0, out, true);
   return rc ? ltB_fail(ctx, "%s: out of memory", unop_names[op]) : 0;
 }
@@ -166,11 +174,24 @@ int lt_unary(lt_ctx *ctx, lt_tensor **out, enum lt_unop op, lt_tensor *a, double
   if (!a) return ltB_fail(ctx, "%s: missing operand", unop_names[op]);
   lt_dtype odt;
   if (unary_out_dtype(ctx, unop_names[op], op, a->dtype, &odt)) return -1;
-  lt_tensor *o;
+  lt_tensor *o, *d = NULL;
+  bool rec = uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad;
   if (ltO_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  ltK_kernels(a)->unary(ctx, op, o, a, p0, p1);
-  if (uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad &&
-      record_unary(ctx, op, a, o, p0, p1, NULL)) {
+  /* Recorded gelu keeps f'(a) from its forward rather than a: the derivative costs as much as
+  ** the value again, and most of it is the value's work. (a itself may then change in place
+  ** before the backward, which stays right.) */
+  if (rec && op == LT_GELU && ltK_kernels(a)->unary_pair) {
+    if (ltO_empty_as(ctx, &d, a, odt, a->ndim, a->size)) {
+      lt_release(o);
+      return -1;
+    }
+    ltK_kernels(a)->unary_pair(ctx, op, o, d, a);
+  } else {
+    ltK_kernels(a)->unary(ctx, op, o, a, p0, p1);
+  }
+  int rc = rec ? record_unary(ctx, op, a, o, p0, p1, NULL, d) : 0;
+  lt_release(d);
+  if (rc) {
     lt_release(o);
     return -1;
   }
@@ -197,7 +218,7 @@ int lt_unary_(lt_ctx *ctx, enum lt_unop op, lt_tensor *a, double p0, double p1) 
   if (grad && uinfo[op].save == S_IN && ltO_ew_data_clone(ctx, &aold, a)) return -1;
   ltK_kernels(a)->unary(ctx, op, a, a, p0, p1);
   ltB_bump_version(a);
-  int rc = grad ? record_unary(ctx, op, a, a, p0, p1, aold) : 0;
+  int rc = grad ? record_unary(ctx, op, a, a, p0, p1, aold, NULL) : 0;
   lt_release(aold);
   return rc;
 }

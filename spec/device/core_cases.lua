@@ -357,6 +357,49 @@ case("unary", "exp tanh sigmoid neg abs over layouts and shapes", function()
   end
 end)
 
+-- unary_pair: gelu's value and derivative in one pass (what a recorded gelu runs): both are
+-- checked, the value against the erf form, the gradient against the analytic derivative (float32)
+-- and central differences (float64)
+local function erf_ref(x)   -- the Maclaurin series, ample for |x| < 2
+  local term, s = x, x
+  for n = 1, 60 do
+    term = -term * x * x / n
+    s = s + term / (2 * n + 1)
+  end
+  return 2 / math.sqrt(math.pi) * s
+end
+local function gelu_ref(v) return 0.5 * v * (1 + erf_ref(v / math.sqrt(2))) end
+local function gelu_grad_ref(v)
+  return 0.5 * (1 + erf_ref(v / math.sqrt(2))) + v * math.exp(-0.5 * v * v) / math.sqrt(2 * math.pi)
+end
+case("unary_pair", "gelu with its derivative, over layouts and shapes", function()
+  for _, dt in ipairs(FLOATS) do
+    for _, shape in ipairs(SHAPES) do
+      for _, kind in ipairs(LAYOUTS) do
+        local vals = distinct(math.max(numel(shape), 1))
+        local t, v = input(vals, shape, dt, kind)
+        local x = t:detach():requires_grad_()
+        local y = x:gelu()
+        assert.are.equal("GeluBackward0", y.grad_fn)
+        local want, gwant = {}, {}
+        for i = 1, #v do want[i], gwant[i] = gelu_ref(v[i]), gelu_grad_ref(v[i]) end
+        check(y, shape, dt, want, tol_of(dt) * 10, "gelu " .. kind)
+        if numel(shape) > 0 and kind ~= "broadcast" then
+          y:sum():backward()
+          check(x.grad, shape, dt, gwant, tol_of(dt) * 10, "gelu gradient " .. kind)
+        end
+        if dt == "float64" then
+          check_grad(function(z) return z:gelu() end, function(z)
+            local r = {}
+            for i = 1, #z do r[i] = gelu_ref(z[i]) end
+            return r
+          end, vals, shape, kind, "gelu " .. kind)
+        end
+      end
+    end
+  end
+end)
+
 -- gemm: matmul of plain and transposed matrices
 case("matmul", "matmul with transposed operands", function()
   for _, dt in ipairs(FLOATS) do

@@ -10,6 +10,7 @@ const ltK_backend ltC_backend = {
     .binary = ltC_binary,
     .binary_flat = ltC_binary_flat,
     .unary = ltC_unary,
+    .unary_pair = ltC_unary_pair,
     .ternary = ltC_ternary,
     .where = ltC_where,
     .matmul = ltC_matmul,
@@ -66,7 +67,7 @@ const ltK_backend ltC_backend = {
 /* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
 ** of each, so a kernel added to the table without a test fails the suite. */
 const char *const ltC_backend_entries[] = {
-    "copy", "fill", "binary", "binary_flat", "unary", "ternary", "where", "matmul",
+    "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "where", "matmul",
     "matmul_ready", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     /* -- indexing, gather/scatter, masked ops, embedding */

@@ -231,3 +231,58 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
   ltB_iter_init(&it, 2, ops, out->ndim, out->size);
   ltB_iter_run(ctx, &it, un_row, &j);
 }
+
+/* ================================================================ value and derivative
+** ltC_unary_pair: gelu (erf form), the only paired op, in float32 (per ISA level) and float64.
+** The bits are those of the unary kernel and of the gradient formula with g = 1. */
+
+#define DEF_PAIR(NAME, T, F)                                                                   \
+  static void NAME(char **d, const int64_t *st, int64_t n) {                                   \
+    if (st[0] == (int64_t)sizeof(T) && st[1] == (int64_t)sizeof(T) &&                          \
+        st[2] == (int64_t)sizeof(T)) {                                                         \
+      T *y = (T *)d[0], *dy = (T *)d[1];                                                       \
+      const T *x = (const T *)d[2];                                                            \
+      _Pragma("GCC ivdep") for (int64_t i = 0; i < n; i++) y[i] = F(x[i], &dy[i]);            \
+    } else {                                                                                   \
+      for (int64_t i = 0; i < n; i++)                                                          \
+        *(T *)(d[0] + i * st[0]) = F(*(const T *)(d[2] + i * st[2]), (T *)(d[1] + i * st[1])); \
+    }                                                                                          \
+  }
+
+typedef void (*pair_kernel)(char **d, const int64_t *st, int64_t n);
+DEF_PAIR(gelu_pair_f32, float, vm_gelu_pair_float)
+DEF_PAIR(gelu_pair_f64, double, vm_gelu_pair_double)
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+DEF_PAIR(gelu_pair_f32_avx2, float, vm_gelu_pair_float)
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+DEF_PAIR(gelu_pair_f32_avx512, float, vm_gelu_pair_float)
+LT_ISA_END
+#endif
+
+static pair_kernel gelu_pair_for(lt_dtype dt) {
+  if (dt == LT_FLOAT64) return gelu_pair_f64;
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512: return gelu_pair_f32_avx512;
+    case LT_ISA_AVX2: return gelu_pair_f32_avx2;
+    default: break;
+  }
+#endif
+  return gelu_pair_f32;
+}
+
+static void pair_row(char **d, const int64_t *st, int64_t n, void *ud) {
+  pair_kernel k = *(pair_kernel *)ud;
+  k(d, st, n);
+}
+
+void ltC_unary_pair(lt_ctx *ctx, int op, lt_tensor *out, lt_tensor *dout, const lt_tensor *a) {
+  (void)op;   /* LT_GELU: the op layer pairs no other */
+  pair_kernel k = gelu_pair_for(out->dtype);
+  lt_tensor *ops[3] = {out, dout, (lt_tensor *)a};
+  ltB_iter it;
+  ltB_iter_init(&it, 3, ops, out->ndim, out->size);
+  ltB_iter_run(ctx, &it, pair_row, &k);
+}

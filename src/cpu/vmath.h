@@ -436,6 +436,16 @@ LT_VM_INLINE float vm_gelu_grad_float(float g, float x) {
   float cdf = x < 0.0f ? t : 1.0f - t;
   return g * (cdf + x * VM_RSQRT_2PI * (e * 0x1p-64f));
 }
+/* Both of the above from one tail: the value, and d/dx in *d (the bits of
+** vm_gelu_grad_float(1, x)). */
+LT_VM_INLINE float vm_gelu_pair_float(float x, float *d) {
+  float e;
+  float t = vm_gelu_tail64(x, &e);
+  float yn = (x * t) * 0x1p-64f, yp = x * (1.0f - t * 0x1p-64f), ts = t * 0x1p-64f;
+  float cdf = x < 0.0f ? ts : 1.0f - ts;
+  *d = cdf + x * VM_RSQRT_2PI * (e * 0x1p-64f);
+  return x < 0.0f ? yn : yp;
+}
 /* ---------------------------------------------------------------- GELU (tanh form) */
 
 /* 0.5 x (1 + tanh z), z = k (x + c x^3), is x sigmoid(2z): no cancellation for x < 0, where
@@ -495,6 +505,10 @@ LT_VM_INLINE double vm_gelu_grad_double(double g, double x) {
 }
 /* the tanh form as x sigmoid(2z), as for float32 (1 + tanh z cancels for x < 0) */
 #define VM_GELU_TANH_K_D 0.79788456080286535588
+LT_VM_INLINE double vm_gelu_pair_double(double x, double *d) {
+  *d = vm_gelu_grad_double(1.0, x);
+  return vm_gelu_double(x);
+}
 LT_VM_INLINE double vm_gelu_tanh_double(double x) {
   double z2 = 2.0 * (VM_GELU_TANH_K_D * (x + 0.044715 * (x * x * x)));
   return x / (1.0 + exp(-z2));
