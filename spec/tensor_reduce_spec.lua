@@ -273,6 +273,24 @@ describe("kernel modes (inner, column, chunked) against a plain Lua reference", 
     close(f:amax(2), ref_reduce(f, { 2 }, "amax"), 0)
     close(f:amin(1), ref_reduce(f, { 1 }, "amin"), 0)
   end)
+
+  -- float32 column sums fold four rows per pass over their double accumulators, in row order:
+  -- the float64 sum of the same values in the same order, rounded once, at every row count
+  it("sum float32 columns as the float64 fold of the same order, rounded", function()
+    lt.manual_seed(8)
+    for _, rows in ipairs { 1, 2, 3, 4, 5, 7, 8, 9, 1023, 40001 } do
+      for _, cols in ipairs { 1, 3, 17, 384 } do
+        if rows * cols <= 400000 then
+          local x = lt.randn(rows, cols) * 100
+          local want = x:double():sum(1):float()
+          assert.are.same(want:tolist(), x:sum(1):tolist(), rows .. "x" .. cols)
+          assert.are.same((x:double():sum(1) / rows):float():tolist(), x:mean(1):tolist())
+          local x3 = lt.randn(2, rows, cols)   -- two leading positions, each its own columns
+          assert.are.same(x3:double():sum(2):float():tolist(), x3:sum(2):tolist())
+        end
+      end
+    end
+  end)
 end)
 
 describe("non-contiguous inputs", function()
