@@ -148,6 +148,31 @@ static void release_all(lt_tensor **t, int n) {
 
 /* ------------------------------------------------------------ backward */
 
+/* A fresh tensor of t's shape whose dims lie in memory in the order of t's strides, the last
+** dim last (broadcast dims outermost): the gradient of heads split out of one (B, T, H E)
+** tensor as (B, H, T, E) views then lies as (B, T, H, E), and the backward of the split's view
+** and transpose needs no copy. A contiguous t gives a contiguous tensor. */
+static int empty_in_order(lt_ctx *ctx, lt_tensor **out, const lt_tensor *t) {
+  int nd = t->ndim, ord[LT_MAX_DIMS];
+  for (int d = 0; d < nd; d++) ord[d] = d;
+  for (int i = 1; i < nd - 1; i++)   /* stable insertion sort of the leading dims */
+    for (int j = i; j > 0; j--) {
+      int64_t a = t->stride[ord[j - 1]], b = t->stride[ord[j]];
+      if ((a == 0 ? INT64_MAX : a) >= (b == 0 ? INT64_MAX : b)) break;
+      int x = ord[j - 1];
+      ord[j - 1] = ord[j];
+      ord[j] = x;
+    }
+  int64_t psize[LT_MAX_DIMS], stride[LT_MAX_DIMS];
+  for (int d = 0; d < nd; d++) psize[d] = t->size[ord[d]];
+  lt_tensor *dense;
+  if (ltO_empty_as(ctx, &dense, t, t->dtype, nd, psize)) return -1;
+  for (int d = 0; d < nd; d++) stride[ord[d]] = dense->stride[d];
+  *out = ltB_alias(dense, nd, t->size, stride, dense->offset);
+  lt_release(dense);
+  return *out ? 0 : ltB_fail(ctx, "%s: out of memory", OP);
+}
+
 static int sdpa_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_tensor **gin) {
   const sdpa_extra *e = self->extra;
   const ltK_sdpa_geom *g = &e->g;
@@ -157,11 +182,20 @@ static int sdpa_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt_
     if (ltG_saved_get(ctx, self, i, &sv[i])) return -1;
   lt_dtype dt = sv[SDPA_Q]->dtype;
   const int64_t cols[SDPA_NIN] = {g->E, g->E, g->Ev}, rows[SDPA_NIN] = {g->L, g->S, g->S};
-  if (ltO_dense_as(ctx, &dout, gout[0], dt)) return -1;
+  lt_tensor *g32;   /* the kernel reads dout's rows where they lie, as it reads q, k and v */
+  if (lt_to_dtype(ctx, &g32, gout[0], dt)) return -1;
+  int rc = full_view(ctx, &dout, g32, g, g->L, g->Ev, true);
+  lt_release(g32);
+  if (rc) return -1;
   for (int i = 0; i < SDPA_NIN; i++) {
     int64_t size[LT_MAX_DIMS];
     int nd = full_shape(g, rows[i], cols[i], size);
-    if (ltO_empty_as(ctx, &d[i], sv[SDPA_Q], dt, nd, size)) goto fail;
+    /* broadcast inputs get a dense gradient over the batch (ltO_sum_to folds it) */
+    bool bcast = false;
+    for (int k = 0; k < nd - 2; k++) bcast |= sv[i]->stride[k] == 0 && sv[i]->size[k] > 1;
+    if (bcast ? ltO_empty_as(ctx, &d[i], sv[SDPA_Q], dt, nd, size)
+              : empty_in_order(ctx, &d[i], sv[i]))
+      goto fail;
   }
   if (ltK_kernels(sv[SDPA_Q])->sdpa_backward(ctx, g, d[SDPA_Q], d[SDPA_K], d[SDPA_V],
                                              sv[SDPA_Q], sv[SDPA_K], sv[SDPA_V], sv[SAVED_MASK],

@@ -413,8 +413,9 @@ typedef struct ltK_backend {
   ** gives zeros. -1 only when a work tile cannot be had */
   int (*sdpa)(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *out, lt_tensor *lse,
               const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *mask);
-  /* its gradients for dout (out's shape) into fresh contiguous dq, dk, dv of the batch shape,
-  ** from the forward's out and lse (the weights are recomputed); -1 as the forward */
+  /* its gradients for dout (out's shape) into fresh dq, dk, dv of the batch shape, from the
+  ** forward's out and lse (the weights are recomputed); dout, dq, dk, dv have unit stride along
+  ** their last dim and any strides elsewhere (as q, k, v); -1 as the forward */
   int (*sdpa_backward)(lt_ctx *ctx, const ltK_sdpa_geom *g, lt_tensor *dq, lt_tensor *dk,
                        lt_tensor *dv, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                        const lt_tensor *mask, const lt_tensor *out, const lt_tensor *lse,

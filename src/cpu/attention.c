@@ -83,6 +83,15 @@ static char *row_at(const mat *m, int64_t i, size_t es) {
   return m->p + (size_t)(i * m->ld) * es;
 }
 
+/* rows i0..i0+n-1 of m (cols wide) = 0 */
+static void zero_rows(const mat *m, int64_t i0, int64_t n, int64_t cols, size_t es) {
+  if (m->ld == cols) {
+    memset(row_at(m, i0, es), 0, (size_t)(n * cols) * es);
+    return;
+  }
+  for (int64_t i = i0; i < i0 + n; i++) memset(row_at(m, i, es), 0, (size_t)cols * es);
+}
+
 /* C (m x n, ldc) = alpha op(A) op(B) + beta C; k = 0 leaves beta C (zeros for beta = 0). */
 static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                  const char *a, int64_t lda, const char *b, int64_t ldb, double beta, char *c,
@@ -534,13 +543,11 @@ typedef struct bwd_mats {
 static bwd_mats bwd_mats_of(const sdpa_job *j, int64_t b) {
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  int64_t L = g->L, S = g->S, E = g->E, ev = g->Ev;
+  int64_t L = g->L;
   bwd_mats m = {
       .Q = mat_of(j->q, g, b), .K = mat_of(j->k, g, b), .V = mat_of(j->v, g, b),
       .dO = mat_of(j->dout, g, b),
-      .dQ = {(char *)lt_data(j->dq) + (size_t)(b * L * E) * es, E > 1 ? E : 1},
-      .dK = {(char *)lt_data(j->dk) + (size_t)(b * S * E) * es, E > 1 ? E : 1},
-      .dV = {(char *)lt_data(j->dv) + (size_t)(b * S * ev) * es, ev > 1 ? ev : 1},
+      .dQ = mat_of(j->dq, g, b), .dK = mat_of(j->dk, g, b), .dV = mat_of(j->dv, g, b),
       .lse = (const char *)lt_data(j->lse) + (size_t)(b * L) * es,
       .b = b,
   };
@@ -613,9 +620,9 @@ static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
   bwd_mats m = bwd_mats_of(j, b);
   char *d = s + (size_t)(2 * BR * BC) * es;
   kv_pack pk = pack_at(d + (size_t)g->L * sizeof(double), g);
-  memset(m.dQ.p, 0, (size_t)(g->L * g->E) * es);
-  memset(m.dK.p, 0, (size_t)(g->S * g->E) * es);
-  memset(m.dV.p, 0, (size_t)(g->S * g->Ev) * es);
+  zero_rows(&m.dQ, 0, g->L, g->E, es);
+  zero_rows(&m.dK, 0, g->S, g->E, es);
+  zero_rows(&m.dV, 0, g->S, g->Ev, es);
   row_dots(j, b, &m.dO, d);
   for (int64_t j0 = 0; j0 < g->S; j0 += BC)
     for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
@@ -666,15 +673,15 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
     const char *d = j->d + (size_t)(b * g->L) * es;
     if (keys) {
       int64_t j0 = blk * BC, nc = ltC_min(BC, g->S - j0);
-      memset(row_at(&m.dK, j0, es), 0, (size_t)(nc * g->E) * es);
-      memset(row_at(&m.dV, j0, es), 0, (size_t)(nc * g->Ev) * es);
+      zero_rows(&m.dK, j0, nc, g->E, es);
+      zero_rows(&m.dV, j0, nc, g->Ev, es);
       for (int64_t i0 = 0; i0 < g->L; i0 += BR) {
         tile_pos t = tile_at(g, i0, j0);
         if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_KV, s, &pk);
       }
     } else {
       int64_t i0 = blk * BR;
-      memset(row_at(&m.dQ, i0, es), 0, (size_t)(ltC_min(BR, g->L - i0) * g->E) * es);
+      zero_rows(&m.dQ, i0, ltC_min(BR, g->L - i0), g->E, es);
       for (int64_t j0 = 0; j0 < g->S; j0 += BC) {
         tile_pos t = tile_at(g, i0, j0);
         if (tile_seen(g, t)) bwd_tile(j, &m, t, d, GRAD_Q, s, &pk);
