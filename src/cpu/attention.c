@@ -234,6 +234,17 @@ static void bwd_ds_f64(double *dp, const double *p, int64_t nr, int64_t nc, cons
     for (int64_t c = 0; c < nc; c++) dp[r * BC + c] = p[r * BC + c] * (dp[r * BC + c] - d[r]);
 }
 
+/* x . y over n floats, in double lanes (one chain per lane, so the loop vectorises) */
+AT_INLINE double dot_f32(const float *x, const float *y, int64_t n) {
+  double acc[LANES] = {0}, s = 0;
+  int64_t e = 0;
+  for (; e + LANES <= n; e += LANES)
+    for (int k = 0; k < LANES; k++) acc[k] += (double)x[e + k] * y[e + k];
+  for (int k = 0; e + k < n; k++) acc[k] += (double)x[e + k] * y[e + k];
+  for (int k = 0; k < LANES; k++) s += acc[k];
+  return s;
+}
+
 /* ================================================================ one set per ISA level */
 
 typedef struct tile_kernels {
@@ -241,6 +252,7 @@ typedef struct tile_kernels {
               int64_t ldo, int64_t ev);
   void (*bwd_p)(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse);
   void (*bwd_ds)(float *dp, const float *p, int64_t nr, int64_t nc, const float *d);
+  double (*dot)(const float *x, const float *y, int64_t n);
 } tile_kernels;
 
 #define DEF_TILE_LEVEL(SUF)                                                                    \
@@ -253,7 +265,8 @@ typedef struct tile_kernels {
   }                                                                                            \
   static void bwd_ds_##SUF(float *dp, const float *p, int64_t nr, int64_t nc, const float *d) { \
     bwd_ds_f32(dp, p, nr, nc, d);                                                              \
-  }
+  }                                                                                            \
+  static double dot_##SUF(const float *x, const float *y, int64_t n) { return dot_f32(x, y, n); }
 
 DEF_TILE_LEVEL(sse4)
 #ifdef LT_ISA_DISPATCH
@@ -269,13 +282,16 @@ static tile_kernels tile_kernels_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
     case LT_ISA_AVX512:
-      return (tile_kernels){.fwd = fwd_avx512, .bwd_p = bwd_p_avx512, .bwd_ds = bwd_ds_avx512};
+      return (tile_kernels){.fwd = fwd_avx512, .bwd_p = bwd_p_avx512, .bwd_ds = bwd_ds_avx512,
+                            .dot = dot_avx512};
     case LT_ISA_AVX2:
-      return (tile_kernels){.fwd = fwd_avx2, .bwd_p = bwd_p_avx2, .bwd_ds = bwd_ds_avx2};
+      return (tile_kernels){.fwd = fwd_avx2, .bwd_p = bwd_p_avx2, .bwd_ds = bwd_ds_avx2,
+                            .dot = dot_avx2};
     default: break;
   }
 #endif
-  return (tile_kernels){.fwd = fwd_sse4, .bwd_p = bwd_p_sse4, .bwd_ds = bwd_ds_sse4};
+  return (tile_kernels){.fwd = fwd_sse4, .bwd_p = bwd_p_sse4, .bwd_ds = bwd_ds_sse4,
+                        .dot = dot_sse4};
 }
 
 /* ================================================================ dropout
@@ -504,17 +520,6 @@ static void fwd_range(int64_t u0, int64_t u1, void *ud) {
   free(s);
 }
 
-/* x . y over n floats, in double lanes (one chain per lane, so the loop vectorises) */
-static double dot_f32(const float *x, const float *y, int64_t n) {
-  double acc[LANES] = {0}, s = 0;
-  int64_t e = 0;
-  for (; e + LANES <= n; e += LANES)
-    for (int k = 0; k < LANES; k++) acc[k] += (double)x[e + k] * y[e + k];
-  for (int k = 0; e + k < n; k++) acc[k] += (double)x[e + k] * y[e + k];
-  for (int k = 0; k < LANES; k++) s += acc[k];
-  return s;
-}
-
 /* D[i] = dO[i] . O[i] for the rows of batch entry b (sums in double). */
 static void row_dots(const sdpa_job *j, int64_t b, const mat *dO, char *d) {
   const ltK_sdpa_geom *g = j->g;
@@ -523,7 +528,7 @@ static void row_dots(const sdpa_job *j, int64_t b, const mat *dO, char *d) {
     double acc = 0;
     if (j->dt == LT_FLOAT32) {
       const float *x = (const float *)o + i * g->Ev, *y = (const float *)row_at(dO, i, j->es);
-      ((float *)d)[i] = (float)dot_f32(x, y, g->Ev);
+      ((float *)d)[i] = (float)j->tk.dot(x, y, g->Ev);
     } else {
       const double *x = (const double *)o + i * g->Ev, *y = (const double *)row_at(dO, i, j->es);
       for (int64_t e = 0; e < g->Ev; e++) acc += x[e] * y[e];

@@ -25,6 +25,12 @@ typedef struct { lt_dtype dst, src; } copy_types;
 static void copy_row(char **data, const int64_t *st, int64_t n, void *ud) {
   const copy_types *ct = ud;
   int64_t sd = st[0], ss = st[1];
+  /* dense rows of one dtype (a bias broadcast down the rows of addmm's C): libc's copy is wider
+  ** than the build's baseline vectors */
+  if (ct->dst == ct->src && sd == ss && sd == (int64_t)lt_dtype_size(ct->dst)) {
+    memmove(data[0], data[1], (size_t)(n * sd));
+    return;
+  }
   switch (ct->dst * LT_NDTYPE + ct->src) {
     case LT_FLOAT32 * LT_NDTYPE + LT_FLOAT32: LOOP(float, float, AS_IS); break;
     case LT_FLOAT32 * LT_NDTYPE + LT_FLOAT64: LOOP(float, double, (float)); break;
