@@ -371,6 +371,22 @@ NORM_INLINE void f32_rows_dw(const row_job *j, double *aw, double *ab) {
       }
       continue;
     }
+    /* four rows per pass over the accumulators when they share a kind: the same sums in the
+    ** same order, a quarter of the accumulator traffic */
+    if (r + 4 <= j->R) {
+      const float *x1 = x + D, *x2 = x + 2 * D, *x3 = x + 3 * D;
+      const float *d1 = dy + D, *d2 = dy + 2 * D, *d3 = dy + 3 * D;
+      double m1 = j->mean[r + 1], m2 = j->mean[r + 2], m3 = j->mean[r + 3];
+      double s1 = j->rstd[r + 1], s2 = j->rstd[r + 2], s3 = j->rstd[r + 3];
+      for (int64_t i = 0; i < D; i++) {
+        double g0 = dy[i], g1 = d1[i], g2 = d2[i], g3 = d3[i];
+        aw[i] = (((aw[i] + g0 * ((double)x[i] - mu) * rs) + g1 * ((double)x1[i] - m1) * s1) +
+                 g2 * ((double)x2[i] - m2) * s2) + g3 * ((double)x3[i] - m3) * s3;
+        ab[i] = (((ab[i] + g0) + g1) + g2) + g3;
+      }
+      r += 3;
+      continue;
+    }
     for (int64_t i = 0; i < D; i++) {
       double gv = dy[i];
       aw[i] += gv * ((double)x[i] - mu) * rs;
