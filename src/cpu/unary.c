@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../cpu_isa.h"
+#include "cpu.h"
 #include "ew.h"
 
 #define LT_T float
@@ -37,12 +38,20 @@ static void un_f64(int op, char **d, int64_t so, int64_t sa, int64_t n, double p
 LT_ISA_BEGIN_AVX2
 static void un_f32_avx2(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
                         double p1) {
+  if (op == LT_GELU) {   /* gelu.c's tables */
+    ltC_gelu_avx2(d[0], so, NULL, 0, d[1], sa, n);
+    return;
+  }
   un_body_float(op, d, so, sa, n, p0, p1);
 }
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
 static void un_f32_avx512(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
                           double p1) {
+  if (op == LT_GELU) {
+    ltC_gelu_avx2(d[0], so, NULL, 0, d[1], sa, n);
+    return;
+  }
   un_body_float(op, d, so, sa, n, p0, p1);
 }
 LT_ISA_END
@@ -253,19 +262,17 @@ typedef void (*pair_kernel)(char **d, const int64_t *st, int64_t n);
 DEF_PAIR(gelu_pair_f32, float, vm_gelu_pair_float)
 DEF_PAIR(gelu_pair_f64, double, vm_gelu_pair_double)
 #ifdef LT_ISA_DISPATCH
-LT_ISA_BEGIN_AVX2
-DEF_PAIR(gelu_pair_f32_avx2, float, vm_gelu_pair_float)
-LT_ISA_END
-LT_ISA_BEGIN_AVX512
-DEF_PAIR(gelu_pair_f32_avx512, float, vm_gelu_pair_float)
-LT_ISA_END
+/* from AVX2 up: gelu.c's tables, which the unpaired kernel uses too */
+static void gelu_pair_f32_avx2(char **d, const int64_t *st, int64_t n) {
+  ltC_gelu_avx2(d[0], st[0], d[1], st[1], d[2], st[2], n);
+}
 #endif
 
 static pair_kernel gelu_pair_for(lt_dtype dt) {
   if (dt == LT_FLOAT64) return gelu_pair_f64;
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return gelu_pair_f32_avx512;
+    case LT_ISA_AVX512:
     case LT_ISA_AVX2: return gelu_pair_f32_avx2;
     default: break;
   }
