@@ -12,6 +12,7 @@
 ** Broadcast batch dims of C are reduced inside the same loop (beta = 1 accumulation).
 */
 #include <cblas.h>
+#include <string.h>
 #include <limits.h>
 #include <stdint.h>
 
@@ -118,12 +119,20 @@ static void gemm_block(const gemm_job *j, int64_t i0, int64_t i1, int64_t j0, in
   char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
   enum CBLAS_TRANSPOSE A = j->ta ? CblasTrans : CblasNoTrans, B = j->tb ? CblasTrans : CblasNoTrans;
   int m = (int)(i1 - i0), n = (int)(j1 - j0), k = (int)j->k;
+  /* For beta = 0 OpenBLAS zeroes C in a pass of its own before adding the product, at a third
+  ** of memset's speed (512 x 512: 88 us against 20, one thread); the product's own kernel
+  ** then adds to C either way, so zeroing here and passing beta = 1 gives the same bits. */
+  double beta = j->beta;
+  if (beta == 0) {
+    for (int i = 0; i < m; i++) memset(c + (size_t)(i * j->ldc) * es, 0, (size_t)n * es);
+    beta = 1;
+  }
   if (j->dt == LT_FLOAT32)
     cblas_sgemm(CblasRowMajor, A, B, m, n, k, (float)j->alpha, (const float *)a, (int)j->lda,
-                (const float *)b, (int)j->ldb, (float)j->beta, (float *)c, (int)j->ldc);
+                (const float *)b, (int)j->ldb, (float)beta, (float *)c, (int)j->ldc);
   else
     cblas_dgemm(CblasRowMajor, A, B, m, n, k, j->alpha, (const double *)a, (int)j->lda,
-                (const double *)b, (int)j->ldb, j->beta, (double *)c, (int)j->ldc);
+                (const double *)b, (int)j->ldb, beta, (double *)c, (int)j->ldc);
 }
 
 static void gemm_blocks(int64_t t0, int64_t t1, void *ud) {
