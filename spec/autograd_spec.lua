@@ -431,6 +431,38 @@ describe("hooks and retain_grad", function()
     assert.is_nil(x.grad)
   end)
 
+  -- AccumulateGrad keeps the incoming gradient without a copy only when nothing else can see
+  -- it: a view whose base only it holds (a bias's reduced gradient, a weight's transposed
+  -- product) is kept; a view of a tensor the caller holds is copied
+  it("a leaf's first gradient never shares memory with a tensor the caller holds", function()
+    local held = lt.arange(6):float()
+    local x = lt.ones(2, 3, { requires_grad = true })
+    x:register_hook(function() return held:view(2, 3) end)
+    ;(x * 1):sum():backward()
+    held:fill_(-1)
+    assert.are.same({ { 0, 1, 2 }, { 3, 4, 5 } }, x.grad:tolist())
+    -- the gradient given to backward reaches the leaf as a view of it
+    local z = lt.ones(2, 3, { requires_grad = true })
+    local G = lt.arange(6):float()
+    z:view(6):backward(G)
+    G:fill_(-1)
+    assert.are.same({ { 0, 1, 2 }, { 3, 4, 5 } }, z.grad:tolist())
+    local y = lt.ones(3, 2, { requires_grad = true })
+    local base = lt.arange(6):float():reshape(2, 3)
+    y:register_hook(function() return base:t():contiguous():view(3, 2) end)   -- base only via a view
+    ;(y * 1):sum():backward()
+    assert.are.same({ { 0, 3 }, { 1, 4 }, { 2, 5 } }, y.grad:tolist())
+    -- kept gradients of the common shapes are right, and later steps add into them
+    local lin = lt.nn.Linear(4, 3)
+    local inp = lt.randn(5, 4)
+    lin(inp):sum():backward()
+    assert.is_true(lt.allclose(lin.bias.grad, lt.full({ 3 }, 5.0)))
+    assert.is_true(lt.allclose(lin.weight.grad, inp:sum(1):expand(3, 4), 1e-5, 1e-5))
+    lin(inp):sum():backward()
+    assert.is_true(lt.allclose(lin.bias.grad, lt.full({ 3 }, 10.0)))
+    assert.is_true(lt.allclose(lin.weight.grad, inp:sum(1):expand(3, 4) * 2, 1e-5, 1e-5))
+  end)
+
   it("an error in a hook surfaces as a Lua error", function()
     local x = lt.ones(2, { requires_grad = true })
     x:register_hook(function() error("hook failed") end)
