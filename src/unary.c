@@ -21,6 +21,7 @@ typedef struct {
   enum unop_rule kind;
   enum unop_save save;
   bool bool_ok;      /* U_SAME: defined on bool tensors */
+  bool pair;         /* recorded, it saves f'(a) from the backend's unary_pair, not a */
 } unop_info;
 
 static const unop_info uinfo[LT_NUNOP] = {
@@ -30,7 +31,7 @@ static const unop_info uinfo[LT_NUNOP] = {
     [LT_SQRT] = {U_FLOAT, S_OUT, true},        [LT_RSQRT] = {U_FLOAT, S_OUT, true},
     [LT_SIN] = {U_FLOAT, S_IN, true},          [LT_COS] = {U_FLOAT, S_IN, true},
     [LT_TANH] = {U_FLOAT, S_OUT, true},        [LT_SIGMOID] = {U_FLOAT, S_OUT, true},
-    [LT_RELU] = {U_SAME, S_OUT, false},        [LT_GELU] = {U_FLOATONLY, S_IN, false},
+    [LT_RELU] = {U_SAME, S_OUT, false},        [LT_GELU] = {U_FLOATONLY, S_IN, false, true},
     [LT_SILU] = {U_FLOATONLY, S_IN, false},    [LT_LNOT] = {U_BOOLOUT, S_NODIFF, true},
     [LT_ISNAN] = {U_BOOLOUT, S_NODIFF, true},  [LT_ISFINITE] = {U_BOOLOUT, S_NODIFF, true},
     [LT_RECIPROCAL] = {U_FLOAT, S_OUT, true},  [LT_SQUARE] = {U_SAME, S_IN, true},
@@ -177,10 +178,10 @@ int lt_unary(lt_ctx *ctx, lt_tensor **out, enum lt_unop op, lt_tensor *a, double
   lt_tensor *o, *d = NULL;
   bool rec = uinfo[op].save != S_NODIFF && ctx->grad_enabled && a->requires_grad;
   if (ltO_empty_as(ctx, &o, a, odt, a->ndim, a->size)) return -1;
-  /* Recorded gelu keeps f'(a) from its forward rather than a: the derivative costs as much as
-  ** the value again, and most of it is the value's work. (a itself may then change in place
-  ** before the backward, which stays right.) */
-  if (rec && op == LT_GELU && ltK_kernels(a)->unary_pair) {
+  /* A recorded paired op (gelu) keeps f'(a) from its forward rather than a: the derivative
+  ** costs as much as the value again, and most of it is the value's work. (a itself may then
+  ** change in place before the backward, which stays right.) */
+  if (rec && uinfo[op].pair && ltK_kernels(a)->unary_pair) {
     if (ltO_empty_as(ctx, &d, a, odt, a->ndim, a->size)) {
       lt_release(o);
       return -1;

@@ -409,8 +409,8 @@ static void tile_prod(const sdpa_job *j, bool ta, int64_t m, int64_t n, int64_t 
 ** Ev x nc), made once per (batch entry, key block). Unused with BLAS. */
 typedef struct kv_pack {
   float *kt, *vt;
-  int64_t b, j0;   /* the block they hold; b = -1: none yet */
-  bool has_v;
+  int64_t b, j0;   /* the block they hold; b = -1: none yet (a task's pack serves the forward,
+                    ** which packs K alone, or the backward, which packs both, never the two) */
 } kv_pack;
 
 static size_t pack_floats(const ltK_sdpa_geom *g, bool with_v) {
@@ -424,10 +424,10 @@ static kv_pack pack_at(char *s, const ltK_sdpa_geom *g) {
 
 static void pack_block(const sdpa_job *j, kv_pack *pk, const mat *K, const mat *V, int64_t b,
                        int64_t j0, int64_t nc) {
-  if (!j->own_mm || (pk->b == b && pk->j0 == j0 && pk->has_v == (V != NULL))) return;
+  if (!j->own_mm || (pk->b == b && pk->j0 == j0)) return;
   ltC_tile_transpose((const float *)row_at(K, j0, j->es), nc, j->g->E, K->ld, pk->kt);
   if (V) ltC_tile_transpose((const float *)row_at(V, j0, j->es), nc, j->g->Ev, V->ld, pk->vt);
-  pk->b = b, pk->j0 = j0, pk->has_v = V != NULL;
+  pk->b = b, pk->j0 = j0;
 }
 
 /* The scores tile of query rows p.i0.. against keys p.j0..: scale Q K^T, masked. pk holds the

@@ -179,9 +179,14 @@ void ltC_tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, i
                  ltC_band band) {
 #ifdef LT_ISA_DISPATCH
   tile_mm_avx2(m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
-#else
-  (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)ars, (void)acs, (void)b, (void)ldb;
-  (void)acc, (void)c, (void)ldc, (void)band;
+#else   /* never chosen (ltC_tile_mm_ok is false), but it keeps the contract: the whole product */
+  (void)band;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float s = 0;
+      for (int64_t p = 0; p < k; p++) s += a[i * ars + p * acs] * b[p * ldb + j];
+      c[i * ldc + j] = alpha * s + (acc ? c[i * ldc + j] : 0.0f);
+    }
 #endif
 }
 
