@@ -8,7 +8,8 @@ sum does not cancel (centred anchors lose 10 ulp on [3, 4), where Phi(-a) falls 
 first interval, where the value changes only 3-fold, keeps u = a exact. The reference is mpmath
 at 40 digits. Prints the two C tables ([coefficient][lane]: the four intervals twice, one copy
 per 128-bit half for vpermilps) and, for each, the worst error in float32 ulp of the kernel's
-own evaluation (Estrin's scheme, multiply-adds rounded once) over a dense sweep.
+own evaluation (even and odd halves by Horner's rule in u^2, multiply-adds rounded
+once) over a dense sweep.
 Run with Debian's python3-numpy and python3-mpmath: /usr/bin/python3 tools/fit_gelu_tables.py
 """
 import mpmath as mp
@@ -52,14 +53,16 @@ def fma(a, b, c):   # float32 operands, one rounding (the float64 product is exa
     return f32(a.astype(np.float64) * b.astype(np.float64) + np.asarray(c, dtype=np.float64))
 
 
-def estrin32(c, u):
-    """src/cpu/gelu.c's evaluation: pairs c_2i + c_2i+1 u, then u^2, u^4, u^8 combine them"""
+def evenodd32(c, u):
+    """src/cpu/gelu.c's evaluation: the even and the odd coefficients by Horner's rule in u^2,
+    then even + u odd"""
     u2 = f32(u.astype(np.float64) ** 2)
-    u4 = f32(u2.astype(np.float64) ** 2)
-    u8 = f32(u4.astype(np.float64) ** 2)
-    p = [fma(u, np.full_like(u, c[2 * i + 1]), c[2 * i]) for i in range(5)]
-    lo, hi = fma(p[1], u2, p[0]), fma(p[3], u2, p[2])
-    return fma(p[4], u8, fma(hi, u4, lo))
+    pe = np.full_like(u, c[8])
+    po = np.full_like(u, c[9])
+    for j in (6, 4, 2, 0):
+        pe = fma(pe, u2, c[j])
+        po = fma(po, u2, c[j + 1])
+    return fma(po, u, pe)
 
 
 for name, fn in (("cdf_tab", cdf_neg), ("pdf_tab", pdf)):
@@ -69,7 +72,7 @@ for name, fn in (("cdf_tab", cdf_neg), ("pdf_tab", pdf)):
         c32 = [np.float32(v) for v in fit(fn, lo, hi, anchor)]
         coefs.append(c32)
         a = f32(np.linspace(lo, hi, 20001, endpoint=False))[::3]
-        p = estrin32(c32, f32(a - np.float32(anchor)))   # exact: a and the anchor are close
+        p = evenodd32(c32, f32(a - np.float32(anchor)))   # exact: a and the anchor are close
         ex = np.array([float(fn(float(v))) for v in a])
         ulp = np.abs(p.astype(np.float64) - ex) / np.spacing(f32(ex)).astype(np.float64)
         worst = max(worst, float(ulp.max()))
