@@ -3,8 +3,8 @@
 degree-9 polynomial in u = a - b_k for Phi(-a) (the standard normal's lower tail) and for phi(a)
 (its density), weighted for relative error and reweighted toward minimax. The anchors b_k are
 0, 2, 3, 4: the right end of every interval but the first, so that u <= 0 and, the derivatives
-of both functions alternating in sign there, every term c_j u^j has one sign and the float32
-sum does not cancel (centred anchors lose 10 ulp on [3, 4), where Phi(-a) falls 42-fold); the
+of both functions alternating in sign there, the leading terms c_j u^j have one sign and the
+float32 sum does not cancel (centred anchors lose 10 ulp on [3, 4), where Phi(-a) falls 42-fold); the
 first interval, where the value changes only 3-fold, keeps u = a exact. The reference is mpmath
 at 40 digits. Prints the two C tables ([coefficient][lane]: the four intervals twice, one copy
 per 128-bit half for vpermilps) and, for each, the worst error in float32 ulp of the kernel's

@@ -11,8 +11,9 @@
 ** the lane-crossing vpermps, which on AMD's Zen 3 issues at half the rate and shares a pipe
 ** with the multiply-adds: the eight-interval version of this kernel ran 1.7 times longer.
 ** The polynomials are anchored at the right end of each interval but the first (u = |x| - b,
-** b = 2, 3, 4), where the derivatives alternate in sign, so that all terms of the sum have one
-** sign and the float32 evaluation does not cancel; the first interval keeps u = |x|.
+** b = 2, 3, 4), where the derivatives alternate in sign, so that the leading terms of the sum
+** have one sign and the float32 evaluation does not cancel (centred, it lost 10 ulp on [3, 4));
+** the first interval keeps u = |x|.
 ** Then x Phi(x) is x p for x < 0 and x - x p above, with p = Phi(-|x|), so that the tail keeps
 ** its relative accuracy. The derivative Phi(x) + x phi(x) takes phi(|x|) from four more
 ** polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like with mpmath's erfc as
