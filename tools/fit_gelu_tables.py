@@ -1,15 +1,20 @@
 #!/usr/bin/python3
 """Fits the tables of src/cpu/gelu.c: on each of the four intervals [k, k + 1), k = 0..3, a
-degree-9 polynomial in u = a - b_k for Phi(-a) (the standard normal's lower tail) and for phi(a)
-(its density), weighted for relative error and reweighted toward minimax. The anchors b_k are
-0, 2, 3, 4: the right end of every interval but the first, so that u <= 0 and, the derivatives
-of both functions alternating in sign there, the leading terms c_j u^j have one sign and the
-float32 sum does not cancel (centred anchors lose 10 ulp on [3, 4), where Phi(-a) falls 42-fold); the
-first interval, where the value changes only 3-fold, keeps u = a exact. The reference is mpmath
-at 40 digits. Prints the two C tables ([coefficient][lane]: the four intervals twice, one copy
-per 128-bit half for vpermilps) and, for each, the worst error in float32 ulp of the kernel's
-own evaluation (even and odd halves by Horner's rule in u^2, multiply-adds rounded
-once) over a dense sweep.
+degree-9 polynomial in u = a - b_k for G(a) = a Phi(-a) (so that gelu(x) is max(x, 0) - G(|x|))
+and for its derivative G'(a) = Phi(-a) - a phi(a) (gelu'(x) is G'(|x|) below 0, 1 - G'(x)
+above), Phi and phi the standard normal's distribution and density. G is weighted for relative
+error; G', which crosses zero near a = 0.75 where only an absolute error means anything, for
+error relative to max(|G'|, 0.02); both reweighted toward minimax. The anchors b_k are 0, 2,
+3, 4: the right end of every interval but the first, so that u <= 0 and, the derivatives
+alternating in sign there, the leading terms c_j u^j have one sign and the float32 sum does not
+cancel (centred anchors lost 10 ulp on [3, 4), where G falls 32-fold); the first interval keeps
+u = a exact, and its G is a times a degree-8 fit of Phi(-a), so that its constant term is 0 and
+G keeps its relative accuracy down to the smallest a. The reference is mpmath at 40 digits.
+Prints the two C tables ([coefficient][lane]: the four intervals twice, one copy per 128-bit
+half for vpermilps) and the error of the kernel's own evaluation (poly32 below, multiply-adds
+rounded once) over a dense sweep: for G in float32 ulp,
+for G' as a fraction of the tolerance spec/isa_spec.lua allows a gradient (1e-6 relative plus
+1e-7).
 Run with Debian's python3-numpy and python3-mpmath: /usr/bin/python3 tools/fit_gelu_tables.py
 """
 import mpmath as mp
@@ -25,20 +30,27 @@ def cdf_neg(a):
     return mp.erfc(mp.mpf(a) / mp.sqrt(2)) / 2
 
 
-def pdf(a):
-    return mp.exp(-mp.mpf(a) ** 2 / 2) / mp.sqrt(2 * mp.pi)
+def g(a):
+    return mp.mpf(a) * cdf_neg(a)
 
 
-def fit(fn, lo, hi, anchor, n=300):
+def dg(a):
+    a = mp.mpf(a)
+    return cdf_neg(a) - a * mp.exp(-a ** 2 / 2) / mp.sqrt(2 * mp.pi)
+
+
+def fit(fn, lo, hi, anchor, deg, floor, n=300):
+    """least squares in the error relative to max(|f|, floor), Lawson-reweighted toward
+    minimax"""
     c, r = (lo + hi) / 2, (hi - lo) / 2
     a = c + r * np.cos(np.pi * (np.arange(n) + 0.5) / n)
     f = np.array([float(fn(v)) for v in a])
-    V = np.vander(a - anchor, DEG + 1, increasing=True)
-    w = 1 / f
+    V = np.vander(a - anchor, deg + 1, increasing=True)
+    w = 1 / np.maximum(np.abs(f), floor)
     coef, *_ = np.linalg.lstsq(V * w[:, None], f * w, rcond=None)
     w2 = w.copy()
-    for _ in range(60):   # Lawson-style reweighting toward equal relative error
-        e = np.abs((V @ coef - f) / f)
+    for _ in range(60):
+        e = np.abs((V @ coef - f) * w)
         w2 = w2 * (e / e.max()) ** 0.3 + w * 1e-4
         w2 /= w2.max() / w.max()
         coef, *_ = np.linalg.lstsq(V * w2[:, None], f * w2, rcond=None)
@@ -53,30 +65,45 @@ def fma(a, b, c):   # float32 operands, one rounding (the float64 product is exa
     return f32(a.astype(np.float64) * b.astype(np.float64) + np.asarray(c, dtype=np.float64))
 
 
-def evenodd32(c, u):
-    """src/cpu/gelu.c's evaluation: the even and the odd coefficients by Horner's rule in u^2,
-    then even + u odd"""
+def poly32(c, u):
+    """src/cpu/gelu.c's evaluation: c0 + u (c1 + c2 u) + u^3 H(u), the even and odd halves of H
+    by Horner's rule in u^2, multiply-adds rounded once"""
     u2 = f32(u.astype(np.float64) ** 2)
-    pe = np.full_like(u, c[8])
-    po = np.full_like(u, c[9])
-    for j in (6, 4, 2, 0):
-        pe = fma(pe, u2, c[j])
-        po = fma(po, u2, c[j + 1])
-    return fma(po, u, pe)
+    u3 = f32(u2.astype(np.float64) * u)
+    low = fma(u, fma(u, np.full_like(u, c[2]), c[1]), c[0])
+    he, ho = np.full_like(u, c[9]), np.full_like(u, c[8])
+    for j in (7, 5, 3):
+        he = fma(he, u2, c[j])
+    for j in (6, 4):
+        ho = fma(ho, u2, c[j])
+    return fma(u3, fma(ho, u, he), low)
 
 
-for name, fn in (("cdf_tab", cdf_neg), ("pdf_tab", pdf)):
+def coefficients(name, k):
+    lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
+    if name == "g_tab" and k == 0:   # a Phi(-a): the fit of Phi(-a) shifted up one power
+        return [0.0] + list(fit(cdf_neg, lo, hi, anchor, DEG - 1, 0.0))
+    if name == "g_tab":
+        return fit(g, lo, hi, anchor, DEG, 0.0)
+    return fit(dg, lo, hi, anchor, DEG, 0.02)
+
+
+for name, fn in (("g_tab", g), ("dg_tab", dg)):
     coefs, worst = [], 0.0
     for k in range(4):
-        lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
-        c32 = [np.float32(v) for v in fit(fn, lo, hi, anchor)]
+        c32 = [np.float32(v) for v in coefficients(name, k)]
         coefs.append(c32)
-        a = f32(np.linspace(lo, hi, 20001, endpoint=False))[::3]
-        p = evenodd32(c32, f32(a - np.float32(anchor)))   # exact: a and the anchor are close
+        lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
+        a = f32(np.linspace(lo, hi, 20001, endpoint=False))[1::3]
+        p = poly32(c32, f32(a - np.float32(anchor))).astype(np.float64)   # a - b_k: exact
         ex = np.array([float(fn(float(v))) for v in a])
-        ulp = np.abs(p.astype(np.float64) - ex) / np.spacing(f32(ex)).astype(np.float64)
-        worst = max(worst, float(ulp.max()))
-    print("/* %s: worst %.2f ulp in float32 */" % (name, worst))
+        if name == "g_tab":
+            err = np.abs(p - ex) / np.spacing(f32(ex)).astype(np.float64)
+        else:
+            err = np.abs(p - ex) / (np.abs(ex) * 1e-6 + 1e-7)
+        worst = max(worst, float(err.max()))
+    unit = "ulp in float32" if name == "g_tab" else "of the gradient tolerance"
+    print("/* %s: worst %.2f %s */" % (name, worst, unit))
     print("static const float %s[%d][8] __attribute__((aligned(32))) = {" % (name, DEG + 1))
     for j in range(DEG + 1):
         vals = ", ".join("%.9ef" % coefs[k][j] for k in range(4))

@@ -4,24 +4,28 @@
 **
 ** Why a table: vmath.h's vm_gelu_float is one rational fit times an exponential over the whole
 ** line, about 30 multiplies and a division per vector, where PyTorch's shorter form is 550 ulp
-** off. Here |x| < 4, nearly every activation, takes Phi(-|x|) from one of four degree-9
-** polynomials, one per interval [k, k + 1), each coefficient picked for its lane by one
-** in-lane vpermilps from a table that holds the four intervals in both 128-bit halves: ten
-** permutes and nine multiply-adds a vector. Eight half-width intervals need
-** the lane-crossing vpermps, which on AMD's Zen 3 issues at half the rate and shares a pipe
-** with the multiply-adds: the eight-interval version of this kernel ran 1.7 times longer.
+** off. Here |x| < 4, nearly every activation, takes G(|x|) = |x| Phi(-|x|) from one of four
+** degree-9 polynomials, one per interval [k, k + 1), each coefficient picked for its lane by
+** one in-lane vpermilps from a table that holds the four intervals in both 128-bit halves; then
+** gelu(x) is max(x, 0) - G(|x|): x - G above 0 and -G below, one rounding, no product.
+** On AMD's Zen 3 the permutes and the multiply-adds issue to the same two pipes, two a cycle,
+** and bound the loop: ten permutes, nine multiply-adds and two products a vector. Eight
+** half-width intervals need the lane-crossing vpermps, which issues at one a cycle: that
+** version of this kernel ran 1.7 times longer. Tabulating Phi(-|x|) and multiplying by x cost
+** two more operations of that kind (the product and a blend), 11% of the loop.
 ** The polynomials are anchored at the right end of each interval but the first (u = |x| - b,
 ** b = 2, 3, 4), where the derivatives alternate in sign, so that the leading terms of the sum
 ** have one sign and the float32 evaluation does not cancel (centred, it lost 10 ulp on [3, 4));
-** the first interval keeps u = |x|.
-** Then x Phi(x) is x p for x < 0 and x - x p above, with p = Phi(-|x|), so that the tail keeps
-** its relative accuracy. The derivative Phi(x) + x phi(x) takes phi(|x|) from four more
-** polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like with mpmath's erfc as
-** reference) are 1e-8 relative; evaluated in float32, Phi(-|x|) is within 2.4 ulp and phi
-** within 2.3 (the script's own measure), which keeps gelu inside vmath.h's bounds (8 ulp, 4
-** for x > -0.5) as spec/isa_spec.lua asserts.
+** the first interval keeps u = |x| and a zero constant term, so that G keeps its relative
+** accuracy down to the subnormals. The derivative, G'(|x|) below 0 and 1 - G'(x) above, takes
+** G' from four more polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like
+** with mpmath as reference) are 1e-8 relative; evaluated in float32, G is within 1.9 ulp and
+** G' within half the gradient tolerance (the script's own measures), which keeps gelu inside vmath.h's bounds
+** (8 ulp, 4 for x > -0.5) as spec/isa_spec.lua asserts.
 **
-** Lanes with |x| >= 4, NaN or infinite take vm_gelu_float: the choice depends on the value
+** Lanes with |x| >= 4, NaN or infinite take vm_gelu_float, and so do those with 0 < |x| <
+** 2^-125, where x/2 is subnormal and x - G would round twice where x Phi(x) rounds once: the
+** choice depends on the value
 ** only, never on the neighbours a lane shares a vector with, so results do not depend on the
 ** thread count or on where a row is cut. A tail shorter than a vector goes through masked
 ** loads and stores of the same vector code.
@@ -35,90 +39,99 @@
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
 
-#define GELU_XMAX 4.0f   /* the tables cover |x| < 4 */
+#define GELU_XMAX_BITS 0x40800000   /* 4.0f: the tables cover |x| < 4 */
+#define GELU_XMIN_BITS 0x01000000   /* 2^-125: below, x/2 is subnormal (0 itself is in range) */
 #define GELU_INLINE static inline __attribute__((always_inline))
 
-/* [coefficient j][lane] of Phi(-a) and of phi(a) in u = a - b_k for a in [k, k + 1), anchors
-** b_k = 0, 2, 3, 4; the four intervals twice, one copy per 128-bit half */
-static const float cdf_tab[10][8] __attribute__((aligned(32))) = {
-    {5.000000000e-01f, 2.275013179e-02f, 1.349898055e-03f, 3.167124305e-05f,
-     5.000000000e-01f, 2.275013179e-02f, 1.349898055e-03f, 3.167124305e-05f},
-    {-3.989422619e-01f, -5.399096385e-02f, -4.431849346e-03f, -1.338301372e-04f,
-     -3.989422619e-01f, -5.399096385e-02f, -4.431849346e-03f, -1.338301372e-04f},
-    {-5.337752782e-07f, 5.399108306e-02f, 6.647741888e-03f, 2.676644654e-04f,
-     -5.337752782e-07f, 5.399108306e-02f, 6.647741888e-03f, 2.676644654e-04f},
-    {6.649674475e-02f, -2.699380741e-02f, -5.909603555e-03f, -3.345094447e-04f,
-     6.649674475e-02f, -2.699380741e-02f, -5.909603555e-03f, -3.345094447e-04f},
-    {-3.886565173e-05f, 4.511306994e-03f, 3.320303746e-03f, 2.904990688e-04f,
-     -3.886565173e-05f, 4.511306994e-03f, 3.320303746e-03f, 2.904990688e-04f},
-    {-9.836769663e-03f, 2.298446139e-03f, -1.123156631e-03f, -1.793886040e-04f,
-     -9.836769663e-03f, 2.298446139e-03f, -1.123156631e-03f, -1.793886040e-04f},
-    {-2.927710011e-04f, -1.232004841e-03f, 7.255021046e-05f, 8.890822937e-05f,
-     -2.927710011e-04f, -1.232004841e-03f, 7.255021046e-05f, 8.890822937e-05f},
-    {1.571050263e-03f, 2.889345924e-04f, 2.652332660e-05f, -1.529480141e-05f,
-     1.571050263e-03f, 2.889345924e-04f, 2.652332660e-05f, -1.529480141e-05f},
-    {-2.930093906e-04f, 2.583634341e-04f, -9.421196592e-05f, 1.347797570e-05f,
-     -2.930093906e-04f, 2.583634341e-04f, -9.421196592e-05f, 1.347797570e-05f},
-    {-8.331455319e-06f, 2.101617065e-05f, -1.576386785e-05f, 5.345906629e-06f,
-     -8.331455319e-06f, 2.101617065e-05f, -1.576386785e-05f, 5.345906629e-06f},
+/* [coefficient j][lane] of G(a) = a Phi(-a) and of G'(a) in u = a - b_k for a in [k, k + 1),
+** anchors b_k = 0, 2, 3, 4; the four intervals twice, one copy per 128-bit half */
+static const float g_tab[10][8] __attribute__((aligned(32))) = {
+    {0.000000000e+00f, 4.550026357e-02f, 4.049694166e-03f, 1.266849722e-04f,
+     0.000000000e+00f, 4.550026357e-02f, 4.049694166e-03f, 1.266849722e-04f},
+    {5.000000000e-01f, -8.523179591e-02f, -1.194564719e-02f, -5.036497605e-04f,
+     5.000000000e-01f, -8.523179591e-02f, -1.194564719e-02f, -5.036497605e-04f},
+    {-3.989422619e-01f, 5.399104208e-02f, 1.551145781e-02f, 9.368071333e-04f,
+     -3.989422619e-01f, 5.399104208e-02f, 1.551145781e-02f, 9.368071333e-04f},
+    {-8.149769428e-07f, 1.199416374e-06f, -1.107982919e-02f, -1.070705126e-03f,
+     -8.149769428e-07f, 1.199416374e-06f, -1.107982919e-02f, -1.070705126e-03f},
+    {6.649960577e-02f, -1.798728667e-02f, 4.060679115e-03f, 8.248586673e-04f,
+     6.649960577e-02f, -1.798728667e-02f, 4.060679115e-03f, 8.248586673e-04f},
+    {-5.345215686e-05f, 9.043501690e-03f, -9.352657798e-06f, -4.386937653e-04f,
+     -5.345215686e-05f, 9.043501690e-03f, -9.352657798e-06f, -4.386937653e-04f},
+    {-9.794810787e-03f, -3.221358056e-04f, -8.043276612e-04f, 1.455580496e-04f,
+     -9.794810787e-03f, -3.221358056e-04f, -8.043276612e-04f, 1.455580496e-04f},
+    {-3.638121416e-04f, -8.865447016e-04f, 3.089828824e-04f, -2.143001620e-05f,
+     -3.638121416e-04f, -8.865447016e-04f, 3.089828824e-04f, -2.143001620e-05f},
+    {1.641253475e-03f, 5.987108452e-04f, -1.108889192e-04f, -8.244253877e-06f,
+     1.641253475e-03f, 5.987108452e-04f, -1.108889192e-04f, -8.244253877e-06f},
+    {-3.304610145e-04f, 1.989821758e-04f, -6.780346303e-05f, 1.044915371e-05f,
+     -3.304610145e-04f, 1.989821758e-04f, -6.780346303e-05f, 1.044915371e-05f},
 };
-static const float pdf_tab[10][8] __attribute__((aligned(32))) = {
-    {3.989422917e-01f, 5.399096757e-02f, 4.431848414e-03f, 1.338302245e-04f,
-     3.989422917e-01f, 5.399096757e-02f, 4.431848414e-03f, 1.338302245e-04f},
-    {1.364214186e-09f, -1.079819277e-01f, -1.329554524e-02f, -5.353209563e-04f,
-     1.364214186e-09f, -1.079819277e-01f, -1.329554524e-02f, -5.353209563e-04f},
-    {-1.994711310e-01f, 8.098652959e-02f, 1.772737689e-02f, 1.003724290e-03f,
-     -1.994711310e-01f, 8.098652959e-02f, 1.772737689e-02f, 1.003724290e-03f},
-    {-7.601551602e-07f, -1.799567603e-02f, -1.329583488e-02f, -1.159893000e-03f,
-     -7.601551602e-07f, -1.799567603e-02f, -1.329583488e-02f, -1.159893000e-03f},
-    {4.987676069e-02f, -1.123766601e-02f, 5.537344608e-03f, 9.087527869e-04f,
-     4.987676069e-02f, -1.123766601e-02f, 5.537344608e-03f, 9.087527869e-04f},
-    {-5.088852777e-05f, 8.146292530e-03f, -6.766974111e-04f, -4.956135526e-04f,
-     -5.088852777e-05f, 8.146292530e-03f, -6.766974111e-04f, -4.956135526e-04f},
-    {-8.145476691e-03f, -6.921900786e-04f, -6.258723442e-04f, 1.785606000e-04f,
-     -8.145476691e-03f, -6.921900786e-04f, -6.258723442e-04f, 1.785606000e-04f},
-    {-3.311093897e-04f, -6.901245797e-04f, 2.844941337e-04f, -2.917152415e-05f,
-     -3.311093897e-04f, -6.901245797e-04f, 2.844941337e-04f, -2.917152415e-05f},
-    {1.447573071e-03f, 5.816787598e-04f, -1.277890551e-04f, -1.618526426e-06f,
-     1.447573071e-03f, 5.816787598e-04f, -1.277890551e-04f, -1.618526426e-06f},
-    {-2.965280437e-04f, 1.800369355e-04f, -6.447410124e-05f, 1.139996675e-05f,
-     -2.965280437e-04f, 1.800369355e-04f, -6.447410124e-05f, 1.139996675e-05f},
+static const float dg_tab[10][8] __attribute__((aligned(32))) = {
+    {5.000000000e-01f, -8.523180336e-02f, -1.194564719e-02f, -5.036496441e-04f,
+     5.000000000e-01f, -8.523180336e-02f, -1.194564719e-02f, -5.036496441e-04f},
+    {-7.978842258e-01f, 1.079819947e-01f, 3.102292493e-02f, 1.873629517e-03f,
+     -7.978842258e-01f, 1.079819947e-01f, 3.102292493e-02f, 1.873629517e-03f},
+    {-9.744886484e-06f, 2.117227268e-06f, -3.323936835e-02f, -3.211721545e-03f,
+     -9.744886484e-06f, 2.117227268e-06f, -3.323936835e-02f, -3.211721545e-03f},
+    {2.660663724e-01f, -7.196059823e-02f, 1.624329947e-02f, 3.303688718e-03f,
+     2.660663724e-01f, -7.196059823e-02f, 1.624329947e-02f, 3.303688718e-03f},
+    {-5.869126180e-04f, 4.516943917e-02f, -4.613790225e-05f, -2.169871936e-03f,
+     -5.869126180e-04f, 4.516943917e-02f, -4.613790225e-05f, -2.169871936e-03f},
+    {-5.791856349e-02f, -2.052189084e-03f, -4.830032121e-03f, 9.474480175e-04f,
+     -5.791856349e-02f, -2.052189084e-03f, -4.830032121e-03f, 9.474480175e-04f},
+    {-3.881660290e-03f, -6.386679132e-03f, 2.146751620e-03f, -1.317114948e-05f,
+     -3.881660290e-03f, -6.386679132e-03f, 2.146751620e-03f, -1.317114948e-05f},
+    {1.435557660e-02f, 4.625037778e-03f, -9.118627640e-04f, 8.106692985e-05f,
+     1.435557660e-02f, 4.625037778e-03f, -9.118627640e-04f, 8.106692985e-05f},
+    {-3.582147881e-03f, 1.707921969e-03f, -6.280487287e-04f, 1.789718954e-04f,
+     -3.582147881e-03f, 1.707921969e-03f, -6.280487287e-04f, 1.789718954e-04f},
+    {1.258204866e-04f, -1.778114529e-05f, -4.978906418e-06f, 2.037172999e-05f,
+     1.258204866e-04f, -1.778114529e-05f, -4.978906418e-06f, 2.037172999e-05f},
 };
 
-/* the polynomial of table t at u, interval idx per lane (vpermilps reads its low two bits): its
-** even and odd halves by Horner's rule in u^2, then even + u odd. One product (u^2) instead of
-** Estrin's three: the multiply-adds and the permutes share two pipes on Zen 3, and they bound
-** the loop. */
+/* the polynomial of table t at u, interval idx per lane (vpermilps reads its low two bits), as
+** c0 + u (c1 + c2 u) + u^3 H(u), H's even and odd halves by Horner's rule in u^2: the first
+** interval's G (0.5 u - 0.4 u^2 + ...) cancels 3-fold near u = 1, which cost 3.7 ulp when the
+** whole sum was split into even and odd halves; this way the partial sums add without
+** cancelling, for one product (u^3) more. */
 GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i idx, __m256 u, __m256 u2) {
 #define GELU_C(j) _mm256_permutevar_ps(_mm256_load_ps(t[j]), idx)
-  __m256 pe = GELU_C(8), po = GELU_C(9);
-  for (int j = 6; j >= 0; j -= 2) {
-    pe = _mm256_fmadd_ps(pe, u2, GELU_C(j));
-    po = _mm256_fmadd_ps(po, u2, GELU_C(j + 1));
-  }
+  __m256 u3 = _mm256_mul_ps(u2, u);
+  __m256 low = _mm256_fmadd_ps(u, _mm256_fmadd_ps(GELU_C(2), u, GELU_C(1)), GELU_C(0));
+  __m256 he = GELU_C(9), ho = GELU_C(8);
+  for (int j = 7; j >= 3; j -= 2) he = _mm256_fmadd_ps(he, u2, GELU_C(j));
+  for (int j = 6; j >= 4; j -= 2) ho = _mm256_fmadd_ps(ho, u2, GELU_C(j));
 #undef GELU_C
-  return _mm256_fmadd_ps(po, u, pe);
+  return _mm256_fmadd_ps(u3, _mm256_fmadd_ps(ho, u, he), low);
 }
 
-/* y = gelu(x) and, when want_d, d = gelu'(x), for the lanes of x with |x| < 4; *inr gets the
-** mask of those lanes (NaN is not one). */
+/* y = gelu(x) and, when want_d, d = gelu'(x), for the lanes of x the tables serve (|x| < 4, and
+** |x| = 0 or >= 2^-125); *inr gets the mask of those lanes (NaN is not one). */
 GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, __m256 *d, int *inr) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 a = _mm256_and_ps(x, absmask);
-  *inr = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(GELU_XMAX), _CMP_LT_OQ));
+  /* on the bits of |x| (NaN's above infinity's): 4 <= |x|, or 0 < |x| < 2^-125, is out */
+  __m256i ab = _mm256_castps_si256(a);
+  __m256i big = _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(GELU_XMAX_BITS - 1));
+  __m256i tiny = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(GELU_XMIN_BITS), ab),
+                                  _mm256_cmpgt_epi32(ab, _mm256_setzero_si256()));
+  *inr = ~_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(big, tiny))) & 0xff;
   /* interval k = floor(a), anchor k + min(k, 1); u = a - b_k is exact (a and b_k are within a
   ** factor of two, or b_k = 0) */
   __m256i idx = _mm256_cvttps_epi32(a);
   __m256 k = _mm256_cvtepi32_ps(idx);
   __m256 u = _mm256_sub_ps(a, _mm256_add_ps(k, _mm256_min_ps(k, _mm256_set1_ps(1.0f))));
   __m256 u2 = _mm256_mul_ps(u, u);
-  __m256 p = table_poly(cdf_tab, idx, u, u2);             /* Phi(-|x|) */
-  __m256 q = _mm256_sub_ps(_mm256_set1_ps(1.0f), p);      /* Phi(|x|) */
-  /* the sign bit picks: x < 0 (and -0) takes x p, the rest x - x p */
-  __m256 y = _mm256_blendv_ps(_mm256_fnmadd_ps(x, p, x), _mm256_mul_ps(x, p), x);
-  if (want_d) {
-    __m256 cdf = _mm256_blendv_ps(q, p, x);
-    *d = _mm256_fmadd_ps(x, table_poly(pdf_tab, idx, u, u2), cdf);
+  __m256 g = table_poly(g_tab, idx, u, u2);   /* G(|x|) = |x| Phi(-|x|) */
+  /* max(0, x) - G: x - G above 0, -G below, one rounding either way; the sign bit of x or-ed
+  ** in keeps -0 for -0 and where a tiny negative x makes G round to 0 */
+  const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+  __m256 y = _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), g);
+  y = _mm256_or_ps(y, _mm256_and_ps(x, signmask));
+  if (want_d) {   /* gelu' is G'(|x|) below 0, 1 - G'(x) above */
+    __m256 dg = table_poly(dg_tab, idx, u, u2);
+    *d = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), dg), dg, x);
   }
   return y;
 }
