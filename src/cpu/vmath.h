@@ -17,7 +17,7 @@
 **   erf 2.4, erf' 2.1,
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
-**   AVX2 up, |x| < 4 takes gelu.c's tables instead (3.1 measured, 1.9 for x > -0.5; 5.4 with
+**   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.2 measured, 1.8 for x > -0.5; 5.4 with
 **   the rest to -5),
 **   gelu (tanh form) 3 for x > -0.5, 16 for x > -3; below, the float32 rounding of its cubic
 **   argument, magnified by the exponential, dominates (PyTorch's 0.5 x (1 + tanh z) loses
