@@ -125,7 +125,7 @@ GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, __m256 *d, int *inr) {
   __m256 u2 = _mm256_mul_ps(u, u);
   __m256 g = table_poly(g_tab, idx, u, u2);   /* G(|x|) = |x| Phi(-|x|) */
   /* max(0, x) - G: x - G above 0, -G below, one rounding either way; the sign bit of x or-ed
-  ** in keeps -0 for -0 and where a tiny negative x makes G round to 0 */
+  ** in keeps gelu(-0) = -0 whichever zero max returns */
   const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
   __m256 y = _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), g);
   y = _mm256_or_ps(y, _mm256_and_ps(x, signmask));
