@@ -136,6 +136,19 @@ describe("float32 gelu (exact form)", function()
     assert.is_true(max_ulps(lt.cat({ m, -m })) <= 8)
   end)
 
+  it("is within its bounds at the edges of the tables' intervals and of their range", function()
+    -- each edge e, the float32 on either side of it, both signs; 2^-125 is where the scalar
+    -- formula takes over below
+    local xs = {}
+    for _, e in ipairs { 1, 2, 3, 4, 2 ^ -125 } do
+      for _, v in ipairs { e * (1 - 2 ^ -24), e, e * (1 + 2 ^ -23) } do
+        xs[#xs + 1] = v
+        xs[#xs + 1] = -v
+      end
+    end
+    assert.is_true(max_ulps(lt.tensor(xs)) <= 4)
+  end)
+
   it("is within 4 ulp for x > -0.5, where most activations lie", function()
     assert.is_true(max_ulps(lt.linspace(-0.5, 18, 1 << 21)) <= 4)
   end)
