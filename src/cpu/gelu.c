@@ -39,8 +39,8 @@
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
 
-#define GELU_XMAX_BITS 0x40800000   /* 4.0f: the tables cover |x| < 4 */
-#define GELU_XMIN_BITS 0x01000000   /* 2^-125: below, x/2 is subnormal (0 itself is in range) */
+#define GELU_XMAX 4.0f       /* the tables cover |x| < 4 */
+#define GELU_XMIN 0x1p-125f  /* and |x| >= 2^-125, where x/2 is normal (0 itself is in range) */
 #define GELU_INLINE static inline __attribute__((always_inline))
 
 /* [coefficient j][lane] of G(a) = a Phi(-a) and of G'(a) in u = a - b_k for a in [k, k + 1),
@@ -111,12 +111,12 @@ GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i idx, __m256 u, __m256
 GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, __m256 *d, int *inr) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 a = _mm256_and_ps(x, absmask);
-  /* on the bits of |x| (NaN's above infinity's): 4 <= |x|, or 0 < |x| < 2^-125, is out */
-  __m256i ab = _mm256_castps_si256(a);
-  __m256i big = _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(GELU_XMAX_BITS - 1));
-  __m256i tiny = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(GELU_XMIN_BITS), ab),
-                                  _mm256_cmpgt_epi32(ab, _mm256_setzero_si256()));
-  *inr = ~_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(big, tiny))) & 0xff;
+  /* out: |x| >= 4 or NaN, or 0 < |x| < 2^-125 (float compares: they issue beside the FMAs;
+  ** GCC rebuilt the integer ones' constants in the loop through a broadcast, which does not) */
+  __m256 big = _mm256_cmp_ps(a, _mm256_set1_ps(GELU_XMAX), _CMP_NLT_UQ);
+  __m256 tiny = _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(GELU_XMIN), _CMP_LT_OQ),
+                              _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GT_OQ));
+  *inr = ~_mm256_movemask_ps(_mm256_or_ps(big, tiny)) & 0xff;
   /* interval k = floor(a), anchor k + min(k, 1); u = a - b_k is exact (a and b_k are within a
   ** factor of two, or b_k = 0) */
   __m256i idx = _mm256_cvttps_epi32(a);
