@@ -20,15 +20,14 @@
 ** accuracy down to the subnormals. The derivative, G'(|x|) below 0 and 1 - G'(x) above, takes
 ** G' from four more polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like
 ** with mpmath as reference) are 1e-8 relative; evaluated in float32, G is within 1.9 ulp and
-** G' within half the gradient tolerance (the script's own measures), which keeps gelu inside vmath.h's bounds
-** (8 ulp, 4 for x > -0.5) as spec/isa_spec.lua asserts.
+** G' within half the gradient tolerance (the script's own measures), which keeps gelu inside
+** vmath.h's bounds (8 ulp, 4 for x > -0.5) as spec/isa_spec.lua asserts.
 **
 ** Lanes with |x| >= 4, NaN or infinite take vm_gelu_float, and so do those with 0 < |x| <
 ** 2^-125, where x/2 is subnormal and x - G would round twice where x Phi(x) rounds once: the
-** choice depends on the value
-** only, never on the neighbours a lane shares a vector with, so results do not depend on the
-** thread count or on where a row is cut. A tail shorter than a vector goes through masked
-** loads and stores of the same vector code.
+** choice depends on the value only, never on the neighbours a lane shares a vector with, so
+** results do not depend on the thread count or on where a row is cut. A tail shorter than a
+** vector goes through masked loads and stores of the same vector code.
 */
 #include <immintrin.h>
 

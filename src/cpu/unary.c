@@ -244,7 +244,7 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
 /* ================================================================ value and derivative
 ** ltC_unary_pair: gelu (erf form), the only paired op, in float32 (per ISA level) and float64.
 ** The values have the unary kernel's bits; the derivative is the gradient formula's with g = 1
-** (float64, and float32 below AVX2) or gelu.c's phi tables (from AVX2 up). */
+** (float64, and float32 below AVX2) or gelu.c's table of G' (from AVX2 up). */
 
 #define DEF_PAIR(NAME, T, F)                                                                   \
   static void NAME(char **d, const int64_t *st, int64_t n) {                                   \
