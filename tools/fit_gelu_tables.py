@@ -15,8 +15,19 @@ half for vpermilps) and the error of the kernel's own evaluation (poly32 below, 
 rounded once) over a dense sweep: for G in float32 ulp,
 for G' as a fraction of the tolerance spec/isa_spec.lua allows a gradient (1e-6 relative plus
 1e-7).
-Run with Debian's python3-numpy and python3-mpmath: /usr/bin/python3 tools/fit_gelu_tables.py
+
+With the argument avx512 it fits the tables of src/cpu/gelu_avx512.c instead: on each of 32
+intervals [k/8, (k + 1)/8), anchored at its left end (u = a - k/8 >= 0), a degree-5
+polynomial for P(a) = Phi(-a) (gelu(x) is max(x, 0) - a P(a), one multiply-add) and a degree-4
+one for G'(a), both evaluated by Horner's rule in u; each table row holds one coefficient of
+the 32 intervals, for vpermt2ps. It prints the error of gelu itself, both signs, in ulp.
+The least-squares solutions depend in their last bits on the machine's LAPACK kernels, so a
+coefficient may come out one float32 ulp away from the committed one on another CPU.
+Run with Debian's python3-numpy and python3-mpmath:
+/usr/bin/python3 tools/fit_gelu_tables.py [avx2|avx512]
 """
+import sys
+
 import mpmath as mp
 import numpy as np
 
@@ -88,24 +99,86 @@ def coefficients(name, k):
     return fit(dg, lo, hi, anchor, DEG, 0.02)
 
 
-for name, fn in (("g_tab", g), ("dg_tab", dg)):
-    coefs, worst = [], 0.0
-    for k in range(4):
-        c32 = [np.float32(v) for v in coefficients(name, k)]
-        coefs.append(c32)
-        lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
-        a = f32(np.linspace(lo, hi, 20001, endpoint=False))[1::3]
-        p = poly32(c32, f32(a - np.float32(anchor))).astype(np.float64)   # a - b_k: exact
-        ex = np.array([float(fn(float(v))) for v in a])
-        if name == "g_tab":
-            err = np.abs(p - ex) / np.spacing(f32(ex)).astype(np.float64)
-        else:
-            err = np.abs(p - ex) / (np.abs(ex) * 1e-6 + 1e-7)
-        worst = max(worst, float(err.max()))
-    unit = "ulp in float32" if name == "g_tab" else "of the gradient tolerance"
-    print("/* %s: worst %.2f %s */" % (name, worst, unit))
-    print("static const float %s[%d][8] __attribute__((aligned(32))) = {" % (name, DEG + 1))
-    for j in range(DEG + 1):
-        vals = ", ".join("%.9ef" % coefs[k][j] for k in range(4))
-        print("    {%s,\n     %s}," % (vals, vals))
+
+def horner32(c, u):
+    """src/cpu/gelu_avx512.c's evaluation: Horner's rule in u, multiply-adds rounded once"""
+    r = np.full_like(u, c[-1])
+    for cj in reversed(c[:-1]):
+        r = fma(r, u, cj)
+    return r
+
+
+def print_table(name, rows, lanes, per_line=4):
+    print("static const float %s[%d][%d] __attribute__((aligned(%d))) = {"
+          % (name, len(rows), lanes, min(lanes * 4, 64)))
+    for vals in rows:
+        text = ["%.9ef" % v for v in vals]
+        lines = [", ".join(text[i:i + per_line]) for i in range(0, lanes, per_line)]
+        print("    {%s}," % ",\n     ".join(lines))
     print("};")
+
+
+def main_avx2():
+    for name, fn in (("g_tab", g), ("dg_tab", dg)):
+        coefs, worst = [], 0.0
+        for k in range(4):
+            c32 = [np.float32(v) for v in coefficients(name, k)]
+            coefs.append(c32)
+            lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
+            a = f32(np.linspace(lo, hi, 20001, endpoint=False))[1::3]
+            p = poly32(c32, f32(a - np.float32(anchor))).astype(np.float64)   # a - b_k: exact
+            ex = np.array([float(fn(float(v))) for v in a])
+            if name == "g_tab":
+                err = np.abs(p - ex) / np.spacing(f32(ex)).astype(np.float64)
+            else:
+                err = np.abs(p - ex) / (np.abs(ex) * 1e-6 + 1e-7)
+            worst = max(worst, float(err.max()))
+        unit = "ulp in float32" if name == "g_tab" else "of the gradient tolerance"
+        print("/* %s: worst %.2f %s */" % (name, worst, unit))
+        print("static const float %s[%d][8] __attribute__((aligned(32))) = {" % (name, DEG + 1))
+        for j in range(DEG + 1):
+            vals = ", ".join("%.9ef" % coefs[k][j] for k in range(4))
+            print("    {%s,\n     %s}," % (vals, vals))
+        print("};")
+
+
+def main_avx512():
+    nint, deg_p, deg_dg = 32, 5, 4
+    edges = [k / 8 for k in range(nint + 1)]
+    anchors = edges[:-1]   # left ends: 1/8 is too short for the sum to cancel much
+    p_rows = [[0.0] * nint for _ in range(deg_p + 1)]
+    dg_rows = [[0.0] * nint for _ in range(deg_dg + 1)]
+    worst_y, worst_d = 0.0, 0.0
+    for k in range(nint):
+        lo, hi, anchor = edges[k], edges[k + 1], anchors[k]
+        cp = [np.float32(v) for v in fit(cdf_neg, lo, hi, anchor, deg_p, 0.0)]
+        cd = [np.float32(v) for v in fit(dg, lo, hi, anchor, deg_dg, 0.02)]
+        for j, v in enumerate(cp):
+            p_rows[j][k] = v
+        for j, v in enumerate(cd):
+            dg_rows[j][k] = v
+        a = f32(np.linspace(lo, hi, 2401, endpoint=False))[1::3]
+        u = f32(a - np.float32(anchor))   # exact
+        p = horner32(cp, u).astype(np.float64)
+        for x in (a, -a):
+            # max(x, 0) - a p in one rounding (a p is exact in float64)
+            y = f32(np.maximum(x, 0).astype(np.float64) - a.astype(np.float64) * p)
+            ex = np.array([float(mp.mpf(float(v)) * mp.ncdf(float(v))) for v in x])
+            err = np.abs(y - ex) / np.spacing(np.abs(f32(ex))).astype(np.float64)
+            worst_y = max(worst_y, float(err.max()))
+        d = horner32(cd, u).astype(np.float64)
+        ex = np.array([float(dg(float(v))) for v in a])
+        worst_d = max(worst_d, float((np.abs(d - ex) / (np.abs(ex) * 1e-6 + 1e-7)).max()))
+    print("/* gelu: worst %.2f ulp in float32 over the script's sweep, both signs */" % worst_y)
+    print_table("p_tab", p_rows, nint)
+    print("/* G': worst %.2f of the gradient tolerance */" % worst_d)
+    print_table("dg_tab", dg_rows, nint)
+
+
+LEVEL = sys.argv[1] if len(sys.argv) > 1 else "avx2"
+if LEVEL == "avx2":
+    main_avx2()
+elif LEVEL == "avx512":
+    main_avx512()
+else:
+    sys.exit("usage: fit_gelu_tables.py [avx2|avx512]")

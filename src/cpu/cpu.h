@@ -56,9 +56,12 @@ void ltC_tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, i
                  int64_t acs, const float *b, int64_t ldb, bool acc, float *c, int64_t ldc,
                  ltC_band band);
 /* gelu.c: y = gelu(x) (erf form) over n floats with byte strides, and d = gelu'(x) when d is
-** not NULL; AVX2+FMA code, for that level and above. */
+** not NULL; AVX2+FMA code. */
 void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
                    int64_t n);
+/* gelu_avx512.c: the same at the AVX-512 level (its own tables). */
+void ltC_gelu_avx512(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
+                     int64_t n);
 
 /* dst (cols x rows, dense) = the transpose of src (rows x cols, leading dim ld). */
 void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);

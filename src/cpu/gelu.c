@@ -1,6 +1,6 @@
 /*
 ** cpu/gelu.c -- float32 GELU (erf form), and its derivative for a recorded forward, at the
-** AVX2+FMA level (the AVX-512 level runs the same code).
+** AVX2+FMA level (gelu_avx512.c has the AVX-512 level's).
 **
 ** Why a table: vmath.h's vm_gelu_float is one rational fit times an exponential over the whole
 ** line, about 30 multiplies and a division per vector, where PyTorch's shorter form is 550 ulp

@@ -49,7 +49,7 @@ LT_ISA_BEGIN_AVX512
 static void un_f32_avx512(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
                           double p1) {
   if (op == LT_GELU) {
-    ltC_gelu_avx2(d[0], so, NULL, 0, d[1], sa, n);
+    ltC_gelu_avx512(d[0], so, NULL, 0, d[1], sa, n);
     return;
   }
   un_body_float(op, d, so, sa, n, p0, p1);
@@ -263,9 +263,12 @@ typedef void (*pair_kernel)(char **d, const int64_t *st, int64_t n);
 DEF_PAIR(gelu_pair_f32, float, vm_gelu_pair_float)
 DEF_PAIR(gelu_pair_f64, double, vm_gelu_pair_double)
 #ifdef LT_ISA_DISPATCH
-/* from AVX2 up: gelu.c's tables, which the unpaired kernel uses too */
+/* from AVX2 up: gelu.c's and gelu_avx512.c's tables, which the unpaired kernel uses too */
 static void gelu_pair_f32_avx2(char **d, const int64_t *st, int64_t n) {
   ltC_gelu_avx2(d[0], st[0], d[1], st[1], d[2], st[2], n);
+}
+static void gelu_pair_f32_avx512(char **d, const int64_t *st, int64_t n) {
+  ltC_gelu_avx512(d[0], st[0], d[1], st[1], d[2], st[2], n);
 }
 #endif
 
@@ -273,7 +276,7 @@ static pair_kernel gelu_pair_for(lt_dtype dt) {
   if (dt == LT_FLOAT64) return gelu_pair_f64;
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512:
+    case LT_ISA_AVX512: return gelu_pair_f32_avx512;
     case LT_ISA_AVX2: return gelu_pair_f32_avx2;
     default: break;
   }
