@@ -462,3 +462,61 @@ print(table.concat(out, " "))
     end
   end)
 end)
+
+describe("float32 convolution", function()
+  -- Image rows of every width against kernels, paddings, strides and dilations: the AVX2 row
+  -- copies of im2col and row sums of col2im (masked loads, stores at the row's ends) must give
+  -- the bits of the baseline's scalar loops, and those must be float32 rounding of float64.
+  local CONV = [[
+local lt = require "lantern"
+lt.manual_seed(5)
+local out, worst = {}, 0
+local function emit(t) for _, v in ipairs(t:reshape(-1):tolist()) do out[#out + 1] = string.format("%a", v) end end
+local function close(a, b)
+  local err = ((a:double() - b):abs():max() / (b:abs():max() + 1e-30)):item()
+  if err > worst then worst = err end
+end
+for _, W in ipairs { 1, 3, 7, 8, 9, 16, 17, 28, 33 } do
+  for _, k in ipairs { 1, 3, 5 } do
+    for _, p in ipairs { 0, 1, 2, 4 } do
+      for _, s in ipairs { 1, 2 } do
+        for _, d in ipairs { 1, 2 } do
+          local eff = d * (k - 1) + 1
+          if W + 2 * p >= eff and 5 + 2 * p >= eff then
+            local o = { padding = p, stride = s, dilation = d }
+            local x64, w64, b64 = lt.randn(2, 2, 5, W):double(), lt.randn(3, 2, k, k):double(), lt.randn(3):double()
+            local res = {}
+            for _, dt in ipairs { "float", "double" } do
+              local x, w, b = x64[dt](x64):requires_grad_(), w64[dt](w64):requires_grad_(), b64[dt](b64):requires_grad_()
+              local y = lt.conv2d(x, w, b, o)
+              local g = lt.linspace(-1, 1, y:numel()):reshape_as(y):to(y.dtype)
+              y:backward(g)
+              local z = lt.conv_transpose2d(y:detach(), w:detach(), nil, { padding = p, stride = s, dilation = d })
+              res[dt] = { y:detach(), x.grad, w.grad, b.grad, z }
+            end
+            for i, t in ipairs(res.float) do emit(t); close(t, res.double[i]) end
+          end
+        end
+      end
+    end
+  end
+end
+print(string.format("worst %.3g", worst))
+print(#out .. " values " .. table.concat(out, " "))
+]]
+
+  it("gives the baseline's bits at every ISA level, within float32 rounding of float64", function()
+    local supported = support.isa_levels()
+    local base, err = run_script(CONV, "LANTERN_ISA=sse4")
+    assert.are.equal("", err)
+    local worst, n = base:match("^worst (%S+)\n(%d+) values ")
+    assert.truthy(n and tonumber(n) > 50000, base:sub(1, 200))
+    assert.is_true(tonumber(worst) < 1e-5, "float32 vs float64: " .. tostring(worst))
+    for _, isa in ipairs { "avx2", "avx512" } do
+      if supported[isa] then
+        local out = run_script(CONV, "LANTERN_ISA=" .. isa)
+        assert.is_true(out == base, isa .. " convolution differs from sse4's")
+      end
+    end
+  end)
+end)
