@@ -62,6 +62,23 @@ void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int6
 /* gelu_avx512.c: the same at the AVX-512 level (its own tables). */
 void ltC_gelu_avx512(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
                      int64_t n);
+/* The strided form of a kernel on contiguous float blocks: block(y, d, x, w) on w <= bw
+** elements (bw <= 256; d may be NULL). The elements pass through blocks on the stack, so each
+** takes the path it takes in contiguous data. */
+typedef void (*ltC_float_block)(float *y, float *d, const float *x, int w);
+static inline void ltC_block_strided(ltC_float_block block, int bw, char *y, int64_t sy, char *d,
+                                     int64_t sd, const char *x, int64_t sx, int64_t n) {
+  float bx[256], by[256], bd[256];
+  for (int64_t i0 = 0; i0 < n; i0 += bw) {
+    int w = (int)ltC_min(bw, n - i0);
+    for (int k = 0; k < w; k++) bx[k] = *(const float *)(x + (i0 + k) * sx);
+    block(by, d ? bd : NULL, bx, w);
+    for (int k = 0; k < w; k++) {
+      *(float *)(y + (i0 + k) * sy) = by[k];
+      if (d) *(float *)(d + (i0 + k) * sd) = bd[k];
+    }
+  }
+}
 
 /* dst (cols x rows, dense) = the transpose of src (rows x cols, leading dim ld). */
 void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);

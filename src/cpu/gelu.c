@@ -159,6 +159,9 @@ GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w) {
     }
 }
 
+/* gelu_block as a function that can be passed (it is always inlined where it is called) */
+static void gelu_block_out(float *y, float *d, const float *x, int w) { gelu_block(y, d, x, w); }
+
 void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
                    int64_t n) {
   const int64_t es = (int64_t)sizeof(float);
@@ -173,17 +176,7 @@ void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int6
     if (i < n) gelu_block(yf + i, df ? df + i : NULL, xf + i, (int)(n - i));
     return;
   }
-  /* strided: through blocks on the stack, so that every element takes the same path */
-  float bx[8], by[8], bd[8];
-  for (int64_t i0 = 0; i0 < n; i0 += 8) {
-    int w = (int)ltC_min(8, n - i0);
-    for (int k = 0; k < w; k++) bx[k] = *(const float *)(x + (i0 + k) * sx);
-    gelu_block(by, d ? bd : NULL, bx, w);
-    for (int k = 0; k < w; k++) {
-      *(float *)(y + (i0 + k) * sy) = by[k];
-      if (d) *(float *)(d + (i0 + k) * sd) = bd[k];
-    }
-  }
+  ltC_block_strided(gelu_block_out, 8, y, sy, d, sd, x, sx, n);
 }
 
 LT_ISA_END
