@@ -91,12 +91,13 @@ DEF_FILL_ROW(fill_row_f64, double)
       valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                          \
       for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                   \
         int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                          \
-        if (ih < 0 || ih >= g->H) {                                                            \
-          memset(dst, 0, (size_t)g->OW * sizeof(T));                                           \
+        const int64_t room = (g->OH - 1 - oh) * g->OW;                                         \
+        if (ih < 0 || ih >= g->H) { /* a padding row: no valid part, row not read */           \
+          FILL(dst, src, 0, 0, g->OW, 1, room, end - src);                                     \
           continue;                                                                            \
         }                                                                                      \
         const T *row = src + ih * g->W + off;                                                  \
-        FILL(dst, row, lo, hi, g->OW, g->sw, (g->OH - 1 - oh) * g->OW, end - (row + hi));      \
+        FILL(dst, row, lo, hi, g->OW, g->sw, room, end - (row + hi));                          \
       }                                                                                        \
     }                                                                                          \
   }
@@ -104,26 +105,39 @@ DEF_IM2COL(im2col_f32, float, fill_row_f32)
 DEF_IM2COL(im2col_f64, double, fill_row_f64)
 
 /* The float32 rows from AVX2 up: image rows are a few dozen floats (LeNet's 28 and 10), where
-** a call of memcpy and the zeroing loops around it cost more than the copy. Every load and
-** store is a whole vector: the last store of each stretch runs on into what the next stretch
-** (or the next row) overwrites, and the last load reads past the row's valid part, into the
-** image. Only where the columns left in the task (room) or the image left after the row (rest)
-** are too short for that does the row take the scalar copy. (Masked loads and stores would
-** need no such room, but they are microcoded on AMD Zen 2: with them, LeNet's step took 1.7x
-** as long.) */
+** a call of memcpy or memset and the zeroing loops cost more than the copy, and the rows are
+** many (140,000 in a LeNet step's forward). Every load and store is a whole vector: the last
+** store of each stretch runs on into what the next stretch (or the next row) overwrites, and
+** the last load reads past the row's valid part, into the image. Where the columns left in the
+** task (room) or the image left after the row (rest) are too short for that, each stretch
+** takes whole vectors inside it and the rest element by element. (Masked loads and stores
+** would need no such care, but they are microcoded on AMD Zen 2: with them, LeNet's step took
+** 1.7x as long.) */
 #define LT_CONV_INLINE static inline __attribute__((always_inline))
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
+/* GCC would turn the zeroing loops back into calls of memset (popped by LT_ISA_END) */
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
 LT_CONV_INLINE void fill_row_f32_avx2(float *dst, const float *row, int64_t lo, int64_t hi,
                                       int64_t OW, int64_t sw, int64_t room, int64_t rest) {
-  if (sw != 1 || room < 8 || rest < 8) {
+  if (sw != 1) {
     fill_row_f32(dst, row, lo, hi, OW, sw, room, rest);
     return;
   }
   const __m256 z = _mm256_setzero_ps();
-  for (int64_t o = 0; o < lo; o += 8) _mm256_storeu_ps(dst + o, z);
-  for (int64_t o = lo; o < hi; o += 8) _mm256_storeu_ps(dst + o, _mm256_loadu_ps(row + o));
-  for (int64_t o = hi; o < OW; o += 8) _mm256_storeu_ps(dst + o, z);
+  if (room >= 8 && rest >= 8) {
+    for (int64_t o = 0; o < lo; o += 8) _mm256_storeu_ps(dst + o, z);
+    for (int64_t o = lo; o < hi; o += 8) _mm256_storeu_ps(dst + o, _mm256_loadu_ps(row + o));
+    for (int64_t o = hi; o < OW; o += 8) _mm256_storeu_ps(dst + o, z);
+    return;
+  }
+  int64_t o = 0;
+  for (; o + 8 <= lo; o += 8) _mm256_storeu_ps(dst + o, z);
+  for (; o < lo; o++) dst[o] = 0;
+  for (; o + 8 <= hi; o += 8) _mm256_storeu_ps(dst + o, _mm256_loadu_ps(row + o));
+  for (; o < hi; o++) dst[o] = row[o];
+  for (; o + 8 <= OW; o += 8) _mm256_storeu_ps(dst + o, z);
+  for (; o < OW; o++) dst[o] = 0;
 }
 DEF_IM2COL(im2col_f32_avx2, float, fill_row_f32_avx2)
 LT_ISA_END
