@@ -81,9 +81,10 @@ DEF_FILL_ROW(fill_row_f64, double)
     const copy_job *j = ud;                                                                    \
     const ltK_conv_geom *g = j->g;                                                             \
     const int64_t L = g->OH * g->OW, KK = g->kh * g->kw, ld = j->nb * L;                       \
+    /* counted on from task b, not divided out per task: the divisions cost more than a row */ \
+    int64_t r = b / j->nb, n = b % j->nb;                                                      \
+    int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                              \
     for (int64_t t = b; t < e; t++) {                                                          \
-      int64_t r = t / j->nb, n = t % j->nb;                                                    \
-      int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                            \
       const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                         \
       const T *end = (const T *)j->src + j->nb * g->C * g->H * g->W;                           \
       T *dst = (T *)j->dst + r * ld + n * L;                                                   \
@@ -99,6 +100,12 @@ DEF_FILL_ROW(fill_row_f64, double)
         const T *row = src + ih * g->W + off;                                                  \
         FILL(dst, row, lo, hi, g->OW, g->sw, room, end - (row + hi));                          \
       }                                                                                        \
+      if (++n < j->nb) continue; /* the next task: the next sample, or the next row r */       \
+      n = 0, r++;                                                                              \
+      if (++kj < g->kw) continue;                                                              \
+      kj = 0;                                                                                  \
+      if (++ki < g->kh) continue;                                                              \
+      ki = 0, c++;                                                                             \
     }                                                                                          \
   }
 DEF_IM2COL(im2col_f32, float, fill_row_f32)
