@@ -16,6 +16,7 @@
 
 static const char *const names[LT_NISA] = {"sse4", "avx2", "avx512"};
 static int level;
+static bool byte_lookup;
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
 bool ltB_cpu_isa_supported(int lv) {
@@ -35,12 +36,27 @@ bool ltB_cpu_isa_supported(int lv) {
 
 const char *ltB_cpu_isa_name(int lv) { return lv >= 0 && lv < LT_NISA ? names[lv] : "?"; }
 
+/* LANTERN_LOOKUP=bytes|lanes over the CPU's own choice (reported on stderr as LANTERN_ISA is) */
+static void choose_lookup(void) {
+#ifdef LT_ISA_DISPATCH
+  byte_lookup = __builtin_cpu_is("znver1") || __builtin_cpu_is("znver2");
+#endif
+  const char *want = getenv("LANTERN_LOOKUP");
+  if (!want || !*want) return;
+  if (strcmp(want, "bytes") == 0 || strcmp(want, "lanes") == 0)
+    byte_lookup = want[0] == 'b';
+  else
+    fprintf(stderr, "lantern: LANTERN_LOOKUP=%s: expected bytes or lanes; using %s\n", want,
+            byte_lookup ? "bytes" : "lanes");
+}
+
 /* A bad LANTERN_ISA cannot be a Lua error (the choice is made inside a kernel, possibly in a
 ** host without Lua), so it is reported once on stderr and the best level is used instead. */
 static void choose(void) {
 #ifdef LT_ISA_DISPATCH
   __builtin_cpu_init();
 #endif
+  choose_lookup();
   int best = LT_ISA_SSE4;
   for (int lv = LT_ISA_SSE4 + 1; lv < LT_NISA; lv++)
     if (ltB_cpu_isa_supported(lv)) best = lv;
@@ -63,4 +79,9 @@ static void choose(void) {
 int ltB_cpu_isa(void) {
   pthread_once(&chosen, choose);
   return level;
+}
+
+bool ltB_cpu_byte_lookup(void) {
+  pthread_once(&chosen, choose);
+  return byte_lookup;
 }

@@ -25,5 +25,9 @@ enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
 int ltB_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
 bool ltB_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
 const char *ltB_cpu_isa_name(int level);
+/* Whether AVX2 table lookups pick entries with vpshufb rather than vpermilps: on AMD Zen 1 and 2,
+** where vpermilps with a variable control issues at one per two cycles, or by LANTERN_LOOKUP
+** (bytes or lanes), so that both forms can be tested anywhere. */
+bool ltB_cpu_byte_lookup(void);
 
 #endif

@@ -6,8 +6,9 @@
 ** line, about 30 multiplies and a division per vector, where PyTorch's shorter form is 550 ulp
 ** off. Here |x| < 4, nearly every activation, takes G(|x|) = |x| Phi(-|x|) from one of four
 ** degree-9 polynomials, one per interval [k, k + 1), each coefficient picked for its lane by
-** one in-lane vpermilps from a table that holds the four intervals in both 128-bit halves; then
-** gelu(x) is max(x, 0) - G(|x|): x - G above 0 and -G below, one rounding, no product.
+** one in-lane vpermilps (vpshufb on Zen 1 and 2, see pick) from a table that holds the four
+** intervals in both 128-bit halves; then gelu(x) is max(x, 0) - G(|x|): x - G above 0 and -G
+** below, one rounding, no product.
 ** On AMD's Zen 3 the permutes and the multiply-adds issue to the same two pipes, two a cycle,
 ** and bound the loop: ten permutes, nine multiply-adds and two products a vector. Eight
 ** half-width intervals need the lane-crossing vpermps, which issues at one a cycle: that
@@ -89,13 +90,33 @@ static const float dg_tab[10][8] __attribute__((aligned(32))) = {
      1.258204866e-04f, -1.778114529e-05f, -4.978906418e-06f, 2.037172999e-05f},
 };
 
+/* Each lane's entry of a row of four (twice): vpermilps picks it by the interval in sel, or,
+** when bytes, vpshufb by the entry's four byte indices in sel (see pick_bytes). The same bits
+** either way; AMD Zen 1 and 2 issue vpermilps with a variable control at one per two cycles and
+** vpshufb at two a cycle (on Zen 2, alternating runs: GELU on 1M floats 973-995 -> 849-861
+** us); on Zen 3 an earlier round found the byte form slower (ltB_cpu_byte_lookup chooses). */
+GELU_INLINE __m256 pick(const float *row, __m256i sel, bool bytes) {
+  if (!bytes) return _mm256_permutevar_ps(_mm256_load_ps(row), sel);
+  return _mm256_castsi256_ps(_mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)row), sel));
+}
+
+/* the byte indices 4k, 4k + 1, 4k + 2, 4k + 3 of entry k in each 32-bit lane (k < 4) */
+GELU_INLINE __m256i pick_bytes(__m256i k) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12,
+                                          0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  const __m256i within = _mm256_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3,
+                                          0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+  return _mm256_or_si256(_mm256_shuffle_epi8(_mm256_slli_epi32(k, 2), spread), within);
+}
+
 /* the polynomial of table t at u, interval idx per lane (vpermilps reads its low two bits), as
 ** c0 + u (c1 + c2 u) + u^3 H(u), H's even and odd halves by Horner's rule in u^2: the first
 ** interval's G (0.5 u - 0.4 u^2 + ...) cancels 3-fold near u = 1, which cost 3.7 ulp when the
 ** whole sum was split into even and odd halves; this way the partial sums add without
 ** cancelling, for one product (u^3) more. */
-GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i idx, __m256 u, __m256 u2) {
-#define GELU_C(j) _mm256_permutevar_ps(_mm256_load_ps(t[j]), idx)
+GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i sel, bool bytes, __m256 u,
+                              __m256 u2) {
+#define GELU_C(j) pick(t[j], sel, bytes)
   __m256 u3 = _mm256_mul_ps(u2, u);
   __m256 low = _mm256_fmadd_ps(u, _mm256_fmadd_ps(GELU_C(2), u, GELU_C(1)), GELU_C(0));
   __m256 he = GELU_C(9), ho = GELU_C(8);
@@ -107,7 +128,7 @@ GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i idx, __m256 u, __m256
 
 /* y = gelu(x) and, when want_d, d = gelu'(x), for the lanes of x the tables serve (|x| < 4, and
 ** |x| = 0 or >= 2^-125); *inr gets the mask of those lanes (NaN is not one). */
-GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, __m256 *d, int *inr) {
+GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, bool bytes, __m256 *d, int *inr) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 a = _mm256_and_ps(x, absmask);
   /* out: |x| >= 4 or NaN, or 0 < |x| < 2^-125 (float compares: they issue beside the FMAs;
@@ -122,26 +143,27 @@ GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, __m256 *d, int *inr) {
   __m256 k = _mm256_cvtepi32_ps(idx);
   __m256 u = _mm256_sub_ps(a, _mm256_add_ps(k, _mm256_min_ps(k, _mm256_set1_ps(1.0f))));
   __m256 u2 = _mm256_mul_ps(u, u);
-  __m256 g = table_poly(g_tab, idx, u, u2);   /* G(|x|) = |x| Phi(-|x|) */
+  __m256i sel = bytes ? pick_bytes(idx) : idx;
+  __m256 g = table_poly(g_tab, sel, bytes, u, u2);   /* G(|x|) = |x| Phi(-|x|) */
   /* max(0, x) - G: x - G above 0, -G below, one rounding either way; the sign bit of x or-ed
   ** in keeps gelu(-0) = -0 whichever zero max returns */
   const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
   __m256 y = _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), g);
   y = _mm256_or_ps(y, _mm256_and_ps(x, signmask));
   if (want_d) {   /* gelu' is G'(|x|) below 0, 1 - G'(x) above */
-    __m256 dg = table_poly(dg_tab, idx, u, u2);
+    __m256 dg = table_poly(dg_tab, sel, bytes, u, u2);
     *d = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), dg), dg, x);
   }
   return y;
 }
 
 /* one vector of up to 8 elements at x (w of them: masked when w < 8) into y and d */
-GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w) {
+GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w, bool bytes) {
   __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   __m256 v = w == 8 ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, m);
   __m256 dv = _mm256_setzero_ps();
   int inr;
-  __m256 yv = gelu_vec(v, d != NULL, &dv, &inr);
+  __m256 yv = gelu_vec(v, d != NULL, bytes, &dv, &inr);
   if (w == 8) {
     _mm256_storeu_ps(y, yv);
     if (d) _mm256_storeu_ps(d, dv);
@@ -159,24 +181,36 @@ GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w) {
     }
 }
 
-/* gelu_block as a function that can be passed (it is always inlined where it is called) */
-static void gelu_block_out(float *y, float *d, const float *x, int w) { gelu_block(y, d, x, w); }
+/* n contiguous floats; two loops, as GCC does not take the test of d out of one */
+GELU_INLINE void gelu_run(float *y, float *d, const float *x, int64_t n, bool bytes) {
+  int64_t i = 0;
+  if (d)
+    for (; i + 8 <= n; i += 8) gelu_block(y + i, d + i, x + i, 8, bytes);
+  else
+    for (; i + 8 <= n; i += 8) gelu_block(y + i, NULL, x + i, 8, bytes);
+  if (i < n) gelu_block(y + i, d ? d + i : NULL, x + i, (int)(n - i), bytes);
+}
+
+/* gelu_block as functions that can be passed (it is always inlined where it is called) */
+static void gelu_block_lanes(float *y, float *d, const float *x, int w) {
+  gelu_block(y, d, x, w, false);
+}
+static void gelu_block_bytes(float *y, float *d, const float *x, int w) {
+  gelu_block(y, d, x, w, true);
+}
 
 void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
                    int64_t n) {
   const int64_t es = (int64_t)sizeof(float);
+  const bool bytes = ltB_cpu_byte_lookup();
   if (sy == es && sx == es && (!d || sd == es)) {
-    float *yf = (float *)y, *df = (float *)d;
-    const float *xf = (const float *)x;
-    int64_t i = 0;
-    if (df)   /* two loops: GCC does not take the test of d out of one */
-      for (; i + 8 <= n; i += 8) gelu_block(yf + i, df + i, xf + i, 8);
+    if (bytes)
+      gelu_run((float *)y, (float *)d, (const float *)x, n, true);
     else
-      for (; i + 8 <= n; i += 8) gelu_block(yf + i, NULL, xf + i, 8);
-    if (i < n) gelu_block(yf + i, df ? df + i : NULL, xf + i, (int)(n - i));
+      gelu_run((float *)y, (float *)d, (const float *)x, n, false);
     return;
   }
-  ltC_block_strided(gelu_block_out, 8, y, sy, d, sd, x, sx, n);
+  ltC_block_strided(bytes ? gelu_block_bytes : gelu_block_lanes, 8, y, sy, d, sd, x, sx, n);
 }
 
 LT_ISA_END
