@@ -18,6 +18,11 @@
 
 static inline int64_t ltC_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ltC_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* Whether the n bytes at a and the n bytes at b share any byte. */
+static inline bool ltC_overlap(const void *a, const void *b, size_t n) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + n && y < x + n;
+}
 
 /* Units of work per parallel task so that each task has about LT_PAR_MIN element steps. */
 static inline int64_t ltC_grain(int64_t work_per_unit) {

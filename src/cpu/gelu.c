@@ -171,14 +171,17 @@ GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w, bool byte
     _mm256_maskstore_ps(y, m, yv);
     if (d) _mm256_maskstore_ps(d, m, dv);
   }
-  if (((inr | ~((1 << w) - 1)) & 0xff) != 0xff)   /* a lane outside the tables */
+  if (((inr | ~((1 << w) - 1)) & 0xff) != 0xff) {   /* a lane outside the tables */
+    float xs[8];   /* the input as loaded: y may be x (gelu_ in place) */
+    _mm256_storeu_ps(xs, v);
     for (int k = 0; k < w; k++) {
       if (inr >> k & 1) continue;
       if (d)
-        y[k] = vm_gelu_pair_float(x[k], &d[k]);
+        y[k] = vm_gelu_pair_float(xs[k], &d[k]);
       else
-        y[k] = vm_gelu_float(x[k]);
+        y[k] = vm_gelu_float(xs[k]);
     }
+  }
 }
 
 /* n contiguous floats; two loops, as GCC does not take the test of d out of one */

@@ -187,8 +187,13 @@ static __attribute__((noinline)) void gelu_wide(float *y, float *d, const float 
   }
 }
 
-/* w <= GELU_BLOCK contiguous elements */
+/* w <= GELU_BLOCK contiguous elements; y may be x (gelu_ in place) */
 GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w) {
+  float xs[GELU_BLOCK];
+  if (ltC_overlap(y, x, (size_t)w * sizeof(float))) {   /* gelu_wide reads x after the stores */
+    memcpy(xs, x, (size_t)w * sizeof(float));
+    x = xs;
+  }
   __m512i amax = _mm512_setzero_si512();
   __m512 dv = _mm512_setzero_ps();
   int i = 0;
