@@ -58,8 +58,8 @@ static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, in
 
 /* One row of columns: dst[ow] = row[ow * sw] for ow in [lo, hi), 0 elsewhere in [0, OW) (row is
 ** read only inside [lo, hi): it may point before the image row, by the left padding). room is
-** how many elements after dst[OW - 1] the task will overwrite later, rest how many of the
-** image's may be read from row + hi on (the vector filler below uses them). */
+** how many elements after dst[OW - 1] the task will overwrite later, rest how many elements of
+** the chunk's images may be read from row + hi on (the vector filler below uses them). */
 #define DEF_FILL_ROW(NAME, T)                                                                  \
   static inline void NAME(T *dst, const T *row, int64_t lo, int64_t hi, int64_t OW,             \
                           int64_t sw, int64_t room, int64_t rest) {                            \
