@@ -52,6 +52,18 @@ print(table.concat(out, " "))
 
 local run_script = support.run_lua
 
+-- runs script at every ISA level the CPU supports; each run must print exactly "same"
+local function prints_same_at_every_level(script)
+  local supported = support.isa_levels()
+  for _, isa in ipairs { "sse4", "avx2", "avx512" } do
+    if supported[isa] then
+      local out, err = run_script(script, "LANTERN_ISA=" .. isa)
+      assert.are.equal("", err)
+      assert.are.equal("same\n", out, isa)
+    end
+  end
+end
+
 local function run_family(isa) return run_script(FAMILY, "LANTERN_ISA=" .. isa) end
 
 describe("ISA dispatch", function()
@@ -149,14 +161,7 @@ for _, name in ipairs { "log", "log1p", "sqrt", "rsqrt", "reciprocal", "log2" } 
 for _, name in ipairs { "asin", "acos", "tan" } do check(name, unit) end
 print(#bad == 0 and "same" or table.concat(bad, " "))
 ]]
-    local supported = support.isa_levels()
-    for _, isa in ipairs { "sse4", "avx2", "avx512" } do
-      if supported[isa] then
-        local out, err = run_script(INPLACE, "LANTERN_ISA=" .. isa)
-        assert.are.equal("", err)
-        assert.are.equal("same\n", out, isa)
-      end
-    end
+    prints_same_at_every_level(INPLACE)
   end)
 end)
 
@@ -621,13 +626,6 @@ for _, th in ipairs { 1, 3 } do
 end
 print(#out[1] > 10000 and out[1] == out[2] and "same" or "differ")
 ]]
-    local supported = support.isa_levels()
-    for _, isa in ipairs { "sse4", "avx2", "avx512" } do
-      if supported[isa] then
-        local out, err = run_script(THREADS, "LANTERN_ISA=" .. isa)
-        assert.are.equal("", err)
-        assert.are.equal("same\n", out, isa)
-      end
-    end
+    prints_same_at_every_level(THREADS)
   end)
 end)
