@@ -88,18 +88,17 @@ DEF_FILL_ROW(fill_row_f64, double)
       const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                         \
       const T *end = (const T *)j->src + j->nb * g->C * g->H * g->W;                           \
       T *dst = (T *)j->dst + r * ld + n * L;                                                   \
-      int64_t off = kj * g->dw - g->pw, lo, hi;                                                \
+      int64_t off = kj * g->dw - g->pw, lo, hi, oh_lo, oh_hi;                                  \
       valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                          \
-      for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW) {                                   \
-        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                          \
-        const int64_t room = (g->OH - 1 - oh) * g->OW;                                         \
-        if (ih < 0 || ih >= g->H) { /* a padding row: no valid part, row not read */           \
-          FILL(dst, src, 0, 0, g->OW, 1, room, end - src);                                     \
-          continue;                                                                            \
-        }                                                                                      \
-        const T *row = src + ih * g->W + off;                                                  \
+      valid_range(ki * g->dh - g->ph, g->sh, g->H, g->OH, &oh_lo, &oh_hi); /* rows in image */ \
+      int64_t room = L - g->OW; /* columns of the task after the row's */                     \
+      for (int64_t oh = 0; oh < oh_lo; oh++, dst += g->OW, room -= g->OW)                      \
+        FILL(dst, src, 0, 0, g->OW, 1, room, end - src); /* padding: nothing read */           \
+      const T *row = src + (oh_lo * g->sh - g->ph + ki * g->dh) * g->W + off;                  \
+      for (int64_t oh = oh_lo; oh < oh_hi; oh++, dst += g->OW, room -= g->OW, row += g->sh * g->W) \
         FILL(dst, row, lo, hi, g->OW, g->sw, room, end - (row + hi));                          \
-      }                                                                                        \
+      for (int64_t oh = oh_hi; oh < g->OH; oh++, dst += g->OW, room -= g->OW)                  \
+        FILL(dst, src, 0, 0, g->OW, 1, room, end - src);                                       \
       if (++n < j->nb) continue; /* the next task: the next sample, or the next row r */       \
       n = 0, r++;                                                                              \
       if (++kj < g->kw) continue;                                                              \
