@@ -84,21 +84,22 @@ DEF_FILL_ROW(fill_row_f64, double)
     /* counted on from task b, not divided out per task: the divisions cost more than a row */ \
     int64_t r = b / j->nb, n = b % j->nb;                                                      \
     int64_t c = r / KK, ki = (r / g->kw) % g->kh, kj = r % g->kw;                              \
+    const T *end = (const T *)j->src + j->nb * g->C * g->H * g->W;                             \
     for (int64_t t = b; t < e; t++) {                                                          \
       const T *src = (const T *)j->src + (n * g->C + c) * g->H * g->W;                         \
-      const T *end = (const T *)j->src + j->nb * g->C * g->H * g->W;                           \
       T *dst = (T *)j->dst + r * ld + n * L;                                                   \
       int64_t off = kj * g->dw - g->pw, lo, hi, oh_lo, oh_hi;                                  \
       valid_range(off, g->sw, g->W, g->OW, &lo, &hi);                                          \
       valid_range(ki * g->dh - g->ph, g->sh, g->H, g->OH, &oh_lo, &oh_hi); /* rows in image */ \
-      int64_t room = L - g->OW; /* columns of the task after the row's */                     \
-      for (int64_t oh = 0; oh < oh_lo; oh++, dst += g->OW, room -= g->OW)                      \
-        FILL(dst, src, 0, 0, g->OW, 1, room, end - src); /* padding: nothing read */           \
+      /* in order, as each fill may run on into what the next overwrites: the padding rows     \
+      ** above the image (one stretch of zeros, nothing read), its rows, the padding below */  \
+      FILL(dst, src, 0, 0, oh_lo * g->OW, 1, L - oh_lo * g->OW, end - src);                    \
+      int64_t room = L - (oh_lo + 1) * g->OW; /* columns of the task after the row's */       \
       const T *row = src + (oh_lo * g->sh - g->ph + ki * g->dh) * g->W + off;                  \
+      dst += oh_lo * g->OW;                                                                    \
       for (int64_t oh = oh_lo; oh < oh_hi; oh++, dst += g->OW, room -= g->OW, row += g->sh * g->W) \
         FILL(dst, row, lo, hi, g->OW, g->sw, room, end - (row + hi));                          \
-      for (int64_t oh = oh_hi; oh < g->OH; oh++, dst += g->OW, room -= g->OW)                  \
-        FILL(dst, src, 0, 0, g->OW, 1, room, end - src);                                       \
+      FILL(dst, src, 0, 0, (g->OH - oh_hi) * g->OW, 1, 0, end - src);                          \
       if (++n < j->nb) continue; /* the next task: the next sample, or the next row r */       \
       n = 0, r++;                                                                              \
       if (++kj < g->kw) continue;                                                              \
