@@ -454,6 +454,13 @@ static int l_get_num_threads(lua_State *L) {
   return 1;
 }
 
+/* lt.gemm(): which float32 GEMM runs ("lantern" or "openblas") and OpenBLAS's kernel set */
+static int l_gemm(lua_State *L) {
+  lua_pushstring(L, ltB_sgemm_name());
+  lua_pushstring(L, ltB_blas_core());
+  return 2;
+}
+
 /* The vector instruction level the float32 kernels run at ("sse4", "avx2", "avx512"). */
 static int l_isa(lua_State *L) {
   lua_pushstring(L, ltB_cpu_isa_name(ltB_cpu_isa()));
@@ -499,6 +506,7 @@ static const ltL_Reg tensor_regs[] = {
     {"set_num_threads", l_set_num_threads, LTL_FN},
     {"get_num_threads", l_get_num_threads, LTL_FN},
     {"isa", l_isa, LTL_FN},
+    {"gemm", l_gemm, LTL_FN},
     {NULL, NULL, 0},
 };
 

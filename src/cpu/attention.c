@@ -104,6 +104,10 @@ static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     return;
   }
   enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
+  if (dt == LT_FLOAT32 && ltC_sgemm_lantern() &&
+      ltC_sgemm(ta, tb, m, n, k, (float)alpha, (const float *)a, lda, (const float *)b, ldb,
+                (float)beta, (float *)c, ldc))
+    return;
   if (dt == LT_FLOAT32)
     cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, (float)alpha, (const float *)a,
                 (int)lda, (const float *)b, (int)ldb, (float)beta, (float *)c, (int)ldc);

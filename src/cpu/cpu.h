@@ -42,6 +42,14 @@ void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m
 ** region whose parts call BLAS: setting the count is not safe from two threads at once. */
 void ltC_blas_single(void);
 
+/* sgemm.c: Lantern's own float32 GEMM, for when OpenBLAS runs kernels without FMA (see there).
+** ltC_sgemm_lantern: whether products go to it (chosen once; LANTERN_GEMM=openblas|lantern).
+** ltC_sgemm: as cblas_sgemm row-major on one thread; false (nothing done) below AVX2 or when
+** its packing buffers cannot be had. */
+bool ltC_sgemm_lantern(void);
+bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
 /* ================================================================ attention tiles (tile_mm.c)
 ** Which part of a product a causal tile needs, row i of C (lim: the tile's causal_lim0):
 ** N_UPTO columns j < lim + i (the rest of the row is stored as 0), K_UPTO terms k < lim + i,

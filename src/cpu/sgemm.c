@@ -1,0 +1,316 @@
+/*
+** cpu/sgemm.c -- Lantern's own float32 GEMM, for machines on which OpenBLAS runs kernels without
+** FMA.
+**
+** Why: OpenBLAS picks its kernels from the CPU's model number, and a processor newer than its
+** tables gets the generic SSE3 set. Debian's OpenBLAS 0.3.21 on an Intel Xeon of family 6,
+** model 207 (AVX-512 and AMX) reports "Prescott" and multiplies at 26 GFLOP/s on one thread,
+** where its own SkylakeX kernels, forced, reach 120-140 and this file 100+. Lantern reads the
+** kernel set OpenBLAS chose (openblas_get_corename) and, when it is one of the sets without
+** FMA while the CPU has AVX2+FMA, multiplies here instead. LANTERN_GEMM=openblas|lantern
+** forces either, to compare them or to test this one anywhere. float64 stays with OpenBLAS.
+**
+** The method is the usual one for a packed GEMM. C is cut into tiles of MR rows by NR columns
+** held in registers; the inner dimension in blocks of KC. For each block of KC, the columns of
+** op(B) are packed into panels of NR (k-major, zero-padded), and the rows of op(A) into strips
+** of MR, so that the kernel reads both with unit stride whatever the transposes, and a panel
+** (KC x NR floats, 32 KiB at AVX-512) stays in L1 while the strips of up to MC rows stream from
+** L2. Ragged edges compute a whole tile and store the part that exists with masks.
+**
+** Each element of C is one chain of multiply-adds in k order per block of KC, blocks in order,
+** then C = alpha * sum + beta * C (beta = 0 never reads C): the bits do not depend on where a
+** tile starts, so on how the product is cut over threads.
+*/
+#include <cblas.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../cpu_isa.h"
+#include "cpu.h"
+
+#define KC 256          /* inner block: a panel of B is KC x NR */
+#define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
+#define NC 2048         /* columns of B packed per block */
+#define GEMM_INLINE static inline __attribute__((always_inline))
+
+/* ------------------------------------------------------------ which GEMM */
+
+static bool use_lantern;
+static pthread_once_t chosen = PTHREAD_ONCE_INIT;
+
+/* OpenBLAS's kernel sets for x86-64 that have no FMA (or only AMD's FMA4) */
+static bool blas_without_fma(const char *core) {
+  static const char *const sets[] = {"prescott", "core2", "penryn", "dunnington", "nehalem",
+                                     "atom", "sandybridge", "opteron", "opteron_sse3",
+                                     "barcelona", "bobcat", "bulldozer", "nano", NULL};
+  if (!core) return false;
+  for (int i = 0; sets[i]; i++)
+    if (strcasecmp(core, sets[i]) == 0) return true;
+  return false;
+}
+
+/* A bad LANTERN_GEMM is reported once on stderr (as a bad LANTERN_ISA is) and the default used. */
+static void choose(void) {
+  bool can = ltB_cpu_isa() >= LT_ISA_AVX2;
+  use_lantern = can && blas_without_fma(openblas_get_corename());
+  const char *want = getenv("LANTERN_GEMM");
+  if (!want || !*want) return;
+  const char *dflt = use_lantern ? "lantern" : "openblas";
+  if (strcmp(want, "openblas") == 0) {
+    use_lantern = false;
+  } else if (strcmp(want, "lantern") == 0) {
+    if (can)
+      use_lantern = true;
+    else
+      fprintf(stderr, "lantern: LANTERN_GEMM=lantern needs AVX2+FMA (vector level %s); using %s\n",
+              ltB_cpu_isa_name(ltB_cpu_isa()), dflt);
+  } else {
+    fprintf(stderr, "lantern: LANTERN_GEMM=%s: expected openblas or lantern; using %s\n", want,
+            dflt);
+  }
+}
+
+bool ltC_sgemm_lantern(void) {
+  pthread_once(&chosen, choose);
+  return use_lantern;
+}
+
+const char *ltB_sgemm_name(void) { return ltC_sgemm_lantern() ? "lantern" : "openblas"; }
+
+const char *ltB_blas_core(void) {
+  const char *core = openblas_get_corename();
+  return core ? core : "?";
+}
+
+#ifdef LT_ISA_DISPATCH
+
+/* ------------------------------------------------------------ packing (any level) */
+
+/* Rows [0, rows) of op(A) (element (i, k) at a[i ars + k acs]), k in [0, kc), into strips of mr:
+** strip s holds (s mr + i, k) at pa[s mr kc + k mr + i], rows past the end as zeros. */
+GEMM_INLINE void pack_a(float *pa, const float *a, int64_t ars, int64_t acs, int64_t rows,
+                        int64_t kc, int mr) {
+  for (int64_t r0 = 0; r0 < rows; r0 += mr, pa += (int64_t)mr * kc) {
+    int64_t h = ltC_min(mr, rows - r0);
+    const float *s = a + r0 * ars;
+    if (ars == 1) {   /* op(A) column-major: each k holds the strip's rows in a run */
+      for (int64_t k = 0; k < kc; k++) {
+        const float *src = s + k * acs;
+        float *dst = pa + k * mr;
+        int64_t i = 0;
+        for (; i < h; i++) dst[i] = src[i];
+        for (; i < mr; i++) dst[i] = 0;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < h; i++) {
+      const float *src = s + i * ars;
+      if (acs == 1)
+        for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = src[k];
+      else
+        for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = src[k * acs];
+    }
+    for (int64_t i = h; i < mr; i++)
+      for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = 0;
+  }
+}
+
+/* Columns [0, cols) of op(B) (element (k, j) at b[k brs + j bcs]), k in [0, kc), into panels of
+** nr: panel p holds (k, p nr + j) at pb[p nr kc + k nr + j], columns past the end as zeros. */
+GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int64_t kc,
+                        int64_t cols, int nr) {
+  for (int64_t j0 = 0; j0 < cols; j0 += nr, pb += (int64_t)nr * kc) {
+    int64_t w = ltC_min(nr, cols - j0);
+    const float *s = b + j0 * bcs;
+    if (bcs == 1) {
+      for (int64_t k = 0; k < kc; k++) {
+        float *dst = pb + k * nr;
+        memcpy(dst, s + k * brs, (size_t)w * sizeof(float));
+        if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < w; j++) {
+      const float *src = s + j * bcs;
+      if (brs == 1)
+        for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = src[k];
+      else
+        for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = src[k * brs];
+    }
+    for (int64_t j = w; j < nr; j++)
+      for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = 0;
+  }
+}
+
+/* The loops around a kernel. kern(kc, pa, pb, c, ldc, alpha, beta, rows, cols) adds one tile;
+** pa and pb hold MC_STRIPS * mr x KC and KC x NC (rounded up to nr) floats. */
+typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
+                        float alpha, float beta, int rows, int cols);
+
+GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m, int64_t n,
+                       int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                       int64_t ldb, float beta, float *c, int64_t ldc, float *pa, float *pb) {
+  int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
+  int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
+  int64_t mc = (int64_t)MC_STRIPS * mr;
+  for (int64_t jc = 0; jc < n; jc += NC) {
+    int64_t nc = ltC_min(NC, n - jc);
+    for (int64_t pc = 0; pc < k; pc += KC) {
+      int64_t kc = ltC_min(KC, k - pc);
+      float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
+      pack_b(pb, b + pc * brs + jc * bcs, brs, bcs, kc, nc, nr);
+      for (int64_t ic = 0; ic < m; ic += mc) {
+        int64_t mh = ltC_min(mc, m - ic);
+        pack_a(pa, a + ic * ars + pc * acs, ars, acs, mh, kc, mr);
+        for (int64_t jr = 0; jr < nc; jr += nr)
+          for (int64_t ir = 0; ir < mh; ir += mr)
+            kern(kc, pa + ir * kc, pb + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, alpha, bt,
+                 (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------ AVX-512: 12 x 32 tiles */
+LT_ISA_BEGIN_AVX512
+
+#define MR5 12
+#define NR5 32
+
+/* C = alpha * acc + beta * C on the lanes of m (beta 0: C is not read) */
+GEMM_INLINE void store5(float *c, __m512 acc, __m512 al, float beta, __mmask16 m) {
+  __m512 r;
+  if (beta == 0)
+    r = _mm512_mul_ps(al, acc);
+  else if (beta == 1)
+    r = _mm512_fmadd_ps(al, acc, _mm512_maskz_loadu_ps(m, c));
+  else
+    r = _mm512_fmadd_ps(al, acc, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(m, c)));
+  _mm512_mask_storeu_ps(c, m, r);
+}
+
+static void tile_avx512(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
+                        float alpha, float beta, int rows, int cols) {
+  __m512 lo[MR5], hi[MR5];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += NR5) {
+    __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR5; i++) {
+      __m512 av = _mm512_set1_ps(pa[i]);
+      lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
+      hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
+    }
+  }
+  __m512 al = _mm512_set1_ps(alpha);
+  __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+  __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR5; i++) {
+    if (i >= rows) break;
+    store5(c + i * ldc, lo[i], al, beta, m0);
+    if (m1) store5(c + i * ldc + 16, hi[i], al, beta, m1);
+  }
+}
+
+static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                         float *c, int64_t ldc, float *pa, float *pb) {
+  drive(MR5, NR5, tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+}
+
+LT_ISA_END
+
+/* ------------------------------------------------------------ AVX2+FMA: 6 x 16 tiles */
+LT_ISA_BEGIN_AVX2
+
+#define MR2 6
+#define NR2 16
+
+GEMM_INLINE __m256i lanes2(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 0 ? 0 : n > 8 ? 8 : n),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+GEMM_INLINE void store2(float *c, __m256 acc, __m256 al, float beta, bool full, __m256i m) {
+  __m256 r, old = _mm256_setzero_ps();
+  if (beta != 0) old = full ? _mm256_loadu_ps(c) : _mm256_maskload_ps(c, m);
+  if (beta == 0)
+    r = _mm256_mul_ps(al, acc);
+  else if (beta == 1)
+    r = _mm256_fmadd_ps(al, acc, old);
+  else
+    r = _mm256_fmadd_ps(al, acc, _mm256_mul_ps(_mm256_set1_ps(beta), old));
+  if (full)
+    _mm256_storeu_ps(c, r);
+  else
+    _mm256_maskstore_ps(c, m, r);
+}
+
+static void tile_avx2(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
+                      float alpha, float beta, int rows, int cols) {
+  __m256 lo[MR2], hi[MR2];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += NR2) {
+    __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR2; i++) {
+      __m256 av = _mm256_broadcast_ss(pa + i);
+      lo[i] = _mm256_fmadd_ps(av, b0, lo[i]);
+      hi[i] = _mm256_fmadd_ps(av, b1, hi[i]);
+    }
+  }
+  __m256 al = _mm256_set1_ps(alpha);
+  bool full0 = cols >= 8, full1 = cols >= 16;
+  __m256i m0 = lanes2(cols), m1 = lanes2(cols - 8);
+#pragma GCC unroll 6
+  for (int i = 0; i < MR2; i++) {
+    if (i >= rows) break;
+    store2(c + i * ldc, lo[i], al, beta, full0, m0);
+    if (cols > 8) store2(c + i * ldc + 8, hi[i], al, beta, full1, m1);
+  }
+}
+
+static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                       float *c, int64_t ldc, float *pa, float *pb) {
+  drive(MR2, NR2, tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+}
+
+LT_ISA_END
+
+bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  int lv = ltB_cpu_isa();
+  if (lv < LT_ISA_AVX2) return false;
+  int mr = lv >= LT_ISA_AVX512 ? MR5 : MR2, nr = lv >= LT_ISA_AVX512 ? NR5 : NR2;
+  size_t na = (size_t)MC_STRIPS * (size_t)mr * KC;
+  size_t nb = (size_t)KC * (size_t)((NC + nr - 1) / nr * nr);
+  size_t got;
+  float *pa = ltB_cache_alloc((na + nb) * sizeof(float), &got);
+  if (!pa) return false;
+  float *pb = pa + na;   /* na is a multiple of 16 floats: pb stays 64-byte aligned */
+  if (lv >= LT_ISA_AVX512)
+    sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  else
+    sgemm_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  ltB_cache_free(pa, (na + nb) * sizeof(float));
+  return true;
+}
+
+#else
+
+bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
+  (void)ldb, (void)beta, (void)c, (void)ldc;
+  return false;
+}
+
+#endif
