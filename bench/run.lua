@@ -368,6 +368,9 @@ local cpuinfo = io.open("/proc/cpuinfo")
 local model_name = cpuinfo and cpuinfo:read("a"):match("model name%s*:%s*([^\n]+)") or "?"
 if cpuinfo then cpuinfo:close() end
 print(string.format("Lantern's vector level: %s (lt.isa(); LANTERN_ISA overrides); CPU: %s", lt.isa(), model_name))
+local gemm_by, blas_core = lt.gemm()
+print(string.format("float32 GEMM: %s (lt.gemm(); LANTERN_GEMM overrides); OpenBLAS's kernels: %s", gemm_by,
+  blas_core))
 print(string.format("%-22s %12s %12s %10s  %s", "benchmark", "lantern", "pytorch", "ratio", "note"))
 for _, name in ipairs(order) do
   local v, t = results[name], torch[name]

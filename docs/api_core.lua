@@ -523,6 +523,15 @@ function lt.set_num_threads(n) end
 -- @treturn string
 function lt.isa() end
 
+--- Which float32 matrix product runs: `"openblas"`, or `"lantern"` (Lantern's own packed GEMM at
+-- the vector level of `lt.isa()`), chosen once at start: Lantern's where OpenBLAS runs one of
+-- its kernel sets without FMA (it falls back to its generic "Prescott" set on processors newer
+-- than its tables) and the CPU has AVX2 + FMA. `LANTERN_GEMM=openblas` or `lantern` forces
+-- either. float64 products always use OpenBLAS.
+-- @treturn string `"lantern"` or `"openblas"`
+-- @treturn string the kernel set OpenBLAS chose for this CPU, e.g. `"Haswell"`, `"SkylakeX"`
+function lt.gemm() end
+
 --- The canonical name of a device: `lt.device("cpu:0")` is `"cpu"`, `lt.device("cuda")` is
 -- `"cuda"`, `lt.device("cuda:1")` is `"cuda:1"`. Devices are strings, as dtypes are; a name
 -- that is no device raises (`device: unknown device 'tpu' (known: cpu, cuda)`). The device

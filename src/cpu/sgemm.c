@@ -290,12 +290,16 @@ bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   int lv = ltB_cpu_isa();
   if (lv < LT_ISA_AVX2) return false;
   int mr = lv >= LT_ISA_AVX512 ? MR5 : MR2, nr = lv >= LT_ISA_AVX512 ? NR5 : NR2;
-  size_t na = (size_t)MC_STRIPS * (size_t)mr * KC;
-  size_t nb = (size_t)KC * (size_t)((NC + nr - 1) / nr * nr);
+  /* packing space for the blocks this product has, not the largest: small products (attention
+  ** tiles, a bias's gradient) then take a small buffer from the cache */
+  size_t kc = (size_t)ltC_min(k, KC), rows = (size_t)ltC_min(m, (int64_t)MC_STRIPS * mr);
+  size_t cols = (size_t)ltC_min(n, NC);
+  size_t na = ((rows + mr - 1) / mr * mr * kc + 15) / 16 * 16;   /* pb stays 64-byte aligned */
+  size_t nb = kc * ((cols + nr - 1) / nr * nr);
   size_t got;
   float *pa = ltB_cache_alloc((na + nb) * sizeof(float), &got);
   if (!pa) return false;
-  float *pb = pa + na;   /* na is a multiple of 16 floats: pb stays 64-byte aligned */
+  float *pb = pa + na;
   if (lv >= LT_ISA_AVX512)
     sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
   else
