@@ -19,10 +19,11 @@ local function check(what, c, a, b, k, extra)
   if excess > 0 then bad[#bad + 1] = what end
 end
 -- sizes around the tiles (12 x 32 and 6 x 16), the inner block (256), the packed rows
--- (32 strips) and columns (2048)
+-- (32 strips) and columns (2048); the last three, with B transposed, take dot products of rows
+-- (a long inner dimension, stretches of 1024)
 local shapes = { { 1, 1, 1 }, { 5, 7, 3 }, { 6, 16, 8 }, { 12, 32, 256 }, { 13, 33, 257 },
   { 11, 17, 255 }, { 128, 512, 784 }, { 100, 65, 512 }, { 400, 40, 70 }, { 3, 2100, 20 },
-  { 37, 2049, 513 } }
+  { 37, 2049, 513 }, { 6, 25, 3001 }, { 5, 3, 70 }, { 9, 6, 2500 } }
 for _, s in ipairs(shapes) do
   local m, n, k = s[1], s[2], s[3]
   for _, ta in ipairs { false, true } do

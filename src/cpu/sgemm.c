@@ -17,9 +17,11 @@
 ** (KC x NR floats, 32 KiB at AVX-512) stays in L1 while the strips of up to MC rows stream from
 ** L2. Ragged edges compute a whole tile and store the part that exists with masks.
 **
-** Each element of C is one chain of multiply-adds in k order per block of KC, blocks in order,
-** then C = alpha * sum + beta * C (beta = 0 never reads C): the bits do not depend on where a
-** tile starts, so on how the product is cut over threads.
+** A long inner dimension against a small C takes dot products of rows instead (by_dots).
+** Each element of C is one chain of multiply-adds in k order per block of KC, blocks in order
+** (or, by dots, one per vector lane and stretch of DOTS_K, the lanes' fixed sum), then C = alpha * sum +
+** beta * C (beta = 0 never reads C): the bits do not depend on where a tile or a block starts,
+** so on how the product is cut over threads.
 */
 #include <cblas.h>
 #include <immintrin.h>
@@ -35,6 +37,7 @@
 #define KC 256          /* inner block: a panel of B is KC x NR */
 #define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
 #define NC 2048         /* columns of B packed per block */
+#define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -146,10 +149,10 @@ GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int
   }
 }
 
-/* The loops around a kernel. kern(kc, pa, pb, c, ldc, alpha, beta, rows, cols) adds one tile;
-** pa and pb hold MC_STRIPS * mr x KC and KC x NC (rounded up to nr) floats. */
-typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
-                        float alpha, float beta, int rows, int cols);
+/* The loops around a kernel. kern(kc, pa, pb, bs, c, ldc, alpha, beta, rows, cols) adds one
+** tile, reading row k of B's panel at pb + k bs; pa and pb hold the packed blocks. */
+typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
+                        int64_t ldc, float alpha, float beta, int rows, int cols);
 
 GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m, int64_t n,
                        int64_t k, float alpha, const float *a, int64_t lda, const float *b,
@@ -162,17 +165,51 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
     for (int64_t pc = 0; pc < k; pc += KC) {
       int64_t kc = ltC_min(KC, k - pc);
       float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
-      pack_b(pb, b + pc * brs + jc * bcs, brs, bcs, kc, nc, nr);
+      const float *bb = b + pc * brs + jc * bcs;
+      /* A of a few strips reuses a packed panel of B too few times to pay for packing it (the
+      ** products of a convolution with few channels): with unit column stride, B's whole
+      ** panels are read in place and only a ragged last one is packed */
+      bool direct = bcs == 1 && m <= (int64_t)DIRECT_STRIPS * mr;
+      int64_t nfull = direct ? nc / nr * nr : 0;
+      if (!direct)
+        pack_b(pb, bb, brs, bcs, kc, nc, nr);
+      else if (nfull < nc)
+        pack_b(pb + nfull * kc, bb + nfull, brs, bcs, kc, nc - nfull, nr);
       for (int64_t ic = 0; ic < m; ic += mc) {
         int64_t mh = ltC_min(mc, m - ic);
         pack_a(pa, a + ic * ars + pc * acs, ars, acs, mh, kc, mr);
-        for (int64_t jr = 0; jr < nc; jr += nr)
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          bool in_place = jr < nfull;
+          const float *panel = in_place ? bb + jr : pb + jr * kc;
           for (int64_t ir = 0; ir < mh; ir += mr)
-            kern(kc, pa + ir * kc, pb + jr * kc, c + (ic + ir) * ldc + jc + jr, ldc, alpha, bt,
-                 (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
+            kern(kc, pa + ir * kc, panel, in_place ? brs : nr, c + (ic + ir) * ldc + jc + jr,
+                 ldc, alpha, bt, (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
+        }
       }
     }
   }
+}
+
+/* A long inner dimension against a small C, A row-major and B given as its transpose (a
+** convolution's weight gradient: dY (channels x positions) times the columns, transposed):
+** packing B would move every element of both operands to use it a few times, so each element
+** of C is a dot product of two contiguous rows instead, in blocks that load each row once. */
+/* The rows are taken DOTS_K elements at a time, all of C for each stretch, so that the
+** stretches of both operands stay in L2 while every block reads them. */
+#define DOTS_K 1024
+
+GEMM_INLINE bool by_dots(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  return !ta && tb && k >= 8 * (m + n);
+}
+
+/* C = alpha * s + beta * C for one element, as the tiles store it (beta 0: C is not read) */
+GEMM_INLINE void store_dot(float *c, float s, float alpha, float beta) {
+  if (beta == 0)
+    *c = alpha * s;
+  else if (beta == 1)
+    *c = alpha * s + *c;
+  else
+    *c = alpha * s + beta * *c;
 }
 
 /* ------------------------------------------------------------ AVX-512: 12 x 32 tiles */
@@ -193,13 +230,13 @@ GEMM_INLINE void store5(float *c, __m512 acc, __m512 al, float beta, __mmask16 m
   _mm512_mask_storeu_ps(c, m, r);
 }
 
-static void tile_avx512(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
-                        float alpha, float beta, int rows, int cols) {
+static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
+                        int64_t ldc, float alpha, float beta, int rows, int cols) {
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += NR5) {
-    __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);
+  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
+    __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < MR5; i++) {
       __m512 av = _mm512_set1_ps(pa[i]);
@@ -218,9 +255,44 @@ static void tile_avx512(int64_t kc, const float *pa, const float *pb, float *c, 
   }
 }
 
+/* C[0:rows, 0:cols] (at most 4 x 4) from dots of rows of A and of B^T, k contiguous in both */
+static void dots_avx512(int64_t k, const float *a, int64_t lda, const float *bt, int64_t ldb,
+                        float *c, int64_t ldc, float alpha, float beta, int rows, int cols) {
+  const float *ar[4], *br[4];
+  for (int i = 0; i < 4; i++) {   /* absent rows repeat row 0; their sums are not stored */
+    ar[i] = a + (i < rows ? i : 0) * lda;
+    br[i] = bt + (i < cols ? i : 0) * ldb;
+  }
+  __m512 s[4][4];
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; q++) s[q / 4][q % 4] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p += 16) {
+    __mmask16 m = k - p >= 16 ? 0xffff : (__mmask16)((1u << (k - p)) - 1);
+    __m512 av[4], bv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      av[i] = _mm512_maskz_loadu_ps(m, ar[i] + p);
+      bv[i] = _mm512_maskz_loadu_ps(m, br[i] + p);
+    }
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; q++) s[q / 4][q % 4] = _mm512_fmadd_ps(av[q / 4], bv[q % 4], s[q / 4][q % 4]);
+  }
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) store_dot(c + i * ldc + j, _mm512_reduce_add_ps(s[i][j]), alpha, beta);
+}
+
 static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc, float *pa, float *pb) {
+  if (by_dots(ta, tb, m, n, k)) {
+    for (int64_t p = 0; p < k; p += DOTS_K)
+      for (int64_t i = 0; i < m; i += 4)
+        for (int64_t j = 0; j < n; j += 4)
+          dots_avx512(ltC_min(DOTS_K, k - p), a + i * lda + p, lda, b + j * ldb + p, ldb,
+                      c + i * ldc + j, ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(4, m - i),
+                      (int)ltC_min(4, n - j));
+    return;
+  }
   drive(MR5, NR5, tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
@@ -252,13 +324,13 @@ GEMM_INLINE void store2(float *c, __m256 acc, __m256 al, float beta, bool full, 
     _mm256_maskstore_ps(c, m, r);
 }
 
-static void tile_avx2(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
-                      float alpha, float beta, int rows, int cols) {
+static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
+                      int64_t ldc, float alpha, float beta, int rows, int cols) {
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += NR2) {
-    __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
+  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
+    __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < MR2; i++) {
       __m256 av = _mm256_broadcast_ss(pa + i);
@@ -277,9 +349,48 @@ static void tile_avx2(int64_t kc, const float *pa, const float *pb, float *c, in
   }
 }
 
+/* dots_avx512 at AVX2: blocks of 2 x 4 (8 accumulators and 6 operands of 16 registers) */
+static void dots_avx2(int64_t k, const float *a, int64_t lda, const float *bt, int64_t ldb,
+                      float *c, int64_t ldc, float alpha, float beta, int rows, int cols) {
+  const float *ar[2], *br[4];
+  for (int i = 0; i < 2; i++) ar[i] = a + (i < rows ? i : 0) * lda;
+  for (int i = 0; i < 4; i++) br[i] = bt + (i < cols ? i : 0) * ldb;
+  __m256 s[2][4];
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; q++) s[q / 4][q % 4] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < k; p += 8) {
+    bool full = k - p >= 8;
+    __m256i m = lanes2((int)ltC_min(8, k - p));
+    __m256 av[2], bv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      if (i < 2) av[i] = full ? _mm256_loadu_ps(ar[i] + p) : _mm256_maskload_ps(ar[i] + p, m);
+      bv[i] = full ? _mm256_loadu_ps(br[i] + p) : _mm256_maskload_ps(br[i] + p, m);
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; q++) s[q / 4][q % 4] = _mm256_fmadd_ps(av[q / 4], bv[q % 4], s[q / 4][q % 4]);
+  }
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[i][j]), _mm256_extractf128_ps(s[i][j], 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_add_ss(h, _mm_movehdup_ps(h));
+      store_dot(c + i * ldc + j, _mm_cvtss_f32(h), alpha, beta);
+    }
+}
+
 static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                        float *c, int64_t ldc, float *pa, float *pb) {
+  if (by_dots(ta, tb, m, n, k)) {
+    for (int64_t p = 0; p < k; p += DOTS_K)
+      for (int64_t i = 0; i < m; i += 2)
+        for (int64_t j = 0; j < n; j += 4)
+          dots_avx2(ltC_min(DOTS_K, k - p), a + i * lda + p, lda, b + j * ldb + p, ldb,
+                    c + i * ldc + j, ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(2, m - i),
+                    (int)ltC_min(4, n - j));
+    return;
+  }
   drive(MR2, NR2, tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
