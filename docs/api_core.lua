@@ -524,10 +524,10 @@ function lt.set_num_threads(n) end
 function lt.isa() end
 
 --- Which float32 matrix product runs: `"openblas"`, or `"lantern"` (Lantern's own packed GEMM at
--- the vector level of `lt.isa()`), chosen once at start: Lantern's where OpenBLAS runs one of
--- its kernel sets without FMA (it falls back to its generic "Prescott" set on processors newer
--- than its tables) and the CPU has AVX2 + FMA. `LANTERN_GEMM=openblas` or `lantern` forces
--- either. float64 products always use OpenBLAS.
+-- the vector level of `lt.isa()`), chosen once at start: Lantern's where the kernel set OpenBLAS
+-- runs is below that level (OpenBLAS falls back to its generic "Prescott" set, without FMA, on
+-- processors newer than its tables; its "Haswell" set is AVX2 on an AVX-512 machine).
+-- `LANTERN_GEMM=openblas` or `lantern` forces either. float64 products always use OpenBLAS.
 -- @treturn string `"lantern"` or `"openblas"`
 -- @treturn string the kernel set OpenBLAS chose for this CPU, e.g. `"Haswell"`, `"SkylakeX"`
 function lt.gemm() end

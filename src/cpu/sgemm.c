@@ -5,10 +5,12 @@
 ** Why: OpenBLAS picks its kernels from the CPU's model number, and a processor newer than its
 ** tables gets the generic SSE3 set. Debian's OpenBLAS 0.3.21 on an Intel Xeon of family 6,
 ** model 207 (AVX-512 and AMX) reports "Prescott" and multiplies at 26 GFLOP/s on one thread,
-** where its own SkylakeX kernels, forced, reach 120-140 and this file 100+. Lantern reads the
-** kernel set OpenBLAS chose (openblas_get_corename) and, when it is one of the sets without
-** FMA while the CPU has AVX2+FMA, multiplies here instead. LANTERN_GEMM=openblas|lantern
-** forces either, to compare them or to test this one anywhere. float64 stays with OpenBLAS.
+** where its own SkylakeX kernels, forced, reach 120-140, its Haswell (AVX2) ones 67-76, and
+** this file 120-145. Lantern reads the kernel set OpenBLAS chose (openblas_get_corename) and,
+** when its vector level is below the one Lantern's kernels run at (no FMA on an AVX2 machine,
+** AVX2 on an AVX-512 one, as where OPENBLAS_CORETYPE=Haswell is set), multiplies here instead.
+** LANTERN_GEMM=openblas|lantern forces either, to compare them or to test this one anywhere.
+** float64 stays with OpenBLAS.
 **
 ** The method is the usual one for a packed GEMM. C is cut into tiles of MR rows by NR columns
 ** held in registers; the inner dimension in blocks of KC. For each block of KC, the columns of
@@ -45,21 +47,28 @@
 static bool use_lantern;
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
-/* OpenBLAS's kernel sets for x86-64 that have no FMA (or only AMD's FMA4) */
-static bool blas_without_fma(const char *core) {
-  static const char *const sets[] = {"prescott", "core2", "penryn", "dunnington", "nehalem",
+/* The vector level of OpenBLAS's kernel set for x86-64, by the name it reports: the sets without
+** FMA (or with AMD's FMA4 only) count as the baseline; a name not listed counts as the best
+** level, so that a set newer than this list is trusted. */
+static int blas_level(const char *core) {
+  static const char *const base[] = {"prescott", "core2", "penryn", "dunnington", "nehalem",
                                      "atom", "sandybridge", "opteron", "opteron_sse3",
                                      "barcelona", "bobcat", "bulldozer", "nano", NULL};
-  if (!core) return false;
-  for (int i = 0; sets[i]; i++)
-    if (strcasecmp(core, sets[i]) == 0) return true;
-  return false;
+  static const char *const avx2[] = {"haswell", "zen", "piledriver", "steamroller", "excavator",
+                                     NULL};
+  if (!core) return LT_NISA;
+  for (int i = 0; base[i]; i++)
+    if (strcasecmp(core, base[i]) == 0) return LT_ISA_SSE4;
+  for (int i = 0; avx2[i]; i++)
+    if (strcasecmp(core, avx2[i]) == 0) return LT_ISA_AVX2;
+  return LT_NISA;
 }
 
 /* A bad LANTERN_GEMM is reported once on stderr (as a bad LANTERN_ISA is) and the default used. */
 static void choose(void) {
-  bool can = ltB_cpu_isa() >= LT_ISA_AVX2;
-  use_lantern = can && blas_without_fma(openblas_get_corename());
+  int lv = ltB_cpu_isa();
+  bool can = lv >= LT_ISA_AVX2;
+  use_lantern = can && lv > blas_level(openblas_get_corename());
   const char *want = getenv("LANTERN_GEMM");
   if (!want || !*want) return;
   const char *dflt = use_lantern ? "lantern" : "openblas";
