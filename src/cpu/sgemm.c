@@ -211,6 +211,21 @@ GEMM_INLINE bool by_dots(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
   return !ta && tb && k >= 8 * (m + n);
 }
 
+/* dots(k, a, lda, bt, ldb, c, ldc, alpha, beta, rows, cols): C[0:rows, 0:cols], at most rb x cb,
+** from the rows of A and of B^T */
+typedef void (*dots_fn)(int64_t k, const float *a, int64_t lda, const float *bt, int64_t ldb,
+                        float *c, int64_t ldc, float alpha, float beta, int rows, int cols);
+
+GEMM_INLINE void dot_blocks(dots_fn dots, int rb, int cb, int64_t m, int64_t n, int64_t k,
+                            float alpha, const float *a, int64_t lda, const float *bt,
+                            int64_t ldb, float beta, float *c, int64_t ldc) {
+  for (int64_t p = 0; p < k; p += DOTS_K)
+    for (int64_t i = 0; i < m; i += rb)
+      for (int64_t j = 0; j < n; j += cb)
+        dots(ltC_min(DOTS_K, k - p), a + i * lda + p, lda, bt + j * ldb + p, ldb, c + i * ldc + j,
+             ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(rb, m - i), (int)ltC_min(cb, n - j));
+}
+
 /* C = alpha * s + beta * C for one element, as the tiles store it (beta 0: C is not read) */
 GEMM_INLINE void store_dot(float *c, float s, float alpha, float beta) {
   if (beta == 0)
@@ -293,16 +308,10 @@ static void dots_avx512(int64_t k, const float *a, int64_t lda, const float *bt,
 static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                          float *c, int64_t ldc, float *pa, float *pb) {
-  if (by_dots(ta, tb, m, n, k)) {
-    for (int64_t p = 0; p < k; p += DOTS_K)
-      for (int64_t i = 0; i < m; i += 4)
-        for (int64_t j = 0; j < n; j += 4)
-          dots_avx512(ltC_min(DOTS_K, k - p), a + i * lda + p, lda, b + j * ldb + p, ldb,
-                      c + i * ldc + j, ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(4, m - i),
-                      (int)ltC_min(4, n - j));
-    return;
-  }
-  drive(MR5, NR5, tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  if (by_dots(ta, tb, m, n, k))
+    dot_blocks(dots_avx512, 4, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    drive(MR5, NR5, tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
 LT_ISA_END
@@ -391,16 +400,10 @@ static void dots_avx2(int64_t k, const float *a, int64_t lda, const float *bt, i
 static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                        float *c, int64_t ldc, float *pa, float *pb) {
-  if (by_dots(ta, tb, m, n, k)) {
-    for (int64_t p = 0; p < k; p += DOTS_K)
-      for (int64_t i = 0; i < m; i += 2)
-        for (int64_t j = 0; j < n; j += 4)
-          dots_avx2(ltC_min(DOTS_K, k - p), a + i * lda + p, lda, b + j * ldb + p, ldb,
-                    c + i * ldc + j, ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(2, m - i),
-                    (int)ltC_min(4, n - j));
-    return;
-  }
-  drive(MR2, NR2, tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  if (by_dots(ta, tb, m, n, k))
+    dot_blocks(dots_avx2, 2, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    drive(MR2, NR2, tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
 LT_ISA_END
