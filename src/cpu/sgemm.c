@@ -40,6 +40,7 @@
 #define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
 #define NC 2048         /* columns of B packed per block */
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
+#define DIRECT_FLOATS (1 << 16)   /* and so does a block of B of at most this many floats */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -176,9 +177,10 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
       float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
       const float *bb = b + pc * brs + jc * bcs;
       /* A of a few strips reuses a packed panel of B too few times to pay for packing it (the
-      ** products of a convolution with few channels): with unit column stride, B's whole
-      ** panels are read in place and only a ragged last one is packed */
-      bool direct = bcs == 1 && m <= (int64_t)DIRECT_STRIPS * mr;
+      ** products of a convolution with few channels), and a block of B small enough to stay in
+      ** L2 gains little from being packed (attention's products of one head): with unit column
+      ** stride, B's whole panels are then read in place and only a ragged last one is packed */
+      bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr || kc * nc <= DIRECT_FLOATS);
       int64_t nfull = direct ? nc / nr * nr : 0;
       if (!direct)
         pack_b(pb, bb, brs, bcs, kc, nc, nr);
