@@ -11,11 +11,7 @@ enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
 
 /* Kernels of every level exist only on x86-64 (GCC/Clang target attributes). */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define LT_ISA_DISPATCH 1/* cpu/sgemm.c: which float32 GEMM runs, "lantern" or "openblas", and the kernel set OpenBLAS
-** chose for this CPU (its openblas_get_corename). */
-const char *ltB_sgemm_name(void);
-const char *ltB_blas_core(void);
-
+#define LT_ISA_DISPATCH 1
 #endif
 
 /* Code between LT_ISA_BEGIN_<level> and LT_ISA_END is compiled for that level (functions

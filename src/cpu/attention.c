@@ -103,11 +103,10 @@ static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         memset(c + (size_t)(i * ldc) * lt_dtype_size(dt), 0, (size_t)n * lt_dtype_size(dt));
     return;
   }
-  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
-  if (dt == LT_FLOAT32 && ltC_sgemm_lantern() &&
-      ltC_sgemm(ta, tb, m, n, k, (float)alpha, (const float *)a, lda, (const float *)b, ldb,
-                (float)beta, (float *)c, ldc))
+  if (dt == LT_FLOAT32 && ltC_sgemm(ta, tb, m, n, k, (float)alpha, (const float *)a, lda,
+                                    (const float *)b, ldb, (float)beta, (float *)c, ldc))
     return;
+  enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
   if (dt == LT_FLOAT32)
     cblas_sgemm(CblasRowMajor, A, B, (int)m, (int)n, (int)k, (float)alpha, (const float *)a,
                 (int)lda, (const float *)b, (int)ldb, (float)beta, (float *)c, (int)ldc);

@@ -42,11 +42,10 @@ void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m
 ** region whose parts call BLAS: setting the count is not safe from two threads at once. */
 void ltC_blas_single(void);
 
-/* sgemm.c: Lantern's own float32 GEMM, for when OpenBLAS's kernels are below Lantern's level.
-** ltC_sgemm_lantern: whether products go to it (chosen once; LANTERN_GEMM=openblas|lantern).
-** ltC_sgemm: as cblas_sgemm row-major on one thread; false (nothing done) below AVX2 or when
-** its packing buffers cannot be had. */
-bool ltC_sgemm_lantern(void);
+/* sgemm.c: Lantern's own float32 GEMM, for when OpenBLAS's kernels are below Lantern's level
+** (chosen once; LANTERN_GEMM=openblas|lantern). As cblas_sgemm row-major on one thread; false
+** (nothing done, so the caller uses OpenBLAS) when it is not the chosen GEMM or its packing
+** buffers cannot be had. */
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 

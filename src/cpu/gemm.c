@@ -119,7 +119,7 @@ static void gemm_block(const gemm_job *j, int64_t i0, int64_t i1, int64_t j0, in
   char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
   enum CBLAS_TRANSPOSE A = j->ta ? CblasTrans : CblasNoTrans, B = j->tb ? CblasTrans : CblasNoTrans;
   int m = (int)(i1 - i0), n = (int)(j1 - j0), k = (int)j->k;
-  if (j->dt == LT_FLOAT32 && ltC_sgemm_lantern() &&
+  if (j->dt == LT_FLOAT32 &&
       ltC_sgemm(j->ta, j->tb, m, n, k, (float)j->alpha, (const float *)a, j->lda,
                 (const float *)b, j->ldb, (float)j->beta, (float *)c, j->ldc))
     return;

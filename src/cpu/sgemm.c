@@ -87,12 +87,12 @@ static void choose(void) {
   }
 }
 
-bool ltC_sgemm_lantern(void) {
+static bool lantern_chosen(void) {
   pthread_once(&chosen, choose);
   return use_lantern;
 }
 
-const char *ltB_sgemm_name(void) { return ltC_sgemm_lantern() ? "lantern" : "openblas"; }
+const char *ltB_sgemm_name(void) { return lantern_chosen() ? "lantern" : "openblas"; }
 
 const char *ltB_blas_core(void) {
   const char *core = openblas_get_corename();
@@ -412,14 +412,15 @@ LT_ISA_END
 
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  int lv = ltB_cpu_isa();
-  if (lv < LT_ISA_AVX2) return false;
+  if (!lantern_chosen()) return false;
+  int lv = ltB_cpu_isa();   /* AVX2 at least: the choice needs it */
   int mr = lv >= LT_ISA_AVX512 ? MR5 : MR2, nr = lv >= LT_ISA_AVX512 ? NR5 : NR2;
   /* packing space for the blocks this product has, not the largest: small products (attention
   ** tiles, a bias's gradient) then take a small buffer from the cache */
   size_t kc = (size_t)ltC_min(k, KC), rows = (size_t)ltC_min(m, (int64_t)MC_STRIPS * mr);
   size_t cols = (size_t)ltC_min(n, NC);
-  size_t na = ((rows + mr - 1) / mr * mr * kc + 15) / 16 * 16;   /* pb stays 64-byte aligned */
+  /* pb 64-byte aligned, so that a packed panel's rows never straddle cache lines */
+  size_t na = ((rows + mr - 1) / mr * mr * kc + 15) / 16 * 16;
   size_t nb = kc * ((cols + nr - 1) / nr * nr);
   size_t got;
   float *pa = ltB_cache_alloc((na + nb) * sizeof(float), &got);
