@@ -15,9 +15,12 @@
 ** The method is the usual one for a packed GEMM. C is cut into tiles of MR rows by NR columns
 ** held in registers; the inner dimension in blocks of KC. For each block of KC, the columns of
 ** op(B) are packed into panels of NR (k-major, zero-padded), and the rows of op(A) into strips
-** of MR, so that the kernel reads both with unit stride whatever the transposes, and a panel
-** (KC x NR floats, 32 KiB at AVX-512) stays in L1 while the strips of up to MC rows stream from
-** L2. Ragged edges compute a whole tile and store the part that exists with masks.
+** of MR, so that the kernel reads both with unit stride whatever the transposes. A strip (MR x
+** KC floats, 12 KiB at AVX-512) stays in L1 while the panels of B's block stream past it from
+** L2, each panel a tile of C: the strip is the operand the kernel broadcasts, a panel (32 KiB)
+** the one it loads whole vectors of, and keeping the panel in L1 instead while the strips
+** streamed (the order of the loops before) made a 1024^3 product 10-20% slower here. Ragged
+** edges compute a whole tile and store the part that exists with masks.
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of KC, blocks in order
@@ -36,11 +39,12 @@
 #include "../cpu_isa.h"
 #include "cpu.h"
 
-#define KC 256          /* inner block: a panel of B is KC x NR */
+#define KC 256          /* inner block: a strip of A is MR x KC, a panel of B KC x NR */
 #define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
-#define NC 2048         /* columns of B packed per block */
+#define NC 1024         /* columns of B per block: KC x NC floats, 1 MiB, stay in L2 */
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
 #define DIRECT_FLOATS (1 << 16)   /* and so does a block of B of at most this many floats */
+#define DIRECT_STRIDE 1024        /* or one whose rows lie less than 4 KiB apart */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -140,11 +144,18 @@ GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int
     int64_t w = ltC_min(nr, cols - j0);
     const float *s = b + j0 * bcs;
     if (bcs == 1) {
-      for (int64_t k = 0; k < kc; k++) {
-        float *dst = pb + k * nr;
-        memcpy(dst, s + k * brs, (size_t)w * sizeof(float));
-        if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
-      }
+      /* a whole panel's rows by copies of a size known here: GCC compiles a memcpy of a
+      ** variable size as rep movsq, which took 18% of a 128 x 784 x 512 product */
+      if (w == nr && nr == 32)
+        for (int64_t k = 0; k < kc; k++) memcpy(pb + k * 32, s + k * brs, 32 * sizeof(float));
+      else if (w == nr && nr == 16)
+        for (int64_t k = 0; k < kc; k++) memcpy(pb + k * 16, s + k * brs, 16 * sizeof(float));
+      else
+        for (int64_t k = 0; k < kc; k++) {
+          float *dst = pb + k * nr;
+          memcpy(dst, s + k * brs, (size_t)w * sizeof(float));
+          if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+        }
       continue;
     }
     for (int64_t j = 0; j < w; j++) {
@@ -170,17 +181,24 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
   int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
   int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
   int64_t mc = (int64_t)MC_STRIPS * mr;
+  /* blocks of k as equal as they can be: 784 = 4 x 196, not 3 x 256 + 16, whose last block
+  ** loads and stores every tile of C for 16 multiply-adds */
+  int64_t kb = (k + KC - 1) / KC, ks = (k + kb - 1) / kb;
   for (int64_t jc = 0; jc < n; jc += NC) {
     int64_t nc = ltC_min(NC, n - jc);
-    for (int64_t pc = 0; pc < k; pc += KC) {
-      int64_t kc = ltC_min(KC, k - pc);
+    for (int64_t pc = 0; pc < k; pc += ks) {
+      int64_t kc = ltC_min(ks, k - pc);
       float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
       const float *bb = b + pc * brs + jc * bcs;
       /* A of a few strips reuses a packed panel of B too few times to pay for packing it (the
       ** products of a convolution with few channels), and a block of B small enough to stay in
-      ** L2 gains little from being packed (attention's products of one head): with unit column
-      ** stride, B's whole panels are then read in place and only a ragged last one is packed */
-      bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr || kc * nc <= DIRECT_FLOATS);
+      ** L2 gains little from being packed (attention's products of one head); nor does one
+      ** whose rows are less than a page apart, as the panels stream from L2 either way (an
+      ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s); rows 4 KiB apart fall in one set of L1 and
+      ** a page each (1024^3 read in place: 75-119 against 135). With unit column stride, B's
+      ** whole panels are then read in place and only a ragged last one is packed */
+      bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr || kc * nc <= DIRECT_FLOATS ||
+                                 brs < DIRECT_STRIDE);
       int64_t nfull = direct ? nc / nr * nr : 0;
       if (!direct)
         pack_b(pb, bb, brs, bcs, kc, nc, nr);
@@ -189,13 +207,13 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
       for (int64_t ic = 0; ic < m; ic += mc) {
         int64_t mh = ltC_min(mc, m - ic);
         pack_a(pa, a + ic * ars + pc * acs, ars, acs, mh, kc, mr);
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-          bool in_place = jr < nfull;
-          const float *panel = in_place ? bb + jr : pb + jr * kc;
-          for (int64_t ir = 0; ir < mh; ir += mr)
+        for (int64_t ir = 0; ir < mh; ir += mr)
+          for (int64_t jr = 0; jr < nc; jr += nr) {
+            bool in_place = jr < nfull;
+            const float *panel = in_place ? bb + jr : pb + jr * kc;
             kern(kc, pa + ir * kc, panel, in_place ? brs : nr, c + (ic + ir) * ldc + jc + jr,
                  ldc, alpha, bt, (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
-        }
+          }
       }
     }
   }
