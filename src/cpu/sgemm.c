@@ -35,13 +35,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "../cpu_isa.h"
 #include "cpu.h"
 
 #define KC 256          /* inner block: a strip of A is MR x KC, a panel of B KC x NR */
 #define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
-#define NC 1024         /* columns of B per block: KC x NC floats, 1 MiB, stay in L2 */
+#define NC_MIN 256      /* columns of B per block: KC x nc floats fill half of L2 (choose) */
+#define NC_MAX 2048
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
 #define DIRECT_FLOATS (1 << 16)   /* and so does a block of B of at most this many floats */
 #define DIRECT_STRIDE 1024        /* or one whose rows lie less than 4 KiB apart */
@@ -50,6 +52,7 @@
 /* ------------------------------------------------------------ which GEMM */
 
 static bool use_lantern;
+static int64_t nc_cols = 1024;   /* the block's columns for this machine's L2 */
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
 /* The vector level of OpenBLAS's kernel set for x86-64, by the name it reports: the sets without
@@ -71,6 +74,12 @@ static int blas_level(const char *core) {
 
 /* A bad LANTERN_GEMM is reported once on stderr (as a bad LANTERN_ISA is) and the default used. */
 static void choose(void) {
+  /* half of L2 for B's block, the rest for the strips of A and the tiles of C (2 MiB per core
+  ** on the Intel Xeons here: 1024 columns; 512 KiB on Zen 2: 256); 1 MiB where not known */
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0) l2 = 1L << 20;
+  int64_t cols = (int64_t)l2 / 2 / (KC * (int64_t)sizeof(float)) / 32 * 32;
+  nc_cols = cols < NC_MIN ? NC_MIN : cols > NC_MAX ? NC_MAX : cols;
   int lv = ltB_cpu_isa();
   bool can = lv >= LT_ISA_AVX2;
   use_lantern = can && lv > blas_level(openblas_get_corename());
@@ -184,8 +193,8 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
   /* blocks of k as equal as they can be: 784 = 4 x 196, not 3 x 256 + 16, whose last block
   ** loads and stores every tile of C for 16 multiply-adds */
   int64_t kb = (k + KC - 1) / KC, ks = (k + kb - 1) / kb;
-  for (int64_t jc = 0; jc < n; jc += NC) {
-    int64_t nc = ltC_min(NC, n - jc);
+  for (int64_t jc = 0; jc < n; jc += nc_cols) {
+    int64_t nc = ltC_min(nc_cols, n - jc);
     for (int64_t pc = 0; pc < k; pc += ks) {
       int64_t kc = ltC_min(ks, k - pc);
       float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
@@ -436,7 +445,7 @@ bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   /* packing space for the blocks this product has, not the largest: small products (attention
   ** tiles, a bias's gradient) then take a small buffer from the cache */
   size_t kc = (size_t)ltC_min(k, KC), rows = (size_t)ltC_min(m, (int64_t)MC_STRIPS * mr);
-  size_t cols = (size_t)ltC_min(n, NC);
+  size_t cols = (size_t)ltC_min(n, nc_cols);
   /* pb 64-byte aligned, so that a packed panel's rows never straddle cache lines */
   size_t na = ((rows + mr - 1) / mr * mr * kc + 15) / 16 * 16;
   size_t nb = kc * ((cols + nr - 1) / nr * nr);
