@@ -116,10 +116,27 @@ const char *ltB_blas_core(void) {
 
 /* ------------------------------------------------------------ packing (any level) */
 
+/* tpose(dst, ld, src, ss, rows, width, kc): dst[k ld + r] = src[r ss + k] for r < rows and
+** k < kc, and 0 for rows <= r < width (at most a vector's lanes): the packing of an operand
+** whose rows run along k, by in-register transposes (element by element, the packing of B^T
+** took 8% of an MLP step) */
+typedef void (*tpose_fn)(float *dst, int64_t ld, const float *src, int64_t ss, int rows,
+                         int width, int64_t kc);
+
+/* tpose's k past the last whole vector, and its rows when every one is past the end */
+GEMM_INLINE void tpose_rest(float *dst, int64_t ld, const float *src, int64_t ss, int rows,
+                            int width, int64_t k0, int64_t kc) {
+  for (int64_t k = k0; k < kc; k++) {
+    int r = 0;
+    for (; r < rows; r++) dst[k * ld + r] = src[r * ss + k];
+    for (; r < width; r++) dst[k * ld + r] = 0;
+  }
+}
+
 /* Rows [0, rows) of op(A) (element (i, k) at a[i ars + k acs]), k in [0, kc), into strips of mr:
 ** strip s holds (s mr + i, k) at pa[s mr kc + k mr + i], rows past the end as zeros. */
-GEMM_INLINE void pack_a(float *pa, const float *a, int64_t ars, int64_t acs, int64_t rows,
-                        int64_t kc, int mr) {
+GEMM_INLINE void pack_a(tpose_fn tpose, float *pa, const float *a, int64_t ars, int64_t acs,
+                        int64_t rows, int64_t kc, int mr) {
   for (int64_t r0 = 0; r0 < rows; r0 += mr, pa += (int64_t)mr * kc) {
     int64_t h = ltC_min(mr, rows - r0);
     const float *s = a + r0 * ars;
@@ -133,12 +150,13 @@ GEMM_INLINE void pack_a(float *pa, const float *a, int64_t ars, int64_t acs, int
       }
       continue;
     }
+    if (acs == 1) {
+      tpose(pa, mr, s, ars, (int)h, mr, kc);
+      continue;
+    }
     for (int64_t i = 0; i < h; i++) {
       const float *src = s + i * ars;
-      if (acs == 1)
-        for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = src[k];
-      else
-        for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = src[k * acs];
+      for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = src[k * acs];
     }
     for (int64_t i = h; i < mr; i++)
       for (int64_t k = 0; k < kc; k++) pa[k * mr + i] = 0;
@@ -147,8 +165,8 @@ GEMM_INLINE void pack_a(float *pa, const float *a, int64_t ars, int64_t acs, int
 
 /* Columns [0, cols) of op(B) (element (k, j) at b[k brs + j bcs]), k in [0, kc), into panels of
 ** nr: panel p holds (k, p nr + j) at pb[p nr kc + k nr + j], columns past the end as zeros. */
-GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int64_t kc,
-                        int64_t cols, int nr) {
+GEMM_INLINE void pack_b(tpose_fn tpose, int lanes, float *pb, const float *b, int64_t brs,
+                        int64_t bcs, int64_t kc, int64_t cols, int nr) {
   for (int64_t j0 = 0; j0 < cols; j0 += nr, pb += (int64_t)nr * kc) {
     int64_t w = ltC_min(nr, cols - j0);
     const float *s = b + j0 * bcs;
@@ -167,12 +185,16 @@ GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int
         }
       continue;
     }
+    if (brs == 1) {   /* op(B) column-major: the panel a vector's width of columns at a time */
+      for (int j = 0; j < nr; j += lanes) {
+        int64_t wl = ltC_min(lanes, w - j);
+        tpose(pb + j, nr, s + j * bcs, bcs, wl > 0 ? (int)wl : 0, lanes, kc);
+      }
+      continue;
+    }
     for (int64_t j = 0; j < w; j++) {
       const float *src = s + j * bcs;
-      if (brs == 1)
-        for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = src[k];
-      else
-        for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = src[k * brs];
+      for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = src[k * brs];
     }
     for (int64_t j = w; j < nr; j++)
       for (int64_t k = 0; k < kc; k++) pb[k * nr + j] = 0;
@@ -184,7 +206,7 @@ GEMM_INLINE void pack_b(float *pb, const float *b, int64_t brs, int64_t bcs, int
 typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
                         int64_t ldc, float alpha, float beta, int rows, int cols);
 
-GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m, int64_t n,
+GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, bool ta, bool tb, int64_t m, int64_t n,
                        int64_t k, float alpha, const float *a, int64_t lda, const float *b,
                        int64_t ldb, float beta, float *c, int64_t ldc, float *pa, float *pb) {
   int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
@@ -210,12 +232,12 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, bool ta, bool tb, int64_t m
                                  brs < DIRECT_STRIDE);
       int64_t nfull = direct ? nc / nr * nr : 0;
       if (!direct)
-        pack_b(pb, bb, brs, bcs, kc, nc, nr);
+        pack_b(tpose, lanes, pb, bb, brs, bcs, kc, nc, nr);
       else if (nfull < nc)
-        pack_b(pb + nfull * kc, bb + nfull, brs, bcs, kc, nc - nfull, nr);
+        pack_b(tpose, lanes, pb + nfull * kc, bb + nfull, brs, bcs, kc, nc - nfull, nr);
       for (int64_t ic = 0; ic < m; ic += mc) {
         int64_t mh = ltC_min(mc, m - ic);
-        pack_a(pa, a + ic * ars + pc * acs, ars, acs, mh, kc, mr);
+        pack_a(tpose, pa, a + ic * ars + pc * acs, ars, acs, mh, kc, mr);
         for (int64_t ir = 0; ir < mh; ir += mr)
           for (int64_t jr = 0; jr < nc; jr += nr) {
             bool in_place = jr < nfull;
@@ -308,6 +330,48 @@ static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs
   }
 }
 
+/* tpose_fn at AVX-512: 16 rows of 16 k at a time, transposed in three rounds of shuffles
+** (pairs of rows, then fours within each 128-bit lane, then the lanes) */
+static void tpose_avx512(float *dst, int64_t ld, const float *src, int64_t ss, int rows, int width,
+                         int64_t kc) {
+  __mmask16 keep = (__mmask16)((1u << width) - 1);
+  int64_t k = 0;
+  if (rows > 0)
+    for (; k + 16 <= kc; k += 16) {
+      __m512 r[16], t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++)
+        r[i] = i < rows ? _mm512_loadu_ps(src + i * ss + k) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+      }
+      /* r[4g + q], lane L: rows 4g..4g+3 at k + 4L + q */
+#pragma GCC unroll 4
+      for (int g = 0; g < 16; g += 4) {
+        r[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+        r[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xee);
+        r[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        r[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+      }
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; q++) {
+        __m512 c0 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0x44);
+        __m512 c1 = _mm512_shuffle_f32x4(r[q], r[4 + q], 0xee);
+        __m512 c2 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0x44);
+        __m512 c3 = _mm512_shuffle_f32x4(r[8 + q], r[12 + q], 0xee);
+        t[q] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+        t[4 + q] = _mm512_shuffle_f32x4(c0, c2, 0xdd);
+        t[8 + q] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+        t[12 + q] = _mm512_shuffle_f32x4(c1, c3, 0xdd);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; i++) _mm512_mask_storeu_ps(dst + (k + i) * ld, keep, t[i]);
+    }
+  tpose_rest(dst, ld, src, ss, rows, width, k, kc);
+}
+
 /* C[0:rows, 0:cols] (at most 4 x 4) from dots of rows of A and of B^T, k contiguous in both */
 static void dots_avx512(int64_t k, const float *a, int64_t lda, const float *bt, int64_t ldb,
                         float *c, int64_t ldc, float alpha, float beta, int rows, int cols) {
@@ -340,7 +404,7 @@ static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, floa
   if (by_dots(ta, tb, m, n, k))
     dot_blocks(dots_avx512, 4, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
-    drive(MR5, NR5, tile_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+    drive(MR5, NR5, tile_avx512, tpose_avx512, 16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
 LT_ISA_END
@@ -396,6 +460,46 @@ static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, 
   }
 }
 
+/* tpose_avx512 at AVX2: 8 rows of 8 k at a time */
+static void tpose_avx2(float *dst, int64_t ld, const float *src, int64_t ss, int rows, int width,
+                       int64_t kc) {
+  bool full = width == 8;
+  __m256i keep = lanes2(width);
+  int64_t k = 0;
+  if (rows > 0)
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8], t[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++)
+        r[i] = i < rows ? _mm256_loadu_ps(src + i * ss + k) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+#pragma GCC unroll 2
+      for (int g = 0; g < 8; g += 4) {
+        r[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+        r[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+        r[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        r[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+      }
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; q++) {
+        t[q] = _mm256_permute2f128_ps(r[q], r[4 + q], 0x20);
+        t[4 + q] = _mm256_permute2f128_ps(r[q], r[4 + q], 0x31);
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) {
+        if (full)
+          _mm256_storeu_ps(dst + (k + i) * ld, t[i]);
+        else   /* a strip of 6 rows: the next k's stores overwrite nothing of this one */
+          _mm256_maskstore_ps(dst + (k + i) * ld, keep, t[i]);
+      }
+    }
+  tpose_rest(dst, ld, src, ss, rows, width, k, kc);
+}
+
 /* dots_avx512 at AVX2: blocks of 2 x 4 (8 accumulators and 6 operands of 16 registers) */
 static void dots_avx2(int64_t k, const float *a, int64_t lda, const float *bt, int64_t ldb,
                       float *c, int64_t ldc, float alpha, float beta, int rows, int cols) {
@@ -432,7 +536,7 @@ static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float 
   if (by_dots(ta, tb, m, n, k))
     dot_blocks(dots_avx2, 2, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
-    drive(MR2, NR2, tile_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+    drive(MR2, NR2, tile_avx2, tpose_avx2, 8, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
 }
 
 LT_ISA_END
