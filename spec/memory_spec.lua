@@ -49,6 +49,14 @@ describe("memory under both collector modes", function()
       -- the loop holds two 1 MiB tensors; before pacing by tensor bytes it peaked at 1.6 GB
       assert.are.equal(2 * 1024 * 1024, r.reference)
     end)
+    it("keeps outputs saved for the backward within 3x of their live set in " .. mode .. " mode",
+      function()
+        local r = run_loop("saved_outputs", mode, 2000)
+        check(r, "saved_outputs " .. mode, 2000)
+        -- while a storage counted only when one tensor held it, these were never counted and
+        -- peaked at 100x the bound
+        assert.are.equal(5 * 1024 * 1024, r.reference)
+      end)
     for _, l in ipairs(LOOPS) do
       it(string.format("trains the %s for %d steps within bounds in %s mode #nosan", l[1], l[2], mode),
         function() check(run_loop(l[1], mode, l[2]), l[1] .. " " .. mode, l[2]) end)

@@ -44,6 +44,7 @@ struct lt_storage {
   void (*deleter)(void *data, void *ud);   /* NULL: block belongs to the buffer cache */
   void *deleter_ud;
   bool inline_data;     /* data lives in this storage's own block (small storages) */
+  bool gc_counted;      /* its bytes were reported to a Lua collector's pacing (bind/lbind.c) */
 };
 
 lt_storage *ltB_storage_new(size_t nbytes);           /* NULL on out-of-memory */

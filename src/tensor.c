@@ -173,6 +173,7 @@ typedef struct {
 static lt_storage *storage_init(lt_storage *s, void *data, size_t nbytes, bool inline_data) {
   s->data = data;
   s->inline_data = inline_data;
+  s->gc_counted = false;
   s->refcount = 1;
   s->nbytes = nbytes;
   s->device = LT_CPU;

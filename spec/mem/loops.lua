@@ -42,6 +42,17 @@ function loops.two_tensors()
   end
 end
 
+-- Ops that save their output for the backward (relu, exp, tanh): the output's storage is held
+-- by the tensor and by the graph when its handle is made, and must still pace the collector.
+function loops.saved_outputs()
+  local x = lt.randn(256, 1024):requires_grad_()
+  return function()
+    local a, b = x:relu(), x:exp()
+    local c, d = x:tanh(), x:sigmoid()
+    return a, b, c, d
+  end
+end
+
 function loops.mlp()
   local model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                               nn.Linear(512, 10))
