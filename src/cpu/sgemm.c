@@ -6,14 +6,14 @@
 ** tables gets the generic SSE3 set. Debian's OpenBLAS 0.3.21 on an Intel Xeon of family 6,
 ** model 207 (AVX-512 and AMX) reports "Prescott" and multiplies at 26 GFLOP/s on one thread,
 ** where its own SkylakeX kernels, forced, reach 120-140, its Haswell (AVX2) ones 67-76, and
-** this file 120-145. Lantern reads the kernel set OpenBLAS chose (openblas_get_corename) and,
+** this file 145-162. Lantern reads the kernel set OpenBLAS chose (openblas_get_corename) and,
 ** when its vector level is below the one Lantern's kernels run at (no FMA on an AVX2 machine,
 ** AVX2 on an AVX-512 one, as where OPENBLAS_CORETYPE=Haswell is set), multiplies here instead.
 ** LANTERN_GEMM=openblas|lantern forces either, to compare them or to test this one anywhere.
 ** float64 stays with OpenBLAS.
 **
 ** The method is the usual one for a packed GEMM. C is cut into tiles of MR rows by NR columns
-** held in registers; the inner dimension in blocks of KC. For each block of KC, the columns of
+** held in registers; the inner dimension in equal blocks of at most KC. For each, the columns of
 ** op(B) are packed into panels of NR (k-major, zero-padded), and the rows of op(A) into strips
 ** of MR, so that the kernel reads both with unit stride whatever the transposes. A strip (MR x
 ** KC floats, 12 KiB at AVX-512) stays in L1 while the panels of B's block stream past it from
@@ -23,7 +23,7 @@
 ** edges compute a whole tile and store the part that exists with masks.
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
-** Each element of C is one chain of multiply-adds in k order per block of KC, blocks in order
+** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
 ** (or, by dots, one per vector lane and stretch of DOTS_K, the lanes' fixed sum), then C = alpha * sum +
 ** beta * C (beta = 0 never reads C): the bits do not depend on where a tile or a block starts,
 ** so on how the product is cut over threads.
