@@ -192,7 +192,7 @@ int ltS_convert_elems(lt_ctx *ctx, const char *op, void *dst, lt_dtype dt, const
 /* Reverses the byte order of n elements of size sz in place. */
 void ltS_swap_bytes(void *p, size_t n, size_t sz);
 
-/* ============================================================ CRC-32, zip polynomial (source.c) */
+/* ============================================================ CRC-32, zip polynomial (crc32.c) */
 uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ============================================================ zip */

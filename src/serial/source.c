@@ -65,18 +65,3 @@ int ltS_src_read(lt_ctx *ctx, const char *op, const ltS_src *s, uint64_t off, vo
   }
   return 0;
 }
-
-/* ============================================================ CRC-32 */
-
-/* zlib's (it is linked for deflate anyway, and is faster than a table loop). */
-uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) {
-  const Bytef *p = data;
-  uLong c = crc;
-  while (n > 0) {
-    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-    c = crc32(c, p, k);
-    p += k;
-    n -= k;
-  }
-  return (uint32_t)c;
-}

@@ -1,0 +1,109 @@
+/*
+** serial/crc32.c -- the zip format's CRC-32 (reflected, polynomial 0x04C11DB7), zlib's value.
+**
+** A checkpoint's every byte goes through it when saved and again when loaded; zlib 1.2.13 runs
+** at about 1.4 GB/s, which was half of lt.save's time on 100 MB. With PCLMULQDQ (every x86-64
+** CPU since 2010) four 16-byte accumulators fold the data 64 bytes at a time by carry-less
+** multiplies, and the last 16 bytes of the folded remainder and any tail go to zlib.
+**
+** The arithmetic, in the reflected order the zip CRC uses: a 16-byte chunk loaded little-endian
+** holds the polynomial whose bit 0 (the stream's first bit) is the coefficient of x^127, so its
+** low qword L is the upper half and X = L x^64 + H. A chunk followed by D more bits of data
+** contributes X x^D = L x^(D+64) + H x^D, congruent modulo P to L (x^(D+64) mod P) + H (x^D mod
+** P): two carry-less products of a qword by a 32-bit constant, whose sum has degree below 96 and
+** so fits the 128 bits it is added to. A carry-less product of two reflected qwords, read as a
+** reflected 128-bit value, is their product times x; the constants are x^(D+63) and x^(D-1)
+** mod P for that. The register's start value is XORed into the first four bytes (as every
+** reflected CRC may), and the 16-byte remainder R has the CRC of the data it folded, so zlib
+** finishes from it.
+*/
+#include <pthread.h>
+#include <zlib.h>
+
+#include "serial.h"
+
+/* zlib's crc32 on any length (its length argument is 32 bits) */
+static uint32_t crc32_zlib(uint32_t crc, const unsigned char *p, size_t n) {
+  uLong c = crc;
+  while (n > 0) {
+    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    c = crc32(c, p, k);
+    p += k;
+    n -= k;
+  }
+  return (uint32_t)c;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FOLD_MIN 256   /* shorter data goes to zlib whole */
+
+/* x^n mod P (P = x^32 + 0x04C11DB7), as a reflected qword: the coefficient of x^d at bit 63 - d */
+static uint64_t xpow_mod(int n) {
+  uint32_t r = 1;   /* normal order: bit d is x^d */
+  for (int i = 0; i < n; i++) r = (r & 0x80000000u) ? (r << 1) ^ 0x04C11DB7u : r << 1;
+  uint64_t q = 0;
+  for (int d = 0; d < 32; d++)
+    if (r >> d & 1) q |= (uint64_t)1 << (63 - d);
+  return q;
+}
+
+static uint64_t k512[2], k128[2];   /* {for L, for H} at distances 512 and 128 */
+static bool have_clmul;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init(void) {
+  __builtin_cpu_init();
+  have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  k512[0] = xpow_mod(512 + 63);
+  k512[1] = xpow_mod(512 - 1);
+  k128[0] = xpow_mod(128 + 63);
+  k128[1] = xpow_mod(128 - 1);
+}
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+/* n >= 64 */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t crc,
+                                                                     const unsigned char *p,
+                                                                     size_t n) {
+  const __m128i K512 = _mm_set_epi64x((long long)k512[1], (long long)k512[0]);
+  const __m128i K128 = _mm_set_epi64x((long long)k128[1], (long long)k128[0]);
+  __m128i x0 = _mm_loadu_si128((const __m128i *)p), x1 = _mm_loadu_si128((const __m128i *)p + 1);
+  __m128i x2 = _mm_loadu_si128((const __m128i *)p + 2), x3 = _mm_loadu_si128((const __m128i *)p + 3);
+  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
+  p += 64;
+  n -= 64;
+  for (; n >= 64; p += 64, n -= 64) {
+    x0 = _mm_xor_si128(fold(x0, K512), _mm_loadu_si128((const __m128i *)p));
+    x1 = _mm_xor_si128(fold(x1, K512), _mm_loadu_si128((const __m128i *)p + 1));
+    x2 = _mm_xor_si128(fold(x2, K512), _mm_loadu_si128((const __m128i *)p + 2));
+    x3 = _mm_xor_si128(fold(x3, K512), _mm_loadu_si128((const __m128i *)p + 3));
+  }
+  __m128i x = _mm_xor_si128(fold(x0, K128), x1);
+  x = _mm_xor_si128(fold(x, K128), x2);
+  x = _mm_xor_si128(fold(x, K128), x3);
+  for (; n >= 16; p += 16, n -= 16) x = _mm_xor_si128(fold(x, K128), _mm_loadu_si128((const __m128i *)p));
+  unsigned char r[16];
+  _mm_storeu_si128((__m128i *)r, x);
+  /* zlib's crc32(c, m) is ~raw(~c, m), raw being the register with no inversions: the CRC of
+  ** R's bytes from a zero register is the register after the folded data, which the tail
+  ** continues */
+  uint32_t reg = ~crc32_zlib(0xFFFFFFFFu, r, 16);
+  return crc32_zlib(~reg, p, n);
+}
+
+uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) {
+  pthread_once(&once, init);
+  if (have_clmul && n >= FOLD_MIN) return crc32_clmul(crc, data, n);
+  return crc32_zlib(crc, data, n);
+}
+
+#else
+
+uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) { return crc32_zlib(crc, data, n); }
+
+#endif
