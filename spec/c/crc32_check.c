@@ -31,7 +31,8 @@ int main(void) {
   for (size_t n = 0; n <= 4096 && !bad; n++) bad |= check(buf + n % 64, n, n % 3 ? 0 : 0x12345678u);
   for (int t = 0; t < 400 && !bad; t++) {
     s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    size_t n = (size_t)(s % (1u << 20)), off = (size_t)(s >> 40) % 64, cut = n ? (size_t)(s >> 20) % n : 0;
+    size_t n = (size_t)(s % (1u << 20)), off = (size_t)(s >> 40) % 64;
+    size_t cut = n ? (size_t)(s >> 20) % n : 0;
     uint32_t c0 = (uint32_t)(s >> 32);
     bad |= check(buf + off, n, c0);
     uint32_t two = ltS_crc32(ltS_crc32(c0, buf + off, cut), buf + off + cut, n - cut);

@@ -206,9 +206,10 @@ GEMM_INLINE void pack_b(tpose_fn tpose, int lanes, float *pb, const float *b, in
 typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
                         int64_t ldc, float alpha, float beta, int rows, int cols);
 
-GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, bool ta, bool tb, int64_t m, int64_t n,
-                       int64_t k, float alpha, const float *a, int64_t lda, const float *b,
-                       int64_t ldb, float beta, float *c, int64_t ldc, float *pa, float *pb) {
+GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, bool ta, bool tb,
+                       int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *pa,
+                       float *pb) {
   int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
   int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
   int64_t mc = (int64_t)MC_STRIPS * mr;

@@ -72,8 +72,9 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t cr
                                                                      size_t n) {
   const __m128i K512 = _mm_set_epi64x((long long)k512[1], (long long)k512[0]);
   const __m128i K128 = _mm_set_epi64x((long long)k128[1], (long long)k128[0]);
-  __m128i x0 = _mm_loadu_si128((const __m128i *)p), x1 = _mm_loadu_si128((const __m128i *)p + 1);
-  __m128i x2 = _mm_loadu_si128((const __m128i *)p + 2), x3 = _mm_loadu_si128((const __m128i *)p + 3);
+  const __m128i *v = (const __m128i *)p;
+  __m128i x0 = _mm_loadu_si128(v), x1 = _mm_loadu_si128(v + 1);
+  __m128i x2 = _mm_loadu_si128(v + 2), x3 = _mm_loadu_si128(v + 3);
   x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
   p += 64;
   n -= 64;
@@ -86,7 +87,8 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t cr
   __m128i x = _mm_xor_si128(fold(x0, K128), x1);
   x = _mm_xor_si128(fold(x, K128), x2);
   x = _mm_xor_si128(fold(x, K128), x3);
-  for (; n >= 16; p += 16, n -= 16) x = _mm_xor_si128(fold(x, K128), _mm_loadu_si128((const __m128i *)p));
+  for (; n >= 16; p += 16, n -= 16)
+    x = _mm_xor_si128(fold(x, K128), _mm_loadu_si128((const __m128i *)p));
   unsigned char r[16];
   _mm_storeu_si128((__m128i *)r, x);
   /* zlib's crc32(c, m) is ~raw(~c, m), raw being the register with no inversions: the CRC of
