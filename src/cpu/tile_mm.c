@@ -13,8 +13,8 @@
 ** The kernel: C rows in strips of MR = 6, columns in panels of 16 (two vectors), 12
 ** accumulators, one broadcast of A and two loads of B per step of k. Column tails use masked
 ** loads and stores. Sums run in k order per element, so the bits do not depend on the thread
-** count or on where a tile starts. Built for AVX2+FMA and used at that level and above (the
-** AVX-512 level runs the same code); below, attention keeps calling BLAS.
+** count or on where a tile starts. Built for AVX2+FMA and, with panels of 32 columns, for
+** AVX-512 (the same sums, so the same bits); below AVX2, attention keeps calling BLAS.
 */
 #include <immintrin.h>
 #include <string.h>
@@ -35,7 +35,6 @@ bool ltC_tile_mm_ok(void) {
 }
 
 #ifdef LT_ISA_DISPATCH
-LT_ISA_BEGIN_AVX2
 
 typedef struct tm_args {
   const float *a;
@@ -47,6 +46,32 @@ typedef struct tm_args {
   float alpha;
   bool acc;
 } tm_args;
+
+/* strip(s, mr, n, k0, k1): rows 0..mr-1 of C at s, columns [0, n), sums over k in [k0, k1) */
+typedef void (*strip_fn)(const tm_args *s, int mr, int64_t n, int64_t k0, int64_t k1);
+
+/* The product in strips of MR rows, each strip's columns or k cut to what the band keeps. */
+TM_INLINE void strips(strip_fn strip, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t ars, int64_t acs, const float *b, int64_t ldb,
+                      bool acc, float *c, int64_t ldc, ltC_band band) {
+  for (int64_t i = 0; i < m; i += MR) {
+    int mr = (int)ltC_min(MR, m - i);
+    int64_t ns = n, k0 = 0, k1 = k, last = i + mr - 1;
+    switch (band.kind) {
+      case LTC_BAND_N_UPTO: ns = ltC_max(0, ltC_min(n, band.lim + last)); break;
+      case LTC_BAND_K_UPTO: k1 = ltC_max(0, ltC_min(k, band.lim + last)); break;
+      case LTC_BAND_K_FROM: k0 = ltC_max(0, ltC_min(k, i - band.lim + 1)); break;
+      default: break;
+    }
+    tm_args s = {.a = a + i * ars, .ars = ars, .acs = acs, .b = b, .ldb = ldb,
+                 .c = c + i * ldc, .ldc = ldc, .alpha = alpha, .acc = acc};
+    strip(&s, mr, ns, k0, k1);
+    if (ns < n && !acc)
+      for (int r = 0; r < mr; r++) memset(s.c + r * ldc + ns, 0, (size_t)(n - ns) * sizeof(float));
+  }
+}
+
+LT_ISA_BEGIN_AVX2
 
 /* lanes [0, n) of a vector set, n in [0, 8] (n <= 0: none) */
 TM_INLINE __m256i lanes_below(int64_t n) {
@@ -121,21 +146,7 @@ static void strip(const tm_args *s, int mr, int64_t n, int64_t k0, int64_t k1) {
 static void tile_mm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                          int64_t ars, int64_t acs, const float *b, int64_t ldb, bool acc,
                          float *c, int64_t ldc, ltC_band band) {
-  for (int64_t i = 0; i < m; i += MR) {
-    int mr = (int)ltC_min(MR, m - i);
-    int64_t ns = n, k0 = 0, k1 = k, last = i + mr - 1;
-    switch (band.kind) {
-      case LTC_BAND_N_UPTO: ns = ltC_max(0, ltC_min(n, band.lim + last)); break;
-      case LTC_BAND_K_UPTO: k1 = ltC_max(0, ltC_min(k, band.lim + last)); break;
-      case LTC_BAND_K_FROM: k0 = ltC_max(0, ltC_min(k, i - band.lim + 1)); break;
-      default: break;
-    }
-    tm_args s = {.a = a + i * ars, .ars = ars, .acs = acs, .b = b, .ldb = ldb,
-                 .c = c + i * ldc, .ldc = ldc, .alpha = alpha, .acc = acc};
-    strip(&s, mr, ns, k0, k1);
-    if (ns < n && !acc)
-      for (int r = 0; r < mr; r++) memset(s.c + r * ldc + ns, 0, (size_t)(n - ns) * sizeof(float));
-  }
+  strips(strip, m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
 }
 
 /* dst[c * rows + r] = src[r * ld + c], 8 x 8 blocks through registers */
@@ -172,13 +183,85 @@ static void tile_transpose_avx2(const float *src, int64_t rows, int64_t cols, in
 }
 
 LT_ISA_END
+
+/* ------------------------------------------------------------ AVX-512: panels of 32 columns
+** The same strips with two 16-lane vectors of B a step: each element's chain of multiply-adds
+** is the one the AVX2 code computes, so both levels give the same bits. */
+LT_ISA_BEGIN_AVX512
+
+#define NP5 32
+
+TM_INLINE void panel5(const tm_args *s, int mr, int64_t j, int64_t k0, int64_t k1, bool masked,
+                      int64_t w) {
+  __m512 c0[MR], c1[MR];
+  __mmask16 m0 = (__mmask16)(w >= 16 ? 0xffff : (1u << w) - 1);
+  __mmask16 m1 = (__mmask16)(w >= 32 ? 0xffff : w <= 16 ? 0 : (1u << (w - 16)) - 1);
+  _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {
+    c0[r] = _mm512_setzero_ps();
+    c1[r] = _mm512_setzero_ps();
+  }
+  const float *bp = s->b + j, *ap = s->a;
+  for (int64_t p = k0; p < k1; p++) {
+    const float *br = bp + p * s->ldb, *ar = ap + p * s->acs;
+    __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, br) : _mm512_loadu_ps(br);
+    __m512 b1 = masked ? _mm512_maskz_loadu_ps(m1, br + 16) : _mm512_loadu_ps(br + 16);
+    _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {
+      if (r < mr) {
+        __m512 av = _mm512_set1_ps(ar[r * s->ars]);
+        c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+        c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+      }
+    }
+  }
+  __m512 al = _mm512_set1_ps(s->alpha);
+  _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {
+    if (r < mr) {
+      float *cr = s->c + r * s->ldc + j;
+      __m512 x0 = _mm512_mul_ps(c0[r], al), x1 = _mm512_mul_ps(c1[r], al);
+      if (s->acc) {
+        x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+        x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+      }
+      _mm512_mask_storeu_ps(cr, m0, x0);
+      _mm512_mask_storeu_ps(cr + 16, m1, x1);
+    }
+  }
+}
+
+TM_INLINE void strip5_mr(const tm_args *s, int mr, int64_t n, int64_t k0, int64_t k1) {
+  int64_t j = 0;
+  for (; j + NP5 <= n; j += NP5) panel5(s, mr, j, k0, k1, false, NP5);
+  if (j < n) panel5(s, mr, j, k0, k1, true, n - j);
+}
+
+static void strip5(const tm_args *s, int mr, int64_t n, int64_t k0, int64_t k1) {
+  switch (mr) {
+    case 6: strip5_mr(s, 6, n, k0, k1); break;
+    case 5: strip5_mr(s, 5, n, k0, k1); break;
+    case 4: strip5_mr(s, 4, n, k0, k1); break;
+    case 3: strip5_mr(s, 3, n, k0, k1); break;
+    case 2: strip5_mr(s, 2, n, k0, k1); break;
+    default: strip5_mr(s, 1, n, k0, k1); break;
+  }
+}
+
+static void tile_mm_avx512(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int64_t ars, int64_t acs, const float *b, int64_t ldb, bool acc,
+                           float *c, int64_t ldc, ltC_band band) {
+  strips(strip5, m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
+}
+
+LT_ISA_END
 #endif
 
 void ltC_tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ars,
                  int64_t acs, const float *b, int64_t ldb, bool acc, float *c, int64_t ldc,
                  ltC_band band) {
 #ifdef LT_ISA_DISPATCH
-  tile_mm_avx2(m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
+  if (ltB_cpu_isa() >= LT_ISA_AVX512)
+    tile_mm_avx512(m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
+  else
+    tile_mm_avx2(m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
 #else   /* never chosen (ltC_tile_mm_ok is false), but it keeps the contract: the whole product */
   (void)band;
   for (int64_t i = 0; i < m; i++)
