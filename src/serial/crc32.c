@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <zlib.h>
 
+#include "../cpu_isa.h"
 #include "serial.h"
 
 /* zlib's crc32 on any length (its length argument is 32 bits) */
@@ -53,9 +54,10 @@ static uint64_t k512[2], k128[2];   /* {for L, for H} at distances 512 and 128 *
 static bool have_clmul;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* The vector level Lantern chose (lt.isa(), which LANTERN_ISA lowers) decides, as for every
+** kernel: AVX2 implies SSE4.1, and every AVX2 CPU has PCLMULQDQ, checked all the same. */
 static void init(void) {
-  __builtin_cpu_init();
-  have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  have_clmul = ltB_cpu_isa() >= LT_ISA_AVX2 && __builtin_cpu_supports("pclmul");
   k512[0] = xpow_mod(512 + 63);
   k512[1] = xpow_mod(512 - 1);
   k128[0] = xpow_mod(128 + 63);
