@@ -5,6 +5,7 @@
 #define LT_CPU_ISA_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Levels in increasing order; each needs what the ones below it need. */
 enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
@@ -32,6 +33,10 @@ bool ltB_cpu_byte_lookup(void);
 /* cpu/sgemm.c: which float32 GEMM runs, "lantern" or "openblas", and the kernel set OpenBLAS
 ** chose for this CPU (its openblas_get_corename). */
 const char *ltB_sgemm_name(void);
+/* The operand bytes above which elementwise ops write their output with non-temporal stores
+** (cpu/stream.c; 0: never). Setting it (tests): bytes >= 1 streams ops of more than that, 0
+** never streams, -1 restores the default, below -1 only reads it; returns the threshold in force after the call. */
+int64_t ltB_stream_threshold(int64_t set);
 const char *ltB_blas_core(void);
 
 #endif

@@ -467,6 +467,16 @@ static int l_isa(lua_State *L) {
   return 1;
 }
 
+/* lt._stream_threshold([bytes]): the operand bytes above which elementwise ops stream their
+** output past the caches; with an argument (tests, comparisons) sets it first (0 never, -1 the
+** default). */
+static int l_stream_threshold(lua_State *L) {
+  lua_Integer set = luaL_optinteger(L, 1, -2);
+  if (set < -2) luaL_error(L, "_stream_threshold: expected bytes >= -1, got %I", set);
+  lua_pushinteger(L, (lua_Integer)ltB_stream_threshold(set == -2 ? -2 : (int64_t)set));
+  return 1;
+}
+
 /* Monotonic wall clock in seconds, for benchmarks and progress displays. */
 static int l_clock(lua_State *L) {
   struct timespec ts;
@@ -507,6 +517,7 @@ static const ltL_Reg tensor_regs[] = {
     {"get_num_threads", l_get_num_threads, LTL_FN},
     {"isa", l_isa, LTL_FN},
     {"gemm", l_gemm, LTL_FN},
+    {"_stream_threshold", l_stream_threshold, LTL_FN},
     {NULL, NULL, 0},
 };
 

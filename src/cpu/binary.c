@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../cpu_isa.h"
+#include "cpu.h"
 #include "ew.h"
 
 #define LT_T float
@@ -230,6 +231,7 @@ typedef struct {
   double p0, p1;
   bin_kernel k;
   bool direct;                        /* no conversion needed */
+  bool stream;                        /* out is written past the caches (stream.c) */
 } bin_job;
 
 /* Points *p and *s at m elements of an input row in the compute dtype: the row itself when its
@@ -276,12 +278,19 @@ static __attribute__((noinline)) void bin_row_convert(char **d, const int64_t *s
   }
 }
 
+static void bin_row_direct(char **d, const int64_t *st, int64_t n, void *ud) {
+  const bin_job *j = ud;
+  j->k(j->op, d, st[0], st[1], st[2], n, j->p0, j->p1);
+}
+
 static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
   const bin_job *j = ud;
-  if (j->direct)
-    j->k(j->op, d, st[0], st[1], st[2], n, j->p0, j->p1);
-  else
+  if (!j->direct)
     bin_row_convert(d, st, n, j);
+  else if (j->stream && st[0] == (int64_t)lt_dtype_size(j->dto))
+    ltC_stream_row(d, st, 3, n, bin_row_direct, ud);
+  else
+    bin_row_direct(d, st, n, ud);
 }
 
 /* How an operand of a small op can be read as one row beside out: 1 when it walks with out
@@ -296,6 +305,10 @@ static int row_stride(const lt_tensor *t, const lt_tensor *out) {
     if (i == t->ndim) return 1;
   }
   return ltB_shape_numel(t->ndim, t->size) == 1 ? 0 : -1;
+}
+
+static int64_t nbytes(const lt_tensor *t) {
+  return ltB_shape_numel(t->ndim, t->size) * (int64_t)ltB_esize(t->dtype);
 }
 
 void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
@@ -313,6 +326,8 @@ void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
   j.direct = j.dta == j.dtc && j.dtb == j.dtc && j.dto == j.dtr;
   int64_t n = ltB_shape_numel(out->ndim, out->size);
   if (n == 0) return;
+  j.stream = n >= LT_PAR_MIN &&
+             ltC_stream_wanted(n * (int64_t)ltB_esize(out->dtype) + nbytes(a) + nbytes(b));
   /* small and simple: one row without building an iterator */
   if (n < LT_PAR_MIN && lt_is_contiguous(out)) {
     int ra = row_stride(a, out), rb = row_stride(b, out);

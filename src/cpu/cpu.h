@@ -95,6 +95,15 @@ static inline void ltC_block_strided(ltC_float_block block, int bw, char *y, int
 /* dst (cols x rows, dense) = the transpose of src (rows x cols, leading dim ld). */
 void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);
 
+/* ================================================================ streaming stores (stream.c)
+** Whether an elementwise op whose operands take `bytes` in all should write its output past the
+** caches (more than a quarter of L3; never where L3's size is unknown). */
+bool ltC_stream_wanted(int64_t bytes);
+/* Runs one contiguous output row of an elementwise kernel (d[0] the output, st[0] its element
+** size, nops <= 4 operands) in blocks computed into L1 and stored with non-temporal stores.
+** run(q, st, m, ud) computes m elements from the pointers q with the row's strides st. */
+void ltC_stream_row(char **d, const int64_t *st, int nops, int64_t n, ltK_row_fn run, void *ud);
+
 /* ================================================================ rows along one dim */
 
 #define LT_ROW_MAXOP 4

@@ -177,12 +177,21 @@ typedef struct {
   double p0, p1;
   un_kernel k;
   bool direct;
+  bool stream;   /* out is written past the caches (stream.c) */
 } un_job;
+
+static void un_row_direct(char **d, const int64_t *st, int64_t n, void *ud) {
+  const un_job *j = ud;
+  j->k(j->op, d, st[0], st[1], n, j->p0, j->p1);
+}
 
 static void un_row(char **d, const int64_t *st, int64_t n, void *ud) {
   const un_job *j = ud;
   if (j->direct) {
-    j->k(j->op, d, st[0], st[1], n, j->p0, j->p1);
+    if (j->stream && st[0] == (int64_t)lt_dtype_size(j->dto))
+      ltC_stream_row(d, st, 2, n, un_row_direct, ud);
+    else
+      un_row_direct(d, st, n, ud);
     return;
   }
   double ba[LT_EW_BLK], bo[LT_EW_BLK];
@@ -229,6 +238,8 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
   int64_t n, na;
   bool dense = ltB_dense(out, &n);
   if (n == 0) return;
+  j.stream = n >= LT_PAR_MIN && ltC_stream_wanted(n * (int64_t)(ltB_esize(out->dtype) +
+                                                                ltB_esize(a->dtype)));
   if (n < LT_PAR_MIN && dense && ltB_dense(a, &na) && ltB_same_shape(a, out)) {
     char *d[2] = {ltB_ptr(out), ltB_ptr(a)};
     int64_t st[2] = {(int64_t)ltB_esize(out->dtype), (int64_t)ltB_esize(a->dtype)};
