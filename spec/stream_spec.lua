@@ -55,6 +55,26 @@ describe("streaming stores of large elementwise outputs", function()
     assert.has_error(function() lt._stream_threshold(-5) end)
   end)
 
+  -- the L3 that counts is the one a core shares (the kernel's word for cpu0), not the whole
+  -- chip's: glibc reports 384 MiB on the EPYC here, where a core reaches 32 MiB
+  it("defaults to a quarter of the L3 cpu0 shares, as the kernel reports it", function()
+    local l3
+    for i = 0, 7 do
+      local f = io.open("/sys/devices/system/cpu/cpu0/cache/index" .. i .. "/level")
+      if not f then break end
+      local level = f:read("n")
+      f:close()
+      if level == 3 then
+        local g = assert(io.open("/sys/devices/system/cpu/cpu0/cache/index" .. i .. "/size"))
+        local num, unit = g:read("l"):match("^(%d+)([KM]?)")
+        g:close()
+        l3 = math.tointeger(num) * (unit == "K" and 1024 or unit == "M" and 1048576 or 1)
+      end
+    end
+    if not l3 then return end   -- no sysfs: the glibc fallback is all there is
+    assert.are.equal(l3 // 4, lt._stream_threshold(-1))
+  end)
+
   for _, dtype in ipairs { "float32", "float64" } do
     for _, n in ipairs { 32768, 32768 + 5, 100003, 262144 + 1000 } do
       for _, threads in ipairs { 1, 2 } do
