@@ -1,4 +1,4 @@
--- Elementwise ops whose operands exceed a quarter of L3 write their output with non-temporal
+-- Elementwise ops whose operands exceed half of L3 write their output with non-temporal
 -- stores in blocks (src/cpu/stream.c). The threshold is lowered here (lt._stream_threshold) so
 -- that rows of every shape take that path: each result must equal, bit for bit, the one the
 -- ordinary stores give, whatever the output's alignment, the row's length, the dtype, the
@@ -57,7 +57,7 @@ describe("streaming stores of large elementwise outputs", function()
 
   -- the L3 that counts is the one a core shares (the kernel's word for cpu0), not the whole
   -- chip's: glibc reports 384 MiB on the EPYC here, where a core reaches 32 MiB
-  it("defaults to a quarter of the L3 cpu0 shares, as the kernel reports it", function()
+  it("defaults to half of the L3 cpu0 shares, as the kernel reports it", function()
     local l3
     for i = 0, 7 do
       local f = io.open("/sys/devices/system/cpu/cpu0/cache/index" .. i .. "/level")
@@ -72,7 +72,7 @@ describe("streaming stores of large elementwise outputs", function()
       end
     end
     if not l3 then return end   -- no sysfs: the glibc fallback is all there is
-    assert.are.equal(l3 // 4, lt._stream_threshold(-1))
+    assert.are.equal(l3 // 2, lt._stream_threshold(-1))
   end)
 
   for _, dtype in ipairs { "float32", "float64" } do
