@@ -47,11 +47,11 @@ ltL_state *ltL_state_of(lua_State *L) {
   return ctx ? (ltL_state *)(ctx + 1) : NULL;
 }
 
-/* Bytes are reported in 256 KiB slices to keep small ops cheap; lmem.c decides what a slice
-** does to the collector. */
+/* Bytes are reported in slices (256 KiB at least, so small ops stay cheap); lmem.c decides
+** how large a slice is and what it does to the collector. */
 static void gc_account(lua_State *L, ltL_state *st, size_t nbytes) {
   st->pending += nbytes;
-  if (st->pending >= 256 * 1024) {
+  if (st->pending >= (st->slice ? st->slice : LTL_SLICE_MIN)) {
     size_t kb = st->pending / 1024;
     st->pending = 0;
     ltL_gc_slice(L, st, kb);

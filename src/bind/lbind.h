@@ -39,6 +39,8 @@ static inline ltL_box *ltL_testbox(lua_State *L, int idx) {
 ** metatable is found by registry integer key, because the name lookup of luaL_setmetatable
 ** hashes a string on every call, which costs more than a small op itself. */
 #define LTL_MAX_SCOPES 64
+#define LTL_SLICE_MIN ((size_t)256 * 1024)
+#define LTL_SLICE_MAX ((size_t)64 << 20)
 typedef struct ltL_scope {
   uint64_t serial;
   int list_ref;              /* registry key of the table of boxes made inside it */
@@ -46,6 +48,7 @@ typedef struct ltL_scope {
 } ltL_scope;
 typedef struct ltL_state {
   size_t pending;            /* bytes not yet reported to the collector */
+  size_t slice;              /* pending bytes that make a slice (lmem.c sets it; 0: the least) */
   size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
   uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
   int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
