@@ -14,15 +14,19 @@
 ** at least as many bytes of tensor allocation (the rule JavaScript engines use for external
 ** memory). An incremental cycle that ends also resets the limit.
 **
-** A slice is a quarter of the bytes the cache has in use (256 KiB at least, 64 MiB at most),
-** not a fixed size. With 256 KiB slices, a training step of a few MB ran a dozen minor
-** collections, so its activations and gradients outlived two of them, became old and waited
-** for full collections; each of those walks Lantern's Lua heap (about 0.5 ms on the Zen 5 EPYC
-** here) and the MLP of `make bench` ran one every seven steps. Slices scaled to the working set
-** let a step's temporaries die in minor collections: in-process alternated runs there, the MLP
-** step 2.69 -> 2.52 ms (1 thread) and 1.50 -> 1.42 (2), LeNet 4.83 -> 3.95 and 3.07 -> 2.65,
-** the GPT step and a loop of 16-element adds unchanged. Loops of small tensors keep small
-** slices, which keep the recycling lists short.
+** A slice is half of the bytes the cache has in use (256 KiB at least, 64 MiB at most), not a
+** fixed size. With 256 KiB slices, a training step of a few MB ran a dozen minor collections,
+** so its activations and gradients outlived two of them, became old and waited for full
+** collections; each of those walks Lantern's Lua heap (about 0.5 ms on the Zen 5 EPYC here), and
+** the spec's CNN loop ran one every step. Slices scaled to the working set let a step's
+** temporaries die in minor collections. In-process alternated runs there, fixed / half / a
+** quarter: the MLP step 2.69 / 2.59 / 2.52 ms (1 thread), 1.50 / 1.44 / 1.42 (2); LeNet 4.83 /
+** 4.24 / 3.95 and 3.07 / 2.75 / 2.65; the GPT step and a loop of 16-element adds unchanged. Half
+** rather than a quarter because fewer temporaries then grow old at all: the spec loops run no
+** full collection (a quarter still ran one every three steps of the saved-outputs loop and every
+** other step of the two-tensor one), and `make bench`'s GPT peaked at 58 MB against 83 with a
+** quarter and 55 with fixed slices. Loops of small tensors keep small slices, which keep the
+** recycling lists short.
 **
 ** Release scopes (lt.tidy). While a scope is open, every tensor handle pushed to Lua is recorded
 ** in the innermost scope's list and tagged with its serial. When the scope ends, the handles it
@@ -59,7 +63,7 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
     st->full_gcs++;
     ltL_gc_rebase(L, st);
   }
-  size_t next = ltB_cache_in_use() / 4;
+  size_t next = ltB_cache_in_use() / 2;
   st->slice = next < LTL_SLICE_MIN ? LTL_SLICE_MIN : next > LTL_SLICE_MAX ? LTL_SLICE_MAX : next;
 }
 
