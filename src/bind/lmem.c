@@ -22,9 +22,9 @@
 ** temporaries die in minor collections. In-process alternated runs there, fixed / half / a
 ** quarter: the MLP step 2.69 / 2.59 / 2.52 ms (1 thread), 1.50 / 1.44 / 1.42 (2); LeNet 4.83 /
 ** 4.24 / 3.95 and 3.07 / 2.75 / 2.65; the GPT step and a loop of 16-element adds unchanged. Half
-** rather than a quarter because fewer temporaries then grow old at all: the spec loops run no
-** full collection (a quarter still ran one every three steps of the saved-outputs loop and every
-** other step of the two-tensor one), and `make bench`'s GPT peaked at 58 MB against 83 with a
+** rather than a quarter because fewer temporaries then grow old at all: the spec's loops run one
+** full collection between them (a quarter still ran one every three steps of the saved-outputs
+** loop and every other step of the two-tensor one), and `make bench`'s GPT peaked at 58 MB against 83 with a
 ** quarter and 55 with fixed slices. Loops of small tensors keep small slices, which keep the
 ** recycling lists short.
 **
