@@ -4,7 +4,9 @@
 ** A checkpoint's every byte goes through it when saved and again when loaded; zlib 1.2.13 runs
 ** at about 1.4 GB/s, which was half of lt.save's time on 100 MB. With PCLMULQDQ (every x86-64
 ** CPU since 2010) four 16-byte accumulators fold the data 64 bytes at a time by carry-less
-** multiplies, and the last 16 bytes of the folded remainder and any tail go to zlib.
+** multiplies, and the last 16 bytes of the folded remainder and any tail go to zlib. With
+** VPCLMULQDQ at the AVX-512 level, four 64-byte registers fold 256 bytes at a time first (53
+** GB/s on cached data on the Zen 5 EPYC here, against 15.4 for the 128-bit folds).
 **
 ** The arithmetic, in the reflected order the zip CRC uses: a 16-byte chunk loaded little-endian
 ** holds the polynomial whose bit 0 (the stream's first bit) is the coefficient of x^127, so its
@@ -50,14 +52,18 @@ static uint64_t xpow_mod(int n) {
   return q;
 }
 
-static uint64_t k512[2], k128[2];   /* {for L, for H} at distances 512 and 128 */
-static bool have_clmul;
+static uint64_t k2048[2], k512[2], k128[2];   /* {for L, for H} at distances 2048, 512, 128 */
+static bool have_clmul, have_vpclmul;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* The vector level Lantern chose (lt.isa(), which LANTERN_ISA lowers) decides, as for every
 ** kernel: AVX2 implies SSE4.1, and every AVX2 CPU has PCLMULQDQ, checked all the same. */
 static void init(void) {
   have_clmul = ltB_cpu_isa() >= LT_ISA_AVX2 && __builtin_cpu_supports("pclmul");
+  have_vpclmul = have_clmul && ltB_cpu_isa() >= LT_ISA_AVX512 &&
+                 __builtin_cpu_supports("vpclmulqdq");
+  k2048[0] = xpow_mod(2048 + 63);
+  k2048[1] = xpow_mod(2048 - 1);
   k512[0] = xpow_mod(512 + 63);
   k512[1] = xpow_mod(512 - 1);
   k128[0] = xpow_mod(128 + 63);
@@ -68,24 +74,12 @@ __attribute__((target("pclmul,sse4.1"))) static inline __m128i fold(__m128i x, _
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
-/* n >= 64 */
-__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t crc,
-                                                                     const unsigned char *p,
-                                                                     size_t n) {
-  const __m128i K512 = _mm_set_epi64x((long long)k512[1], (long long)k512[0]);
+/* Four accumulators holding the 64 bytes before p, n bytes left: folds them into one, then the
+** whole 16-byte chunks left, and hands the rest to zlib. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t finish(__m128i x0, __m128i x1, __m128i x2,
+                                                                __m128i x3,
+                                                                const unsigned char *p, size_t n) {
   const __m128i K128 = _mm_set_epi64x((long long)k128[1], (long long)k128[0]);
-  const __m128i *v = (const __m128i *)p;
-  __m128i x0 = _mm_loadu_si128(v), x1 = _mm_loadu_si128(v + 1);
-  __m128i x2 = _mm_loadu_si128(v + 2), x3 = _mm_loadu_si128(v + 3);
-  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
-  p += 64;
-  n -= 64;
-  for (; n >= 64; p += 64, n -= 64) {
-    x0 = _mm_xor_si128(fold(x0, K512), _mm_loadu_si128((const __m128i *)p));
-    x1 = _mm_xor_si128(fold(x1, K512), _mm_loadu_si128((const __m128i *)p + 1));
-    x2 = _mm_xor_si128(fold(x2, K512), _mm_loadu_si128((const __m128i *)p + 2));
-    x3 = _mm_xor_si128(fold(x3, K512), _mm_loadu_si128((const __m128i *)p + 3));
-  }
   __m128i x = _mm_xor_si128(fold(x0, K128), x1);
   x = _mm_xor_si128(fold(x, K128), x2);
   x = _mm_xor_si128(fold(x, K128), x3);
@@ -100,8 +94,68 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t cr
   return crc32_zlib(~reg, p, n);
 }
 
+/* n >= 64 */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t crc,
+                                                                     const unsigned char *p,
+                                                                     size_t n) {
+  const __m128i K512 = _mm_set_epi64x((long long)k512[1], (long long)k512[0]);
+  const __m128i *v = (const __m128i *)p;
+  __m128i x0 = _mm_loadu_si128(v), x1 = _mm_loadu_si128(v + 1);
+  __m128i x2 = _mm_loadu_si128(v + 2), x3 = _mm_loadu_si128(v + 3);
+  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
+  p += 64;
+  n -= 64;
+  for (; n >= 64; p += 64, n -= 64) {
+    x0 = _mm_xor_si128(fold(x0, K512), _mm_loadu_si128((const __m128i *)p));
+    x1 = _mm_xor_si128(fold(x1, K512), _mm_loadu_si128((const __m128i *)p + 1));
+    x2 = _mm_xor_si128(fold(x2, K512), _mm_loadu_si128((const __m128i *)p + 2));
+    x3 = _mm_xor_si128(fold(x3, K512), _mm_loadu_si128((const __m128i *)p + 3));
+  }
+  return finish(x0, x1, x2, x3, p, n);
+}
+
+/* The same folding four 16-byte chunks to a register (VPCLMULQDQ on 512 bits, AVX-512 CPUs):
+** four registers take 256 bytes a step, each of their lanes folded over 2048 bits; then the
+** registers fold into one over 512 bits, and its four lanes are the four accumulators above. */
+#define WIDE_MIN 1024
+#define WIDE_TARGET "avx512f,vpclmulqdq,pclmul,sse4.1"
+
+__attribute__((target(WIDE_TARGET))) static inline __m512i fold4(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                          _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+/* n >= 256 */
+__attribute__((target(WIDE_TARGET))) static uint32_t crc32_vpclmul(uint32_t crc,
+                                                                  const unsigned char *p,
+                                                                  size_t n) {
+  const __m512i K2048 =
+      _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k2048[1], (long long)k2048[0]));
+  const __m512i K512 =
+      _mm512_broadcast_i32x4(_mm_set_epi64x((long long)k512[1], (long long)k512[0]));
+  __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64);
+  __m512i x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+  x0 = _mm512_xor_si512(x0, _mm512_inserti32x4(_mm512_setzero_si512(),
+                                               _mm_cvtsi32_si128((int)~crc), 0));
+  p += 256;
+  n -= 256;
+  for (; n >= 256; p += 256, n -= 256) {
+    x0 = _mm512_xor_si512(fold4(x0, K2048), _mm512_loadu_si512(p));
+    x1 = _mm512_xor_si512(fold4(x1, K2048), _mm512_loadu_si512(p + 64));
+    x2 = _mm512_xor_si512(fold4(x2, K2048), _mm512_loadu_si512(p + 128));
+    x3 = _mm512_xor_si512(fold4(x3, K2048), _mm512_loadu_si512(p + 192));
+  }
+  __m512i x = _mm512_xor_si512(fold4(x0, K512), x1);
+  x = _mm512_xor_si512(fold4(x, K512), x2);
+  x = _mm512_xor_si512(fold4(x, K512), x3);
+  for (; n >= 64; p += 64, n -= 64) x = _mm512_xor_si512(fold4(x, K512), _mm512_loadu_si512(p));
+  return finish(_mm512_extracti32x4_epi32(x, 0), _mm512_extracti32x4_epi32(x, 1),
+                _mm512_extracti32x4_epi32(x, 2), _mm512_extracti32x4_epi32(x, 3), p, n);
+}
+
 uint32_t ltS_crc32(uint32_t crc, const void *data, size_t n) {
   pthread_once(&once, init);
+  if (have_vpclmul && n >= WIDE_MIN) return crc32_vpclmul(crc, data, n);
   if (have_clmul && n >= FOLD_MIN) return crc32_clmul(crc, data, n);
   return crc32_zlib(crc, data, n);
 }
