@@ -15,7 +15,8 @@ local function timeit(fn)
   return best
 end
 
-print(string.format("threshold %d bytes; %d thread(s)", lt._stream_threshold(), lt.get_num_threads()))
+print(string.format("threshold %d bytes; %d thread(s)", lt._stream_threshold(),
+  lt.get_num_threads()))
 for _, m in ipairs { 0.25, 1, 2, 4, 16, 32 } do
   local n = math.floor(m * 1048576)
   local a, b = lt.randn(n), lt.randn(n)

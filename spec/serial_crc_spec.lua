@@ -1,6 +1,7 @@
 -- The zip CRC-32 that lt.save writes and lt.load checks (src/serial/crc32.c folds with
 -- carry-less multiplies, on 128 or 512 bits, where the CPU has them) is zlib's, whatever the
--- length, alignment and running value; and a checkpoint whose records span its folding threshold loads back.
+-- length, alignment and running value; and a checkpoint whose records span its folding
+-- threshold loads back.
 local lt = require "lantern"
 local cc = require "c.ccutil"
 

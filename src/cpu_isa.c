@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_isa.h"
 
@@ -84,4 +85,45 @@ int ltB_cpu_isa(void) {
 bool ltB_cpu_byte_lookup(void) {
   pthread_once(&chosen, choose);
   return byte_lookup;
+}
+
+/* the largest cache of that level among cpu0's data or unified ones in sysfs; 0 when none */
+static int64_t sysfs_cache(int want) {
+  int64_t best = 0;
+  for (int i = 0; i < 8; i++) {
+    char path[64], buf[32];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE *f = fopen(path, "r");
+    if (!f) break;
+    int level = fgets(buf, sizeof buf, f) ? atoi(buf) : 0;
+    fclose(f);
+    if (level != want) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+    f = fopen(path, "r");
+    bool code = f && fgets(buf, sizeof buf, f) && strncmp(buf, "Instruction", 11) == 0;
+    if (f) fclose(f);
+    if (code) continue;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    f = fopen(path, "r");
+    if (!f) continue;
+    char *end = NULL;
+    int64_t v = fgets(buf, sizeof buf, f) ? strtoll(buf, &end, 10) : 0;
+    fclose(f);
+    if (end && (*end == 'K' || *end == 'k')) v *= 1024;
+    else if (end && (*end == 'M' || *end == 'm')) v *= 1024 * 1024;
+    if (v > best) best = v;
+  }
+  return best;
+}
+
+int64_t ltB_cache_bytes(int level) {
+  int64_t v = level >= 1 && level <= 3 ? sysfs_cache(level) : 0;
+  if (v > 0) return v;
+  long g = -1;
+#if defined(_SC_LEVEL3_CACHE_SIZE)   /* glibc: the three come together */
+  if (level == 1) g = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  if (level == 2) g = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (level == 3) g = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return g > 0 ? (int64_t)g : 0;
 }

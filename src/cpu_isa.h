@@ -26,6 +26,10 @@ enum { LT_ISA_SSE4, LT_ISA_AVX2, LT_ISA_AVX512, LT_NISA };
 int ltB_cpu_isa(void);                  /* the level in use: the best supported, or LANTERN_ISA */
 bool ltB_cpu_isa_supported(int level);  /* whether this CPU (and OS) can run the level */
 const char *ltB_cpu_isa_name(int level);
+/* Bytes of the level-1..3 data cache that one core of this CPU uses, as the kernel describes
+** cpu0's caches, else as glibc says; 0 where neither knows. (glibc's L3 on AMD is the whole
+** chip's, 384 MiB on the Zen 5 EPYC here where a core reaches its complex's 32.) */
+int64_t ltB_cache_bytes(int level);
 /* Whether AVX2 table lookups pick entries with vpshufb rather than vpermilps: on AMD Zen 1 and 2,
 ** where vpermilps with a variable control issues at one per two cycles, or by LANTERN_LOOKUP
 ** (bytes or lanes), so that both forms can be tested anywhere. */
@@ -35,7 +39,8 @@ bool ltB_cpu_byte_lookup(void);
 const char *ltB_sgemm_name(void);
 /* The operand bytes above which elementwise ops write their output with non-temporal stores
 ** (cpu/stream.c; 0: never). Setting it (tests): bytes >= 1 streams ops of more than that, 0
-** never streams, -1 restores the default, below -1 only reads it; returns the threshold in force after the call. */
+** never streams, -1 restores the default, below -1 only reads it; returns the threshold in
+** force after the call. */
 int64_t ltB_stream_threshold(int64_t set);
 const char *ltB_blas_core(void);
 

@@ -51,7 +51,7 @@ ltL_state *ltL_state_of(lua_State *L) {
 ** how large a slice is and what it does to the collector. */
 static void gc_account(lua_State *L, ltL_state *st, size_t nbytes) {
   st->pending += nbytes;
-  if (st->pending >= (st->slice ? st->slice : LTL_SLICE_MIN)) {
+  if (st->pending >= st->slice) {
     size_t kb = st->pending / 1024;
     st->pending = 0;
     ltL_gc_slice(L, st, kb);
@@ -420,6 +420,7 @@ int luaopen_lantern_core(lua_State *L) {
     lua_pop(L, 1);
     lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(ltL_state), 0);
     memset(ctx + 1, 0, sizeof(ltL_state));
+    ((ltL_state *)(ctx + 1))->slice = LTL_SLICE_MIN;
     if (ltB_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);

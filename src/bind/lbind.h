@@ -48,7 +48,7 @@ typedef struct ltL_scope {
 } ltL_scope;
 typedef struct ltL_state {
   size_t pending;            /* bytes not yet reported to the collector */
-  size_t slice;              /* pending bytes that make a slice (lmem.c sets it; 0: the least) */
+  size_t slice;              /* pending bytes that make a slice (lmem.c sets it) */
   size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
   uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
   int tensor_mt_ref;         /* registry integer key of the Tensor metatable */

@@ -24,9 +24,9 @@
 ** 4.24 / 3.95 and 3.07 / 2.75 / 2.65; the GPT step and a loop of 16-element adds unchanged. Half
 ** rather than a quarter because fewer temporaries then grow old at all: the spec's loops run one
 ** full collection between them (a quarter still ran one every three steps of the saved-outputs
-** loop and every other step of the two-tensor one), and `make bench`'s GPT peaked at 58 MB against 83 with a
-** quarter and 55 with fixed slices. Loops of small tensors keep small slices, which keep the
-** recycling lists short.
+** loop and every other step of the two-tensor one), and `make bench`'s GPT peaked at 58 MB
+** against 83 with a quarter and 55 with fixed slices. Loops of small tensors keep small slices,
+** which keep the recycling lists short.
 **
 ** Release scopes (lt.tidy). While a scope is open, every tensor handle pushed to Lua is recorded
 ** in the innermost scope's list and tagged with its serial. When the scope ends, the handles it

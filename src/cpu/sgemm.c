@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "../cpu_isa.h"
 #include "cpu.h"
@@ -76,7 +75,7 @@ static int blas_level(const char *core) {
 static void choose(void) {
   /* half of L2 for B's block, the rest for the strips of A and the tiles of C (2 MiB per core
   ** on the Intel Xeons here: 1024 columns; 512 KiB on Zen 2: 256); 1 MiB where not known */
-  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  int64_t l2 = ltB_cache_bytes(2);
   if (l2 <= 0) l2 = 1L << 20;
   int64_t cols = (int64_t)l2 / 2 / (KC * (int64_t)sizeof(float)) / 32 * 32;
   nc_cols = cols < NC_MIN ? NC_MIN : cols > NC_MAX ? NC_MAX : cols;

@@ -8,10 +8,7 @@
 ** output the next op finds in L3 costs that op twice as long if it went to memory instead (a
 ** 4 MB copy on the Intel Xeon here: 323 -> 270 us, but reading its result 159 -> 309 us after).
 */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -27,32 +24,6 @@
 
 static int64_t threshold = -1;
 
-/* bytes of the last-level cache one core shares, as the kernel describes cpu0's caches; 0 when
-** it does not say. glibc's sysconf is no substitute on AMD: it reports the L3 of the whole chip
-** (384 MiB on the EPYC here), while a core reaches only its own complex's (32 MiB). */
-static int64_t sysfs_l3(void) {
-  int64_t best = 0;
-  for (int i = 0; i < 8; i++) {
-    char path[64], buf[32];
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-    FILE *f = fopen(path, "r");
-    if (!f) break;
-    int level = fgets(buf, sizeof buf, f) ? atoi(buf) : 0;
-    fclose(f);
-    if (level != 3) continue;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    f = fopen(path, "r");
-    if (!f) continue;
-    char *end = NULL;
-    int64_t v = fgets(buf, sizeof buf, f) ? strtoll(buf, &end, 10) : 0;
-    fclose(f);
-    if (end && (*end == 'K' || *end == 'k')) v *= 1024;
-    else if (end && (*end == 'M' || *end == 'm')) v *= 1024 * 1024;
-    if (v > best) best = v;
-  }
-  return best;
-}
-
 static int64_t default_threshold(void) {
 #if defined(__SSE2__)
   /* half of L3, not all of it: it is shared with the other cores (and, on these VMs, other
@@ -60,10 +31,7 @@ static int64_t default_threshold(void) {
   ** against streamed: on the Intel Xeon (260 MiB L3) operands of 64 MiB in all still came back
   ** from L3 after an op, 128 MiB no longer did; on the Zen 5 EPYC (32 MiB) 12 MiB came back
   ** (204-219 us against 243-304 streamed), 18 MiB broke even (380-406 against 378-527) */
-  int64_t l3 = sysfs_l3();
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-  if (l3 <= 0) l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
+  int64_t l3 = ltB_cache_bytes(3);
   if (l3 > 0) return l3 / 2;
 #endif
   return 0;

@@ -40,7 +40,8 @@ static uint32_t crc32_zlib(uint32_t crc, const unsigned char *p, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define FOLD_MIN 256   /* shorter data goes to zlib whole */
+#define FOLD_MIN 256    /* shorter data goes to zlib whole */
+#define WIDE_MIN 1024   /* shorter data folds on 128 bits */
 
 /* x^n mod P (P = x^32 + 0x04C11DB7), as a reflected qword: the coefficient of x^d at bit 63 - d */
 static uint64_t xpow_mod(int n) {
@@ -117,7 +118,6 @@ __attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t cr
 /* The same folding four 16-byte chunks to a register (VPCLMULQDQ on 512 bits, AVX-512 CPUs):
 ** four registers take 256 bytes a step, each of their lanes folded over 2048 bits; then the
 ** registers fold into one over 512 bits, and its four lanes are the four accumulators above. */
-#define WIDE_MIN 1024
 #define WIDE_TARGET "avx512f,vpclmulqdq,pclmul,sse4.1"
 
 __attribute__((target(WIDE_TARGET))) static inline __m512i fold4(__m512i x, __m512i k) {
