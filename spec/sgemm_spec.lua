@@ -1,5 +1,5 @@
 -- Lantern's own float32 GEMM (src/cpu/sgemm.c), which replaces OpenBLAS where OpenBLAS runs a
--- kernel set without FMA. LANTERN_GEMM=lantern forces it, so it is tested on every machine
+-- kernel set below the CPU's vector level, or Intel's AVX-512 set on AMD. LANTERN_GEMM=lantern forces it, so it is tested on every machine
 -- with AVX2, at each vector level the CPU has: products of every shape class (edges of the
 -- register tiles and of the packed blocks, both transposes, strided and batched operands,
 -- alpha and beta) against float64, and bits that do not depend on the thread count.
@@ -105,6 +105,30 @@ describe("Lantern's float32 GEMM", function()
       assert.are.equal("lantern\n", out)
       assert.are.equal("", err)
     end
+  end)
+
+  it("is Lantern's by default where OpenBLAS's kernels are below the CPU or tuned for Intel's", function()
+    local lt = require "lantern"
+    local which, core = lt.gemm()
+    local env = support.run_lua('local lt = require "lantern"; print((lt.gemm()))', "")
+    if os.getenv("LANTERN_GEMM") or os.getenv("LANTERN_ISA") then
+      pending("LANTERN_GEMM or LANTERN_ISA is set")
+      return
+    end
+    local f = io.open("/proc/cpuinfo")
+    local amd = f and f:read("a"):match("vendor_id%s*:%s*AuthenticAMD") ~= nil
+    if f then f:close() end
+    local c, isa = core:lower(), lt.isa()
+    local base = { prescott = 1, core2 = 1, penryn = 1, dunnington = 1, nehalem = 1, atom = 1,
+      sandybridge = 1, opteron = 1, opteron_sse3 = 1, barcelona = 1, bobcat = 1, bulldozer = 1,
+      nano = 1 }
+    local avx2 = { haswell = 1, zen = 1, piledriver = 1, steamroller = 1, excavator = 1 }
+    local intel512 = { skylakex = 1, cooperlake = 1, sapphirerapids = 1 }
+    local want = "openblas"
+    if isa ~= "sse4" and base[c] then want = "lantern" end
+    if isa == "avx512" and (avx2[c] or (amd and intel512[c])) then want = "lantern" end
+    assert.are.equal(want, which, core .. " on " .. isa .. (amd and " (AMD)" or ""))
+    assert.are.equal(want .. "\n", env)
   end)
 
   it("names OpenBLAS's kernel set", function()
