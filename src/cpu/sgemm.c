@@ -321,13 +321,21 @@ static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
-    __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
+  if (cols <= 16) {   /* a last panel of a few columns (a classifier's 10 or 65): half the work */
+    for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
+      __m512 b0 = _mm512_loadu_ps(pb);
 #pragma GCC unroll 12
-    for (int i = 0; i < MR5; i++) {
-      __m512 av = _mm512_set1_ps(pa[i]);
-      lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
-      hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
+      for (int i = 0; i < MR5; i++) lo[i] = _mm512_fmadd_ps(_mm512_set1_ps(pa[i]), b0, lo[i]);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
+      __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
+#pragma GCC unroll 12
+      for (int i = 0; i < MR5; i++) {
+        __m512 av = _mm512_set1_ps(pa[i]);
+        lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
+        hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
+      }
     }
   }
   __m512 al = _mm512_set1_ps(alpha);
@@ -451,13 +459,21 @@ static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, 
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
-    __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
+  if (cols <= 8) {   /* as tile_avx512: a narrow last panel */
+    for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
+      __m256 b0 = _mm256_loadu_ps(pb);
 #pragma GCC unroll 6
-    for (int i = 0; i < MR2; i++) {
-      __m256 av = _mm256_broadcast_ss(pa + i);
-      lo[i] = _mm256_fmadd_ps(av, b0, lo[i]);
-      hi[i] = _mm256_fmadd_ps(av, b1, hi[i]);
+      for (int i = 0; i < MR2; i++) lo[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pa + i), b0, lo[i]);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
+      __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < MR2; i++) {
+        __m256 av = _mm256_broadcast_ss(pa + i);
+        lo[i] = _mm256_fmadd_ps(av, b0, lo[i]);
+        hi[i] = _mm256_fmadd_ps(av, b1, hi[i]);
+      }
     }
   }
   __m256 al = _mm256_set1_ps(alpha);
