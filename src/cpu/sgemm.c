@@ -20,7 +20,8 @@
 ** L2, each panel a tile of C: the strip is the operand the kernel broadcasts, a panel (32 KiB)
 ** the one it loads whole vectors of, and keeping the panel in L1 instead while the strips
 ** streamed (the order of the loops before) made a 1024^3 product 10-20% slower here. Ragged
-** edges compute a whole tile and store the part that exists with masks.
+** edges compute a whole tile and store the part that exists with masks, but for a last panel
+** of at most half a tile's columns, which runs half the tile (N = 10 took as long as N = 32).
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
