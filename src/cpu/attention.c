@@ -168,11 +168,15 @@ AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, floa
     for (int k = 0; k < LANES; k++) mx = lm[k] > mx ? lm[k] : mx;
     float ref = mx == -INFINITY ? 0.0f : mx;
     float acc[LANES] = {0};
-    for (c = 0; c < w; c++) row[c] = vm_exp_float(row[c] - ref);
-    for (; c < nc; c++) row[c] = 0;
-    for (c = 0; c + LANES <= nc; c += LANES)
+    /* whole blocks of LANES (a row has BC floats of room), lanes past w made 0: no remainder
+    ** loops, whose narrow stores, read back a vector at a time, stalled the sum */
+    int64_t ncb = (nc + LANES - 1) / LANES * LANES;
+    for (c = 0; c < ncb; c++) {
+      float e = vm_exp_float(row[c] - ref);
+      row[c] = c < w ? e : 0.0f;
+    }
+    for (c = 0; c < ncb; c += LANES)
       for (int k = 0; k < LANES; k++) acc[k] += row[c + k];
-    for (int k = 0; c + k < nc; k++) acc[k] += row[c + k];
     double s = 0;
     for (int k = 0; k < LANES; k++) s += acc[k];
     float alpha = vm_exp_float(m[r] - ref);
@@ -211,9 +215,11 @@ static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, int64_t lim0, double
 AT_INLINE void bwd_p_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse) {
   for (int64_t r = 0; r < nr; r++) {
     float *row = t + r * BC, ls = lse[r];
-    int64_t w = row_width(lim0, r, nc), c = 0;
-    for (; c < w; c++) row[c] = vm_exp_float(row[c] - ls);
-    for (; c < nc; c++) row[c] = 0;
+    int64_t w = row_width(lim0, r, nc), ncb = (nc + LANES - 1) / LANES * LANES;
+    for (int64_t c = 0; c < ncb; c++) {   /* whole blocks, as fwd_tile_f32 */
+      float e = vm_exp_float(row[c] - ls);
+      row[c] = c < w ? e : 0.0f;
+    }
   }
 }
 
@@ -507,6 +513,15 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
   }
 }
 
+/* A task's scratch, its tiles on 64-byte lines, so that the exponentials' vector loop stores
+** whole vectors where the row sums read them back (it peels lanes to reach a line otherwise).
+** With the whole-block loops of fwd_tile_f32, causal attention over 16 x 4 heads of 64 x 32 on
+** the Zen 4 EPYC, one thread: forward 553 -> 530 us, with backward 1326 -> 1282 (alignment
+** alone: 541 and 1300). */
+static char *scratch_alloc(size_t bytes) {
+  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
 /* (m is kept in doubles' room, so that the pack after it is aligned for floats) */
 static size_t fwd_scratch(const ltK_sdpa_geom *g, size_t es) {
   return (size_t)BR * BC * es + 2 * BR * sizeof(double) + pack_floats(g, false) * sizeof(float);
@@ -514,7 +529,7 @@ static size_t fwd_scratch(const ltK_sdpa_geom *g, size_t es) {
 
 static void fwd_range(int64_t u0, int64_t u1, void *ud) {
   sdpa_job *j = ud;
-  char *s = malloc(fwd_scratch(j->g, j->es));
+  char *s = scratch_alloc(fwd_scratch(j->g, j->es));
   if (!s) {
     atomic_store(&j->oom, true);
     return;
@@ -642,7 +657,7 @@ static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
 static void bwd_range(int64_t b0, int64_t b1, void *ud) {
   sdpa_job *j = ud;
   /* D in doubles' room, so that the pack after it is aligned for floats */
-  char *s = malloc((size_t)(2 * BR * BC) * j->es + (size_t)j->g->L * sizeof(double) +
+  char *s = scratch_alloc((size_t)(2 * BR * BC) * j->es + (size_t)j->g->L * sizeof(double) +
                    pack_floats(j->g, true) * sizeof(float));
   if (!s) {
     atomic_store(&j->oom, true);
@@ -668,7 +683,7 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
   sdpa_job *j = ud;
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  char *s = malloc((size_t)(2 * BR * BC) * es + pack_floats(g, true) * sizeof(float));
+  char *s = scratch_alloc((size_t)(2 * BR * BC) * es + pack_floats(g, true) * sizeof(float));
   if (!s) {
     atomic_store(&j->oom, true);
     return;
