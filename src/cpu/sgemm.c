@@ -267,11 +267,16 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
 ** packing B would move every element of both operands to use it a few times, so each element
 ** of C is a dot product of two contiguous rows instead, in blocks that load each row once. */
 /* The rows are taken DOTS_K elements at a time, all of C for each stretch, so that the
-** stretches of both operands stay in L2 while every block reads them. */
+** stretches of both operands stay in L2 while every block reads them. A dot's block reads two
+** floats per multiply-add where a tile reads one per 24, so only a C of a few 4 x 4 blocks
+** gains: on the Zen 4 EPYC, C of 16 x 9 by dots 67 us against 79 packed (k 7056), but 6 x 25
+** 26 against 17 (k 2352, a half-height tile) and 64 x 128 650 against 263 (k 1568, a Linear's
+** weight gradient, which the rule k >= 8 (m + n) alone had sent here). */
 #define DOTS_K 1024
+#define DOTS_MAX 16   /* rows and columns of C at most */
 
 GEMM_INLINE bool by_dots(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-  return !ta && tb && k >= 8 * (m + n);
+  return !ta && tb && m <= DOTS_MAX && n <= DOTS_MAX && k >= 8 * (m + n);
 }
 
 /* dots(k, a, lda, bt, ldb, c, ldc, alpha, beta, rows, cols): C[0:rows, 0:cols], at most rb x cb,
@@ -317,28 +322,37 @@ GEMM_INLINE void store5(float *c, __m512 acc, __m512 al, float beta, __mmask16 m
   _mm512_mask_storeu_ps(c, m, r);
 }
 
+/* The k loop of a tile for its first R rows and first V vectors of columns (constants where it
+** is inlined): a strip of A's last few rows or a panel's last few columns, a convolution's 6 or
+** 16 output channels or a classifier's 10 outputs, runs only the multiply-adds it stores,
+** each element the same chain as in a whole tile. */
+GEMM_INLINE void tile5_loop(int R, int V, int64_t kc, const float *pa, const float *pb, int64_t bs,
+                            __m512 lo[MR5], __m512 hi[MR5]) {
+  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
+    __m512 b0 = _mm512_loadu_ps(pb), b1 = V > 1 ? _mm512_loadu_ps(pb + 16) : b0;
+#pragma GCC unroll 12
+    for (int i = 0; i < R; i++) {
+      __m512 av = _mm512_set1_ps(pa[i]);
+      lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
+      if (V > 1) hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
+    }
+  }
+}
+
 static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
                         int64_t ldc, float alpha, float beta, int rows, int cols) {
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-  if (cols <= 16) {   /* a last panel of a few columns (a classifier's 10 or 65): half the work */
-    for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
-      __m512 b0 = _mm512_loadu_ps(pb);
-#pragma GCC unroll 12
-      for (int i = 0; i < MR5; i++) lo[i] = _mm512_fmadd_ps(_mm512_set1_ps(pa[i]), b0, lo[i]);
-    }
-  } else {
-    for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
-      __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);
-#pragma GCC unroll 12
-      for (int i = 0; i < MR5; i++) {
-        __m512 av = _mm512_set1_ps(pa[i]);
-        lo[i] = _mm512_fmadd_ps(av, b0, lo[i]);
-        hi[i] = _mm512_fmadd_ps(av, b1, hi[i]);
-      }
-    }
-  }
+  bool half_r = rows <= MR5 / 2, half_c = cols <= 16;
+  if (half_r && half_c)
+    tile5_loop(MR5 / 2, 1, kc, pa, pb, bs, lo, hi);
+  else if (half_r)
+    tile5_loop(MR5 / 2, 2, kc, pa, pb, bs, lo, hi);
+  else if (half_c)
+    tile5_loop(MR5, 1, kc, pa, pb, bs, lo, hi);
+  else
+    tile5_loop(MR5, 2, kc, pa, pb, bs, lo, hi);
   __m512 al = _mm512_set1_ps(alpha);
   __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
   __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
@@ -455,28 +469,34 @@ GEMM_INLINE void store2(float *c, __m256 acc, __m256 al, float beta, bool full, 
     _mm256_maskstore_ps(c, m, r);
 }
 
+/* tile5_loop at AVX2 */
+GEMM_INLINE void tile2_loop(int R, int V, int64_t kc, const float *pa, const float *pb, int64_t bs,
+                            __m256 lo[MR2], __m256 hi[MR2]) {
+  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
+    __m256 b0 = _mm256_loadu_ps(pb), b1 = V > 1 ? _mm256_loadu_ps(pb + 8) : b0;
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      __m256 av = _mm256_broadcast_ss(pa + i);
+      lo[i] = _mm256_fmadd_ps(av, b0, lo[i]);
+      if (V > 1) hi[i] = _mm256_fmadd_ps(av, b1, hi[i]);
+    }
+  }
+}
+
 static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
                       int64_t ldc, float alpha, float beta, int rows, int cols) {
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  if (cols <= 8) {   /* as tile_avx512: a narrow last panel */
-    for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
-      __m256 b0 = _mm256_loadu_ps(pb);
-#pragma GCC unroll 6
-      for (int i = 0; i < MR2; i++) lo[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pa + i), b0, lo[i]);
-    }
-  } else {
-    for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
-      __m256 b0 = _mm256_loadu_ps(pb), b1 = _mm256_loadu_ps(pb + 8);
-#pragma GCC unroll 6
-      for (int i = 0; i < MR2; i++) {
-        __m256 av = _mm256_broadcast_ss(pa + i);
-        lo[i] = _mm256_fmadd_ps(av, b0, lo[i]);
-        hi[i] = _mm256_fmadd_ps(av, b1, hi[i]);
-      }
-    }
-  }
+  bool half_r = rows <= MR2 / 2, half_c = cols <= 8;
+  if (half_r && half_c)
+    tile2_loop(MR2 / 2, 1, kc, pa, pb, bs, lo, hi);
+  else if (half_r)
+    tile2_loop(MR2 / 2, 2, kc, pa, pb, bs, lo, hi);
+  else if (half_c)
+    tile2_loop(MR2, 1, kc, pa, pb, bs, lo, hi);
+  else
+    tile2_loop(MR2, 2, kc, pa, pb, bs, lo, hi);
   __m256 al = _mm256_set1_ps(alpha);
   bool full0 = cols >= 8, full1 = cols >= 16;
   __m256i m0 = lanes2(cols), m1 = lanes2(cols - 8);
