@@ -38,6 +38,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "../cpu_isa.h"
@@ -517,9 +518,13 @@ static void fwd_block(const sdpa_job *j, int64_t b, int64_t qb, char *s) {
 ** whole vectors where the row sums read them back (it peels lanes to reach a line otherwise).
 ** With the whole-block loops of fwd_tile_f32, causal attention over 16 x 4 heads of 64 x 32 on
 ** the Zen 4 EPYC, one thread: forward 553 -> 530 us, with backward 1326 -> 1282 (alignment
-** alone: 541 and 1300). */
-static char *scratch_alloc(size_t bytes) {
-  return aligned_alloc(64, (bytes + 63) / 64 * 64);
+** alone: 541 and 1300). From malloc, aligned here (*base is what to free): glibc's
+** aligned_alloc left pieces that a transformer's training loop never gave back (its resident
+** memory grew 51 KB a step, spec/memory_spec.lua). */
+static char *scratch_alloc(size_t bytes, void **base) {
+  char *p = malloc(bytes + 63);
+  *base = p;
+  return p ? (char *)(((uintptr_t)p + 63) & ~(uintptr_t)63) : NULL;
 }
 
 /* (m is kept in doubles' room, so that the pack after it is aligned for floats) */
@@ -529,13 +534,14 @@ static size_t fwd_scratch(const ltK_sdpa_geom *g, size_t es) {
 
 static void fwd_range(int64_t u0, int64_t u1, void *ud) {
   sdpa_job *j = ud;
-  char *s = scratch_alloc(fwd_scratch(j->g, j->es));
+  void *base;
+  char *s = scratch_alloc(fwd_scratch(j->g, j->es), &base);
   if (!s) {
     atomic_store(&j->oom, true);
     return;
   }
   for (int64_t u = u0; u < u1; u++) fwd_block(j, u / j->nqb, u % j->nqb, s);
-  free(s);
+  free(base);
 }
 
 /* D[i] = dO[i] . O[i] for the rows of batch entry b (sums in double). */
@@ -657,14 +663,16 @@ static void bwd_entry(const sdpa_job *j, int64_t b, char *s) {
 static void bwd_range(int64_t b0, int64_t b1, void *ud) {
   sdpa_job *j = ud;
   /* D in doubles' room, so that the pack after it is aligned for floats */
+  void *base;
   char *s = scratch_alloc((size_t)(2 * BR * BC) * j->es + (size_t)j->g->L * sizeof(double) +
-                   pack_floats(j->g, true) * sizeof(float));
+                              pack_floats(j->g, true) * sizeof(float),
+                          &base);
   if (!s) {
     atomic_store(&j->oom, true);
     return;
   }
   for (int64_t b = b0; b < b1; b++) bwd_entry(j, b, s);
-  free(s);
+  free(base);
 }
 
 /* With fewer batch entries than threads the backward splits in two passes over blocks: one
@@ -683,7 +691,9 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
   sdpa_job *j = ud;
   const ltK_sdpa_geom *g = j->g;
   size_t es = j->es;
-  char *s = scratch_alloc((size_t)(2 * BR * BC) * es + pack_floats(g, true) * sizeof(float));
+  void *base;
+  char *s =
+      scratch_alloc((size_t)(2 * BR * BC) * es + pack_floats(g, true) * sizeof(float), &base);
   if (!s) {
     atomic_store(&j->oom, true);
     return;
@@ -711,7 +721,7 @@ static void bwd_split_range(int64_t u0, int64_t u1, void *ud, bool keys) {
       }
     }
   }
-  free(s);
+  free(base);
 }
 
 static void bwd_keys_range(int64_t u0, int64_t u1, void *ud) {
