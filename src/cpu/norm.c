@@ -211,12 +211,15 @@ static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
 ** Their sums run in NORM_LANES double lanes (lane = index mod NORM_LANES within each contiguous
 ** run, totalled in a fixed order): GCC vectorises them, keeps double accumulation, and the
 ** result is the same at every vector width and thread count. The per-element formulas are those
-** of the generic loops. */
-#define NORM_LANES 8
+** of the generic loops. Sixteen lanes (two AVX-512 vectors of doubles) make each sum a chain of
+** D/16 dependent adds: LayerNorm(128) over 1024 rows on the Zen 4 EPYC, one thread, forward
+** 78 -> 69 us, with backward 226 -> 181 (eight lanes before). */
+#define NORM_LANES 16
 #define NORM_INLINE static inline __attribute__((always_inline))
 
 NORM_INLINE double lanes_total(const double *l) {
-  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+  return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) +
+         (((l[8] + l[9]) + (l[10] + l[11])) + ((l[12] + l[13]) + (l[14] + l[15])));
 }
 
 /* l += x (sq false) or x^2, lane by lane */
