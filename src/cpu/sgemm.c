@@ -267,16 +267,18 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
 ** packing B would move every element of both operands to use it a few times, so each element
 ** of C is a dot product of two contiguous rows instead, in blocks that load each row once. */
 /* The rows are taken DOTS_K elements at a time, all of C for each stretch, so that the
-** stretches of both operands stay in L2 while every block reads them. A dot's block reads two
-** floats per multiply-add where a tile reads one per 24, so only a C of a few 4 x 4 blocks
-** gains: on the Zen 4 EPYC, C of 16 x 9 by dots 67 us against 79 packed (k 7056), but 6 x 25
-** 26 against 17 (k 2352, a half-height tile) and 64 x 128 650 against 263 (k 1568, a Linear's
-** weight gradient, which the rule k >= 8 (m + n) alone had sent here). */
+** stretches of both operands stay in L2 while every block reads them. A block of dots reads a
+** float per two multiply-adds where a tile reads one per 24 and packs both operands first, so
+** dots gain on a small C only: on the Zen 4 EPYC, one thread, inner dimension about 2000, dots
+** against tiles 12 against 17 us for C of 6 x 25, 30 against 79 for 16 x 9, 50 against 54 for
+** 32 x 32, 35 against 42 for 12 x 64, even at 48 x 48, 182 against 177 at 64 x 64, and 836
+** against 694 at 128 x 128 (a Linear's weight gradient of 64 x 128, which the bound on k alone
+** sent here, took 650 us by dots, before they kept their sums in registers, against 264). */
 #define DOTS_K 1024
-#define DOTS_MAX 16   /* rows and columns of C at most */
+#define DOTS_MAX_C 1024   /* elements of C at most */
 
 GEMM_INLINE bool by_dots(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
-  return !ta && tb && m <= DOTS_MAX && n <= DOTS_MAX && k >= 8 * (m + n);
+  return !ta && tb && m * n <= DOTS_MAX_C && k >= 8 * (m + n);
 }
 
 /* dots(k, a, lda, bt, ldb, c, ldc, alpha, beta, rows, cols): C[0:rows, 0:cols], at most rb x cb,
@@ -428,8 +430,12 @@ static void dots_avx512(int64_t k, const float *a, int64_t lda, const float *bt,
 #pragma GCC unroll 16
     for (int q = 0; q < 16; q++) s[q / 4][q % 4] = _mm512_fmadd_ps(av[q / 4], bv[q % 4], s[q / 4][q % 4]);
   }
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) store_dot(c + i * ldc + j, _mm512_reduce_add_ps(s[i][j]), alpha, beta);
+  /* indices known at compile time, so that s stays in registers: indexed by rows and cols, GCC
+  ** kept it on the stack and stored all 16 sums every step of the loop above (3x slower) */
+#pragma GCC unroll 16
+  for (int q = 0; q < 16; q++)
+    if (q / 4 < rows && q % 4 < cols)
+      store_dot(c + q / 4 * ldc + q % 4, _mm512_reduce_add_ps(s[q / 4][q % 4]), alpha, beta);
 }
 
 static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -569,13 +575,15 @@ static void dots_avx2(int64_t k, const float *a, int64_t lda, const float *bt, i
 #pragma GCC unroll 8
     for (int q = 0; q < 8; q++) s[q / 4][q % 4] = _mm256_fmadd_ps(av[q / 4], bv[q % 4], s[q / 4][q % 4]);
   }
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) {
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(s[i][j]), _mm256_extractf128_ps(s[i][j], 1));
-      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_add_ss(h, _mm_movehdup_ps(h));
-      store_dot(c + i * ldc + j, _mm_cvtss_f32(h), alpha, beta);
-    }
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; q++) {   /* constant indices, as dots_avx512 */
+    if (q / 4 >= rows || q % 4 >= cols) continue;
+    __m256 v = s[q / 4][q % 4];
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    store_dot(c + q / 4 * ldc + q % 4, _mm_cvtss_f32(h), alpha, beta);
+  }
 }
 
 static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
