@@ -272,8 +272,9 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
 ** dots gain on a small C only: on the Zen 4 EPYC, one thread, inner dimension about 2000, dots
 ** against tiles 12 against 17 us for C of 6 x 25, 30 against 79 for 16 x 9, 50 against 54 for
 ** 32 x 32, 35 against 42 for 12 x 64, even at 48 x 48, 182 against 177 at 64 x 64, and 836
-** against 694 at 128 x 128 (a Linear's weight gradient of 64 x 128, which the bound on k alone
-** sent here, took 650 us by dots, before they kept their sums in registers, against 264). */
+** against 694 at 128 x 128 (a Linear's forward product of 64 x 128 by 1568, which the bound
+** on k alone sent here, took 650 us by dots, before they kept their sums in registers, against
+** 264). */
 #define DOTS_K 1024
 #define DOTS_MAX_C 1024   /* elements of C at most */
 
