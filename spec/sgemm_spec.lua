@@ -1,8 +1,9 @@
 -- Lantern's own float32 GEMM (src/cpu/sgemm.c), which replaces OpenBLAS where OpenBLAS runs a
--- kernel set below the CPU's vector level, or Intel's AVX-512 set on AMD. LANTERN_GEMM=lantern forces it, so it is tested on every machine
--- with AVX2, at each vector level the CPU has: products of every shape class (edges of the
--- register tiles and of the packed blocks, both transposes, strided and batched operands,
--- alpha and beta) against float64, and bits that do not depend on the thread count.
+-- kernel set below the CPU's vector level, or Intel's AVX-512 set on AMD. LANTERN_GEMM=lantern
+-- forces it, so it is tested on every machine with AVX2, at each vector level the CPU has:
+-- products of every shape class (edges of the register tiles and of the packed blocks, both
+-- transposes, strided and batched operands, alpha and beta) against float64, and bits that do
+-- not depend on the thread count.
 local support = require "support"
 
 local CHECK = [[
@@ -112,7 +113,8 @@ describe("Lantern's float32 GEMM", function()
     end
   end)
 
-  it("is Lantern's by default where OpenBLAS's kernels are below the CPU or tuned for Intel's", function()
+  it("is Lantern's by default where OpenBLAS's kernels are below the CPU or tuned for Intel's",
+    function()
     local lt = require "lantern"
     local which, core = lt.gemm()
     local env = support.run_lua('local lt = require "lantern"; print((lt.gemm()))', "")
