@@ -151,6 +151,10 @@ AT_INLINE int64_t row_width(int64_t lim0, int64_t r, int64_t nc) {
   return w < 0 ? 0 : w > nc ? nc : w;
 }
 
+/* nc rounded up to whole blocks of LANES: the exponential loops run to it (a row has BC floats
+** of room; the lanes past nc may hold anything, and are computed and then replaced by 0) */
+AT_INLINE int64_t whole_blocks(int64_t nc) { return (nc + LANES - 1) / LANES * LANES; }
+
 /* The online-softmax step of a forward tile: per row, m grows to the tile's max, the tile
 ** becomes P = exp(T - m), l = l e^(m_old - m) + rowsum(P), and the accumulator row o (Ev wide,
 ** at o + r * ldo) is scaled by e^(m_old - m). A row with no key taking part so far keeps
@@ -169,9 +173,9 @@ AT_INLINE void fwd_tile_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, floa
     for (int k = 0; k < LANES; k++) mx = lm[k] > mx ? lm[k] : mx;
     float ref = mx == -INFINITY ? 0.0f : mx;
     float acc[LANES] = {0};
-    /* whole blocks of LANES (a row has BC floats of room), lanes past w made 0: no remainder
-    ** loops, whose narrow stores, read back a vector at a time, stalled the sum */
-    int64_t ncb = (nc + LANES - 1) / LANES * LANES;
+    /* whole blocks, lanes past w made 0: no remainder loops, whose narrow stores, read back
+    ** a vector at a time, stalled the sum */
+    int64_t ncb = whole_blocks(nc);
     for (c = 0; c < ncb; c++) {
       float e = vm_exp_float(row[c] - ref);
       row[c] = c < w ? e : 0.0f;
@@ -216,7 +220,7 @@ static void fwd_tile_f64(double *t, int64_t nr, int64_t nc, int64_t lim0, double
 AT_INLINE void bwd_p_f32(float *t, int64_t nr, int64_t nc, int64_t lim0, const float *lse) {
   for (int64_t r = 0; r < nr; r++) {
     float *row = t + r * BC, ls = lse[r];
-    int64_t w = row_width(lim0, r, nc), ncb = (nc + LANES - 1) / LANES * LANES;
+    int64_t w = row_width(lim0, r, nc), ncb = whole_blocks(nc);
     for (int64_t c = 0; c < ncb; c++) {   /* whole blocks, as fwd_tile_f32 */
       float e = vm_exp_float(row[c] - ls);
       row[c] = c < w ? e : 0.0f;

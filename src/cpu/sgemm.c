@@ -20,8 +20,9 @@
 ** L2, each panel a tile of C: the strip is the operand the kernel broadcasts, a panel (32 KiB)
 ** the one it loads whole vectors of, and keeping the panel in L1 instead while the strips
 ** streamed (the order of the loops before) made a 1024^3 product 10-20% slower here. Ragged
-** edges compute a whole tile and store the part that exists with masks, but for a last panel
-** of at most half a tile's columns, which runs half the tile (N = 10 took as long as N = 32).
+** edges compute a whole tile and store the part that exists with masks, but a last panel of
+** at most half a tile's columns or a last strip of at most half its rows runs half the tile
+** (N = 10 took as long as N = 32, and a convolution's 6 channels as 12).
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
@@ -78,6 +79,7 @@ static int blas_level(const char *core) {
   if (named(core, base)) return LT_ISA_SSE4;
   if (named(core, avx2)) return LT_ISA_AVX2;
 #ifdef LT_ISA_DISPATCH
+  __builtin_cpu_init();   /* idempotent; __builtin_cpu_is reads what it fills in */
   if (named(core, intel512) && __builtin_cpu_is("amd")) return LT_ISA_AVX2;
 #endif
   return LT_NISA;
