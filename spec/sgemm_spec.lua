@@ -27,7 +27,7 @@ end
 -- 5 x 3 x 70, 9 x 6 x 2500, 17 x 9 x 3001, 33 x 31 x 600; stretches of 1024), a larger C or a
 -- shorter one the tiles (41 x 25 x 600, 32 x 32 x 400); half-height and half-width tiles take
 -- a last strip of at most 6 rows or panel of at most 16 columns (18 x 48 x 40, 7 x 47 x 33),
--- and at AVX-512 one of 7 or 8 rows takes an 8-row tile (128 x 512 x 784, 20 x 40 x 50, 7 x 47 x 33)
+-- and at AVX-512 one of 7 or 8 rows an 8-row tile (128 x 512 x 784, 20 x 40 x 50, 7 x 47 x 33)
 local shapes = { { 1, 1, 1 }, { 5, 7, 3 }, { 6, 16, 8 }, { 12, 32, 256 }, { 13, 33, 257 },
   { 11, 17, 255 }, { 128, 512, 784 }, { 100, 65, 512 }, { 400, 40, 70 }, { 3, 2100, 20 },
   { 37, 2049, 513 }, { 100, 2100, 300 }, { 6, 25, 3001 }, { 5, 3, 70 }, { 9, 6, 2500 },
