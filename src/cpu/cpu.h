@@ -94,6 +94,10 @@ static inline void ltC_block_strided(ltC_float_block block, int bw, char *y, int
 
 /* dst (cols x rows, dense) = the transpose of src (rows x cols, leading dim ld). */
 void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst);
+/* dst[c dld + r] = src[r ld + c] for r < rows, c < cols, by 8 x 8 blocks in AVX2 registers;
+** false (nothing written) below AVX2. */
+bool ltC_transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst,
+                       int64_t dld);
 
 /* ================================================================ streaming stores (stream.c)
 ** Whether an elementwise op whose operands take `bytes` in all should write its output past the

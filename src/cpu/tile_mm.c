@@ -149,9 +149,9 @@ static void tile_mm_avx2(int64_t m, int64_t n, int64_t k, float alpha, const flo
   strips(strip, m, n, k, alpha, a, ars, acs, b, ldb, acc, c, ldc, band);
 }
 
-/* dst[c * rows + r] = src[r * ld + c], 8 x 8 blocks through registers */
+/* dst[c * dld + r] = src[r * ld + c], 8 x 8 blocks through registers */
 static void tile_transpose_avx2(const float *src, int64_t rows, int64_t cols, int64_t ld,
-                                float *dst) {
+                                float *dst, int64_t dld) {
   int64_t r0 = 0;
   for (; r0 + 8 <= rows; r0 += 8) {
     int64_t c0 = 0;
@@ -173,13 +173,13 @@ static void tile_transpose_avx2(const float *src, int64_t rows, int64_t cols, in
         t[q] = _mm256_permute2f128_ps(v[q], v[q + 4], 0x20);
         t[q + 4] = _mm256_permute2f128_ps(v[q], v[q + 4], 0x31);
       }
-      for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (c0 + q) * rows + r0, t[q]);
+      for (int q = 0; q < 8; q++) _mm256_storeu_ps(dst + (c0 + q) * dld + r0, t[q]);
     }
     for (; c0 < cols; c0++)
-      for (int q = 0; q < 8; q++) dst[c0 * rows + r0 + q] = src[(r0 + q) * ld + c0];
+      for (int q = 0; q < 8; q++) dst[c0 * dld + r0 + q] = src[(r0 + q) * ld + c0];
   }
   for (; r0 < rows; r0++)
-    for (int64_t c = 0; c < cols; c++) dst[c * rows + r0] = src[r0 * ld + c];
+    for (int64_t c = 0; c < cols; c++) dst[c * dld + r0] = src[r0 * ld + c];
 }
 
 LT_ISA_END
@@ -275,9 +275,21 @@ void ltC_tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *a, i
 
 void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
 #ifdef LT_ISA_DISPATCH
-  tile_transpose_avx2(src, rows, cols, ld, dst);
+  tile_transpose_avx2(src, rows, cols, ld, dst, rows);
 #else
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * ld + c];
+#endif
+}
+
+bool ltC_transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst,
+                       int64_t dld) {
+#ifdef LT_ISA_DISPATCH
+  if (!ltC_tile_mm_ok()) return false;
+  tile_transpose_avx2(src, rows, cols, ld, dst, dld);
+  return true;
+#else
+  (void)src, (void)rows, (void)cols, (void)ld, (void)dst, (void)dld;
+  return false;
 #endif
 }
