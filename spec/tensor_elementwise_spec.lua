@@ -610,6 +610,77 @@ describe("large tensors (parallel path)", function()
   end)
 end)
 
+-- An operand that runs across memory along the output's rows (a transposed input) is read in
+-- blocks of rows copied onto the stack, and a strided row goes through blocks that the vector
+-- loops then read: the bits must be those of the same op on a contiguous copy, whatever the
+-- thread count, the dtype, the shape's remainders against the blocks (16 rows, 64 columns) and
+-- the op's arity.
+describe("transposed inputs", function()
+  local function same_bits(got, want)
+    assert.are.same(want:size(), got:size())
+    assert.are.equal(want.dtype, got.dtype)
+    local g, w = flat(got), flat(want)
+    assert.are.equal(#w, #g)
+    local bad = 0
+    for i = 1, #w do
+      if not (g[i] == w[i] or (g[i] ~= g[i] and w[i] ~= w[i])) then bad = bad + 1 end
+    end
+    assert.are.equal(0, bad)
+  end
+  -- (30 x 200: rows of 30, too short for blocks, take the strided loops)
+  local shapes = { { 200, 131 }, { 3, 70, 97 }, { 17, 64 }, { 30, 200 } }
+  local before = lt.get_num_threads()
+  after_each(function() lt.set_num_threads(before) end)
+  for _, sz in ipairs(shapes) do
+    local name = table.concat(sz, " x ")
+    it("unary, binary, ternary and converting ops on " .. name, function()
+      for _, threads in ipairs { 1, 2 } do
+        lt.set_num_threads(threads)
+        lt.manual_seed(11)
+        local nd = #sz
+        local a = lt.randn(table.unpack(sz)):transpose(nd - 1, nd)   -- a transposed view
+        local b = lt.randn(table.unpack(sz)):transpose(nd - 1, nd)
+        local c = lt.randn(a:size())                                -- contiguous
+        local ac, bc = a:contiguous(), b:contiguous()
+        assert.is_false(a:is_contiguous())
+        same_bits(a:exp(), ac:exp())
+        same_bits(a:relu(), ac:relu())
+        same_bits(a:gelu(), ac:gelu())
+        same_bits(a:tanh(), ac:tanh())
+        same_bits(a + c, ac + c)
+        same_bits(a * b, ac * bc)
+        same_bits(c - a * 3, c - ac * 3)
+        same_bits(lt.where(a:gt(0), b, c), lt.where(ac:gt(0), bc, c))
+        same_bits(a:gt(b), ac:gt(bc))
+        same_bits(a:double() + c, ac:double() + c)
+        same_bits((a * 100):long() + 1, (ac * 100):long() + 1)
+        same_bits(a:double():exp(), ac:double():exp())
+        same_bits(a:clamp(-0.5, 0.5), ac:clamp(-0.5, 0.5))
+        -- in place into a contiguous output, and into a transposed one
+        local o = c:clone()
+        o:add_(a)
+        same_bits(o, c + ac)
+        local t = lt.randn(table.unpack(sz)):transpose(nd - 1, nd)
+        local tc = t:contiguous()
+        t:mul_(c)
+        same_bits(t, tc * c)
+        local u = lt.randn(table.unpack(sz)):transpose(nd - 1, nd)
+        local uc = u:contiguous()
+        u:exp_()
+        same_bits(u, uc:exp())
+      end
+    end)
+  end
+  it("gives a transposed input the gradient of its contiguous copy", function()
+    lt.manual_seed(5)
+    local x = lt.randn(70, 90, { requires_grad = true })
+    local w = lt.randn(90, 70)
+    local g1 = lt.autograd.grad((x:t():gelu() * w):sum(), { x })[1]
+    local g2 = lt.autograd.grad((x:t():contiguous():gelu() * w):sum(), { x })[1]
+    same_bits(g1, g2)
+  end)
+end)
+
 describe("in-place semantics", function()
   it("returns the tensor itself and writes in its dtype", function()
     local x = f32({ 1, 2, 3 })

@@ -169,6 +169,7 @@ typedef struct ltB_iter {
   int64_t size[LT_MAX_DIMS];
   int64_t stride[LT_ITER_MAX][LT_MAX_DIMS];   /* bytes */
   char *data[LT_ITER_MAX];
+  int64_t esize[LT_ITER_MAX];        /* bytes per element */
   int64_t numel;
 } ltB_iter;
 
@@ -177,6 +178,10 @@ typedef struct ltB_iter {
 void ltB_iter_init(ltB_iter *it, int nops, lt_tensor *const *ops, int ndim, const int64_t *size);
 /* Runs kernel over every row; splits across threads when numel >= LT_PAR_MIN. */
 void ltB_iter_run(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud);
+/* ltB_iter_run for a kernel each of whose output elements depends on the same position of
+** the inputs alone (elementwise): when an operand walks its rows across memory (a transposed
+** input), it is called on pieces of rows, a block of neighbouring rows at a time. */
+void ltB_iter_run_ew(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud);
 #define LT_PAR_MIN 32768
 
 /* Broadcast shape of a and b into (ndim,size); error names op and both shapes. */

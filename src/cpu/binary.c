@@ -342,7 +342,7 @@ void ltC_binary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a,
   lt_tensor *ops[3] = {out, (lt_tensor *)a, (lt_tensor *)b};
   ltB_iter it;
   ltB_iter_init(&it, 3, ops, out->ndim, out->size);
-  ltB_iter_run(ctx, &it, bin_row, &j);
+  ltB_iter_run_ew(ctx, &it, bin_row, &j);
 }
 
 void ltC_binary_flat(int op, lt_dtype dt, int64_t n, void *out, const void *a, int sa,

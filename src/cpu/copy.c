@@ -156,7 +156,7 @@ void ltC_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
   ltB_iter it;
   ltB_iter_init(&it, 2, ops, dst->ndim, dst->size);
   copy_types ct = {dst->dtype, src->dtype};
-  ltB_iter_run(ctx, &it, copy_row, &ct);
+  ltB_iter_run_ew(ctx, &it, copy_row, &ct);
 }
 
 typedef struct { lt_dtype dt; double v; } fill_args;
@@ -193,5 +193,5 @@ void ltC_fill(lt_ctx *ctx, lt_tensor *dst, double v) {
   ltB_iter it;
   ltB_iter_init(&it, 1, ops, dst->ndim, dst->size);
   fill_args fa = {dst->dtype, v};
-  ltB_iter_run(ctx, &it, fill_row, &fa);
+  ltB_iter_run_ew(ctx, &it, fill_row, &fa);
 }

@@ -19,6 +19,9 @@
 #define LT_EW_INLINE static inline __attribute__((always_inline))
 /* elements per on-stack conversion block */
 #define LT_EW_BLK 256
+/* elements per on-stack block of a strided row (ew_loop1.h, ew_loop2.h): the element loops ran
+** one element at a time, exp of a transposed float32 input at 3.5 ns an element */
+#define LT_EW_GATHER 64
 
 typedef uint8_t ltC_u8;
 

@@ -21,11 +21,21 @@ LT_EW_INLINE void LT_LNAME(char **d, int64_t so, int64_t sa, int64_t sb, int64_t
     const LT_LT x = *a;
 #pragma GCC ivdep
     for (int64_t i = 0; i < n; i++) o[i] = f(x, b[i], p);
-  } else {
+  } else {   /* strided: through blocks on the stack, so that f runs as the loops above do */
+    LT_LT xa[LT_EW_GATHER], xb[LT_EW_GATHER];
+    LT_LOT xo[LT_EW_GATHER];
     char *po = d[0];
     const char *pa = d[1], *pb = d[2];
-    for (int64_t i = 0; i < n; i++)
-      *(LT_LOT *)(po + i * so) = f(*(const LT_LT *)(pa + i * sa), *(const LT_LT *)(pb + i * sb), p);
+    for (int64_t i0 = 0; i0 < n; i0 += LT_EW_GATHER) {
+      int64_t m = n - i0 < LT_EW_GATHER ? n - i0 : LT_EW_GATHER;
+      for (int64_t i = 0; i < m; i++) xa[i] = *(const LT_LT *)(pa + (i0 + i) * sa);
+      for (int64_t i = 0; i < m; i++) xb[i] = *(const LT_LT *)(pb + (i0 + i) * sb);
+      LT_LOT *ob = so == to ? o + i0 : xo;
+#pragma GCC ivdep
+      for (int64_t i = 0; i < m; i++) ob[i] = f(xa[i], xb[i], p);
+      if (so != to)
+        for (int64_t i = 0; i < m; i++) *(LT_LOT *)(po + (i0 + i) * so) = xo[i];
+    }
   }
 }
 

@@ -67,7 +67,7 @@ void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_t
   lt_tensor *ops[4] = {out, (lt_tensor *)g, (lt_tensor *)a, (lt_tensor *)b};
   ltB_iter it;
   ltB_iter_init(&it, 4, ops, out->ndim, out->size);
-  ltB_iter_run(ctx, &it, ter_row, &j);
+  ltB_iter_run_ew(ctx, &it, ter_row, &j);
 }
 
 /* ================================================================ where */
@@ -101,5 +101,5 @@ void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tens
   lt_tensor *ops[4] = {out, (lt_tensor *)cond, (lt_tensor *)a, (lt_tensor *)b};
   ltB_iter it;
   ltB_iter_init(&it, 4, ops, out->ndim, out->size);
-  ltB_iter_run(ctx, &it, where_row, &es);
+  ltB_iter_run_ew(ctx, &it, where_row, &es);
 }

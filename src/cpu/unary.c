@@ -249,7 +249,7 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
   lt_tensor *ops[2] = {out, (lt_tensor *)a};
   ltB_iter it;
   ltB_iter_init(&it, 2, ops, out->ndim, out->size);
-  ltB_iter_run(ctx, &it, un_row, &j);
+  ltB_iter_run_ew(ctx, &it, un_row, &j);
 }
 
 /* ================================================================ value and derivative
@@ -306,5 +306,5 @@ void ltC_unary_pair(lt_ctx *ctx, int op, lt_tensor *out, lt_tensor *dout, const 
   lt_tensor *ops[3] = {out, dout, (lt_tensor *)a};
   ltB_iter it;
   ltB_iter_init(&it, 3, ops, out->ndim, out->size);
-  ltB_iter_run(ctx, &it, pair_row, &k);
+  ltB_iter_run_ew(ctx, &it, pair_row, &k);
 }
