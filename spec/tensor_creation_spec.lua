@@ -240,6 +240,31 @@ describe("random tensors", function()
     assert.are.same(a, t:contiguous():reshape(-1):tolist())
   end)
 
+  -- a dense target of 8192 elements or more takes its draws in blocks of 32768 and transforms
+  -- them over the worker pool: the values must be the one-thread loop's, which a strided target
+  -- always takes, in float64 and float32, for odd counts and a mean and std, and the generator
+  -- must end in the same state
+  it("normal_ gives the same values on a dense tensor at any thread count", function()
+    local before = lt.get_num_threads()
+    for _, dt in ipairs { "float64", "float32" } do
+      for _, n in ipairs { 8191, 8193, 70001 } do
+        local g = lt.Generator(7)
+        lt.set_num_threads(1)
+        local t = lt.empty(1, n, { dtype = dt }):t()   -- strided: the one-thread loop
+        t:normal_(0.5, 2, { generator = g })
+        local want, next_want = t:reshape(-1), lt.rand(3, { generator = g }):tolist()
+        for _, threads in ipairs { 1, 2 } do
+          lt.set_num_threads(threads)
+          g:manual_seed(7)
+          local got = lt.empty(n, { dtype = dt }):normal_(0.5, 2, { generator = g })
+          assert.is_true(got:eq(want):all():item(), dt .. " " .. n .. " at " .. threads)
+          assert.are.same(next_want, lt.rand(3, { generator = g }):tolist())
+        end
+      end
+    end
+    lt.set_num_threads(before)
+  end)
+
   it("get_state / set_state restore a sequence", function()
     lt.manual_seed(42)
     lt.rand(3)

@@ -443,7 +443,7 @@ typedef struct ltK_backend {
   ** uniform in [lo, hi), normal, integers in [lo, hi), bernoulli(p) as 1/0, a permutation
   ** of 0..n-1 (t int64, 1-d, contiguous) */
   void (*uniform)(lt_tensor *t, double lo, double hi, lt_generator *g);
-  void (*normal)(lt_tensor *t, double mean, double std, lt_generator *g);
+  void (*normal)(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g);
   void (*randint)(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
   void (*bernoulli)(lt_tensor *t, double p, lt_generator *g);
   void (*randperm)(lt_tensor *t, lt_generator *g);
@@ -560,7 +560,7 @@ void ltC_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g,
                              const lt_tensor *weight, const lt_tensor *lse,
                              const ltK_class_loss *a);
 void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
-void ltC_normal(lt_tensor *t, double mean, double std, lt_generator *g);
+void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g);
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);
 void ltC_bernoulli(lt_tensor *t, double p, lt_generator *g);
 void ltC_randperm(lt_tensor *t, lt_generator *g);

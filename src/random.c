@@ -41,7 +41,7 @@ int ltO_normal_(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator
   bool any;
   if (fill_begins(ctx, "normal_", t, &any)) return -1;
   if (!any) return 0;
-  ltK_kernels(t)->normal(t, mean, std, gen ? gen : ctx->gen);
+  ltK_kernels(t)->normal(ctx, t, mean, std, gen ? gen : ctx->gen);
   return fill_ends(ctx, &normal_type, t);
 }
 

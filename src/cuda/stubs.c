@@ -110,7 +110,10 @@ static void s_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g
   PEND("loss backward");
 }
 static void s_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) { PEND("uniform_"); }
-static void s_normal(lt_tensor *t, double mean, double std, lt_generator *g) { PEND("normal_"); }
+static void s_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g) {
+  (void)ctx;
+  PEND("normal_");
+}
 static void s_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) { PEND("randint"); }
 static void s_bernoulli(lt_tensor *t, double p, lt_generator *g) { PEND("bernoulli"); }
 static void s_randperm(lt_tensor *t, lt_generator *g) { PEND("randperm"); }
