@@ -108,37 +108,30 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
   return a;
 }
 
-/* Sum of n strided elements, accumulated in double over 8 (contiguous) or 4 lanes so the
-** compiler vectorises it and long float32 sums stay accurate. The lanes' order is fixed, so the
-** float32 sum, compiled for every ISA level (the widest is 2 to 4 times faster on data in
-** cache), gives the same bits at each. */
+/* Sum of n strided elements, accumulated in double over SUM_LANES (contiguous) or 4 lanes so
+** the compiler vectorises it and long float32 sums stay accurate. The lanes' order is fixed, so
+** the float32 sum, compiled for every ISA level, gives the same bits at each. 32 lanes are four
+** independent chains of 512-bit adds (eight at 256 bits): with 8 each add waited on the last,
+** and a float32 sum of 256K elements in cache ran at 30 GB/s where PyTorch's reached 78. */
+#define SUM_LANES 32
 #define SUM_INLINE static inline __attribute__((always_inline))
-SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  if (s == 1)
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; k++) a[k] += x[i + k];
-  else
-    for (; i + 4 <= n; i += 4)
-      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
-  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  for (; i < n; i++) t += x[i * s];
+#define SUM_BODY(T)                                                        \
+  double a[SUM_LANES] = {0};                                               \
+  int64_t i = 0;                                                           \
+  if (s == 1)                                                              \
+    for (; i + SUM_LANES <= n; i += SUM_LANES)                             \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];                \
+  else                                                                     \
+    for (; i + 4 <= n; i += 4)                                             \
+      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];                  \
+  for (int h = SUM_LANES / 2; h > 0; h /= 2)   /* a fixed tree */          \
+    for (int k = 0; k < h; k++) a[k] += a[k + h];                          \
+  double t = a[0];                                                         \
+  for (; i < n; i++) t += x[i * s];                                        \
   return t;
-}
-static double sum_f64(const double *x, int64_t s, int64_t n) {
-  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  if (s == 1)
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; k++) a[k] += x[i + k];
-  else
-    for (; i + 4 <= n; i += 4)
-      for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];
-  double t = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-  for (; i < n; i++) t += x[i * s];
-  return t;
-}
+
+SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) { SUM_BODY(float) }
+static double sum_f64(const double *x, int64_t s, int64_t n) { SUM_BODY(double) }
 
 static double sum_f32_sse4(const float *x, int64_t s, int64_t n) { return sum_body_f32(x, s, n); }
 #ifdef LT_ISA_DISPATCH
