@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../cpu_isa.h"
 #include "cpu.h"
@@ -118,15 +119,22 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
 #define SUM_BODY(T)                                                        \
   double a[SUM_LANES] = {0};                                               \
   int64_t i = 0;                                                           \
-  if (s == 1)                                                              \
+  if (s == 1) {                                                            \
     for (; i + SUM_LANES <= n; i += SUM_LANES)                             \
       for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];                \
-  else                                                                     \
+    if (i < n) { /* the tail in the lanes too, through a block of zeros */  \
+      T z[SUM_LANES] = {0};                                                \
+      memcpy(z, x + i, (size_t)(n - i) * sizeof(T));                       \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += z[k];                    \
+      i = n;                                                               \
+    }                                                                      \
+  } else                                                                   \
     for (; i + 4 <= n; i += 4)                                             \
       for (int k = 0; k < 4; k++) a[k] += x[(i + k) * s];                  \
-  for (int h = SUM_LANES / 2; h > 0; h /= 2)   /* a fixed tree */          \
-    for (int k = 0; k < h; k++) a[k] += a[k + h];                          \
-  double t = a[0];                                                         \
+  for (int k = 0; k < 16; k++) a[k] += a[k + 16];   /* a fixed tree, */    \
+  for (int k = 0; k < 8; k++) a[k] += a[k + 8];      /* written out so */   \
+  for (int k = 0; k < 4; k++) a[k] += a[k + 4];      /* that it stays in */ \
+  double t = (a[0] + a[1]) + (a[2] + a[3]);          /* registers */        \
   for (; i < n; i++) t += x[i * s];                                        \
   return t;
 
