@@ -627,8 +627,9 @@ describe("transposed inputs", function()
     end
     assert.are.equal(0, bad)
   end
-  -- (30 x 200: rows of 30, too short for blocks, take the strided loops)
-  local shapes = { { 200, 131 }, { 3, 70, 97 }, { 17, 64 }, { 30, 200 } }
+  -- (30 x 200: rows of 30, too short for blocks, take the strided loops; 300 x 257 is large
+  -- enough to be cut over the threads)
+  local shapes = { { 200, 131 }, { 3, 70, 97 }, { 17, 64 }, { 30, 200 }, { 300, 257 } }
   local before = lt.get_num_threads()
   after_each(function() lt.set_num_threads(before) end)
   for _, sz in ipairs(shapes) do
