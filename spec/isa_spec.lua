@@ -527,10 +527,13 @@ describe("float32 sums", function()
 local lt = require "lantern"
 lt.manual_seed(11)
 local out = {}
-for _, n in ipairs { 1, 7, 8, 9, 1000, 32769, 1 << 20 } do
+for _, n in ipairs { 1, 7, 8, 9, 31, 33, 100, 784, 1000, 32769, 1 << 20 } do
   local x = lt.randn(n) * 3 + 1
   out[#out + 1] = string.format("%a %a %a", x:sum():item(), x:mean():item(), x:reshape(-1, 1):sum(1):item())
   if n >= 1000 then out[#out + 1] = string.format("%a", x:narrow(1, 1, 1000):reshape(10, 100):sum(2):sum():item()) end
+  -- magnitudes from 2^-40 to 2^40 (rows whose tails end in every lane group)
+  local w = lt.randn(n) * lt.pow(2, (lt.rand(n) * 80 - 40):floor())
+  out[#out + 1] = string.format("%a %a", w:sum():item(), w:double():sum():item())
 end
 print(table.concat(out, " "))
 ]]
