@@ -106,21 +106,21 @@ static void run_rows(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn kern
 #define BLK_ROWS 16
 #define BLK_COLS 64
 
-/* operand k walks its rows across memory and steps between them by little */
-static bool across(const ltB_iter *it, int k) {
+/* input k (not the output, 0) walks its rows across memory, a line or more an element, and
+** steps from one row to the next by less: it is copied into rows on the stack */
+static bool packed(const ltB_iter *it, int k) {
   int nd = it->ndim;
-  int64_t a = it->stride[k][nd - 1], d = it->stride[k][nd - 2];
+  int64_t a = it->stride[k][nd - 1], d = it->stride[k][nd - 2], es = it->esize[k];
   if (a < 0) a = -a;
   if (d < 0) d = -d;
-  return a >= 64 && d < a;
+  return k > 0 && a >= 64 && d < a && (es == 1 || es == 4 || es == 8);
 }
 
 static bool blocked(const ltB_iter *it) {
   int nd = it->ndim;
   if (nd < 2 || it->size[nd - 1] < BLK_COLS || it->size[nd - 2] < 2) return false;
   for (int k = 1; k < it->nops; k++)
-    if (across(it, k) && (it->esize[k] == 1 || it->esize[k] == 4 || it->esize[k] == 8))
-      return true;
+    if (packed(it, k)) return true;
   return false;
 }
 
@@ -147,8 +147,7 @@ static void run_blocks(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn ke
   bool pack[LT_ITER_MAX];
   for (int k = 0; k < nops; k++) {
     rst[k] = it->stride[k][nd - 1];
-    pack[k] = k > 0 && across(it, k) &&
-              (it->esize[k] == 1 || it->esize[k] == 4 || it->esize[k] == 8);
+    pack[k] = packed(it, k);
   }
   _Alignas(64) char buf[LT_ITER_MAX][BLK_ROWS * BLK_COLS * 8];
   char *base[LT_ITER_MAX][BLK_ROWS];
