@@ -586,6 +586,18 @@ describe("non-contiguous inputs", function()
     local y = f64({ 1, 2, 3 })
     y:mul_(y)
     close(y, { 1, 4, 9 })
+    -- copy_ reads an overlapping source as it was, at every size (large ones take the blocked
+    -- transposed copy)
+    for _, n in ipairs { 2, 100 } do
+      local z = lt.randn(n, n)
+      local want = z:t():contiguous()
+      z:copy_(z:t())
+      assert.is_true(z:eq(want):all():item(), tostring(n))
+    end
+    local r = lt.randn(100, 10)   -- rows 26.. are written before they are read
+    local want = r:narrow(1, 1, 50):clone()
+    r:narrow(1, 26, 50):copy_(r:narrow(1, 1, 50))
+    assert.is_true(r:narrow(1, 26, 50):eq(want):all():item())
   end)
 end)
 

@@ -3,6 +3,7 @@
 ** copy_, clone, contiguous, to_dtype, detach.
 */
 #include "backend.h"
+#include "elementwise.h"
 
 int lt_full(lt_ctx *ctx, lt_tensor **out, lt_dtype dt, int ndim, const int64_t *size, double v) {
   lt_tensor *t;
@@ -70,7 +71,17 @@ static int copy_impl(lt_ctx *ctx, const char *op, lt_tensor *dst, lt_tensor *src
   if (overlap_ok ? ltB_check_fill_from(ctx, op, dst, src)
                  : ltB_check_inplace_from(ctx, op, dst, src))
     return -1;
-  if (ltD_copy_across(ctx, dst, src)) return -1;
+  /* a source that shares dst's memory in other places (x:copy_(x:t())) is read from a copy of
+  ** its values, as the binary in-place ops read an overlapping operand: written in place, the
+  ** elements written first were read again as source */
+  lt_tensor *from = src, *clone = NULL;
+  if (src->storage == dst->storage && !ltO_ew_same_view(dst, src)) {
+    if (ltO_ew_data_clone(ctx, &clone, src)) return -1;
+    from = clone;
+  }
+  int rc = ltD_copy_across(ctx, dst, from);
+  lt_release(clone);
+  if (rc) return -1;
   ltB_bump_version(dst);
   /* as in PyTorch, dst keeps requiring grad: its old values get a zero gradient */
   lt_tensor *ins[2] = {dst, src};

@@ -140,7 +140,7 @@ lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v) {
   return &sb->t;
 }
 
-static bool same_view(const lt_tensor *a, const lt_tensor *b) {
+bool ltO_ew_same_view(const lt_tensor *a, const lt_tensor *b) {
   if (a->storage != b->storage || a->offset != b->offset || a->dtype != b->dtype ||
       !ltB_same_shape(a, b))
     return false;
@@ -565,7 +565,7 @@ static int binary_inplace(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor
   bool need_a = false, need_b = false;
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
-  if (scal != BIN_B_NUMBER && b->storage == a->storage && (!same_view(a, b) || need_b)) {
+  if (scal != BIN_B_NUMBER && b->storage == a->storage && (!ltO_ew_same_view(a, b) || need_b)) {
     if (ltO_ew_data_clone(ctx, &bcopy, b)) return -1;
     bk = bcopy;
   }

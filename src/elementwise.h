@@ -35,6 +35,8 @@ lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int);
 bool ltO_ew_can_cast(lt_dtype from, lt_dtype to);
 /* A plain copy of t's values (contiguous, no autograd). */
 int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+/* a and b are the same elements in the same places (storage, offset, dtype, shape, strides) */
+bool ltO_ew_same_view(const lt_tensor *a, const lt_tensor *b);
 /* New ref of t converted to dt (t itself when it already has it); no autograd. */
 int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
