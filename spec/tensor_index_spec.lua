@@ -167,6 +167,23 @@ describe("scatter / scatter_add", function()
   end)
 end)
 
+-- A source that lies in the destination's memory is read as it was before the write, as the
+-- binary in-place ops and copy_ read theirs: row 3 gets row 2's old value, not its new one
+describe("in-place index ops with a source in the destination", function()
+  local function rows() return lt.arange(1, 7, { dtype = "float64" }):reshape(6, 1) end
+  it("index_add_, scatter_add_ and scatter_", function()
+    local x = rows()
+    x:index_add_(1, lt.tensor { 2, 3 }, x:narrow(1, 1, 2))
+    assert.are.same({ 1, 3, 5, 4, 5, 6 }, x:reshape(-1):tolist())
+    local y = rows()
+    y:scatter_add_(1, lt.tensor { { 2 }, { 3 } }, y:narrow(1, 1, 2))
+    assert.are.same({ 1, 3, 5, 4, 5, 6 }, y:reshape(-1):tolist())
+    local z = rows()
+    z:scatter_(1, lt.tensor { { 2 }, { 3 } }, z:narrow(1, 1, 2))
+    assert.are.same({ 1, 1, 2, 4, 5, 6 }, z:reshape(-1):tolist())
+  end)
+end)
+
 describe("masked_fill / masked_select", function()
   it("masked_fill writes the value where the (broadcast) mask is true", function()
     local x = seq(2, 3)

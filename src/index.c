@@ -12,6 +12,7 @@
 ** expanded along every other dim (stride 0), a view of the index's storage.
 */
 #include "backend.h"
+#include "elementwise.h"
 
 /* A struct copy of t for iterator geometry, seen as 1-d of size 1 when 0-d. Never released. */
 static lt_tensor geom(const lt_tensor *t) {
@@ -273,7 +274,13 @@ int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tenso
   if (index_add_check(ctx, "index_add_", t, dim, index, src, base, &d) ||
       ltB_check_inplace_from(ctx, "index_add_", t, src))
     return -1;
-  if (run_index_add(ctx, "index_add_", t, d, index, src, base)) return -1;
+  /* a source in t's memory is read as it was (a row added in may be one written before) */
+  lt_tensor *from = src, *clone = NULL;
+  if (src->storage == t->storage && ltO_ew_data_clone(ctx, &clone, src)) return -1;
+  if (clone) from = clone;
+  int rc = run_index_add(ctx, "index_add_", t, d, index, from, base);
+  lt_release(clone);
+  if (rc) return -1;
   ltB_bump_version(t);
   return index_add_record(ctx, "index_add_", t, src, t, index, d, base);
 }
@@ -440,7 +447,13 @@ static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor 
     }
     ltK_kernels(r)->copy(ctx, r, t);
   }
-  ltK_kernels(r)->scatter(ctx, r, d, index, src ? src : val, add, base);
+  lt_tensor *clone = NULL;   /* a source in t's memory, written in place, is read as it was */
+  if (!out && src && src->storage == t->storage && ltO_ew_data_clone(ctx, &clone, src)) {
+    lt_release(val);
+    return -1;
+  }
+  ltK_kernels(r)->scatter(ctx, r, d, index, clone ? clone : src ? src : val, add, base);
+  lt_release(clone);
   lt_release(val);
   if (!out) ltB_bump_version(t);
   const ltG_node_type *type = add ? &scatter_add_type : src ? &scatter_src_type
