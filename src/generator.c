@@ -46,12 +46,16 @@ uint64_t ltB_next_below(lt_generator *g, uint64_t n) {
   return r % n;
 }
 
+void ltB_normal_pair(const double u[2], double *z, bool two) {
+  double r = sqrt(-2.0 * log(u[0]));
+  z[0] = r * cos(2.0 * M_PI * u[1]);
+  if (two) z[1] = r * sin(2.0 * M_PI * u[1]);
+}
+
 void ltB_fill_normal(lt_generator *g, double *out, int64_t n) {
   for (int64_t i = 0; i < n; i += 2) {
-    double u1 = 1.0 - ltB_next_double(g);   /* (0, 1] keeps log finite */
-    double u2 = ltB_next_double(g);
-    double r = sqrt(-2.0 * log(u1));
-    out[i] = r * cos(2.0 * M_PI * u2);
-    if (i + 1 < n) out[i + 1] = r * sin(2.0 * M_PI * u2);
+    double u[2];
+    ltB_normal_draws(g, u);
+    ltB_normal_pair(u, out + i, i + 1 < n);
   }
 }

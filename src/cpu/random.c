@@ -4,7 +4,6 @@
 ** logical (row-major) order, so a result depends only on the generator state and the shape,
 ** never on strides or thread count.
 */
-#include <math.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -93,11 +92,11 @@ static void normal_pairs(int64_t p0, int64_t p1, void *ud) {
   const normal_job *j = ud;
   for (int64_t p = p0; p < p1; p++) {
     int64_t i = 2 * p;
-    double u1 = j->u[i], u2 = j->u[i + 1];
-    double r = sqrt(-2.0 * log(u1));
-    put(j->out + i * j->es, j->dt, j->mean + j->std * (r * cos(2.0 * M_PI * u2)));
-    if (i + 1 < j->n)
-      put(j->out + (i + 1) * j->es, j->dt, j->mean + j->std * (r * sin(2.0 * M_PI * u2)));
+    bool two = i + 1 < j->n;
+    double z[2];
+    ltB_normal_pair(j->u + i, z, two);
+    put(j->out + i * j->es, j->dt, j->mean + j->std * z[0]);
+    if (two) put(j->out + (i + 1) * j->es, j->dt, j->mean + j->std * z[1]);
   }
 }
 
@@ -113,10 +112,7 @@ void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator
   char *base = ltB_ptr(t);
   for (int64_t done = 0; done < n; done += NORMAL_BLOCK) {
     int64_t m = ltC_min(NORMAL_BLOCK, n - done), pairs = (m + 1) / 2;
-    for (int64_t i = 0; i < 2 * pairs; i += 2) {   /* ltB_fill_normal's order of draws */
-      u[i] = 1.0 - ltB_next_double(g);
-      u[i + 1] = ltB_next_double(g);
-    }
+    for (int64_t i = 0; i < 2 * pairs; i += 2) ltB_normal_draws(g, u + i);
     normal_job j = {.u = u, .out = base + done * es, .dt = t->dtype, .es = es, .n = m,
                     .mean = mean, .std = std};
     ltB_parallel_for(ctx, pairs, 512, normal_pairs, &j);
