@@ -71,15 +71,9 @@ static int copy_impl(lt_ctx *ctx, const char *op, lt_tensor *dst, lt_tensor *src
   if (overlap_ok ? ltB_check_fill_from(ctx, op, dst, src)
                  : ltB_check_inplace_from(ctx, op, dst, src))
     return -1;
-  /* a source that shares dst's memory in other places (x:copy_(x:t())) is read from a copy of
-  ** its values, as the binary in-place ops read an overlapping operand: written in place, the
-  ** elements written first were read again as source */
-  lt_tensor *from = src, *clone = NULL;
-  if (src->storage == dst->storage && !ltO_ew_same_view(dst, src)) {
-    if (ltO_ew_data_clone(ctx, &clone, src)) return -1;
-    from = clone;
-  }
-  int rc = ltD_copy_across(ctx, dst, from);
+  lt_tensor *clone;   /* x:copy_(x:t()) reads x as it was */
+  if (ltO_ew_unaliased(ctx, dst, src, false, &clone)) return -1;
+  int rc = ltD_copy_across(ctx, dst, clone ? clone : src);
   lt_release(clone);
   if (rc) return -1;
   ltB_bump_version(dst);

@@ -140,7 +140,7 @@ lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v) {
   return &sb->t;
 }
 
-bool ltO_ew_same_view(const lt_tensor *a, const lt_tensor *b) {
+static bool same_view(const lt_tensor *a, const lt_tensor *b) {
   if (a->storage != b->storage || a->offset != b->offset || a->dtype != b->dtype ||
       !ltB_same_shape(a, b))
     return false;
@@ -154,6 +154,13 @@ int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t) {
   if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
   ltK_kernels(t)->copy(ctx, *out, t);
   return 0;
+}
+
+int ltO_ew_unaliased(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src, bool always,
+                     lt_tensor **clone) {
+  *clone = NULL;
+  if (src->storage != dst->storage || (!always && same_view(dst, src))) return 0;
+  return ltO_ew_data_clone(ctx, clone, src);
 }
 
 /* new ref of t converted to dt (t itself when it already has it); no autograd */
@@ -565,10 +572,8 @@ static int binary_inplace(lt_ctx *ctx, enum lt_binop op, lt_tensor *a, lt_tensor
   bool need_a = false, need_b = false;
   if (grad) bin_needs(op, a->requires_grad, b->requires_grad, &need_a, &need_b);
   lt_tensor *bk = b, *bcopy = NULL, *aold = NULL;
-  if (scal != BIN_B_NUMBER && b->storage == a->storage && (!ltO_ew_same_view(a, b) || need_b)) {
-    if (ltO_ew_data_clone(ctx, &bcopy, b)) return -1;
-    bk = bcopy;
-  }
+  if (scal != BIN_B_NUMBER && ltO_ew_unaliased(ctx, a, b, need_b, &bcopy)) return -1;
+  if (bcopy) bk = bcopy;
   if (need_a && ltO_ew_data_clone(ctx, &aold, a)) {
     lt_release(bcopy);
     return -1;

@@ -35,8 +35,12 @@ lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int);
 bool ltO_ew_can_cast(lt_dtype from, lt_dtype to);
 /* A plain copy of t's values (contiguous, no autograd). */
 int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
-/* a and b are the same elements in the same places (storage, offset, dtype, shape, strides) */
-bool ltO_ew_same_view(const lt_tensor *a, const lt_tensor *b);
+/* For an in-place write of dst from src: *clone is NULL and src is read as it is, or, when src
+** lies in dst's memory in other places (or at all, with always), *clone is a plain copy of
+** src's values to read instead (the caller releases it), so that no element is read after
+** being written. */
+int ltO_ew_unaliased(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src, bool always,
+                     lt_tensor **clone);
 /* New ref of t converted to dt (t itself when it already has it); no autograd. */
 int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */

@@ -275,10 +275,9 @@ int lt_index_add_(lt_ctx *ctx, lt_tensor *t, int dim, lt_tensor *index, lt_tenso
       ltB_check_inplace_from(ctx, "index_add_", t, src))
     return -1;
   /* a source in t's memory is read as it was (a row added in may be one written before) */
-  lt_tensor *from = src, *clone = NULL;
-  if (src->storage == t->storage && ltO_ew_data_clone(ctx, &clone, src)) return -1;
-  if (clone) from = clone;
-  int rc = run_index_add(ctx, "index_add_", t, d, index, from, base);
+  lt_tensor *clone;
+  if (ltO_ew_unaliased(ctx, t, src, true, &clone)) return -1;
+  int rc = run_index_add(ctx, "index_add_", t, d, index, clone ? clone : src, base);
   lt_release(clone);
   if (rc) return -1;
   ltB_bump_version(t);
@@ -448,7 +447,7 @@ static int scatter_impl(lt_ctx *ctx, const char *op, lt_tensor **out, lt_tensor 
     ltK_kernels(r)->copy(ctx, r, t);
   }
   lt_tensor *clone = NULL;   /* a source in t's memory, written in place, is read as it was */
-  if (!out && src && src->storage == t->storage && ltO_ew_data_clone(ctx, &clone, src)) {
+  if (!out && src && ltO_ew_unaliased(ctx, t, src, true, &clone)) {
     lt_release(val);
     return -1;
   }
