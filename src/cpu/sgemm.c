@@ -22,8 +22,9 @@
 ** streamed (the order of the loops before) made a 1024^3 product 10-20% slower here. Ragged
 ** edges compute a whole tile and store the part that exists with masks, but a last panel of
 ** at most half a tile's columns or a last strip of at most half its rows runs half the tile
-** (N = 10 took as long as N = 32, and a convolution's 6 channels as 12), and at AVX-512 a last
-** strip of 7 or 8 rows runs 8 (an MLP's batch of 128: its forward and dX products 2-3% faster).
+** (N = 10 took as long as N = 32, and a convolution's 6 channels as 12), and one of at most two
+** thirds of them two thirds (an MLP's batch of 128 at AVX-512: its forward and dX products 2-3%
+** faster).
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
@@ -224,6 +225,22 @@ GEMM_INLINE void pack_b(tpose_fn tpose, int lanes, float *pb, const float *b, in
   }
 }
 
+/* The tile of rows x cols a strip and a panel leave, run by LOOP(R, V, ...) for the smallest R
+** of half, two thirds or all of the MR rows, and V one or two of the panel's vectors of W
+** columns (constants, one instance each): the tile loops of both ISA levels. Batches of 128 or
+** 512 rows end in a strip of 8 at AVX-512 (12 computed 3% more rows at 128), of 64, 256 or
+** 1024 in one of 4 at AVX2. */
+#define RUN_TILE(LOOP, MR, W, rows, cols, ...)                                         \
+  do {                                                                                 \
+    bool one_ = (cols) <= (W);                                                         \
+    if ((rows) <= (MR) / 2)                                                            \
+      one_ ? LOOP((MR) / 2, 1, __VA_ARGS__) : LOOP((MR) / 2, 2, __VA_ARGS__);          \
+    else if ((rows) <= 2 * (MR) / 3)                                                   \
+      one_ ? LOOP(2 * (MR) / 3, 1, __VA_ARGS__) : LOOP(2 * (MR) / 3, 2, __VA_ARGS__);  \
+    else                                                                               \
+      one_ ? LOOP((MR), 1, __VA_ARGS__) : LOOP((MR), 2, __VA_ARGS__);                  \
+  } while (0)
+
 /* The loops around a kernel. kern(kc, pa, pb, bs, c, ldc, alpha, beta, rows, cols) adds one
 ** tile, reading row k of B's panel at pb + k bs; pa and pb hold the packed blocks. */
 typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
@@ -359,17 +376,7 @@ static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-  bool half_r = rows <= MR5 / 2, half_c = cols <= 16;
-  if (half_r && half_c)
-    tile5_loop(MR5 / 2, 1, kc, pa, pb, bs, lo, hi);
-  else if (half_r)
-    tile5_loop(MR5 / 2, 2, kc, pa, pb, bs, lo, hi);
-  else if (half_c)
-    tile5_loop(MR5, 1, kc, pa, pb, bs, lo, hi);
-  else if (rows <= 8)   /* a batch of 128 or 512 rows ends in a strip of 8, 3% of 128 */
-    tile5_loop(8, 2, kc, pa, pb, bs, lo, hi);
-  else
-    tile5_loop(MR5, 2, kc, pa, pb, bs, lo, hi);
+  RUN_TILE(tile5_loop, MR5, 16, rows, cols, kc, pa, pb, bs, lo, hi);
   __m512 al = _mm512_set1_ps(alpha);
   __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
   __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
@@ -509,15 +516,7 @@ static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, 
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  bool half_r = rows <= MR2 / 2, half_c = cols <= 8;
-  if (half_r && half_c)
-    tile2_loop(MR2 / 2, 1, kc, pa, pb, bs, lo, hi);
-  else if (half_r)
-    tile2_loop(MR2 / 2, 2, kc, pa, pb, bs, lo, hi);
-  else if (half_c)
-    tile2_loop(MR2, 1, kc, pa, pb, bs, lo, hi);
-  else
-    tile2_loop(MR2, 2, kc, pa, pb, bs, lo, hi);
+  RUN_TILE(tile2_loop, MR2, 8, rows, cols, kc, pa, pb, bs, lo, hi);
   __m256 al = _mm256_set1_ps(alpha);
   bool full0 = cols >= 8, full1 = cols >= 16;
   __m256i m0 = lanes2(cols), m1 = lanes2(cols - 8);
