@@ -22,15 +22,15 @@
 ** streamed (the order of the loops before) made a 1024^3 product 10-20% slower here. Ragged
 ** edges compute a whole tile and store the part that exists with masks, but a last panel of
 ** at most half a tile's columns or a last strip of at most half its rows runs half the tile
-** (N = 10 took as long as N = 32, and a convolution's 6 channels as 12), and one of at most two
-** thirds of them two thirds (an MLP's batch of 128 at AVX-512: its forward and dX products 2-3%
-** faster).
+** (N = 10 took as long as N = 32, and a convolution's 6 channels as 12), and one of at most
+** two thirds of them two thirds (an MLP's batch of 128 at AVX-512: its forward and dX products
+** 2-3% faster).
 **
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
-** (or, by dots, one per vector lane and stretch of DOTS_K, the lanes' fixed sum), then C = alpha * sum +
-** beta * C (beta = 0 never reads C): the bits do not depend on where a tile or a block starts,
-** so on how the product is cut over threads.
+** (or, by dots, one per vector lane and stretch of DOTS_K, the lanes' fixed sum), then C =
+** alpha * sum + beta * C (beta = 0 never reads C): the bits do not depend on where a tile or a
+** block starts, so on how the product is cut over threads.
 */
 #include <cblas.h>
 #include <immintrin.h>
