@@ -337,6 +337,34 @@ function lt.norm(x, p, dim, keepdim) end
 -- @treturn Tensor
 function lt.softmax(x, dim) end
 
+--- Sorted along `dim` (default the last): the values and their 1-based positions. NaN counts
+-- as the largest (last ascending, first descending); the sort is stable, equal elements keep
+-- their order (so `stable` changes nothing). Every dtype; the values' gradient goes back to
+-- the positions. Also `lt.argsort` (the positions alone).
+-- Methods: `x:sort`, `x:argsort`.
+-- @tparam Tensor x
+-- @param[opt=-1] dim number, or `{dim=, descending=false, stable=}` in place of both
+-- @tparam[opt=false] boolean descending
+-- @treturn Tensor values
+-- @treturn Tensor indices (int64, 1-based)
+-- @usage local sorted, order = x:sort(2, true)
+function lt.sort(x, dim, descending) end
+
+--- The `k` largest (or smallest) along `dim` (default the last), in order, with their 1-based
+-- positions; ties go to the earlier position and NaN counts as the largest. `k` may be 0 up
+-- to the dim's size. The values come sorted whatever `sorted` says (PyTorch leaves the order
+-- unspecified then). A few of a long row are found without sorting it.
+-- Method: `x:topk`.
+-- @tparam Tensor x
+-- @int k
+-- @param[opt=-1] dim number, or `{dim=, largest=true, sorted=true}` in place of the rest
+-- @tparam[opt=true] boolean largest
+-- @tparam[opt=true] boolean sorted
+-- @treturn Tensor values
+-- @treturn Tensor indices (int64, 1-based)
+-- @usage local probs, ids = logits:softmax(-1):topk(5)
+function lt.topk(x, k, dim, largest, sorted) end
+
 ---------------------------------------------------------------------------------------------
 --- Matrix products (float32/float64 GEMM through OpenBLAS, transposes passed as flags).
 -- @section linalg

@@ -220,6 +220,17 @@ LT_API int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim,
                      int64_t base);
 LT_API int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
                      int64_t base);
+/* a sorted along dim, ascending or descending: values and int64 indices counted from base.
+** NaN counts as the largest; the sort is stable (equal elements keep their order). */
+LT_API int lt_sort(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+                   bool descending, int64_t base);
+/* The indices of lt_sort alone. */
+LT_API int lt_argsort(lt_ctx *ctx, lt_tensor **indices, lt_tensor *a, int dim, bool descending,
+                      int64_t base);
+/* The k largest (smallest) along dim, in order, with their indices; k at most the dim's size.
+** Ties are taken in position order. */
+LT_API int lt_topk(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int64_t k,
+                   int dim, bool largest, int64_t base);
 /* sum((x - mean)^2) / max(0, N - correction); PyTorch's default correction is 1. */
 LT_API int lt_var(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
                   double correction, bool keepdim);

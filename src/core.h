@@ -353,6 +353,12 @@ typedef struct ltK_backend {
   /* y = running sum of x along dim, from the end when reverse; y is float for a float x (its
   ** dtype), int64 otherwise */
   void (*cumsum)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
+  /* the first k of each row of a along dim in ascending (descending) order, NaN the largest,
+  ** ties in position order: indices (int64) get their positions + base and values (may be
+  ** NULL) their values; both have a's shape but k along dim (k = their size there, <= a's);
+  ** `name` is for messages (out of memory) */
+  int (*sort)(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
+              const lt_tensor *a, int dim, bool descending, int64_t base);
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
   ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
@@ -509,6 +515,8 @@ void ltC_softmax(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool lo
 void ltC_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const lt_tensor *g,
                           int dim, bool log_);
 void ltC_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
+int ltC_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
+             const lt_tensor *a, int dim, bool descending, int64_t base);
 /* -- indexing, gather/scatter, masked ops, embedding */
 bool ltC_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
                      int64_t *bad, int64_t *max);

@@ -4,6 +4,7 @@
 **
 **   lt_max_dim/min_dim   values + int64 indices along one dim (MaxBackward0)
 **   lt_argmax/argmin     over all dims (flattened index) or along one dim
+**   lt_sort/topk         the first k of each row in order, with indices (the device's `sort`)
 */
 #include <stdint.h>
 
@@ -153,4 +154,68 @@ int lt_argmax(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool k
 int lt_argmin(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, const int *dim, bool keepdim,
               int64_t base) {
   return arg_search(ctx, "argmin", false, out, a, dim, keepdim, base);
+}
+
+static const ltG_node_type sort_type = {"SortBackward0", maxdim_backward, NULL};
+static const ltG_node_type topk_type = {"TopkBackward0", maxdim_backward, NULL};
+
+/* The first k along dim in order (k < 0: all of them): values (NULL for argsort) and indices,
+** a's shape but k along dim. The gradient, as max's along a dim, goes back to the positions. */
+static int sort_dim(lt_ctx *ctx, const char *op, const ltG_node_type *type, lt_tensor **values,
+                    lt_tensor **indices, lt_tensor *a, int64_t k, int dim, bool descending,
+                    int64_t base) {
+  int d;
+  if (ltB_wrap_dim(ctx, op, dim, a->ndim, &d)) return -1;
+  int64_t n = a->ndim ? a->size[d] : 1;
+  if (k < 0) k = n;
+  if (k > n)
+    return ltB_fail(ctx, "%s: selected index k out of range (k = %lld, but dim %d has %lld "
+                    "elements)", op, (long long)k, d + 1, (long long)n);
+  int64_t osize[LT_MAX_DIMS];
+  for (int i = 0; i < a->ndim; i++) osize[i] = i == d ? k : a->size[i];
+  lt_tensor *idx = NULL, *val = NULL;
+  if (ltO_empty_as(ctx, &idx, a, LT_INT64, a->ndim, osize) ||
+      (values && ltO_empty_as(ctx, &val, a, a->dtype, a->ndim, osize)))
+    goto fail;
+  if (lt_numel(idx) > 0 && ltK_kernels(a)->sort(ctx, op, val, idx, a, d, descending, base))
+    goto fail;
+  if (values && lt_dtype_is_float(a->dtype)) {
+    lt_node *node;
+    if (ltG_record(ctx, type, 1, &a, 1, &val, sizeof(ltO_dim_extra), 1, &node)) goto fail;
+    if (node) {
+      ltO_dim_extra *e = node->extra;
+      e->ndim = a->ndim;
+      for (int i = 0; i < a->ndim; i++) e->size[i] = a->size[i];
+      e->dim = d;
+      e->keepdim = true;
+      e->base = base;
+      if (ltG_save(node, 0, idx, false)) {
+        ltO_red_oom(ctx, op);
+        goto fail;
+      }
+    }
+  }
+  if (values) *values = val;
+  *indices = idx;
+  return 0;
+fail:
+  lt_release(idx);
+  lt_release(val);
+  return -1;
+}
+
+int lt_sort(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int dim,
+            bool descending, int64_t base) {
+  return sort_dim(ctx, "sort", &sort_type, values, indices, a, -1, dim, descending, base);
+}
+
+int lt_argsort(lt_ctx *ctx, lt_tensor **indices, lt_tensor *a, int dim, bool descending,
+               int64_t base) {
+  return sort_dim(ctx, "argsort", &sort_type, NULL, indices, a, -1, dim, descending, base);
+}
+
+int lt_topk(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int64_t k,
+            int dim, bool largest, int64_t base) {
+  if (k < 0) return ltB_fail(ctx, "topk: k must not be negative, got %lld", (long long)k);
+  return sort_dim(ctx, "topk", &topk_type, values, indices, a, k, dim, largest, base);
 }

@@ -118,6 +118,41 @@ local function ref_search(x, shape, dim, is_max, keepdim)
   return vals, idxs, oshape
 end
 
+-- sort along dim (NaN the largest, ties by position): flat values and 1-based indices, the
+-- first k of each row (all when k is nil)
+local function ref_sort(x, shape, dim, desc, k)
+  local n = #shape > 0 and shape[dim] or 1
+  k = k or n
+  local oshape = copy_shape(shape)
+  if #shape > 0 then oshape[dim] = k end
+  local vals, idxs = {}, {}
+  local kshape = copy_shape(shape)
+  if #shape > 0 then kshape[dim] = 1 end
+  each(kshape, function(idx)
+    local row, pos = {}, {}
+    local at = copy_shape(idx)
+    for i = 1, n do
+      if #shape > 0 then at[dim] = i end
+      row[i], pos[i] = x[#shape > 0 and flat_pos(shape, at) or 1], i
+    end
+    table.sort(pos, function(p, q)
+      local a, b = row[p], row[q]
+      if is_nan(a) or is_nan(b) then
+        if is_nan(a) and is_nan(b) then return p < q end
+        return desc == is_nan(a)
+      end
+      if a ~= b then return desc == (a > b) end
+      return p < q
+    end)
+    for i = 1, k do
+      if #shape > 0 then at[dim] = i end
+      local q = #shape > 0 and flat_pos(oshape, at) or 1
+      vals[q], idxs[q] = row[pos[i]], pos[i]
+    end
+  end)
+  return vals, idxs, oshape
+end
+
 -- first best of all elements (row-major), 1-based
 local function ref_flat_best(x, is_max)
   local bv, bi = x[1], 1
@@ -727,4 +762,43 @@ case("cumsum", "cumsum along every dim, layouts, dtypes, gradients", function()
       end
     end
   end
+end)
+
+-- sort: sort, argsort and topk along a dim
+case("sort", "sort/argsort/topk along every dim: ties, NaN, layouts, dtypes, gradients", function()
+  local shape = { 2, 3, 4 }
+  for _, kind in ipairs(LAYOUTS) do
+    for _, dt in ipairs({ "float32", "float64", "int64" }) do
+      local vals = dt == "int64" and ints(24, -2, 2) or distinct(24)
+      if dt == "float64" then vals[7], vals[9], vals[20] = 0 / 0, vals[8], vals[8] end
+      local t, v = input(vals, shape, dt, kind)
+      for dim = 1, 3 do
+        for _, desc in ipairs({ false, true }) do
+          local wv, wi, osh = ref_sort(v, shape, dim, desc)
+          local sv, si = t:sort(dim, desc)
+          check(sv, osh, dt, wv, 0, "sort values " .. kind)
+          check(si, osh, "int64", wi, 0, "sort indices " .. kind)
+          check(t:argsort(dim, desc), osh, "int64", wi, 0, "argsort " .. kind)
+          wv, wi, osh = ref_sort(v, shape, dim, desc, 2)
+          local kv, ki = t:topk(2, dim, desc)
+          check(kv, osh, dt, wv, 0, "topk values " .. kind)
+          check(ki, osh, "int64", wi, 0, "topk indices " .. kind)
+        end
+      end
+    end
+    for dim = kind == "broadcast" and 2 or 1, 3 do   -- (broadcast dim 1: ties, checked above)
+      check_grad(function(x) return (x:sort(dim, true)) end,
+        function(x) return (ref_sort(x, shape, dim, true)) end, distinct(24), shape, kind,
+        "sort " .. kind)
+      check_grad(function(x) return (x:topk(2, dim, false)) end,
+        function(x) return (ref_sort(x, shape, dim, false, 2)) end, distinct(24), shape, kind,
+        "topk " .. kind)
+    end
+  end
+  local s, si = lt.tensor(4.0):sort()
+  check(s, {}, "float32", { 4 }, 0, "0-d sort")
+  check(si, {}, "int64", { 1 }, 0, "0-d sort index")
+  check(lt.zeros({ 0, 3 }):argsort(2), { 0, 3 }, "int64", {}, 0, "empty rows")
+  local b = lt.tensor({ { 1, 0, 1, 0 } }):ne(0)
+  check(b:argsort(2), { 1, 4 }, "int64", { 2, 4, 1, 3 }, 0, "bool: stable")
 end)

@@ -1,6 +1,6 @@
 /*
 ** l_reduce.c -- Lua binding of reductions, max/min/argmax, var/std, norm, logsumexp, softmax,
-** log_softmax and cumsum.
+** log_softmax, cumsum, and sort, argsort and topk.
 **
 ** Dims are Lua's (1-based, negative from the end) and are handed to the core as 0-based (or
 ** still negative) so that the core checks them and names the op in its message. A reduction
@@ -9,7 +9,8 @@
 **     x:sum()   x:sum(2)   x:sum(2, true)   x:sum({1, 2}, true)   x:sum({dim = 2, keepdim = true})
 ** sum, mean, prod, softmax, log_softmax and cumsum also take {dtype=}: the input is converted to
 ** it first, as in PyTorch. An options table holds only the keys its op takes.
-** Indices returned by max/min/argmax/argmin are 1-based, like every position in Lua.
+** Indices returned by max/min/argmax/argmin/sort/argsort/topk are 1-based, like every position
+** in Lua.
 */
 #include <math.h>
 
@@ -189,6 +190,81 @@ static int argsearch(lua_State *L, bool is_max) {
 static int l_argmax(lua_State *L) { return argsearch(L, true); }
 static int l_argmin(lua_State *L) { return argsearch(L, false); }
 
+/* The tail of sort, argsort and topk from idx: (dim?, flag?, flag2?) or an options table in
+** place of any of them, of keys `known` ({dim, flag, flag2, more...}). dim defaults to -1. */
+static int sort_args(lua_State *L, int idx, const char *op, const char *const *known, bool *flag,
+                     bool *flag2) {
+  int d = -1, opts = 0, npos = flag2 ? 3 : 2;
+  for (int i = 0; i < npos && !opts; i++) {
+    if (is_opts(L, idx + i)) {
+      opts = idx + i;
+    } else if (!lua_isnoneornil(L, idx + i)) {
+      if (i == 0)
+        d = dim_value(L, idx, op);
+      else
+        *(i == 1 ? flag : flag2) = bool_arg(L, idx + i, op, known[i]);
+    }
+  }
+  if (!opts) return d;
+  ltL_checkopts(L, opts, op, known);
+  int dims[LT_MAX_DIMS];
+  int nd = dims_field(L, opts, op, dims);
+  if (nd > 1) luaL_error(L, "%s: expected one dim, got %d", op, nd);
+  if (nd == 1) d = dims[0];
+  *flag = ltL_optbool_field(L, opts, known[1], *flag);
+  if (flag2) *flag2 = ltL_optbool_field(L, opts, known[2], *flag2);
+  for (int i = flag2 ? 3 : 2; known[i]; i++) {   /* accepted, and a boolean: stable */
+    lua_getfield(L, opts, known[i]);
+    if (!lua_isnil(L, -1)) bool_arg(L, -1, op, known[i]);
+    lua_pop(L, 1);
+  }
+  return d;
+}
+
+/* sort(dim=-1, descending=false) or {dim=, descending=, stable=}: values, indices. The sort is
+** always stable, so `stable` changes nothing. */
+static int l_sort(lua_State *L) {
+  static const char *const known[] = {"dim", "descending", "stable", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out, *idx;
+  bool desc = false;
+  int d = sort_args(L, 2, "sort", known, &desc, NULL);
+  LTL_TRY(L, ctx, lt_sort(ctx, &out, &idx, a, d, desc, 1));
+  ltL_push(L, out);
+  ltL_push(L, idx);
+  return 2;
+}
+
+static int l_argsort(lua_State *L) {
+  static const char *const known[] = {"dim", "descending", "stable", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *idx;
+  bool desc = false;
+  int d = sort_args(L, 2, "argsort", known, &desc, NULL);
+  LTL_TRY(L, ctx, lt_argsort(ctx, &idx, a, d, desc, 1));
+  ltL_push(L, idx);
+  return 1;
+}
+
+/* topk(k, dim=-1, largest=true, sorted=true) or (k, {dim=, largest=, sorted=}): values,
+** indices. They come sorted whatever `sorted` says (PyTorch leaves the order unspecified). */
+static int l_topk(lua_State *L) {
+  static const char *const known[] = {"dim", "largest", "sorted", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *out, *idx;
+  int isint;
+  lua_Integer k = lua_tointegerx(L, 2, &isint);
+  if (!isint)
+    luaL_error(L, "topk: k must be an integer, got %s",
+               lua_type(L, 2) == LUA_TNUMBER ? "a fractional number" : luaL_typename(L, 2));
+  bool largest = true, sorted = true;
+  int d = sort_args(L, 3, "topk", known, &largest, &sorted);
+  LTL_TRY(L, ctx, lt_topk(ctx, &out, &idx, a, (int64_t)k, d, largest, 1));
+  ltL_push(L, out);
+  ltL_push(L, idx);
+  return 2;
+}
+
 /* var/std(dim?, opts?) with opts {correction=1, unbiased=true, keepdim=false}; also
 ** PyTorch's positional (dim, unbiased, keepdim) and (unbiased). */
 static int varstd(lua_State *L, bool is_std) {
@@ -315,6 +391,9 @@ static const ltL_Reg reduce_regs[] = {
     {"softmax", l_softmax, BOTH},
     {"log_softmax", l_log_softmax, BOTH},
     {"cumsum", l_cumsum, BOTH},
+    {"sort", l_sort, BOTH},
+    {"argsort", l_argsort, BOTH},
+    {"topk", l_topk, BOTH},
     {NULL, NULL, 0},
 };
 

@@ -40,6 +40,10 @@ static void s_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y,
 static void s_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse) {
   PEND("cumsum");
 }
+static int s_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
+                  const lt_tensor *a, int dim, bool descending, int64_t base) {
+  return FAIL(ctx, name);
+}
 static bool s_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
                           int64_t *bad, int64_t *max) {
   PEND("indexing");
@@ -149,7 +153,7 @@ void ltc_stub_entries(ltK_backend *b) {
       .unary = s_unary, .ternary = s_ternary, .where = s_where, .matmul = s_matmul, .matmul_ready = s_matmul_ready,
       .reduce = s_reduce, .prod_backward = s_prod_backward, .has_nan = s_has_nan,
       .search_dim = s_search_dim, .search_flat = s_search_flat, .softmax = s_softmax,
-      .softmax_backward = s_softmax_backward, .cumsum = s_cumsum,
+      .softmax_backward = s_softmax_backward, .cumsum = s_cumsum, .sort = s_sort,
       .index_range = s_index_range, .gather = s_gather, .scatter = s_scatter,
       .masked_fill = s_masked_fill, .mask_count = s_mask_count,
       .masked_select = s_masked_select, .masked_scatter = s_masked_scatter, .conv = s_conv,

@@ -1,0 +1,221 @@
+/*
+** cpu/sort.c -- cpu kernel of sort, argsort and topk (`sort`): the first k of each row along a
+** dim in order, with their positions.
+**
+** Each element becomes an unsigned key whose integer order is the wanted order (floats by their
+** bits, sign folded; every NaN one key above +inf, as PyTorch counts NaN the largest; -0 as +0;
+** descending by complementing), paired with its position. A row is then sorted stably by key:
+** short rows by insertion, long ones by least-significant-digit radix passes of 8 bits, which
+** skip the bytes every key shares (a float32 key has four, small int64 values seven). Radix
+** beats comparison sorts here because the keys are plain integers: 1M floats in four passes.
+** A few of many (topk with k at most an eighth of n) go through a heap of k instead, ordered by
+** key and then position, so ties come out in position order as from the stable sort.
+*/
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+typedef struct item {
+  uint64_t key;
+  int64_t pos;
+} item;
+
+#define STACK_ITEMS 256   /* rows up to this long sort in a buffer on the stack */
+#define INSERTION_MAX 32  /* rows up to this long sort by insertion */
+
+typedef struct sort_job {
+  lt_dtype dt;
+  bool desc;
+  int64_t k, base;
+  atomic_bool oom;
+} sort_job;
+
+/* A float's key: its bits with the sign bit set, or all of them flipped for a negative; -0
+** gets +0's and every NaN all ones. Without branches: signs of random data mispredict. */
+static inline uint64_t key32(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  u = v == 0 ? 0 : u;
+  uint32_t k = u ^ ((uint32_t)((int32_t)u >> 31) | UINT32_C(0x80000000));
+  return v != v ? UINT32_MAX : k;
+}
+
+static inline uint64_t key64(double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  u = v == 0 ? 0 : u;
+  uint64_t k = u ^ ((uint64_t)((int64_t)u >> 63) | UINT64_C(0x8000000000000000));
+  return v != v ? UINT64_MAX : k;
+}
+
+/* The key of element i of the row at p (stride s, in elements), complemented within `all` (the
+** key's width) for a descending order. */
+static inline uint64_t key_at(lt_dtype dt, uint64_t flip, const char *p, int64_t i) {
+  uint64_t k;
+  switch (dt) {
+    case LT_FLOAT32: k = key32(((const float *)p)[i]); break;
+    case LT_FLOAT64: k = key64(((const double *)p)[i]); break;
+    case LT_INT64: k = (uint64_t)((const int64_t *)p)[i] ^ UINT64_C(0x8000000000000000); break;
+    default: k = ((const uint8_t *)p)[i]; break;
+  }
+  return k ^ flip;
+}
+
+/* The key's width in bytes, and the mask that complements it for a descending order. */
+static int key_width(lt_dtype dt) {
+  return dt == LT_FLOAT32 ? 4 : dt == LT_FLOAT64 || dt == LT_INT64 ? 8 : 1;
+}
+
+static uint64_t key_flip(const sort_job *j) {
+  int w = key_width(j->dt);
+  return !j->desc ? 0 : w == 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * w)) - 1;
+}
+
+static void insertion(item *a, int64_t n) {
+  for (int64_t i = 1; i < n; i++) {
+    item v = a[i];
+    int64_t h = i;
+    for (; h > 0 && a[h - 1].key > v.key; h--) a[h] = a[h - 1];
+    a[h] = v;
+  }
+}
+
+/* Sorts a[0, n) stably by key (tmp: room for n more); returns where the result lies. */
+static item *radix(item *a, item *tmp, int64_t n, int width) {
+  int64_t count[8][256];
+  memset(count, 0, sizeof count);
+  for (int64_t i = 0; i < n; i++)
+    for (int b = 0; b < width; b++) count[b][(a[i].key >> (8 * b)) & 255]++;
+  for (int b = 0; b < width; b++) {
+    int64_t *c = count[b];
+    if (c[(a[0].key >> (8 * b)) & 255] == n) continue;   /* every key has this byte */
+    int64_t sum = 0;
+    for (int d = 0; d < 256; d++) {
+      int64_t t = c[d];
+      c[d] = sum;
+      sum += t;
+    }
+    for (int64_t i = 0; i < n; i++) tmp[c[(a[i].key >> (8 * b)) & 255]++] = a[i];
+    item *t = a;
+    a = tmp;
+    tmp = t;
+  }
+  return a;
+}
+
+/* The order of a topk heap: key, then position. */
+static inline bool before(item x, item y) {
+  return x.key < y.key || (x.key == y.key && x.pos < y.pos);
+}
+
+/* Restores the max-heap h[0, n) below slot i. */
+static void sift(item *h, int64_t n, int64_t i) {
+  item v = h[i];
+  for (;;) {
+    int64_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && before(h[c], h[c + 1])) c++;
+    if (!before(v, h[c])) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = v;
+}
+
+/* Whether none of the 16 floats from x[i] comes before x[top], the heap's top: one vector
+** comparison, where most of a long row ends. A tie does not come before (a later position never
+** wins one); a NaN on either side says it may. */
+#define FLOAT_BLOCK(T)                                                             \
+  static bool block_##T(const T *x, int64_t i, int64_t top, bool desc) {           \
+    T t = x[top];                                                                  \
+    int before = 0;                                                                \
+    if (desc)                                                                      \
+      for (int q = 0; q < 16; q++) before |= !(x[i + q] <= t);                     \
+    else                                                                           \
+      for (int q = 0; q < 16; q++) before |= !(x[i + q] >= t);                     \
+    return !before;                                                                \
+  }
+FLOAT_BLOCK(float)
+FLOAT_BLOCK(double)
+
+/* Offers the element at position i, of key `key`, to the max-heap h of k. */
+static inline void offer(item *h, int64_t k, uint64_t key, int64_t i) {
+  if (key < h[0].key) {   /* ties go to the earlier position, already in */
+    h[0] = (item){key, i};
+    sift(h, k, 0);
+  }
+}
+
+/* The k first of the row's n elements in order into h[0, k), through a max-heap of k (k >= 1):
+** an element after the heap's top is passed over after one comparison. */
+static void select_first(const sort_job *j, const char *p, int64_t s, int64_t n, item *h) {
+  int64_t k = j->k, i;
+  lt_dtype dt = j->dt;
+  uint64_t flip = key_flip(j);
+  for (i = 0; i < k; i++) h[i] = (item){key_at(dt, flip, p, i * s), i};
+  for (int64_t r = k / 2; r-- > 0;) sift(h, k, r);
+  if (s == 1 && dt == LT_FLOAT32)
+    for (; i + 16 <= n; i += 16) {
+      if (block_float((const float *)p, i, h[0].pos, j->desc)) continue;
+      for (int q = 0; q < 16; q++) offer(h, k, key_at(LT_FLOAT32, flip, p, i + q), i + q);
+    }
+  else if (s == 1 && dt == LT_FLOAT64)
+    for (; i + 16 <= n; i += 16) {
+      if (block_double((const double *)p, i, h[0].pos, j->desc)) continue;
+      for (int q = 0; q < 16; q++) offer(h, k, key_at(LT_FLOAT64, flip, p, i + q), i + q);
+    }
+  for (; i < n; i++) offer(h, k, key_at(dt, flip, p, i * s), i);
+  for (int64_t m = k - 1; m > 0; m--) {   /* heapsort: the largest left goes last */
+    item t = h[0];
+    h[0] = h[m];
+    h[m] = t;
+    sift(h, m, 0);
+  }
+}
+
+/* operands: a (n along the dim), values (k; absent for argsort), indices (k) */
+static void sort_row(const ltC_rowit *it, char **p, void *ud) {
+  sort_job *j = ud;
+  int64_t n = it->n, k = j->k;
+  if (k == 0) return;
+  bool few = k < n && k <= n / 8;
+  int64_t need = few ? k : 2 * n;
+  item stack[2 * STACK_ITEMS], *buf = stack;
+  if (need > 2 * STACK_ITEMS && !(buf = malloc((size_t)need * sizeof(item)))) {
+    atomic_store(&j->oom, true);
+    return;
+  }
+  item *sorted = buf;
+  if (few) {
+    select_first(j, p[0], it->rs[0], n, buf);
+  } else {
+    uint64_t flip = key_flip(j);
+    for (int64_t i = 0; i < n; i++) buf[i] = (item){key_at(j->dt, flip, p[0], i * it->rs[0]), i};
+    if (n <= INSERTION_MAX)
+      insertion(buf, n);
+    else
+      sorted = radix(buf, buf + n, n, key_width(j->dt));
+  }
+  bool vals = it->nops == 3;
+  int64_t es = it->es[0], as = it->rs[0] * es, vs = vals ? it->rs[1] * es : 0;
+  int64_t *idx = (int64_t *)p[vals ? 2 : 1], is = it->rs[vals ? 2 : 1];
+  for (int64_t i = 0; i < k; i++) {
+    int64_t pos = sorted[i].pos;
+    if (vals) memcpy(p[1] + i * vs, p[0] + pos * as, (size_t)es);
+    idx[i * is] = pos + j->base;
+  }
+  if (buf != stack) free(buf);
+}
+
+int ltC_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
+             const lt_tensor *a, int dim, bool descending, int64_t base) {
+  const lt_tensor *ops[3] = {a, values ? values : indices, indices};
+  ltC_rowit it;
+  ltC_rowit_init(&it, values ? 3 : 2, ops, dim);
+  sort_job j = {a->dtype, descending, indices->ndim ? indices->size[dim] : 1, base, false};
+  if (j.k > 0) ltC_rows_run(ctx, &it, sort_row, &j);
+  if (atomic_load(&j.oom)) return ltB_fail(ctx, "%s: out of memory", name);
+  return 0;
+}
