@@ -154,6 +154,20 @@ function lt.normal(mean, std, sizes, opts) end
 -- @treturn Tensor
 function lt.bernoulli(probs, opts) end
 
+--- `num_samples` categories drawn from each row of the weights `probs` (1-D or 2-D, float,
+-- finite, >= 0, not all zero in a row; they need not sum to 1), as 1-based positions. With
+-- replacement each draw is independent; without, each is drawn from the weights left, so a
+-- row's draws are distinct (zero weights come last, in position order). Lantern's own random
+-- stream: the same seed gives other draws than PyTorch's.
+-- Method: `probs:multinomial(...)`.
+-- @tparam Tensor probs
+-- @int num_samples
+-- @tparam[opt=false] boolean replacement
+-- @tparam[opt] table opts `{replacement=, generator=}`
+-- @treturn Tensor int64, `(num_samples)` or `(rows, num_samples)`
+-- @usage local next_id = logits:softmax(-1):multinomial(1)
+function lt.multinomial(probs, num_samples, replacement, opts) end
+
 --- Seeds the default generator of this Lua state. `lt.seed()` seeds it non-deterministically
 -- and returns the seed; `lt.initial_seed()` returns the last seed;
 -- `lt.get_rng_state()` returns the state as an int64 tensor (which `lt.save` writes) and
@@ -364,6 +378,19 @@ function lt.sort(x, dim, descending) end
 -- @treturn Tensor indices (int64, 1-based)
 -- @usage local probs, ids = logits:softmax(-1):topk(5)
 function lt.topk(x, k, dim, largest, sorted) end
+
+--- Where each of `values` would go in `sorted`'s last dim (ascending, in sort's order: NaN
+-- last): the 1-based position before every equal element, or after them with `right` (or
+-- `side = "right"`), from 1 to n + 1. `sorted` is 1-D (one sequence for all values) or has the
+-- values' leading dims (a sequence per row); the two compare in their common dtype; `values`
+-- may be a number. Also `lt.bucketize(values, boundaries, opts)`, the same with the arguments
+-- the other way round.
+-- @tparam Tensor sorted
+-- @param values Tensor or number
+-- @tparam[opt] table opts `{right=false, side="left"}`
+-- @treturn Tensor int64, values' shape
+-- @usage lt.searchsorted(lt.tensor{1, 3, 5}, lt.tensor{3, 4})   --> tensor([2, 3])
+function lt.searchsorted(sorted, values, opts) end
 
 ---------------------------------------------------------------------------------------------
 --- Matrix products (float32/float64 GEMM through OpenBLAS, transposes passed as flags).

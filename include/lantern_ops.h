@@ -231,6 +231,11 @@ LT_API int lt_argsort(lt_ctx *ctx, lt_tensor **indices, lt_tensor *a, int dim, b
 ** Ties are taken in position order. */
 LT_API int lt_topk(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int64_t k,
                    int dim, bool largest, int64_t base);
+/* int64 positions (from base) where each value of `values` would go in sorted's last dim,
+** which is ascending (NaN the largest): before every equal element, or after them when right.
+** sorted is 1-d or has the values' leading dims; the two are compared in their common dtype. */
+LT_API int lt_searchsorted(lt_ctx *ctx, lt_tensor **out, lt_tensor *sorted, lt_tensor *values,
+                           bool right, int64_t base);
 /* sum((x - mean)^2) / max(0, N - correction); PyTorch's default correction is 1. */
 LT_API int lt_var(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, int ndims, const int *dims,
                   double correction, bool keepdim);

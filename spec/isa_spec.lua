@@ -550,6 +550,71 @@ print(table.concat(out, " "))
   end)
 end)
 
+describe("largest and smallest of float rows", function()
+  -- amax/amin over all elements and along rows (cpu/extreme.c at each level), float32 and
+  -- float64, rows of every length around the vector widths, with signed zeros, infinities,
+  -- subnormals and NaN at every position of a block: each level must give the bits of a
+  -- plain-Lua reference (+0 above -0) and so of every other level.
+  it("give the reference's bits at every ISA level the CPU supports", function()
+    local EXTREMES = [[
+local lt = require "lantern"
+lt.manual_seed(3)
+local function key(v) return v ~= v and "nan" or v == 0 and (1 / v > 0 and "+0" or "-0") or string.format("%a", v) end
+local function ref(list, is_max)
+  local m
+  for _, v in ipairs(list) do
+    if v ~= v then return 0 / 0 end
+    if m == nil or (is_max and (v > m or (v == 0 and m == 0 and 1 / m < 0)))
+        or (not is_max and (v < m or (v == 0 and m == 0 and 1 / m > 0))) then m = v end
+  end
+  return m
+end
+local bad = {}
+local out = {}
+for _, dt in ipairs { "float32", "float64" } do
+  for _, n in ipairs { 1, 3, 4, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000 } do
+    for trial = 1, 6 do
+      local v = (lt.randn(n, { dtype = "float64" }) * 1e3):tolist()
+      if trial == 2 then for i = 1, n do v[i] = (i % 2 == 0) and 0.0 or -0.0 end end
+      if trial == 3 then for i = 1, n do v[i] = -0.0 end v[(n * 7) // 9 + 1] = 0.0 end
+      if trial == 4 then v[(n * 5) // 7 + 1] = 0 / 0 end
+      if trial == 5 then v[n] = 1 / 0; v[1] = -1 / 0; v[(n + 1) // 2] = 1e-310 end
+      if trial == 6 then for i = 1, n do v[i] = -1e-42 * i end end
+      local t = lt.tensor(v, { dtype = dt })
+      local list = t:tolist()
+      for _, is_max in ipairs { true, false } do
+        local name = is_max and "amax" or "amin"
+        local want = key(ref(list, is_max))
+        local got = { key(t[name](t):item()), key(t:reshape(1, n)[name](t:reshape(1, n), 2):item()),
+          key(t:reshape(n, 1)[name](t:reshape(n, 1), 1):item()) }
+        -- as columns of a matrix (the column fold), and along a strided row
+        local cols = t:reshape(n, 1):expand(n, 40):contiguous()
+        for _, c in ipairs(cols[name](cols, 1):narrow(1, 1, 3):tolist()) do got[#got + 1] = key(c) end
+        got[#got + 1] = key(cols:t()[name](cols:t(), 2)[2]:item())
+        for _, g in ipairs(got) do
+          if g ~= want then bad[#bad + 1] = string.format("%s %s n=%d trial %d: %s, want %s", dt, name, n, trial, g, want) end
+        end
+        out[#out + 1] = got[1]
+      end
+    end
+  end
+end
+print(#bad == 0 and "ok" or table.concat(bad, "\n"))
+print(table.concat(out, " "))
+]]
+    local supported = support.isa_levels()
+    local base, err = run_script(EXTREMES, "LANTERN_ISA=sse4")
+    assert.are.equal("", err)
+    assert.are.equal("ok", base:match("^[^\n]*"))
+    for _, isa in ipairs { "avx2", "avx512" } do
+      if supported[isa] then
+        local out = run_script(EXTREMES, "LANTERN_ISA=" .. isa)
+        assert.are.equal(base, out, isa)
+      end
+    end
+  end)
+end)
+
 describe("float32 convolution", function()
   -- Image rows of every width against kernels, paddings, strides and dilations: the AVX2 row
   -- copies of im2col (whole vectors that run on into the next row) and row sums of col2im

@@ -356,6 +356,103 @@ describe("random tensors", function()
     assert.matches("bernoulli: probabilities must be in %[0, 1%]", err_of(lt.bernoulli, lt.tensor({ 1.5 })))
   end)
 
+  describe("multinomial", function()
+    -- counts of each category (1-based) in the int64 tensor t
+    local function counts(t, n)
+      local c = {}
+      for i = 1, n do c[i] = 0 end
+      for _, v in ipairs(t:reshape(-1):tolist()) do c[v] = c[v] + 1 end
+      return c
+    end
+
+    it("draws with replacement in proportion to the weights, never a zero weight", function()
+      lt.manual_seed(21)
+      for _, dt in ipairs({ "float32", "float64" }) do
+        local w = { 0.0, 1.0, 0.0, 3.0, 6.0, 0.0 }   -- unnormalised, zeros at both ends
+        local draws = lt.tensor(w, { dtype = dt }):multinomial(100000, true)
+        assert.are.equal("int64", draws.dtype)
+        assert.are.same({ 100000 }, draws:size())
+        local c = counts(draws, 6)
+        for i, wi in ipairs(w) do
+          local p = wi / 10
+          local sd = math.sqrt(100000 * p * (1 - p))
+          assert.is_true(math.abs(c[i] - 100000 * p) <= 5 * sd + 1e-9,
+            string.format("%s category %d: %d draws, expected about %g", dt, i, c[i], 1e5 * p))
+        end
+      end
+      -- rows draw from their own weights
+      local rows = lt.tensor({ { 1.0, 0.0, 0.0 }, { 0.0, 0.0, 2.0 } })
+        :multinomial(7, { replacement = true })
+      assert.are.same({ { 1, 1, 1, 1, 1, 1, 1 }, { 3, 3, 3, 3, 3, 3, 3 } }, rows:tolist())
+    end)
+
+    it("draws without replacement as one draw after another from the weights left", function()
+      lt.manual_seed(22)
+      local p = { 0.1, 0.2, 0.7 }
+      local s = lt.tensor(p):expand(40000, 3):contiguous():multinomial(2)
+      assert.are.same({ 40000, 2 }, s:size())
+      local first, second = counts(s:select(2, 1), 3), counts(s:select(2, 2), 3)
+      for i = 1, 3 do
+        local want2 = 0   -- P(second = i) = sum over j ~= i of p_j p_i / (1 - p_j)
+        for j = 1, 3 do if j ~= i then want2 = want2 + p[j] * p[i] / (1 - p[j]) end end
+        for _, c in ipairs({ { first[i], p[i] }, { second[i], want2 } }) do
+          local sd = math.sqrt(40000 * c[2] * (1 - c[2]))
+          assert.is_true(math.abs(c[1] - 40000 * c[2]) <= 5 * sd,
+            string.format("category %d: %d, expected about %g", i, c[1], 40000 * c[2]))
+        end
+      end
+      for _, row in ipairs(s:narrow(1, 1, 200):tolist()) do assert.are_not.equal(row[1], row[2]) end
+      -- every category once; zero weights after the others, in position order
+      local all = lt.tensor({ 0.0, 5.0, 0.0, 1.0, 0.0 }):multinomial(5):tolist()
+      assert.are.same({ 1, 3, 5 }, { all[3], all[4], all[5] })
+      table.sort(all)
+      assert.are.same({ 1, 2, 3, 4, 5 }, all)
+    end)
+
+    it("follows its generator, the same at any thread count", function()
+      local w = lt.rand(300, 50) + 0.01
+      local before = lt.get_num_threads()
+      local res = {}
+      for _, nt in ipairs({ 1, 2 }) do
+        lt.set_num_threads(nt)
+        res[nt] = { w:multinomial(5, { generator = lt.Generator(7) }),
+          w:multinomial(9, true, { generator = lt.Generator(7) }) }
+      end
+      lt.set_num_threads(before)
+      assert.is_true(res[1][1]:equal(res[2][1]))
+      assert.is_true(res[1][2]:equal(res[2][2]))
+      local again = w:multinomial(5, { generator = lt.Generator(7) })
+      assert.is_true(again:equal(res[1][1]))
+      assert.is_false(w:multinomial(5, { generator = lt.Generator(8) }):equal(res[1][1]))
+    end)
+
+    it("refuses what PyTorch refuses, with its messages", function()
+      local function err(f) local ok, e = pcall(f); assert.is_false(ok); return tostring(e) end
+      local t = lt.tensor({ 1.0, 2.0 })
+      assert.matches("contains either `inf`, `nan` or element < 0",
+        err(function() return lt.tensor({ 1.0, -1.0 }):multinomial(1) end))
+      assert.matches("contains either `inf`, `nan` or element < 0",
+        err(function() return lt.tensor({ 1.0, 0 / 0 }):multinomial(1, true) end))
+      assert.matches("contains either `inf`, `nan` or element < 0",
+        err(function() return lt.tensor({ 1.0, 1 / 0 }):multinomial(1) end))
+      assert.matches("sum of probabilities <= 0",
+        err(function() return lt.tensor({ { 1.0, 0.0 }, { 0.0, 0.0 } }):multinomial(1) end))
+      assert.matches("cannot sample n_sample > prob_dist.size%(%-1%) samples without replacement",
+        err(function() return t:multinomial(3) end))
+      assert.matches("cannot sample n_sample <= 0 samples",
+        err(function() return t:multinomial(0) end))
+      assert.matches("prob_dist must be 1 or 2 dim, got 3%-d",
+        err(function() return lt.ones(2, 2, 2):multinomial(1) end))
+      assert.matches("only supports floating%-point dtypes for input, got: int64",
+        err(function() return lt.tensor({ 1, 2 }):multinomial(1) end))
+      assert.matches("unknown option 'replace'",
+        err(function() return t:multinomial(1, { replace = true }) end))
+      assert.matches("num_samples must be an integer",
+        err(function() return t:multinomial(1.5) end))
+      assert.are.same({ 0, 2 }, lt.zeros(0, 3):multinomial(2):size())
+    end)
+  end)
+
   it("randint and randperm", function()
     lt.manual_seed(9)
     local r = lt.randint(10, { 20000 })

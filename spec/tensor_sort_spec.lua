@@ -331,3 +331,106 @@ describe("sort and topk arguments", function()
       "expected one dim")
   end)
 end)
+
+describe("searchsorted and bucketize", function()
+  -- the 1-based insertion position of v in the ascending list s, in sort's order
+  local function ref_pos(s, v, right)
+    local r = 1
+    for i = 1, #s do
+      local a, an = rank(s[i])
+      local b, bn = rank(v)
+      local below = an < bn or (an == bn and a < b)
+      local equal = an == bn and a == b
+      if below or (right and equal) then r = i + 1 end
+    end
+    return r
+  end
+
+  it("gives the positions of the plain reference for both sides, dtypes and layouts", function()
+    for _, dtype in ipairs({ "float32", "float64", "int64" }) do
+      for _, n in ipairs({ 1, 2, 7, 64, 300 }) do
+        local seq = lt.tensor(values_for(dtype, 3 * n, n + 1), { dtype = dtype }):reshape(3, n)
+        seq = seq:sort(2)
+        local vals = lt.tensor(values_for(dtype, 3 * 40, n + 2), { dtype = dtype }):reshape(3, 40)
+        vals = vals:narrow(2, 1, 20) * 1   -- ties with the sequence: some values are its own
+        vals = lt.cat({ vals, seq:narrow(2, 1, math.min(n, 5)) }, 2)
+        local srows, vrows = rows_of(seq), rows_of(vals)
+        for _, right in ipairs({ false, true }) do
+          -- rows against rows, the sequence's rows strided, the values transposed and back
+          local got = {
+            lt.searchsorted(seq, vals, { right = right }),
+            lt.searchsorted(seq:t():contiguous():t(), vals, { side = right and "right" or "left" }),
+            lt.searchsorted(seq, vals:t():contiguous():t(), { right = right }),
+          }
+          for r = 1, 3 do
+            local want = {}
+            for i, v in ipairs(vrows[r]) do want[i] = ref_pos(srows[r], v, right) end
+            for k, g in ipairs(got) do
+              check_list(rows_of(g)[r], want, string.format("%s n %d right %s row %d form %d",
+                dtype, n, tostring(right), r, k))
+            end
+          end
+          -- one sequence for every row of values, and a number
+          local one = lt.searchsorted(seq[2], vals, { right = right })
+          for r = 1, 3 do
+            local want = {}
+            for i, v in ipairs(vrows[r]) do want[i] = ref_pos(srows[2], v, right) end
+            check_list(rows_of(one)[r], want, dtype .. " shared sequence row " .. r)
+          end
+          local v1 = vrows[1][1]
+          if v1 == v1 then
+            local p = lt.searchsorted(seq[1], v1, { right = right })
+            assert.are.same({}, p:size())
+            assert.are.equal(ref_pos(srows[1], v1, right), p:item())
+          end
+        end
+      end
+    end
+  end)
+
+  it("places NaN last and -0 with +0, as sort orders them, and bucketizes", function()
+    local s = lt.tensor({ -1.0, -0.0, 0.0, 2.0, 0 / 0 })
+    check_list(lt.searchsorted(s, lt.tensor({ 0.0, -0.0, 0 / 0, 3.0, -5.0 })):tolist(),
+      { 2, 2, 5, 5, 1 }, "left")
+    check_list(lt.searchsorted(s, lt.tensor({ 0.0, -0.0, 0 / 0, 3.0, -5.0 }), { right = true })
+      :tolist(), { 4, 4, 6, 5, 1 }, "right")
+    -- positions into a sorted copy put each element at its own rank
+    local x = lt.tensor(values_for("float32", 500, 3))
+    local sorted = x:sort()
+    local pos = lt.searchsorted(sorted, x, { right = true })
+    local back, xs = sorted:gather(1, pos - 1):tolist(), x:tolist()
+    for i = 1, #xs do   -- equal values (-0 and +0 among them), or both NaN
+      assert.is_true(back[i] == xs[i] or (back[i] ~= back[i] and xs[i] ~= xs[i]), "element " .. i)
+    end
+    -- mixed dtypes compare in the common one; bucketize takes the arguments the other way
+    check_list(lt.searchsorted(lt.tensor({ 1, 2, 3 }), lt.tensor({ 2.5, 2.0 })):tolist(), { 3, 2 },
+      "int64 sequence, float values")
+    local b = lt.tensor({ 1.0, 3.0, 5.0 })
+    local v = lt.tensor({ { 0.0, 1.0, 4.0 }, { 5.0, 6.0, 3.0 } })
+    assert.is_true(lt.bucketize(v, b):equal(lt.searchsorted(b, v)))
+    local right = { right = true }
+    assert.is_true(lt.bucketize(v, b, right):equal(lt.searchsorted(b, v, right)))
+    check_list(lt.bucketize(v, b):reshape(-1):tolist(), { 1, 1, 3, 3, 4, 2 }, "bucketize")
+    assert.are.same({ 0 }, lt.searchsorted(b, lt.zeros(0)):size())
+  end)
+
+  it("refuse bad arguments, naming the op and what was expected", function()
+    local s = lt.tensor({ 1.0, 2.0, 3.0 })
+    support.expect_error(function() return lt.searchsorted(lt.zeros(2, 3), lt.zeros(3, 1)) end,
+      "searchsorted", "1-d or have the values' leading dims", "[2, 3]", "[3, 1]")
+    support.expect_error(function() return lt.searchsorted(lt.tensor(1.0), lt.zeros(3)) end,
+      "searchsorted", "at least one dimension")
+    support.expect_error(function() return lt.searchsorted(s, 2, { side = "middle" }) end,
+      "searchsorted", "side must be \"left\" or \"right\"", "middle")
+    support.expect_error(function()
+      return lt.searchsorted(s, 2, { side = "left", right = true })
+    end,
+      "searchsorted", "can't be set to opposites")
+    support.expect_error(function() return lt.bucketize(s, s, { sid = "left" }) end,
+      "bucketize", "unknown option 'sid'")
+    support.expect_error(function() return lt.searchsorted(s, "x") end, "searchsorted",
+      "Tensor or number expected")
+    support.expect_error(function() return lt.searchsorted(s, 2, true) end, "searchsorted",
+      "options table expected")
+  end)
+end)

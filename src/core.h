@@ -359,6 +359,12 @@ typedef struct ltK_backend {
   ** `name` is for messages (out of memory) */
   int (*sort)(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
               const lt_tensor *a, int dim, bool descending, int64_t base);
+  /* out (int64, values' shape) = where each value goes in its row of sorted (the last dim,
+  ** ascending in sort's order): the first position whose element is not below it (after every
+  ** equal one when right), + base. sorted has values' leading dims (stride 0 where shared) and
+  ** its own length along the last; both one dtype; a 0-d values is one row of one */
+  void (*searchsorted)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
+                       const lt_tensor *values, bool right, int64_t base);
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
   ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
@@ -517,6 +523,8 @@ void ltC_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const 
 void ltC_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 int ltC_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
              const lt_tensor *a, int dim, bool descending, int64_t base);
+void ltC_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
+                      const lt_tensor *values, bool right, int64_t base);
 /* -- indexing, gather/scatter, masked ops, embedding */
 bool ltC_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
                      int64_t *bad, int64_t *max);

@@ -62,5 +62,12 @@ int ltO_randint_(lt_ctx *ctx, lt_tensor *t, int64_t lo, int64_t hi, lt_generator
 int ltO_bernoulli_(lt_ctx *ctx, lt_tensor *t, double p, lt_generator *gen);
 /* A random permutation of 0..n-1 as int64. */
 int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen);
+/* num categories drawn from each row of the weights probs (1-d or 2-d, float, finite, >= 0,
+** each row's sum > 0), with or without replacement: int64 positions counted from base, of
+** shape (num) or (rows, num). */
+int ltO_multinomial(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, int64_t num,
+                    bool replacement, lt_generator *gen, int64_t base);
+/* Whether every element of the bool tensor t is true, reduced on t's device. */
+int ltO_all_true(lt_ctx *ctx, lt_tensor *t, bool *res);
 
 #endif

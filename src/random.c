@@ -1,6 +1,7 @@
 /*
 ** random.c -- the op layer of the random fills, whose device kernels (cpu/random.c) draw from
-** the host's generator (generator.c) in logical (row-major) order.
+** the host's generator (generator.c) in logical (row-major) order, and of multinomial, made of
+** other ops (so that it runs on every device that has them).
 */
 #include <math.h>
 #include <stdlib.h>
@@ -74,4 +75,114 @@ int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen) {
   ltK_kernels(t)->randperm(t, gen ? gen : ctx->gen);
   *out = t;
   return 0;
+}
+
+int ltO_all_true(lt_ctx *ctx, lt_tensor *t, bool *res) {
+  lt_tensor *r, *h;
+  if (lt_reduce(ctx, &r, LT_RALL, t, 0, NULL, false)) return -1;
+  int rc = lt_to_device(ctx, &h, r, LT_CPU, 0);
+  lt_release(r);
+  if (rc) return -1;
+  *res = *(const uint8_t *)lt_data(h) != 0;
+  lt_release(h);
+  return 0;
+}
+
+/* Whether every weight is finite and >= 0 (the smallest >= 0, which NaN fails, and the
+** largest < inf) and every row's sum > 0. */
+static int check_weights(lt_ctx *ctx, lt_tensor *p, bool *finite, bool *positive) {
+  lt_tensor *t[7] = {NULL};
+  int rc = -1, last = p->ndim - 1;
+  if (lt_reduce(ctx, &t[0], LT_RAMIN, p, 0, NULL, false) ||
+      lt_reduce(ctx, &t[1], LT_RAMAX, p, 0, NULL, false) ||
+      lt_binary_scalar(ctx, &t[2], LT_GE, t[0], 0, true, false) ||
+      lt_binary_scalar(ctx, &t[3], LT_LT, t[1], INFINITY, false, false) ||
+      lt_binary(ctx, &t[4], LT_LAND, t[2], t[3]) || ltO_all_true(ctx, t[4], finite))
+    goto done;
+  if (*finite && (lt_reduce(ctx, &t[5], LT_RSUM, p, 1, &last, false) ||
+                  lt_binary_scalar(ctx, &t[6], LT_GT, t[5], 0, true, false) ||
+                  ltO_all_true(ctx, t[6], positive)))
+    goto done;
+  rc = 0;
+done:
+  for (int i = 0; i < 7; i++) lt_release(t[i]);
+  return rc;
+}
+
+/* The draws with replacement: each inverts its row's running sum at a uniform draw scaled to
+** the row's total, the first category whose running sum passes it (searchsorted, right). A
+** draw that rounds up to the total goes to the last category of positive weight. */
+static int with_replacement(lt_ctx *ctx, lt_tensor **out, lt_tensor *p, int64_t num,
+                            lt_generator *gen, int64_t base) {
+  int last = p->ndim - 1;
+  int64_t n = p->size[last], size[2] = {p->size[0], num};
+  lt_tensor *t[6] = {NULL};
+  int rc = -1;
+  if (lt_cumsum(ctx, &t[0], p, last) || lt_narrow(ctx, &t[1], t[0], last, n - 1, 1) ||
+      lt_empty_on(ctx, &t[2], LT_FLOAT64, p->ndim, size + 2 - p->ndim, lt_device(p),
+                  lt_device_index(p)) ||
+      ltO_uniform_(ctx, t[2], 0, 1, gen) || lt_binary(ctx, &t[3], LT_MUL, t[2], t[1]) ||
+      lt_searchsorted(ctx, &t[4], t[0], t[3], true, base) ||
+      lt_searchsorted(ctx, &t[5], t[0], t[1], false, base) ||
+      lt_binary(ctx, out, LT_MINIMUM, t[4], t[5]))
+    goto done;
+  rc = 0;
+done:
+  for (int i = 0; i < 6; i++) lt_release(t[i]);
+  return rc;
+}
+
+/* The draws without replacement, by a race of exponentials: with E_i = -log U_i, the num
+** smallest E_i / p_i (topk) are categories drawn one after another in proportion to the
+** weights left. U in [0, 1) makes log U < 0, so a zero weight's key is -inf, never NaN: zero
+** weights come last, in position order. */
+static int without_replacement(lt_ctx *ctx, lt_tensor **out, lt_tensor *p, int64_t num,
+                               lt_generator *gen, int64_t base) {
+  lt_tensor *t[4] = {NULL};
+  int rc = -1;
+  if (lt_empty_on(ctx, &t[0], LT_FLOAT64, p->ndim, p->size, lt_device(p), lt_device_index(p)) ||
+      ltO_uniform_(ctx, t[0], 0, 1, gen) || lt_unary(ctx, &t[1], LT_LOG, t[0], 0, 0) ||
+      lt_binary(ctx, &t[2], LT_DIV, t[1], p) ||   /* -E_i / p_i: the largest win */
+      lt_topk(ctx, &t[3], out, t[2], num, p->ndim - 1, true, base))
+    goto done;
+  rc = 0;
+done:
+  for (int i = 0; i < 4; i++) lt_release(t[i]);
+  return rc;
+}
+
+int ltO_multinomial(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, int64_t num,
+                    bool replacement, lt_generator *gen, int64_t base) {
+  if (probs->ndim != 1 && probs->ndim != 2)
+    return ltB_fail(ctx, "multinomial: prob_dist must be 1 or 2 dim, got %d-d", probs->ndim);
+  if (!lt_dtype_is_float(probs->dtype))
+    return ltB_fail(ctx, "multinomial only supports floating-point dtypes for input, got: %s",
+                    lt_dtype_name(probs->dtype));
+  if (num <= 0) return ltB_fail(ctx, "multinomial: cannot sample n_sample <= 0 samples");
+  int64_t n = probs->size[probs->ndim - 1];
+  if (!replacement && num > n)
+    return ltB_fail(ctx, "multinomial: cannot sample n_sample > prob_dist.size(-1) samples "
+                    "without replacement (%lld samples, %lld categories)", (long long)num,
+                    (long long)n);
+  lt_tensor *d = NULL, *p = NULL;
+  bool finite = true, positive = true;
+  int rc = -1;
+  if (lt_detach(ctx, &d, probs) || lt_to_dtype(ctx, &p, d, LT_FLOAT64)) goto done;
+  if (lt_numel(p) > 0 || n == 0) {
+    if (check_weights(ctx, p, &finite, &positive)) goto done;
+    if (!finite) {
+      ltB_fail(ctx, "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+      goto done;
+    }
+    if (!positive || n == 0) {
+      ltB_fail(ctx, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+      goto done;
+    }
+  }
+  rc = replacement ? with_replacement(ctx, out, p, num, gen, base)
+                   : without_replacement(ctx, out, p, num, gen, base);
+done:
+  lt_release(d);
+  lt_release(p);
+  return rc;
 }

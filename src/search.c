@@ -5,6 +5,7 @@
 **   lt_max_dim/min_dim   values + int64 indices along one dim (MaxBackward0)
 **   lt_argmax/argmin     over all dims (flattened index) or along one dim
 **   lt_sort/topk         the first k of each row in order, with indices (the device's `sort`)
+**   lt_searchsorted      where values go in sorted rows (the device's `searchsorted`)
 */
 #include <stdint.h>
 
@@ -218,4 +219,55 @@ int lt_topk(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, 
             int dim, bool largest, int64_t base) {
   if (k < 0) return ltB_fail(ctx, "topk: k must not be negative, got %lld", (long long)k);
   return sort_dim(ctx, "topk", &topk_type, values, indices, a, k, dim, largest, base);
+}
+
+/* Where each value goes in sorted's last dim: sorted is 1-d, or has values' leading dims. The
+** two are compared in their common dtype. */
+int lt_searchsorted(lt_ctx *ctx, lt_tensor **out, lt_tensor *sorted, lt_tensor *values,
+                    bool right, int64_t base) {
+  char sb[128], vb[128];
+  if (sorted->ndim == 0)
+    return ltB_fail(ctx, "searchsorted: the sorted sequence must have at least one dimension, "
+                    "got a 0-d tensor");
+  bool lead = sorted->ndim == 1;
+  if (!lead && sorted->ndim == values->ndim) {
+    lead = true;
+    for (int d = 0; d < sorted->ndim - 1; d++) lead = lead && sorted->size[d] == values->size[d];
+  }
+  if (!lead)
+    return ltB_fail(ctx, "searchsorted: the sorted sequence must be 1-d or have the values' "
+                    "leading dims, got sorted %s and values %s", LT_SHAPE(sorted, sb),
+                    LT_SHAPE(values, vb));
+  if (lt_device(sorted) != lt_device(values) ||
+      lt_device_index(sorted) != lt_device_index(values))
+    return ltB_fail(ctx, "searchsorted: expected the sorted sequence and the values on one "
+                    "device");
+  lt_dtype dt = lt_result_type(sorted, values);
+  lt_tensor *s = NULL, *v = NULL, *se = NULL, *o = NULL;
+  int rc = -1;
+  if (lt_to_dtype(ctx, &s, sorted, dt) || lt_to_dtype(ctx, &v, values, dt)) goto done;
+  /* sorted with the values' leading dims: stride 0 where a 1-d sequence serves every row */
+  int64_t size[LT_MAX_DIMS], st[LT_MAX_DIMS];
+  int nd = values->ndim ? values->ndim : 1;
+  for (int d = 0; d < nd - 1; d++) {
+    size[d] = values->size[d];
+    st[d] = sorted->ndim == 1 ? 0 : s->stride[d];
+  }
+  size[nd - 1] = s->size[s->ndim - 1];
+  st[nd - 1] = s->stride[s->ndim - 1];
+  if (!(se = ltB_alias(s, nd, size, st, s->offset))) {
+    ltO_red_oom(ctx, "searchsorted");
+    goto done;
+  }
+  if (ltO_empty_as(ctx, &o, values, LT_INT64, values->ndim, values->size)) goto done;
+  if (lt_numel(o) > 0) ltK_kernels(v)->searchsorted(ctx, o, se, v, right, base);
+  *out = o;
+  o = NULL;
+  rc = 0;
+done:
+  lt_release(s);
+  lt_release(v);
+  lt_release(se);
+  lt_release(o);
+  return rc;
 }

@@ -802,3 +802,34 @@ case("sort", "sort/argsort/topk along every dim: ties, NaN, layouts, dtypes, gra
   local b = lt.tensor({ { 1, 0, 1, 0 } }):ne(0)
   check(b:argsort(2), { 1, 4 }, "int64", { 2, 4, 1, 3 }, 0, "bool: stable")
 end)
+
+-- searchsorted: positions in sorted rows, both sides, layouts, a shared 1-d sequence
+case("searchsorted", "searchsorted/bucketize: both sides, ties, layouts, dtypes", function()
+  local shape = { 2, 3, 4 }
+  for _, kind in ipairs(LAYOUTS) do
+    for _, dt in ipairs({ "float32", "float64", "int64" }) do
+      local t, v = input(ints(24, -3, 3), shape, dt, kind)
+      local seq = t:sort(3)
+      local sv = values(seq)
+      local probe = lt.tensor({ -4, -3, 0, 1, 3, 4 }, { dtype = dt }):expand(2, 3, 6)
+      for _, right in ipairs({ false, true }) do
+        local want = {}
+        each({ 2, 3, 6 }, function(idx, q)
+          local pv = ({ -4, -3, 0, 1, 3, 4 })[idx[3]]
+          local r = 1
+          for i = 1, 4 do
+            local e = sv[flat_pos(shape, { idx[1], idx[2], i })]
+            if e < pv or (right and e == pv) then r = i + 1 end
+          end
+          want[q] = r
+        end)
+        check(lt.searchsorted(seq, probe, { right = right }), { 2, 3, 6 }, "int64", want, 0,
+          "searchsorted " .. dt .. " " .. kind)
+      end
+      local b = lt.tensor({ -1, 0, 2 }, { dtype = dt })
+      local bw = {}
+      for q, x in ipairs(v) do bw[q] = x <= -1 and 1 or x <= 0 and 2 or x <= 2 and 3 or 4 end
+      check(lt.bucketize(t, b), shape, "int64", bw, 0, "bucketize " .. dt .. " " .. kind)
+    end
+  end
+end)

@@ -1,6 +1,6 @@
 /*
-** l_random.c -- random tensors from Lua: rand/randn/randint/randperm/normal/bernoulli, the
-** in-place fills uniform_/normal_/bernoulli_/random_, and the Generator userdata with the
+** l_random.c -- random tensors from Lua: rand/randn/randint/randperm/normal/bernoulli/
+** multinomial, the in-place fills uniform_/normal_/bernoulli_/random_, and the Generator with the
 ** default generator's seeding and state functions. Random values are drawn in row-major logical
 ** order, so the same seed gives the same tensor whatever the thread count.
 */
@@ -127,18 +127,6 @@ static int first_bad_probability(lt_ctx *ctx, lt_tensor *p, int64_t *pos, double
   return 0;
 }
 
-/* Whether every element of the bool tensor t is true, reduced on t's device. */
-static int all_true(lt_ctx *ctx, lt_tensor *t, bool *res) {
-  lt_tensor *r, *h;
-  if (lt_reduce(ctx, &r, LT_RALL, t, 0, NULL, false)) return -1;
-  int rc = lt_to_device(ctx, &h, r, LT_CPU, 0);
-  lt_release(r);
-  if (rc) return -1;
-  *res = *(const uint8_t *)lt_data(h) != 0;
-  lt_release(h);
-  return 0;
-}
-
 /* *out = 1 where a uniform draw from g (one per element, in row-major order) is below probs[i]
 ** as a float64, else 0, in probs' dtype and on its device: ops only, so it runs on any device.
 ** A probability outside [0, 1] sets *bad_pos (>= 0) and *bad_value instead. */
@@ -151,7 +139,7 @@ static int bernoulli_probs(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, lt_ge
   if (lt_to_dtype(ctx, &p, probs, LT_FLOAT64) ||
       lt_binary_scalar(ctx, &ge, LT_GE, p, 0, true, false) ||
       lt_binary_scalar(ctx, &le, LT_LE, p, 1, true, false) ||
-      lt_binary(ctx, &ok, LT_LAND, ge, le) || all_true(ctx, ok, &valid))
+      lt_binary(ctx, &ok, LT_LAND, ge, le) || ltO_all_true(ctx, ok, &valid))
     goto done;
   if (!valid) {
     rc = first_bad_probability(ctx, p, bad_pos, bad_value);
@@ -450,6 +438,36 @@ static void open_generator(lua_State *L) {
   lua_setfield(L, -4, "default_generator");
   lua_pop(L, 1);   /* ctx */
 }
+/* multinomial(probs, num_samples, replacement=false, {replacement=, generator=}): categories
+** drawn from each row of the weights, as 1-based positions (ltO_multinomial). */
+static int l_multinomial(lua_State *L) {
+  static const char *const known[] = {"replacement", "generator", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *probs = ltL_check(L, 1), *out;
+  int isint;
+  lua_Integer num = lua_tointegerx(L, 2, &isint);
+  if (!isint)
+    return luaL_error(L, "multinomial: num_samples must be an integer, got %s",
+                      lua_type(L, 2) == LUA_TNUMBER ? "a fractional number" : luaL_typename(L, 2));
+  bool replacement = false;
+  int opts = 0;
+  if (lua_isboolean(L, 3)) {
+    replacement = lua_toboolean(L, 3);
+    opts = lua_isnoneornil(L, 4) ? 0 : 4;
+  } else if (!lua_isnoneornil(L, 3)) {
+    opts = 3;
+  }
+  if (opts && (!lua_istable(L, opts) || ltL_test(L, opts)))
+    return luaL_error(L, "multinomial: bad argument #%d (boolean replacement or options table "
+                      "expected, got %s)", opts, luaL_typename(L, opts));
+  ltL_cr_check_opts(L, opts, "multinomial", known);
+  if (opts) replacement = ltL_optbool_field(L, opts, "replacement", replacement);
+  LTL_TRY(L, ctx, ltO_multinomial(ctx, &out, probs, (int64_t)num, replacement,
+                                  ltL_cr_opt_gen(L, opts), 1));
+  ltL_push(L, out);
+  return 1;
+}
+
 
 void ltL_open_random(lua_State *L) {
   static const ltL_Reg regs[] = {
@@ -459,6 +477,7 @@ void ltL_open_random(lua_State *L) {
       {"randperm", l_randperm, LTL_FN},
       {"normal", l_normal, LTL_FN},
       {"bernoulli", l_bernoulli, LTL_FN | LTL_METHOD},
+      {"multinomial", l_multinomial, LTL_FN | LTL_METHOD},
       {"uniform_", t_uniform_, LTL_METHOD},
       {"normal_", t_normal_, LTL_METHOD},
       {"bernoulli_", t_bernoulli_, LTL_METHOD},

@@ -1,6 +1,6 @@
 /*
 ** l_reduce.c -- Lua binding of reductions, max/min/argmax, var/std, norm, logsumexp, softmax,
-** log_softmax, cumsum, and sort, argsort and topk.
+** log_softmax, cumsum, and sort, argsort, topk, searchsorted and bucketize.
 **
 ** Dims are Lua's (1-based, negative from the end) and are handed to the core as 0-based (or
 ** still negative) so that the core checks them and names the op in its message. A reduction
@@ -13,6 +13,7 @@
 ** in Lua.
 */
 #include <math.h>
+#include <string.h>
 
 #include "lbind.h"
 
@@ -265,6 +266,52 @@ static int l_topk(lua_State *L) {
   return 2;
 }
 
+/* {right=, side=} of searchsorted and bucketize at idx (0: none): whether to go after equal
+** elements. `side` is "left" or "right", and may not contradict `right`. */
+static bool side_right(lua_State *L, int idx, const char *op) {
+  static const char *const known[] = {"right", "side", NULL};
+  if (!idx) return false;
+  ltL_checkopts(L, idx, op, known);
+  bool right = ltL_optbool_field(L, idx, "right", false);
+  lua_getfield(L, idx, "side");
+  if (!lua_isnil(L, -1)) {
+    const char *side = lua_tostring(L, -1);
+    if (lua_type(L, -1) != LUA_TSTRING || (strcmp(side, "left") && strcmp(side, "right")))
+      luaL_error(L, "%s: side must be \"left\" or \"right\", got %s", op,
+                 lua_type(L, -1) == LUA_TSTRING ? side : luaL_typename(L, -1));
+    bool r = strcmp(side, "right") == 0;
+    lua_getfield(L, idx, "right");
+    if (!lua_isnil(L, -1) && r != right)
+      luaL_error(L, "%s: side and right can't be set to opposites, got side %s with right %s",
+                 op, side, right ? "true" : "false");
+    lua_pop(L, 1);
+    right = r;
+  }
+  lua_pop(L, 1);
+  return right;
+}
+
+/* searchsorted(sorted, values, {right=, side=}) and bucketize(values, boundaries, opts): the
+** 1-based positions at which the values would be inserted (1 to n + 1). values may be a
+** number. */
+static int search_sorted(lua_State *L, int sorted_at, const char *op) {
+  lt_ctx *ctx = LTL_CTX(L);
+  int values_at = 3 - sorted_at;
+  lt_tensor *sorted = ltL_check(L, sorted_at), *owned, *out;
+  int opts = lua_isnoneornil(L, 3) ? 0 : 3;
+  if (opts && (!lua_istable(L, 3) || ltL_test(L, 3)))
+    luaL_error(L, "%s: bad argument #3 (options table expected, got %s)", op, luaL_typename(L, 3));
+  bool right = side_right(L, opts, op);
+  lt_tensor *values = ltL_checkoperand(L, values_at, sorted, &owned);
+  if (owned) ltL_push(L, owned);   /* anchored on the stack */
+  LTL_TRY(L, ctx, lt_searchsorted(ctx, &out, sorted, values, right, 1));
+  ltL_push(L, out);
+  return 1;
+}
+
+static int l_searchsorted(lua_State *L) { return search_sorted(L, 1, "searchsorted"); }
+static int l_bucketize(lua_State *L) { return search_sorted(L, 2, "bucketize"); }
+
 /* var/std(dim?, opts?) with opts {correction=1, unbiased=true, keepdim=false}; also
 ** PyTorch's positional (dim, unbiased, keepdim) and (unbiased). */
 static int varstd(lua_State *L, bool is_std) {
@@ -394,6 +441,8 @@ static const ltL_Reg reduce_regs[] = {
     {"sort", l_sort, BOTH},
     {"argsort", l_argsort, BOTH},
     {"topk", l_topk, BOTH},
+    {"searchsorted", l_searchsorted, LTL_FN},
+    {"bucketize", l_bucketize, LTL_FN},
     {NULL, NULL, 0},
 };
 

@@ -24,6 +24,7 @@ const ltK_backend ltC_backend = {
     .softmax_backward = ltC_softmax_backward,
     .cumsum = ltC_cumsum,
     .sort = ltC_sort,
+    .searchsorted = ltC_searchsorted,
     /* -- indexing, gather/scatter, masked ops, embedding */
     .index_range = ltC_index_range,
     .gather = ltC_gather,
@@ -71,7 +72,7 @@ const char *const ltC_backend_entries[] = {
     "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "where", "matmul",
     "matmul_ready", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
-    "sort",
+    "sort", "searchsorted",
     /* -- indexing, gather/scatter, masked ops, embedding */
     "index_range", "gather", "scatter", "masked_fill", "mask_count", "masked_select",
     "masked_scatter",

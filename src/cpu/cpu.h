@@ -171,7 +171,9 @@ static inline v4f exp4(v4f v) {
 }
 #endif
 
-/* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
+/* extreme.c: the largest (is_max) or smallest of x[0..n), n >= 1, -0 below +0; *nan tells
+** whether x holds a NaN (the value returned is then of no use). */
 float ltC_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan);
+double ltC_extreme_f64(const double *x, int64_t n, bool is_max, bool *nan);
 
 #endif

@@ -34,42 +34,10 @@ typedef union acc {
 
 static int64_t absi(int64_t x) { return x < 0 ? -x : x; }
 
-/* The largest (is_max) or smallest of x[0..n), n >= 1, ignoring NaNs; *nan tells if any. */
-float ltC_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan) {
-  int64_t i = 0;
-  float m = x[0];
-  bool seen = false;
-#ifdef LT_VEC4
-  if (n >= 8) {
-    v4f m0 = v4load(x), m1 = v4load(x + 4);
-    v4i bad = (m0 != m0) | (m1 != m1);
-    m0 = v4sel(m0 != m0, v4splat(is_max ? -INFINITY : INFINITY), m0);
-    m1 = v4sel(m1 != m1, v4splat(is_max ? -INFINITY : INFINITY), m1);
-    for (i = 8; i + 8 <= n; i += 8) {
-      v4f a = v4load(x + i), b = v4load(x + i + 4);
-      bad |= (a != a) | (b != b);
-      if (is_max) {
-        m0 = v4sel(a > m0, a, m0);
-        m1 = v4sel(b > m1, b, m1);
-      } else {
-        m0 = v4sel(a < m0, a, m0);
-        m1 = v4sel(b < m1, b, m1);
-      }
-    }
-    m0 = is_max ? v4sel(m1 > m0, m1, m0) : v4sel(m1 < m0, m1, m0);
-    m = m0[0];
-    for (int k = 1; k < 4; k++) m = (is_max ? m0[k] > m : m0[k] < m) ? m0[k] : m;
-    seen = bad[0] | bad[1] | bad[2] | bad[3];
-  }
-#endif
-  for (; i < n; i++) {
-    float v = x[i];
-    if (v != v) seen = true;
-    else if (m != m || (is_max ? v > m : v < m)) m = v;
-  }
-  *nan = seen;
-  return m;
-}
+/* Whether v replaces m as the largest (smallest) so far: a NaN does and then stays, and +0 is
+** above -0 (as in cpu/extreme.c, so that a row's result does not depend on its layout). */
+#define ABOVE(v, m) ((v) > (m) || (v) != (v) || ((v) == 0 && (m) == 0 && signbit(m) && !signbit(v)))
+#define BELOW(v, m) ((v) < (m) || (v) != (v) || ((v) == 0 && (m) == 0 && !signbit(m) && signbit(v)))
 
 /* ================================================================ fold kernels */
 
@@ -91,14 +59,14 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
     case LT_RPROD: if (fl) a.d *= b.d; else a.u *= b.u; break;
     case LT_RAMAX:
       if (fl) {
-        if (b.d > a.d || b.d != b.d) a.d = b.d;   /* NaN wins and stays */
+        if (ABOVE(b.d, a.d)) a.d = b.d;
       } else if (b.i > a.i) {
         a.i = b.i;
       }
       break;
     case LT_RAMIN:
       if (fl) {
-        if (b.d < a.d || b.d != b.d) a.d = b.d;
+        if (BELOW(b.d, a.d)) a.d = b.d;
       } else if (b.i < a.i) {
         a.i = b.i;
       }
@@ -243,7 +211,7 @@ static double sum_f32(const float *x, int64_t s, int64_t n) {
         T m = (T)acc->d;                                                             \
         for (int64_t i = 0; i < n; i++) {                                            \
           T v = x[i * s];                                                            \
-          if (v > m || v != v) m = v;                                                \
+          if (ABOVE(v, m)) m = v;                                                    \
         }                                                                            \
         acc->d = m;                                                                  \
         return;                                                                      \
@@ -252,7 +220,7 @@ static double sum_f32(const float *x, int64_t s, int64_t n) {
         T m = (T)acc->d;                                                             \
         for (int64_t i = 0; i < n; i++) {                                            \
           T v = x[i * s];                                                            \
-          if (v < m || v != v) m = v;                                                \
+          if (BELOW(v, m)) m = v;                                                    \
         }                                                                            \
         acc->d = m;                                                                  \
         return;                                                                      \
@@ -301,9 +269,10 @@ static double sum_f32(const float *x, int64_t s, int64_t n) {
 
 static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, int64_t s,
                      int64_t n) {
-  if (dt == LT_FLOAT32 && s == 1 && n >= 16 && (op == LT_RAMAX || op == LT_RAMIN)) {
-    bool nan;
-    float m = ltC_extreme_f32((const float *)p, n, op == LT_RAMAX, &nan);
+  if ((dt == LT_FLOAT32 || dt == LT_FLOAT64) && s == 1 && (op == LT_RAMAX || op == LT_RAMIN)) {
+    bool nan, is_max = op == LT_RAMAX;
+    double m = dt == LT_FLOAT32 ? ltC_extreme_f32((const float *)p, n, is_max, &nan)
+                                : ltC_extreme_f64((const double *)p, n, is_max, &nan);
     acc_t b;
     b.d = nan ? NAN : m;
     *acc = acc_combine(op, true, *acc, b);
@@ -335,14 +304,18 @@ static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, i
         return;                                                                      \
       case LT_RAMAX:                                                                 \
         for (int64_t j = 0; j < n; j++) {                                            \
+          /* ABOVE in bitwise ors and copysign, which GCC vectorises (signbit and   \
+          ** ||, not) */                                                             \
           double v = x[j * s], a = ad[j];                                            \
-          ad[j] = (v > a || v != v) ? v : a;                                         \
+          ad[j] = (v > a) | (v != v) | ((v == a) & (copysign(1, v) > copysign(1, a)))\
+                      ? v : a;                                                       \
         }                                                                            \
         return;                                                                      \
       case LT_RAMIN:                                                                 \
         for (int64_t j = 0; j < n; j++) {                                            \
           double v = x[j * s], a = ad[j];                                            \
-          ad[j] = (v < a || v != v) ? v : a;                                         \
+          ad[j] = (v < a) | (v != v) | ((v == a) & (copysign(1, v) < copysign(1, a)))\
+                      ? v : a;                                                       \
         }                                                                            \
         return;                                                                      \
       case LT_RALL:                                                                  \

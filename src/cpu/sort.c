@@ -1,6 +1,7 @@
 /*
-** cpu/sort.c -- cpu kernel of sort, argsort and topk (`sort`): the first k of each row along a
-** dim in order, with their positions.
+** cpu/sort.c -- cpu kernels of sort, argsort and topk (`sort`: the first k of each row along a
+** dim in order, with their positions) and of searchsorted (`searchsorted`: where values go in
+** sorted rows, in the same order).
 **
 ** Each element becomes an unsigned key whose integer order is the wanted order (floats by their
 ** bits, sign folded; every NaN one key above +inf, as PyTorch counts NaN the largest; -0 as +0;
@@ -218,4 +219,42 @@ int ltC_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indice
   if (j.k > 0) ltC_rows_run(ctx, &it, sort_row, &j);
   if (atomic_load(&j.oom)) return ltB_fail(ctx, "%s: out of memory", name);
   return 0;
+}
+
+typedef struct search_job {
+  lt_dtype dt;
+  bool right;
+  int64_t n, ss, base;   /* the sorted rows' length and stride */
+} search_job;
+
+/* operands: values (m along the row), out (m), sorted (n, the job's); binary search by keys,
+** so the order is sort's: NaN the largest, -0 as +0 */
+static void search_row(const ltC_rowit *it, char **p, void *ud) {
+  const search_job *j = ud;
+  int64_t m = it->n, vs = it->rs[0], os = it->rs[1], n = j->n, ss = j->ss;
+  int64_t *out = (int64_t *)p[1];
+  for (int64_t i = 0; i < m; i++) {
+    uint64_t v = key_at(j->dt, 0, p[0], i * vs);
+    int64_t lo = 0, hi = n;   /* the answer lies in [lo, hi] */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      uint64_t s = key_at(j->dt, 0, p[2], mid * ss);
+      if (j->right ? s <= v : s < v)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    out[i * os] = lo + j->base;
+  }
+}
+
+void ltC_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
+                      const lt_tensor *values, bool right, int64_t base) {
+  int last = values->ndim ? values->ndim - 1 : 0;
+  const lt_tensor *ops[3] = {values, out, sorted};
+  ltC_rowit it;
+  ltC_rowit_init(&it, 3, ops, last);
+  int sl = sorted->ndim - 1;
+  search_job j = {values->dtype, right, sorted->size[sl], sorted->stride[sl], base};
+  ltC_rows_run(ctx, &it, search_row, &j);
 }

@@ -40,6 +40,10 @@ static void s_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y,
 static void s_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse) {
   PEND("cumsum");
 }
+static void s_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
+                           const lt_tensor *values, bool right, int64_t base) {
+  PEND("searchsorted");
+}
 static int s_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
                   const lt_tensor *a, int dim, bool descending, int64_t base) {
   return FAIL(ctx, name);
@@ -154,6 +158,7 @@ void ltc_stub_entries(ltK_backend *b) {
       .reduce = s_reduce, .prod_backward = s_prod_backward, .has_nan = s_has_nan,
       .search_dim = s_search_dim, .search_flat = s_search_flat, .softmax = s_softmax,
       .softmax_backward = s_softmax_backward, .cumsum = s_cumsum, .sort = s_sort,
+      .searchsorted = s_searchsorted,
       .index_range = s_index_range, .gather = s_gather, .scatter = s_scatter,
       .masked_fill = s_masked_fill, .mask_count = s_mask_count,
       .masked_select = s_masked_select, .masked_scatter = s_masked_scatter, .conv = s_conv,
