@@ -60,8 +60,7 @@ bar:close()
 print(string.format("trained %d steps in %.1f s, last loss %.3f", steps, lt.clock() - t0, last_loss))
 
 -- sample 200 characters from the model, with a generator of its own so the sample is the same
--- on every run (the characters drawn by inverse transform: the first class whose cumulative
--- probability reaches a uniform draw)
+-- on every run
 local out = { "T", "h", "e", " " }
 local sample_gen = lt.Generator(2)
 lt.no_grad(function()
@@ -71,10 +70,7 @@ lt.no_grad(function()
     local logits
     logits, h = model(x, h)
     local probs = (logits:select(2, -1):squeeze(1) / 0.8):softmax(1)
-    local u = lt.rand(1, { generator = sample_gen })
-    -- classes whose cumulative probability is below u come before the pick; rounding may leave
-    -- the total just under 1, hence the clamp to the last class
-    local pick = math.min(probs:cumsum(1):lt(u):sum():item() + 1, V)
+    local pick = probs:multinomial(1, { generator = sample_gen }):item()
     out[#out + 1] = vocab[pick]
     x = lt.tensor({ { pick } })
   end

@@ -236,8 +236,8 @@ static int read_bool(lt_ctx *ctx, const lt_tensor *t, bool *v) {
 
 /* *res = op (LT_RALL or LT_RANY) over every element of t, each taken as true when non-zero,
 ** on t's device. */
-static int reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *t,
-                       bool *res) {
+int ltO_reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *t,
+                    bool *res) {
   bool mask[LT_MAX_DIMS];
   for (int d = 0; d < LT_MAX_DIMS; d++) mask[d] = true;
   lt_tensor *r;
@@ -252,7 +252,7 @@ static int reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt
 ** all of its elements are non-zero, one pass on its device. */
 static int has_zero(lt_ctx *ctx, const char *name, const lt_tensor *t, bool *found) {
   bool all_nonzero;
-  if (reduce_bool(ctx, name, LT_RALL, t, &all_nonzero)) return -1;
+  if (ltO_reduce_bool(ctx, name, LT_RALL, t, &all_nonzero)) return -1;
   *found = !all_nonzero;
   return 0;
 }
@@ -635,7 +635,7 @@ int lt_allclose(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b, double rtol,
   if (ltB_broadcast_shapes(ctx, "allclose", a->ndim, a->size, b->ndim, b->size, &nd, size))
     return -1;
   if (lt_isclose(ctx, &c, a, b, rtol, atol, equal_nan)) return -1;
-  int rc = reduce_bool(ctx, "allclose", LT_RALL, c, res);
+  int rc = ltO_reduce_bool(ctx, "allclose", LT_RALL, c, res);
   lt_release(c);
   return rc;
 }
@@ -650,7 +650,7 @@ int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
   lt_tensor *c;
   if (ltO_empty_as(ctx, &c, a, LT_BOOL, a->ndim, a->size)) return -1;
   ltK_kernels(c)->binary(ctx, LT_EQ, c, a, b, lt_promote(a->dtype, b->dtype), 0, 0);
-  int rc = reduce_bool(ctx, "equal", LT_RALL, c, res);
+  int rc = ltO_reduce_bool(ctx, "equal", LT_RALL, c, res);
   lt_release(c);
   return rc;
 }

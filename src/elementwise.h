@@ -35,6 +35,10 @@ lt_dtype ltO_ew_scalar_result(lt_dtype t, bool s_is_int);
 bool ltO_ew_can_cast(lt_dtype from, lt_dtype to);
 /* A plain copy of t's values (contiguous, no autograd). */
 int ltO_ew_data_clone(lt_ctx *ctx, lt_tensor **out, lt_tensor *t);
+/* *res = op (LT_RALL or LT_RANY) over every element of t, each taken as true when non-zero,
+** on t's device: only the one-byte answer comes to the host. name is for messages. */
+int ltO_reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_tensor *t,
+                    bool *res);
 /* For an in-place write of dst from src: *clone is NULL and src is read as it is, or, when src
 ** lies in dst's memory in other places (or at all, with always), *clone is a plain copy of
 ** src's values to read instead (the caller releases it), so that no element is read after

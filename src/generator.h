@@ -67,7 +67,5 @@ int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen);
 ** shape (num) or (rows, num). */
 int ltO_multinomial(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, int64_t num,
                     bool replacement, lt_generator *gen, int64_t base);
-/* Whether every element of the bool tensor t is true, reduced on t's device. */
-int ltO_all_true(lt_ctx *ctx, lt_tensor *t, bool *res);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backend.h"
+#include "elementwise.h"
 #include "generator.h"
 
 static const ltG_node_type uniform_type = {"UniformBackward0", ltO_zero_backward, NULL};
@@ -77,17 +78,6 @@ int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen) {
   return 0;
 }
 
-int ltO_all_true(lt_ctx *ctx, lt_tensor *t, bool *res) {
-  lt_tensor *r, *h;
-  if (lt_reduce(ctx, &r, LT_RALL, t, 0, NULL, false)) return -1;
-  int rc = lt_to_device(ctx, &h, r, LT_CPU, 0);
-  lt_release(r);
-  if (rc) return -1;
-  *res = *(const uint8_t *)lt_data(h) != 0;
-  lt_release(h);
-  return 0;
-}
-
 /* Whether every weight is finite and >= 0 (the smallest >= 0, which NaN fails, and the
 ** largest < inf) and every row's sum > 0. */
 static int check_weights(lt_ctx *ctx, lt_tensor *p, bool *finite, bool *positive) {
@@ -97,11 +87,12 @@ static int check_weights(lt_ctx *ctx, lt_tensor *p, bool *finite, bool *positive
       lt_reduce(ctx, &t[1], LT_RAMAX, p, 0, NULL, false) ||
       lt_binary_scalar(ctx, &t[2], LT_GE, t[0], 0, true, false) ||
       lt_binary_scalar(ctx, &t[3], LT_LT, t[1], INFINITY, false, false) ||
-      lt_binary(ctx, &t[4], LT_LAND, t[2], t[3]) || ltO_all_true(ctx, t[4], finite))
+      lt_binary(ctx, &t[4], LT_LAND, t[2], t[3]) ||
+      ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[4], finite))
     goto done;
   if (*finite && (lt_reduce(ctx, &t[5], LT_RSUM, p, 1, &last, false) ||
                   lt_binary_scalar(ctx, &t[6], LT_GT, t[5], 0, true, false) ||
-                  ltO_all_true(ctx, t[6], positive)))
+                  ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[6], positive)))
     goto done;
   rc = 0;
 done:

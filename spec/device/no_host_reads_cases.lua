@@ -108,6 +108,24 @@ case("uniform", "bernoulli of a probs tensor on the device: draws, dtype, checks
   check(bt:cpu(), { 2, 3 }, "float64", { 1, 1, 1, 1, 1, 1 }, 0, "bernoulli(t, 1)")
 end)
 
+case("uniform", "multinomial of weights on the device: the host's draws, checks", function()
+  local w = lt.tensor({ { 0, 2, 1, 0, 5 }, { 1, 1, 0, 3, 0 } }, { dtype = "float64" })
+  for _, replacement in ipairs({ true, false }) do
+    local n = replacement and 9 or 3
+    local want = D.values(w:multinomial(n, replacement, { generator = lt.Generator(4) }))
+    local got = w:to(DEVICE):multinomial(n, replacement, { generator = lt.Generator(4) })
+    on_device(got, "multinomial")
+    check(got:cpu(), { 2, n }, "int64", want, 0, "multinomial, replacement " ..
+      tostring(replacement))
+  end
+  fails_with("multinomial: probability tensor contains either `inf`, `nan` or element < 0",
+    function()
+      return lt.tensor({ 1, -1 }, { dtype = "float64", device = DEVICE }):multinomial(1)
+    end)
+  fails_with("multinomial: invalid multinomial distribution (sum of probabilities <= 0)",
+    function() return lt.zeros({ 2 }, { device = DEVICE }):multinomial(1) end)
+end)
+
 case("randperm", "randperm on the device: positions from 1, dtypes", function()
   for _, dt in ipairs({ "int64", "float32", "float64" }) do
     local r = lt.randperm(9, { device = DEVICE, dtype = dt, generator = lt.Generator(8) })

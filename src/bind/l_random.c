@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "lbind.h"
+#include "../elementwise.h"
 #include "../generator.h"
 #include "l_creation.h"
 
@@ -139,7 +140,8 @@ static int bernoulli_probs(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, lt_ge
   if (lt_to_dtype(ctx, &p, probs, LT_FLOAT64) ||
       lt_binary_scalar(ctx, &ge, LT_GE, p, 0, true, false) ||
       lt_binary_scalar(ctx, &le, LT_LE, p, 1, true, false) ||
-      lt_binary(ctx, &ok, LT_LAND, ge, le) || ltO_all_true(ctx, ok, &valid))
+      lt_binary(ctx, &ok, LT_LAND, ge, le) ||
+      ltO_reduce_bool(ctx, "bernoulli", LT_RALL, ok, &valid))
     goto done;
   if (!valid) {
     rc = first_bad_probability(ctx, p, bad_pos, bad_value);
