@@ -102,8 +102,39 @@ describe("gather", function()
     assert.are.same({ { 8, 4 }, { 1, 5 }, { 6, 10 }, { 3, 3 } }, expect)
   end)
 
+  it("along the last dim, picks from each row whatever the layout of self", function()
+    -- the row path (out and index contiguous, self's rows equally apart) against a plain
+    -- reference: self narrowed, larger than the index in the other dims, with size-1 dims,
+    -- permuted so that its rows are not equally apart, every dtype
+    local base = lt.arange(0, 5 * 7 * 9):reshape(5, 7, 9)
+    local selves = {
+      base, base:narrow(3, 2, 6), base:narrow(2, 2, 4), base:permute(2, 1, 3),
+      base:narrow(1, 3, 1), base:permute(3, 2, 1):contiguous():permute(3, 2, 1),
+    }
+    for k, x in ipairs(selves) do
+      for _, dt in ipairs({ "float32", "float64", "int64", "bool" }) do
+        local xs = x:to(dt)
+        local sz = xs:size()
+        local isz = { sz[1], math.max(1, sz[2] - 1), 11 }
+        local idx = lt.randint(1, sz[3] + 1, isz)
+        local got, xv, iv = xs:gather(3, idx):tolist(), xs:tolist(), idx:tolist()
+        for a = 1, isz[1] do
+          for b = 1, isz[2] do
+            for c = 1, isz[3] do
+              assert.are.equal(xv[a][b][iv[a][b][c]], got[a][b][c],
+                string.format("self %d %s at %d %d %d", k, dt, a, b, c))
+            end
+          end
+        end
+      end
+    end
+  end)
+
   it("rejects bad input naming gather", function()
     local x = seq(2, 3)
+    -- the first bad index in row-major order, from a row scanned whole
+    local big = I({ { 1, 2, 3 }, { 1, 9, -7 } })
+    assert.matches("gather: index 9 is out of range", err_of(x.gather, x, 2, big))
     local err = err_of(x.gather, x, 2, I { { 1, 4 } })
     assert.matches("gather: index 4 is out of range for dimension 2 of size 3", err)
     assert.matches("gather: index tensor must have the same number of dimensions",
