@@ -294,6 +294,35 @@ describe("kernel modes (inner, column, chunked) against a plain Lua reference", 
   end)
 end)
 
+describe("float32 sums and means of rows", function()
+  -- rows taken a block at a time (whole contiguous rows) give each row the bits of its sum
+  -- alone, whatever the row length (around the 32 lanes), the kept dims' layout or the threads
+  it("give each row the bits of that row summed alone", function()
+    local function bits(v) return string.format("%a", v) end
+    local before = lt.get_num_threads()
+    for _, nt in ipairs({ 1, 2 }) do
+      lt.set_num_threads(nt)
+      for _, n in ipairs({ 1, 5, 31, 32, 33, 100, 257 }) do
+        local x = lt.randn(6, 70, n) * 1e3
+        local views = { x, x:permute(2, 1, 3), x:narrow(1, 2, 3) }
+        for k, v in ipairs(views) do
+          for _, op in ipairs({ "sum", "mean" }) do
+            local got = v[op](v, 3)
+            local rows = v:reshape(-1, n)
+            local flat = got:reshape(-1):tolist()
+            for r = 1, rows:size(1), 7 do
+              local alone = rows[r][op](rows[r])
+              assert.are.equal(bits(alone:item()), bits(flat[r]),
+                string.format("%s n %d view %d row %d threads %d", op, n, k, r, nt))
+            end
+          end
+        end
+      end
+    end
+    lt.set_num_threads(before)
+  end)
+end)
+
 describe("non-contiguous inputs", function()
   it("match a contiguous copy for every reduction", function()
     local base = lt.randn(4, 5, 6, { dtype = "float64" })
