@@ -1,5 +1,6 @@
 --- Convolution and pooling layers: Conv1d, Conv2d, ConvTranspose2d, MaxPool2d, AvgPool2d,
--- AdaptiveAvgPool2d. The kernels (and their backward passes) are C ops of the core.
+-- AdaptiveAvgPool2d. The kernels (and their backward passes) are C ops of the core. Upsample,
+-- PixelShuffle and PixelUnshuffle are made of tensor ops.
 -- @module lantern.nn
 local lt = require "lantern"
 local util = require "lantern.nn.util"
@@ -399,5 +400,67 @@ function AdaptiveAvgPool2d:forward(x)
   return F.adaptive_avg_pool2d(x, self.output_size)
 end
 function AdaptiveAvgPool2d:extra_repr() return "output_size=" .. size_str(self.output_size) end
+
+--- Resizes the spatial dims of its input to `size` or by `scale_factor` (`F.interpolate`).
+--
+-- Shapes: input `(N, C, L)`, `(N, C, H, W)` or `(N, C, D, H, W)`.
+-- @function Upsample
+-- @tparam[opt] table opts `{size=, scale_factor=, mode="nearest", align_corners=,
+--   recompute_scale_factor=}`
+-- @usage nn.Upsample({scale_factor = 2, mode = "bilinear"})(lt.randn(1, 3, 8, 8)).shape
+--   --> {1, 3, 16, 16}
+local Upsample = Module:extend("Upsample")
+C.Upsample = Upsample
+function Upsample:__init(opts)
+  Module.__init(self)
+  opts = require("lantern.options").check("Upsample", opts or {},
+    { "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor" })
+  self.size, self.scale_factor = opts.size, opts.scale_factor
+  self.mode, self.align_corners = opts.mode or "nearest", opts.align_corners
+  self.recompute_scale_factor = opts.recompute_scale_factor
+end
+function Upsample:forward(x)
+  return F.interpolate(x, { size = self.size, scale_factor = self.scale_factor, mode = self.mode,
+    align_corners = self.align_corners, recompute_scale_factor = self.recompute_scale_factor })
+end
+-- PyTorch keeps scale_factor as floats: "scale_factor=2.0", "(2.0, 3.0)"
+local function float_str(v)
+  if type(v) ~= "table" then return util.num_str(v + 0.0) end
+  local f = {}
+  for i, x in ipairs(v) do f[i] = x + 0.0 end
+  return util.tuple_str(f)
+end
+function Upsample:extra_repr()
+  local info = self.scale_factor ~= nil and "scale_factor=" .. float_str(self.scale_factor)
+    or "size=" .. util.tuple_str(self.size)
+  return info .. ", mode=" .. self.mode
+end
+
+--- Moves `r^2` channels into an `r`-times larger image (`F.pixel_shuffle`): `(*, C r^2, H, W)`
+-- to `(*, C, H r, W r)`. `nn.PixelUnshuffle(r)` is the inverse.
+-- @function PixelShuffle
+-- @int upscale_factor
+local PixelShuffle = Module:extend("PixelShuffle")
+C.PixelShuffle = PixelShuffle
+function PixelShuffle:__init(upscale_factor)
+  Module.__init(self)
+  self.upscale_factor = upscale_factor
+end
+function PixelShuffle:forward(x) return F.pixel_shuffle(x, self.upscale_factor) end
+function PixelShuffle:extra_repr() return "upscale_factor=" .. tostring(self.upscale_factor) end
+
+--- The inverse of `PixelShuffle` (`F.pixel_unshuffle`).
+-- @function PixelUnshuffle
+-- @int downscale_factor
+local PixelUnshuffle = Module:extend("PixelUnshuffle")
+C.PixelUnshuffle = PixelUnshuffle
+function PixelUnshuffle:__init(downscale_factor)
+  Module.__init(self)
+  self.downscale_factor = downscale_factor
+end
+function PixelUnshuffle:forward(x) return F.pixel_unshuffle(x, self.downscale_factor) end
+function PixelUnshuffle:extra_repr()
+  return "downscale_factor=" .. tostring(self.downscale_factor)
+end
 
 return C

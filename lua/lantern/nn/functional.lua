@@ -450,6 +450,194 @@ function F.adaptive_avg_pool2d(input, output_size)
   return out
 end
 
+--- Resampling.
+-- @section resample
+
+-- float32 rounding of a Lua number: PyTorch computes the resampling scale in the input's float
+local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+
+local INTERP_MODES = { nearest = 0, ["nearest-exact"] = 0, linear = 1, bilinear = 2,
+  trilinear = 3, area = 0, bicubic = 2 }
+
+-- Source positions along one dim of in_n elements for out_n outputs: the 1-based indices and,
+-- for the linear modes, the second index and the two weights (tensors of out_n in dtype dt).
+-- `scale` is 1 / scale_factor when one was given, else in_n / out_n; PyTorch computes the
+-- nearest modes in float32 and the linear ones in the input's float dtype, and so does this.
+local function source_index(mode, in_n, out_n, scale, align, dt)
+  if mode == "nearest" or mode == "nearest-exact" then
+    local dst, sc = lt.arange(out_n, { dtype = "float32" }), f32(scale)
+    local pos
+    if mode == "nearest" and out_n == in_n then
+      pos = dst
+    elseif mode == "nearest" and out_n == 2 * in_n then
+      pos = (dst / 2):floor()   -- PyTorch shifts the index there
+    elseif mode == "nearest" then
+      pos = (dst * sc):floor()
+    else
+      pos = ((dst + 0.5) * sc):floor()
+    end
+    return pos:clamp(0, in_n - 1):long() + 1
+  end
+  local round = dt == "float32" and f32 or function(v) return v end
+  local dst = lt.arange(out_n, { dtype = dt })
+  local src
+  if align then
+    src = dst * (out_n > 1 and round((in_n - 1) / (out_n - 1)) or 0)
+  else
+    src = ((dst + 0.5) * round(scale) - 0.5):clamp(0)
+  end
+  local i0 = src:floor()
+  local w1 = src - i0
+  i0 = i0:long()
+  local i1 = (i0 + 1):clamp(0, in_n - 1)
+  return i0 + 1, i1 + 1, 1 - w1, w1
+end
+
+--- Resizes the spatial dims of `(N, C, L)`, `(N, C, H, W)` or `(N, C, D, H, W)` input to
+-- `size` or by `scale_factor`, as PyTorch's `interpolate`: modes `"nearest"` (the default; the
+-- source index rounded down, as PyTorch's), `"nearest-exact"`, `"linear"` (3-D), `"bilinear"`
+-- (4-D), `"trilinear"` (5-D) and `"area"` (4-D: adaptive average pooling). The linear modes
+-- take `align_corners` (default false: pixel centres). Made of index_select and products, so it
+-- has a gradient; `"bicubic"` and `antialias` are not supported.
+-- @tparam Tensor input
+-- @param[opt] size a number or one per spatial dim, or an options table
+--   `{size=, scale_factor=, mode=, align_corners=, recompute_scale_factor=, antialias=}` in
+--   place of the rest
+-- @param[opt] scale_factor a number or one per spatial dim
+-- @string[opt="nearest"] mode
+-- @bool[opt] align_corners
+-- @treturn Tensor
+-- @usage F.interpolate(x, {scale_factor = 2, mode = "bilinear"})
+function F.interpolate(input, size, scale_factor, mode, align_corners)
+  check_tensor(input, "interpolate", "input")
+  local o
+  if util.is_options(size) then
+    o = check("interpolate", size, { "size", "scale_factor", "mode", "align_corners",
+      "recompute_scale_factor", "antialias" })
+  else
+    o = { size = size, scale_factor = scale_factor, mode = mode, align_corners = align_corners }
+  end
+  mode = o.mode or "nearest"
+  local nd = input:dim()
+  local sp = nd - 2
+  local need = INTERP_MODES[mode]
+  if need == nil then
+    error("interpolate: mode must be nearest, nearest-exact, linear, bilinear, trilinear or " ..
+      "area, got " .. tostring(mode), 2)
+  end
+  if mode == "bicubic" then error("interpolate: mode bicubic is not supported", 2) end
+  if o.antialias then error("interpolate: antialias is not supported", 2) end
+  if sp < 1 or sp > 3 then
+    error("interpolate: expected a 3-D, 4-D or 5-D input (N, C and 1 to 3 spatial dims), got " ..
+      nd .. "-D input of size " .. shape_str(input), 2)
+  end
+  if need > 0 and need ~= sp then
+    error(string.format("interpolate: got %dD input, but %s mode needs %dD input", nd, mode,
+      need + 2), 2)
+  end
+  if mode == "area" and sp ~= 2 then
+    error("interpolate: area mode supports 4-D input here, got " .. nd .. "-D input", 2)
+  end
+  local align = o.align_corners
+  if align ~= nil and need == 0 then
+    error("interpolate: align_corners option can only be set with the interpolating modes: " ..
+      "linear | bilinear | trilinear", 2)
+  end
+  if (o.size == nil) == (o.scale_factor == nil) then
+    error(o.size == nil and "interpolate: either size or scale_factor should be defined"
+      or "interpolate: only one of size or scale_factor should be defined", 2)
+  end
+  local s = sizes(input)
+  local out, scales = {}, {}
+  if o.size ~= nil then
+    out = ntuple(o.size, sp, "interpolate size")
+  else
+    local sf = ntuple(o.scale_factor, sp, "interpolate scale_factor")
+    for i = 1, sp do
+      if type(sf[i]) ~= "number" or not (sf[i] > 0) then
+        error("interpolate: scale_factor must be positive, got " .. tostring(sf[i]), 2)
+      end
+      out[i] = math.floor(s[2 + i] * sf[i])
+      if not o.recompute_scale_factor then scales[i] = 1 / sf[i] end
+    end
+  end
+  for i = 1, sp do
+    if math.type(out[i]) == nil or out[i] < 1 then
+      error("interpolate: output size must be positive integers, got " ..
+        util.tuple_str(out), 2)
+    end
+    out[i] = math.tointeger(out[i]) or out[i]
+    scales[i] = scales[i] or s[2 + i] / out[i]
+  end
+  if need > 0 and input.dtype ~= "float32" and input.dtype ~= "float64" then
+    error("interpolate: " .. mode .. " mode needs a float input, got " .. input.dtype, 2)
+  end
+  if mode == "area" then return F.adaptive_avg_pool2d(input, out) end
+  local x = input
+  for i = 1, sp do
+    local d, in_n = 2 + i, s[2 + i]
+    if out[i] ~= in_n or need > 0 then
+      local i0, i1, w0, w1 = source_index(mode, in_n, out[i], scales[i], align, x.dtype)
+      if need == 0 then
+        x = x:index_select(d, i0)
+      else
+        local shape = {}
+        for k = 1, nd do shape[k] = k == d and out[i] or 1 end
+        w0, w1 = w0:reshape(shape), w1:reshape(shape)
+        x = x:index_select(d, i0) * w0 + x:index_select(d, i1) * w1
+      end
+    end
+  end
+  return x
+end
+
+--- Moves `r^2` channels into an `r`-times larger image: `(*, C r^2, H, W)` to
+-- `(*, C, H r, W r)`, as `nn.PixelShuffle`; `F.pixel_unshuffle` is the inverse.
+-- @tparam Tensor input
+-- @int upscale_factor
+-- @treturn Tensor
+function F.pixel_shuffle(input, upscale_factor)
+  check_tensor(input, "pixel_shuffle", "input")
+  local r = upscale_factor
+  local s, nd = sizes(input), input:dim()
+  if math.type(r) ~= "integer" or r < 1 then
+    error("pixel_shuffle: upscale_factor must be a positive integer, got " .. tostring(r), 2)
+  end
+  if nd < 3 or s[nd - 2] % (r * r) ~= 0 then
+    error("pixel_shuffle: expected input of at least 3 dims whose channels divide by " ..
+      "upscale_factor^2 = " .. r * r .. ", got input of size " .. shape_str(input), 2)
+  end
+  local lead = { table.unpack(s, 1, nd - 3) }
+  local c, h, w = s[nd - 2] // (r * r), s[nd - 1], s[nd]
+  local t = input:reshape(-1, c, r, r, h, w):permute(1, 2, 5, 3, 6, 4)
+  local shape = { table.unpack(lead) }
+  for _, v in ipairs({ c, h * r, w * r }) do shape[#shape + 1] = v end
+  return t:reshape(shape)
+end
+
+--- The inverse of `pixel_shuffle`: `(*, C, H r, W r)` to `(*, C r^2, H, W)`.
+-- @tparam Tensor input
+-- @int downscale_factor
+-- @treturn Tensor
+function F.pixel_unshuffle(input, downscale_factor)
+  check_tensor(input, "pixel_unshuffle", "input")
+  local r = downscale_factor
+  local s, nd = sizes(input), input:dim()
+  if math.type(r) ~= "integer" or r < 1 then
+    error("pixel_unshuffle: downscale_factor must be a positive integer, got " .. tostring(r), 2)
+  end
+  if nd < 3 or s[nd - 1] % r ~= 0 or s[nd] % r ~= 0 then
+    error("pixel_unshuffle: expected input of at least 3 dims whose height and width divide " ..
+      "by downscale_factor = " .. r .. ", got input of size " .. shape_str(input), 2)
+  end
+  local lead = { table.unpack(s, 1, nd - 3) }
+  local c, h, w = s[nd - 2], s[nd - 1] // r, s[nd] // r
+  local t = input:reshape(-1, c, h, r, w, r):permute(1, 2, 4, 6, 3, 5)
+  local shape = { table.unpack(lead) }
+  for _, v in ipairs({ c * r * r, h, w }) do shape[#shape + 1] = v end
+  return t:reshape(shape)
+end
+
 ---------------------------------------------------------------------------------------------
 --- Normalisation.
 -- @section norm

@@ -1,0 +1,130 @@
+-- interpolate (nn.Upsample), pixel_shuffle and pixel_unshuffle: PyTorch's values and input
+-- gradients (spec/fixtures/resample.lua, gen_resample.py) in float64 and float32, float64
+-- gradchecks, reprs, and the errors of bad arguments.
+local lt = require "lantern"
+local nn = lt.nn
+local F = nn.functional
+local fx = dofile("spec/fixtures/resample.lua")
+
+local function close_list(got, want, tol, what)
+  assert.are.equal(#want, #got, what .. ": element count")
+  for i = 1, #want do
+    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
+      error(string.format("%s: element %d is %.17g, expected %.17g", what, i, got[i], want[i]), 2)
+    end
+  end
+end
+
+local function describe_opts(o)
+  local parts = {}
+  for k, v in pairs(o) do
+    parts[#parts + 1] = k .. "=" .. (type(v) == "table" and table.concat(v, "x") or tostring(v))
+  end
+  table.sort(parts)
+  return table.concat(parts, " ")
+end
+
+describe("interpolate against PyTorch", function()
+  for _, dt in ipairs({ "float64", "float32" }) do
+    it("values and input gradients of every case (" .. dt .. ")", function()
+      local tol = dt == "float64" and 1e-12 or 2e-6
+      for _, c in ipairs(fx.interpolate) do
+        local what = table.concat(c.shape, "x") .. " " .. describe_opts(c.opts) .. " " .. dt
+        local x = lt.tensor(c.x, { dtype = dt }):reshape(c.shape):requires_grad_()
+        local y = F.interpolate(x, c.opts)
+        assert.are.same(c.out_shape, y.shape, what)
+        close_list(y:detach():double():reshape(-1):tolist(), c.y, tol, what .. " values")
+        y:backward(lt.linspace(-1, 1, y:numel(), { dtype = dt }):reshape(c.out_shape))
+        close_list(x.grad:double():reshape(-1):tolist(), c.grad, tol * 4, what .. " gradient")
+      end
+    end)
+  end
+
+  it("nn.Upsample gives interpolate's values, with PyTorch's repr", function()
+    local x = lt.randn(2, 3, 4, 5)
+    local up = nn.Upsample({ scale_factor = 2, mode = "bilinear", align_corners = true })
+    assert.is_true(up(x):equal(F.interpolate(x, { scale_factor = 2, mode = "bilinear",
+      align_corners = true })))
+    assert.are.equal("Upsample(scale_factor=2.0, mode=bilinear)", tostring(up))
+    assert.are.equal("Upsample(size=(4, 4), mode=nearest)",
+      tostring(nn.Upsample({ size = { 4, 4 } })))
+    assert.are.equal("Upsample(scale_factor=(2.0, 3.0), mode=nearest)",
+      tostring(nn.Upsample({ scale_factor = { 2, 3 } })))
+    assert.are.same({}, up:parameters())
+    -- nearest works for integer and bool inputs too
+    local i = lt.tensor({ { { 1, 2, 3 } } })
+    assert.are.same({ { { 1, 1, 2, 2, 3, 3 } } }, F.interpolate(i, { scale_factor = 2 }):tolist())
+  end)
+
+  it("has float64 finite-difference gradients in every linear mode", function()
+    local gradcheck = lt.autograd.gradcheck
+    local function input(...)
+      return (lt.randn({ ... }, { dtype = "float64" })):requires_grad_()
+    end
+    for _, align in ipairs({ false, true }) do
+      assert.is_true(gradcheck(function(t)
+        return F.interpolate(t, { size = 7, mode = "linear", align_corners = align })
+      end, { input(1, 2, 4) }))
+      assert.is_true(gradcheck(function(t)
+        return F.interpolate(t, { size = { 3, 5 }, mode = "bilinear", align_corners = align })
+      end, { input(1, 2, 4, 3) }))
+      assert.is_true(gradcheck(function(t)
+        return F.interpolate(t, { scale_factor = 1.5, mode = "trilinear", align_corners = align })
+      end, { input(1, 1, 2, 2, 3) }))
+    end
+    assert.is_true(gradcheck(function(t) return F.interpolate(t, { size = { 5, 2 } }) end,
+      { input(1, 2, 3, 4) }))
+  end)
+
+  it("refuses bad arguments as PyTorch does", function()
+    local x = lt.randn(1, 2, 3, 4)
+    local function err(o, input)
+      local ok, e = pcall(F.interpolate, input or x, o)
+      assert.is_false(ok)
+      return tostring(e)
+    end
+    assert.matches("either size or scale_factor should be defined", err({ mode = "nearest" }))
+    assert.matches("only one of size or scale_factor should be defined",
+      err({ size = 2, scale_factor = 2 }))
+    assert.matches("got 4D input, but linear mode needs 3D input",
+      err({ size = 2, mode = "linear" }))
+    assert.matches("got 3D input, but bilinear mode needs 4D input",
+      err({ size = 2, mode = "bilinear" }, lt.randn(1, 2, 3)))
+    assert.matches("align_corners option can only be set with the interpolating modes",
+      err({ size = 2, align_corners = true }))
+    assert.matches("mode must be nearest, nearest%-exact", err({ size = 2, mode = "cubic" }))
+    assert.matches("bicubic is not supported", err({ size = 2, mode = "bicubic" }))
+    assert.matches("antialias is not supported",
+      err({ size = 2, mode = "bilinear", antialias = true }))
+    assert.matches("interpolate size: expected a number or 2 numbers, got 3",
+      err({ size = { 1, 2, 3 } }))
+    assert.matches("scale_factor must be positive", err({ scale_factor = 0 }))
+    assert.matches("output size must be positive integers", err({ scale_factor = 0.1 }))
+    assert.matches("expected a 3%-D, 4%-D or 5%-D input", err({ size = 2 }, lt.randn(2, 3)))
+    assert.matches("unknown option 'scale'", err({ scale = 2 }))
+    assert.matches("bilinear mode needs a float input",
+      err({ size = 2, mode = "bilinear" }, lt.zeros({ 1, 1, 2, 2 }, { dtype = "int64" })))
+  end)
+end)
+
+describe("pixel_shuffle and pixel_unshuffle", function()
+  it("move channels into space and back as PyTorch does", function()
+    for _, c in ipairs(fx.shuffle) do
+      local n = 1
+      for _, s in ipairs(c.shape) do n = n * s end
+      local x = lt.arange(n, { dtype = "float64" }):reshape(c.shape)
+      local y = nn.PixelShuffle(c.r)(x)
+      assert.are.same(c.out_shape, y.shape)
+      close_list(y:reshape(-1):tolist(), c.y, 0, "pixel_shuffle r=" .. c.r)
+      close_list(nn.PixelUnshuffle(c.r)(y):reshape(-1):tolist(), c.back, 0, "pixel_unshuffle")
+    end
+    assert.are.equal("PixelShuffle(upscale_factor=2)", tostring(nn.PixelShuffle(2)))
+    assert.are.equal("PixelUnshuffle(downscale_factor=3)", tostring(nn.PixelUnshuffle(3)))
+    local ok, e = pcall(F.pixel_shuffle, lt.randn(1, 3, 2, 2), 2)
+    assert.is_false(ok)
+    assert.matches("channels divide by upscale_factor%^2 = 4", tostring(e))
+    ok, e = pcall(F.pixel_unshuffle, lt.randn(1, 3, 3, 2), 2)
+    assert.is_false(ok)
+    assert.matches("height and width divide by downscale_factor = 2", tostring(e))
+  end)
+end)
