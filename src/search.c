@@ -55,6 +55,25 @@ done:
   return rc;
 }
 
+/* Records values = an op of a along dim that took the elements at positions idx (from base),
+** when a is float: the gradient goes back to them (maxdim_backward). */
+static int record_positions(lt_ctx *ctx, const char *op, const ltG_node_type *type, lt_tensor *a,
+                            lt_tensor *values, lt_tensor *idx, int dim, bool keepdim,
+                            int64_t base) {
+  if (!lt_dtype_is_float(a->dtype)) return 0;
+  lt_node *node;
+  if (ltG_record(ctx, type, 1, &a, 1, &values, sizeof(ltO_dim_extra), 1, &node)) return -1;
+  if (!node) return 0;
+  ltO_dim_extra *e = node->extra;
+  e->ndim = a->ndim;
+  for (int k = 0; k < a->ndim; k++) e->size[k] = a->size[k];
+  e->dim = dim;
+  e->keepdim = keepdim;
+  e->base = base;
+  if (ltG_save(node, 0, idx, false)) return ltO_red_oom(ctx, op);
+  return 0;
+}
+
 static const ltG_node_type max0_type = {"MaxBackward0", maxdim_backward, NULL};
 static const ltG_node_type min0_type = {"MinBackward0", maxdim_backward, NULL};
 
@@ -82,24 +101,9 @@ static int search_dim(lt_ctx *ctx, const char *op, bool is_max, lt_tensor **valu
   lt_release(iv);
   lt_release(vv);
   iv = vv = NULL;
-  if (values && lt_dtype_is_float(a->dtype)) {
-    lt_node *node;
-    if (ltG_record(ctx, is_max ? &max0_type : &min0_type, 1, &a, 1, &val,
-                   sizeof(ltO_dim_extra), 1, &node))
-      goto fail;
-    if (node) {
-      ltO_dim_extra *e = node->extra;
-      e->ndim = a->ndim;
-      for (int k = 0; k < a->ndim; k++) e->size[k] = a->size[k];
-      e->dim = d;
-      e->keepdim = keepdim;
-      e->base = base;
-      if (ltG_save(node, 0, idx, false)) {
-        ltO_red_oom(ctx, op);
-        goto fail;
-      }
-    }
-  }
+  if (values && record_positions(ctx, op, is_max ? &max0_type : &min0_type, a, val, idx, d,
+                                  keepdim, base))
+    goto fail;
   if (values) *values = val;
   *indices = idx;
   return 0;
@@ -180,22 +184,7 @@ static int sort_dim(lt_ctx *ctx, const char *op, const ltG_node_type *type, lt_t
     goto fail;
   if (lt_numel(idx) > 0 && ltK_kernels(a)->sort(ctx, op, val, idx, a, d, descending, base))
     goto fail;
-  if (values && lt_dtype_is_float(a->dtype)) {
-    lt_node *node;
-    if (ltG_record(ctx, type, 1, &a, 1, &val, sizeof(ltO_dim_extra), 1, &node)) goto fail;
-    if (node) {
-      ltO_dim_extra *e = node->extra;
-      e->ndim = a->ndim;
-      for (int i = 0; i < a->ndim; i++) e->size[i] = a->size[i];
-      e->dim = d;
-      e->keepdim = true;
-      e->base = base;
-      if (ltG_save(node, 0, idx, false)) {
-        ltO_red_oom(ctx, op);
-        goto fail;
-      }
-    }
-  }
+  if (values && record_positions(ctx, op, type, a, val, idx, d, true, base)) goto fail;
   if (values) *values = val;
   *indices = idx;
   return 0;
