@@ -238,8 +238,8 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
   int64_t n, na;
   bool dense = ltB_dense(out, &n);
   if (n == 0) return;
-  j.stream = n >= LT_PAR_MIN && ltC_stream_wanted(n * (int64_t)(ltB_esize(out->dtype) +
-                                                                ltB_esize(a->dtype)));
+  j.stream = n >= LT_PAR_MIN && out->storage != a->storage &&   /* in place: see binary.c */
+             ltC_stream_wanted(n * (int64_t)(ltB_esize(out->dtype) + ltB_esize(a->dtype)));
   if (n < LT_PAR_MIN && dense && ltB_dense(a, &na) && ltB_same_shape(a, out)) {
     char *d[2] = {ltB_ptr(out), ltB_ptr(a)};
     int64_t st[2] = {(int64_t)ltB_esize(out->dtype), (int64_t)ltB_esize(a->dtype)};
