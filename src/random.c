@@ -78,48 +78,49 @@ int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen) {
   return 0;
 }
 
-/* Whether every weight is finite and >= 0 (the smallest >= 0, which NaN fails, and the
-** largest < inf) and every row's sum > 0. */
-static int check_weights(lt_ctx *ctx, lt_tensor *p, bool *finite, bool *positive) {
-  lt_tensor *t[7] = {NULL};
-  int rc = -1, last = p->ndim - 1;
-  if (lt_reduce(ctx, &t[0], LT_RAMIN, p, 0, NULL, false) ||
-      lt_reduce(ctx, &t[1], LT_RAMAX, p, 0, NULL, false) ||
-      lt_binary_scalar(ctx, &t[2], LT_GE, t[0], 0, true, false) ||
-      lt_binary_scalar(ctx, &t[3], LT_LT, t[1], INFINITY, false, false) ||
-      lt_binary(ctx, &t[4], LT_LAND, t[2], t[3]) ||
-      ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[4], finite))
+/* Whether every weight is >= 0 (the smallest, which NaN fails) and finite, and every row's
+** total > 0: the totals (the rows' sums, from the running sums when there are any) must then
+** be finite too, which an infinite weight is not. */
+static int check_weights(lt_ctx *ctx, lt_tensor *p, lt_tensor *total, bool *finite,
+                         bool *positive) {
+  lt_tensor *t[5] = {NULL};
+  int rc = -1;
+  bool nonneg = true;
+  if (lt_numel(p) > 0 && (lt_reduce(ctx, &t[0], LT_RAMIN, p, 0, NULL, false) ||
+                          lt_binary_scalar(ctx, &t[1], LT_GE, t[0], 0, true, false) ||
+                          ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[1], &nonneg)))
     goto done;
-  if (*finite && (lt_reduce(ctx, &t[5], LT_RSUM, p, 1, &last, false) ||
-                  lt_binary_scalar(ctx, &t[6], LT_GT, t[5], 0, true, false) ||
-                  ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[6], positive)))
+  if (lt_binary_scalar(ctx, &t[2], LT_LT, total, INFINITY, false, false) ||
+      ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[2], finite))
+    goto done;
+  *finite = *finite && nonneg;
+  if (lt_binary_scalar(ctx, &t[3], LT_GT, total, 0, true, false) ||
+      ltO_reduce_bool(ctx, "multinomial", LT_RALL, t[3], positive))
     goto done;
   rc = 0;
 done:
-  for (int i = 0; i < 7; i++) lt_release(t[i]);
+  for (int i = 0; i < 5; i++) lt_release(t[i]);
   return rc;
 }
 
-/* The draws with replacement: each inverts its row's running sum at a uniform draw scaled to
-** the row's total, the first category whose running sum passes it (searchsorted, right). A
-** draw that rounds up to the total goes to the last category of positive weight. */
-static int with_replacement(lt_ctx *ctx, lt_tensor **out, lt_tensor *p, int64_t num,
-                            lt_generator *gen, int64_t base) {
-  int last = p->ndim - 1;
-  int64_t n = p->size[last], size[2] = {p->size[0], num};
-  lt_tensor *t[6] = {NULL};
+/* The draws with replacement: each inverts its row's running sum cdf at a uniform draw scaled
+** to the row's total, the first category whose running sum passes it (searchsorted, right).
+** A draw that rounds up to the total goes to the last category of positive weight. */
+static int with_replacement(lt_ctx *ctx, lt_tensor **out, lt_tensor *p, lt_tensor *cdf,
+                            lt_tensor *total, int64_t num, lt_generator *gen, int64_t base) {
+  int64_t size[2] = {p->size[0], num};
+  lt_tensor *t[4] = {NULL};
   int rc = -1;
-  if (lt_cumsum(ctx, &t[0], p, last) || lt_narrow(ctx, &t[1], t[0], last, n - 1, 1) ||
-      lt_empty_on(ctx, &t[2], LT_FLOAT64, p->ndim, size + 2 - p->ndim, lt_device(p),
+  if (lt_empty_on(ctx, &t[0], LT_FLOAT64, p->ndim, size + 2 - p->ndim, lt_device(p),
                   lt_device_index(p)) ||
-      ltO_uniform_(ctx, t[2], 0, 1, gen) || lt_binary(ctx, &t[3], LT_MUL, t[2], t[1]) ||
-      lt_searchsorted(ctx, &t[4], t[0], t[3], true, base) ||
-      lt_searchsorted(ctx, &t[5], t[0], t[1], false, base) ||
-      lt_binary(ctx, out, LT_MINIMUM, t[4], t[5]))
+      ltO_uniform_(ctx, t[0], 0, 1, gen) || lt_binary(ctx, &t[1], LT_MUL, t[0], total) ||
+      lt_searchsorted(ctx, &t[2], cdf, t[1], true, base) ||
+      lt_searchsorted(ctx, &t[3], cdf, total, false, base) ||
+      lt_binary(ctx, out, LT_MINIMUM, t[2], t[3]))
     goto done;
   rc = 0;
 done:
-  for (int i = 0; i < 6; i++) lt_release(t[i]);
+  for (int i = 0; i < 4; i++) lt_release(t[i]);
   return rc;
 }
 
@@ -150,30 +151,38 @@ int ltO_multinomial(lt_ctx *ctx, lt_tensor **out, lt_tensor *probs, int64_t num,
     return ltB_fail(ctx, "multinomial only supports floating-point dtypes for input, got: %s",
                     lt_dtype_name(probs->dtype));
   if (num <= 0) return ltB_fail(ctx, "multinomial: cannot sample n_sample <= 0 samples");
-  int64_t n = probs->size[probs->ndim - 1];
+  int last = probs->ndim - 1;
+  int64_t n = probs->size[last];
   if (!replacement && num > n)
     return ltB_fail(ctx, "multinomial: cannot sample n_sample > prob_dist.size(-1) samples "
                     "without replacement (%lld samples, %lld categories)", (long long)num,
                     (long long)n);
-  lt_tensor *d = NULL, *p = NULL;
+  if (n == 0)
+    return ltB_fail(ctx, "multinomial: invalid multinomial distribution (sum of probabilities "
+                    "<= 0)");
+  lt_tensor *d = NULL, *p = NULL, *cdf = NULL, *total = NULL;
   bool finite = true, positive = true;
   int rc = -1;
-  if (lt_detach(ctx, &d, probs) || lt_to_dtype(ctx, &p, d, LT_FLOAT64)) goto done;
-  if (lt_numel(p) > 0 || n == 0) {
-    if (check_weights(ctx, p, &finite, &positive)) goto done;
-    if (!finite) {
-      ltB_fail(ctx, "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
-      goto done;
-    }
-    if (!positive || n == 0) {
-      ltB_fail(ctx, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
-      goto done;
-    }
+  /* the row totals: the running sums' last column with replacement, which needs them */
+  if (lt_detach(ctx, &d, probs) || lt_to_dtype(ctx, &p, d, LT_FLOAT64) ||
+      (replacement ? lt_cumsum(ctx, &cdf, p, last) || lt_narrow(ctx, &total, cdf, last, n - 1, 1)
+                   : lt_reduce(ctx, &total, LT_RSUM, p, 1, &last, true)))
+    goto done;
+  if (check_weights(ctx, p, total, &finite, &positive)) goto done;
+  if (!finite) {
+    ltB_fail(ctx, "multinomial: probability tensor contains either `inf`, `nan` or element < 0");
+    goto done;
   }
-  rc = replacement ? with_replacement(ctx, out, p, num, gen, base)
+  if (!positive) {
+    ltB_fail(ctx, "multinomial: invalid multinomial distribution (sum of probabilities <= 0)");
+    goto done;
+  }
+  rc = replacement ? with_replacement(ctx, out, p, cdf, total, num, gen, base)
                    : without_replacement(ctx, out, p, num, gen, base);
 done:
   lt_release(d);
   lt_release(p);
+  lt_release(cdf);
+  lt_release(total);
   return rc;
 }
