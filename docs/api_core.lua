@@ -467,6 +467,18 @@ function lt.reshape(x, ...) end
 -- @treturn Tensor
 function lt.gather(x, dim, index) end
 
+--- The 1-based positions of the non-zero elements (NaN counts, -0 does not), in row-major
+-- order, as an int64 `(count, x:dim())` tensor; with `{as_tuple = true}`, one `(count)` tensor
+-- per dim, returned in order (`local rows, cols = m:nonzero({as_tuple = true})`). Also
+-- `lt.argwhere(x)` (the same as the default form) and `lt.count_nonzero(x, dims)` (how many,
+-- over `dims` or all, int64).
+-- Methods: `x:nonzero`, `x:argwhere`, `x:count_nonzero`.
+-- @tparam Tensor x
+-- @tparam[opt] table opts `{as_tuple=false}`
+-- @treturn Tensor int64
+-- @usage lt.tensor{{0, 3}, {2, 0}}:nonzero()   --> tensor([[1, 2], [2, 1]])
+function lt.nonzero(x, opts) end
+
 --- One-hot encoding of 1-based class positions.
 -- Method: `x:one_hot`.
 -- @tparam Tensor index int64, values in 1..num_classes

@@ -197,6 +197,8 @@ LT_API int lt_masked_fill(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor 
 LT_API int lt_masked_fill_(lt_ctx *ctx, lt_tensor *t, lt_tensor *mask, double v);
 /* 1-d: t's elements where mask is set, in row-major order. */
 LT_API int lt_masked_select(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_tensor *mask);
+/* int64 (count, ndim): the positions (from base) of t's non-zero elements, row-major. */
+LT_API int lt_nonzero(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t base);
 /* int64 classes (from base) to an int64 tensor of shape [..., num_classes]; -1 infers it */
 LT_API int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes,
                       int64_t base);

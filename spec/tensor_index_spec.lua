@@ -257,6 +257,76 @@ describe("masked_fill / masked_select", function()
   end)
 end)
 
+describe("nonzero / argwhere / count_nonzero", function()
+  -- the 1-based positions of the non-zero elements of a flat row-major list of shape sz
+  local function ref_positions(vals, sz)
+    local out, idx = {}, {}
+    for d = 1, #sz do idx[d] = 1 end
+    for _, v in ipairs(vals) do
+      if v ~= 0 and v ~= false then out[#out + 1] = { table.unpack(idx) } end
+      for d = #sz, 1, -1 do
+        idx[d] = idx[d] + 1
+        if idx[d] <= sz[d] then break end
+        idx[d] = 1
+      end
+    end
+    return out
+  end
+
+  it("gives the reference's positions in row-major order, any layout and dtype", function()
+    for _, sz in ipairs({ { 7 }, { 3, 5 }, { 2, 3, 4 }, { 2, 1, 3, 2 }, { 0, 3 }, { 300, 70 } }) do
+      local n = 1
+      for _, v in ipairs(sz) do n = n * v end
+      local vals = {}
+      for i = 1, n do
+        local r = (i * 7919) % 11
+        vals[i] = r < 5 and 0 or r == 5 and 0 / 0 or r == 6 and -0.0 or r - 7
+      end
+      for _, dt in ipairs({ "float32", "float64", "int64", "bool" }) do
+        local src = {}
+        for i, v in ipairs(vals) do
+          src[i] = (dt == "int64" or dt == "bool") and (v ~= v and 3 or math.tointeger(v) or 0) or v
+        end
+        local t = lt.tensor(#src > 0 and src or { 0 }, { dtype = dt == "bool" and "int64" or dt })
+        t = n > 0 and t:reshape(sz) or lt.zeros(sz, { dtype = dt == "bool" and "int64" or dt })
+        if dt == "bool" then t = t:ne(0) end
+        local flat = n > 0 and t:reshape(-1):tolist() or {}
+        local want = ref_positions(flat, sz)
+        local layouts = { t }
+        if #sz >= 2 then layouts[2] = t:transpose(1, #sz):contiguous():transpose(1, #sz) end
+        for k, x in ipairs(layouts) do
+          local what = dt .. " {" .. table.concat(sz, ",") .. "} layout " .. k
+          local got = x:nonzero()
+          assert.are.same({ #want, #sz }, got:size(), what)
+          assert.are.same(want, got:tolist(), what)
+          assert.is_true(lt.argwhere(x):equal(got), what)
+          local cols = { x:nonzero({ as_tuple = true }) }
+          assert.are.equal(#sz, #cols, what)
+          for d = 1, #sz do assert.is_true(cols[d]:equal(got:select(2, d)), what) end
+          assert.are.equal(#want, x:count_nonzero():item(), what)
+        end
+      end
+    end
+  end)
+
+  it("handles 0-d inputs, NaN and -0 as PyTorch does", function()
+    assert.are.same({ 1, 0 }, lt.tensor(3.0):nonzero():size())
+    assert.are.same({ 0, 0 }, lt.tensor(0.0):nonzero():size())
+    assert.are.same({ 1 }, lt.tensor(3.0):nonzero({ as_tuple = true }):tolist())
+    assert.are.same({ { 1 } }, lt.tensor({ 0 / 0, 0, -0.0 }):nonzero():tolist())
+  end)
+
+  it("count_nonzero over dims as a sum of the non-zero mask", function()
+    local x = lt.tensor({ { { 0, 1, 2 }, { 0, 0, 3 } }, { { 4, 0, 0 }, { 5, 6, 0 } } })
+    assert.are.same({ { 1, 1, 1 }, { 1, 1, 1 } }, x:count_nonzero(1):tolist())
+    assert.are.same({ 3, 3 }, x:count_nonzero({ 1, 3 }):tolist())
+    assert.are.same({ { 2, 1 }, { 1, 2 } }, lt.count_nonzero(x, { dim = 3 }):tolist())
+    assert.are.equal("int64", x:float():count_nonzero().dtype)
+    assert.matches("count_nonzero: takes dims only", err_of(x.count_nonzero, x, 1, true))
+    assert.matches("nonzero: unknown option 'tuple'", err_of(x.nonzero, x, { tuple = true }))
+  end)
+end)
+
 describe("one_hot", function()
   it("encodes 1-based classes as int64 rows", function()
     assert.are.same({ { 1, 0, 0 }, { 0, 0, 1 } }, I { 1, 3 }:one_hot():tolist())

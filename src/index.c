@@ -710,3 +710,44 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
   *out = r;
   return 0;
 }
+
+/* The positions (from base) of t's non-zero elements in row-major order, as an int64
+** (count, ndim) tensor on t's device: for each dim, the grid of positions along it (an arange
+** seen with stride 0 across the other dims) masked by t != 0. A 0-d t gives (count, 0). */
+int lt_nonzero(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t base) {
+  lt_tensor *mask = NULL, *cols[LT_MAX_DIMS] = {NULL}, *r = NULL;
+  int nd = t->ndim, rc = -1;
+  if (t->dtype == LT_BOOL)
+    mask = lt_retain(t);
+  else if (lt_binary_scalar(ctx, &mask, LT_NE, t, 0, true, false))
+    return -1;
+  if (nd == 0) {
+    int64_t sz[2] = {ltK_kernels(mask)->mask_count(mask), 0};
+    rc = ltO_empty_as(ctx, out, t, LT_INT64, 2, sz);
+    lt_release(mask);
+    return rc;
+  }
+  for (int d = 0; d < nd; d++) {
+    lt_tensor *pos = NULL, *grid = NULL;
+    int64_t st[LT_MAX_DIMS] = {0};
+    st[d] = 1;
+    if (ltO_empty_as(ctx, &pos, t, LT_INT64, 1, &t->size[d])) goto done;
+    ltK_kernels(pos)->arange_int(pos, base, 1);
+    grid = ltB_alias(pos, nd, t->size, st, 0);
+    lt_release(pos);
+    if (!grid) {
+      ltB_fail(ctx, "nonzero: out of memory");
+      goto done;
+    }
+    int e = lt_masked_select(ctx, &cols[d], grid, mask);
+    lt_release(grid);
+    if (e) goto done;
+  }
+  if (lt_stack(ctx, &r, nd, cols, 1)) goto done;
+  *out = r;
+  rc = 0;
+done:
+  for (int d = 0; d < nd; d++) lt_release(cols[d]);
+  lt_release(mask);
+  return rc;
+}

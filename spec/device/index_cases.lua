@@ -449,6 +449,21 @@ case("masked_select", "dtypes, layouts and broadcasting, in row-major order", fu
   check(lt.tensor(3.0):masked_select(lt.tensor(true)), { 1 }, "float32", { 3 }, 0, "0-d")
 end)
 
+case("masked_select", "nonzero: 1-based positions of the non-zero elements, row-major", function()
+  local shape = { 2, 3, 4 }
+  for _, kind in ipairs(LAYOUTS) do
+    local t, v = input(mask_vals(24), shape, "int64", kind)
+    local want = {}
+    each(shape, function(idx, p)
+      if v[p] ~= 0 then
+        for d = 1, 3 do want[#want + 1] = idx[d] end
+      end
+    end)
+    check(t:nonzero(), { #want // 3, 3 }, "int64", want, 0, "nonzero " .. kind)
+    check(t:ne(0):count_nonzero(), {}, "int64", { #want // 3 }, 0, "count_nonzero " .. kind)
+  end
+end)
+
 case("masked_scatter", "masked_select backward: the gradient back at the set positions",
   function()
     for _, kind in ipairs(LAYOUTS) do

@@ -137,6 +137,22 @@ static int reduction(lua_State *L, int op, const char *name) {
   return 1;
 }
 
+/* count_nonzero(dims?): the number of non-zero elements over the dims (all without), int64. */
+static int l_count_nonzero(lua_State *L) {
+  static const char *const known[] = {"dim", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *ne, *out;
+  rargs r;
+  reduce_args(L, 2, "count_nonzero", known, &r);
+  if (!lua_isnoneornil(L, 3) && !r.opts)
+    luaL_error(L, "count_nonzero: takes dims only, not keepdim (got %s)", luaL_typename(L, 3));
+  LTL_TRY(L, ctx, lt_binary_scalar(ctx, &ne, LT_NE, a, 0, true, false));
+  ltL_push(L, ne);
+  LTL_TRY(L, ctx, lt_reduce(ctx, &out, LT_RSUM, ne, r.ndims, r.dims, false));
+  ltL_push(L, out);
+  return 1;
+}
+
 static int l_sum(lua_State *L) { return reduction(L, LT_RSUM, "sum"); }
 static int l_mean(lua_State *L) { return reduction(L, LT_RMEAN, "mean"); }
 static int l_prod(lua_State *L) { return reduction(L, LT_RPROD, "prod"); }
@@ -431,6 +447,7 @@ static const ltL_Reg reduce_regs[] = {
     {"min", l_min, BOTH},
     {"argmax", l_argmax, BOTH},
     {"argmin", l_argmin, BOTH},
+    {"count_nonzero", l_count_nonzero, BOTH},
     {"var", l_var, BOTH},
     {"std", l_std, BOTH},
     {"norm", l_norm, BOTH},

@@ -479,6 +479,45 @@ static int l_masked_select(lua_State *L) {
   PUSH_RESULT(lt_masked_select(CTX, OUT, t, mask));
 }
 
+/* nonzero({as_tuple=}) and argwhere: the 1-based positions of the non-zero elements as a
+** (count, ndim) int64 tensor, or with as_tuple one (count) tensor per dim, returned in order
+** (a 0-d input gives one, of ones). */
+static int l_nonzero(lua_State *L) {
+  static const char *const known[] = {"as_tuple", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *r;
+  bool as_tuple = false;
+  if (!lua_isnoneornil(L, 2)) {
+    if (!lua_istable(L, 2) || ltL_test(L, 2))
+      luaL_error(L, "nonzero: bad argument #2 (options table expected, got %s)",
+                 luaL_typename(L, 2));
+    ltL_checkopts(L, 2, "nonzero", known);
+    as_tuple = ltL_optbool_field(L, 2, "as_tuple", false);
+  }
+  LTL_TRY(L, ctx, lt_nonzero(ctx, &r, t, 1));
+  ltL_push(L, r);
+  if (!as_tuple) return 1;
+  int nd = t->ndim ? t->ndim : 1;
+  for (int d = 0; d < nd; d++) {
+    lt_tensor *c;
+    if (t->ndim) {
+      LTL_TRY(L, ctx, lt_select(ctx, &c, r, 1, d));
+      ltL_push(L, c);
+    } else {   /* PyTorch's one tensor of zeros: a position per non-zero element (0 or 1) */
+      LTL_TRY(L, ctx, lt_empty_on(ctx, &c, LT_INT64, 1, r->size, lt_device(r),
+                                  lt_device_index(r)));
+      ltL_push(L, c);
+      LTL_TRY(L, ctx, lt_fill_(ctx, c, 1));
+    }
+  }
+  return nd;
+}
+
+static int l_argwhere(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  PUSH_RESULT(lt_nonzero(CTX, OUT, t, 1));
+}
+
 static int l_one_hot(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1);
   int64_t n = luaL_optinteger(L, 2, -1);
@@ -529,6 +568,8 @@ void ltL_open_shape(lua_State *L) {
       {"masked_fill", l_masked_fill, LTL_FN | LTL_METHOD},
       {"masked_fill_", l_masked_fill_, LTL_METHOD},
       {"masked_select", l_masked_select, LTL_FN | LTL_METHOD},
+      {"nonzero", l_nonzero, LTL_FN | LTL_METHOD},
+      {"argwhere", l_argwhere, LTL_FN | LTL_METHOD},
       {"one_hot", l_one_hot, LTL_FN | LTL_METHOD},
       {NULL, NULL, 0},
   };
