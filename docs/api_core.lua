@@ -379,6 +379,20 @@ function lt.sort(x, dim, descending) end
 -- @usage local probs, ids = logits:softmax(-1):topk(5)
 function lt.topk(x, k, dim, largest, sorted) end
 
+--- The distinct values of `x` (all its elements), ascending in sort's order: -0 and +0 are
+-- one value, NaNs one value, last (PyTorch keeps each NaN apart). With `return_inverse`, also
+-- where each element's value is among them (1-based, `x`'s shape); with `return_counts`, how
+-- many elements each has; returned in that order. The values always come sorted; `dim` is not
+-- supported.
+-- Method: `x:unique`.
+-- @tparam Tensor x
+-- @tparam[opt] table opts `{sorted=true, return_inverse=false, return_counts=false}`
+-- @treturn Tensor values
+-- @treturn[opt] Tensor inverse (int64)
+-- @treturn[opt] Tensor counts (int64)
+-- @usage local words, ids = tokens:unique({return_inverse = true})
+function lt.unique(x, opts) end
+
 --- Where each of `values` would go in `sorted`'s last dim (ascending, in sort's order: NaN
 -- last): the 1-based position before every equal element, or after them with `right` (or
 -- `side = "right"`), from 1 to n + 1. `sorted` is 1-D (one sequence for all values) or has the

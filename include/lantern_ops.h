@@ -233,6 +233,11 @@ LT_API int lt_argsort(lt_ctx *ctx, lt_tensor **indices, lt_tensor *a, int dim, b
 ** Ties are taken in position order. */
 LT_API int lt_topk(lt_ctx *ctx, lt_tensor **values, lt_tensor **indices, lt_tensor *a, int64_t k,
                    int dim, bool largest, int64_t base);
+/* t's distinct values, ascending (NaNs as one value, last), and optionally (inverse, counts
+** may be NULL) where each element's value is among them (t's shape, counted from base) and
+** how many elements each has. */
+LT_API int lt_unique(lt_ctx *ctx, lt_tensor **values, lt_tensor **inverse, lt_tensor **counts,
+                     lt_tensor *t, int64_t base);
 /* int64 positions (from base) where each value of `values` would go in sorted's last dim,
 ** which is ascending (NaN the largest): before every equal element, or after them when right.
 ** sorted is 1-d or has the values' leading dims; the two are compared in their common dtype. */

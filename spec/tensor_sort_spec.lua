@@ -434,3 +434,61 @@ describe("searchsorted and bucketize", function()
       "options table expected")
   end)
 end)
+
+describe("unique", function()
+  -- the distinct values of a list in the order sort gives them (NaN last, one of them; -0 and
+  -- +0 one value), with each element's 1-based group and the groups' sizes
+  local function ref_unique(list)
+    local order = ref_order(list, false)
+    local vals, counts, group = {}, {}, {}
+    for _, p in ipairs(order) do
+      local v, last = list[p], vals[#vals]
+      local same = #vals > 0 and (v == last or (v ~= v and last ~= last))
+      if not same then
+        vals[#vals + 1] = v
+        counts[#counts + 1] = 0
+      end
+      counts[#counts] = counts[#counts] + 1
+      group[p] = #vals
+    end
+    return vals, group, counts
+  end
+
+  it("gives the reference's values, inverse and counts over dtypes, shapes and layouts", function()
+    for _, dtype in ipairs({ "float32", "float64", "int64", "bool" }) do
+      for _, n in ipairs({ 1, 2, 40, 600 }) do
+        local t = lt.tensor(values_for(dtype, n, n + 7), { dtype = dtype })
+        local views = { t }
+        if n % 20 == 0 then views[2] = t:reshape(n // 20, 20):t() end
+        for k, x in ipairs(views) do
+          local what = dtype .. " n " .. n .. " view " .. k
+          local list = x:reshape(-1):tolist()
+          local want_v, want_g, want_c = ref_unique(list)
+          local v, inv, c = x:unique({ return_inverse = true, return_counts = true })
+          check_list(v:tolist(), want_v, what .. " values")
+          assert.are.same(x:size(), inv:size(), what)
+          check_list(inv:reshape(-1):tolist(), want_g, what .. " inverse")
+          check_list(c:tolist(), want_c, what .. " counts")
+          check_list(lt.unique(x):tolist(), want_v, what .. " values alone")
+          local _, c2 = lt.unique(x, { return_counts = true })
+          check_list(c2:tolist(), want_c, what .. " counts without inverse")
+        end
+      end
+    end
+  end)
+
+  it("takes 0-d and empty inputs, and refuses a dim", function()
+    local v, inv = lt.tensor(5.0):unique({ return_inverse = true })
+    assert.are.same({ 5.0 }, v:tolist())
+    assert.are.same({}, inv:size())
+    assert.are.equal(1, inv:item())
+    local ev, ei, ec = lt.zeros({ 0, 3 }):unique({ return_inverse = true, return_counts = true })
+    assert.are.same({ 0 }, ev:size())
+    assert.are.same({ 0, 3 }, ei:size())
+    assert.are.same({ 0 }, ec:size())
+    support.expect_error(function() return lt.randn(3):unique({ dim = 1 }) end, "unique",
+      "dim is not supported")
+    support.expect_error(function() return lt.randn(3):unique({ counts = true }) end, "unique",
+      "unknown option 'counts'")
+  end)
+end)

@@ -6,6 +6,7 @@
 **   lt_argmax/argmin     over all dims (flattened index) or along one dim
 **   lt_sort/topk         the first k of each row in order, with indices (the device's `sort`)
 **   lt_searchsorted      where values go in sorted rows (the device's `searchsorted`)
+**   lt_unique            the distinct values, made of sort, comparisons and masked selects
 */
 #include <stdint.h>
 
@@ -258,5 +259,98 @@ done:
   lt_release(v);
   lt_release(se);
   lt_release(o);
+  return rc;
+}
+
+/* new (bool, n) = whether each of the n sorted values v differs from the one before it (the
+** first does); NaNs count as equal to each other, so that they make one group, the last. */
+static int group_starts(lt_ctx *ctx, lt_tensor **new_, lt_tensor *v, int64_t n) {
+  lt_tensor *t[8] = {NULL};
+  int rc = -1;
+  int64_t one = 1;
+  if (ltO_full_as(ctx, &t[0], v, LT_BOOL, 1, &one, 1.0)) goto done;
+  if (n == 1) {
+    *new_ = t[0];
+    return 0;
+  }
+  if (lt_narrow(ctx, &t[1], v, 0, 1, n - 1) || lt_narrow(ctx, &t[2], v, 0, 0, n - 1) ||
+      lt_binary(ctx, &t[3], LT_EQ, t[1], t[2]))
+    goto done;
+  if (lt_dtype_is_float(v->dtype)) {   /* a NaN after a NaN joins its group */
+    lt_tensor *same;
+    if (lt_unary(ctx, &t[4], LT_ISNAN, t[1], 0, 0) || lt_unary(ctx, &t[6], LT_ISNAN, t[2], 0, 0) ||
+        lt_binary(ctx, &t[7], LT_LAND, t[4], t[6]) || lt_binary(ctx, &same, LT_LOR, t[3], t[7]))
+      goto done;
+    lt_release(t[3]);
+    t[3] = same;
+  }
+  if (lt_unary(ctx, &t[5], LT_LNOT, t[3], 0, 0)) goto done;
+  lt_tensor *parts[2] = {t[0], t[5]};
+  if (lt_cat(ctx, new_, 2, parts, 0)) goto done;
+  rc = 0;
+done:
+  for (int i = 0; i < 8; i++) lt_release(t[i]);
+  return rc;
+}
+
+/* The distinct values of t, ascending (NaN last, one of them), and optionally where each
+** element's value is among them (inverse, t's shape, counted from base) and how many of each
+** (counts): t flattened and sorted, group starts marked, their values selected; inverse is
+** each sorted element's group number scattered back to its place; counts the gaps between
+** the groups' starts. No gradient (as PyTorch's). */
+int lt_unique(lt_ctx *ctx, lt_tensor **values, lt_tensor **inverse, lt_tensor **counts,
+              lt_tensor *t, int64_t base) {
+  int64_t n = lt_numel(t), all = -1;
+  lt_tensor *x[12] = {NULL};
+  int rc = -1;
+  if (lt_detach(ctx, &x[0], t) || lt_reshape(ctx, &x[1], x[0], 1, &all)) goto done;
+  if (n == 0) {
+    int64_t zero = 0;
+    if (ltO_empty_as(ctx, values, t, t->dtype, 1, &zero)) goto done;
+    if (inverse && ltO_empty_as(ctx, inverse, t, LT_INT64, t->ndim, t->size)) goto fail_values;
+    if (counts && ltO_empty_as(ctx, counts, t, LT_INT64, 1, &zero)) goto fail_inverse;
+    rc = 0;
+    goto done;
+  }
+  /* x[2] sorted values, x[3] their positions (from 0), x[4] group starts */
+  if (lt_sort(ctx, &x[2], &x[3], x[1], 0, false, 0) || group_starts(ctx, &x[4], x[2], n) ||
+      lt_masked_select(ctx, values, x[2], x[4]))
+    goto done;
+  if (inverse) {   /* group numbers from base: the running count of starts, + base - 1 */
+    if (lt_cumsum(ctx, &x[5], x[4], 0) ||
+        (base != 1 && lt_binary_scalar_(ctx, LT_ADD, x[5], (double)(base - 1))) ||
+        ltO_empty_as(ctx, &x[6], t, LT_INT64, 1, &n) ||
+        lt_scatter_(ctx, x[6], 0, x[3], x[5], 0) ||
+        lt_reshape(ctx, inverse, x[6], t->ndim, t->size))
+      goto fail_values;
+  }
+  if (counts) {   /* the next group's start (n after the last) minus each start */
+    int64_t m = lt_numel(*values), one = 1;
+    lt_tensor *parts[2];
+    if (lt_arange_int(ctx, &x[7], 0, n, 1) || lt_to_device(ctx, &x[8], x[7], lt_device(t),
+                                                           lt_device_index(t)) ||
+        lt_masked_select(ctx, &x[9], x[8], x[4]) ||
+        lt_narrow(ctx, &x[10], x[9], 0, 1, m - 1) ||
+        ltO_full_as(ctx, &x[11], t, LT_INT64, 1, &one, (double)n))
+      goto fail_inverse;
+    parts[0] = x[10];
+    parts[1] = x[11];
+    lt_tensor *ends = NULL;
+    int e = lt_cat(ctx, &ends, 2, parts, 0) || lt_binary(ctx, counts, LT_SUB, ends, x[9]);
+    lt_release(ends);
+    if (e) goto fail_inverse;
+  }
+  rc = 0;
+  goto done;
+fail_inverse:
+  if (inverse) {
+    lt_release(*inverse);
+    *inverse = NULL;
+  }
+fail_values:
+  lt_release(*values);
+  *values = NULL;
+done:
+  for (int i = 0; i < 12; i++) lt_release(x[i]);
   return rc;
 }

@@ -1,6 +1,6 @@
 /*
 ** l_reduce.c -- Lua binding of reductions, max/min/argmax, var/std, norm, logsumexp, softmax,
-** log_softmax, cumsum, and sort, argsort, topk, searchsorted and bucketize.
+** log_softmax, cumsum, and sort, argsort, topk, unique, searchsorted and bucketize.
 **
 ** Dims are Lua's (1-based, negative from the end) and are handed to the core as 0-based (or
 ** still negative) so that the core checks them and names the op in its message. A reduction
@@ -263,6 +263,32 @@ static int l_argsort(lua_State *L) {
   return 1;
 }
 
+/* unique({sorted=, return_inverse=, return_counts=}): the distinct values, then the inverse
+** (1-based) and the counts when asked, in PyTorch's order. Always sorted; no dim. */
+static int l_unique(lua_State *L) {
+  static const char *const known[] = {"sorted", "return_inverse", "return_counts", "dim", NULL};
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *a = ltL_check(L, 1), *vals, *inv = NULL, *cnt = NULL;
+  bool want_inv = false, want_cnt = false;
+  if (!lua_isnoneornil(L, 2)) {
+    if (!is_opts(L, 2))
+      luaL_error(L, "unique: bad argument #2 (options table expected, got %s)",
+                 luaL_typename(L, 2));
+    ltL_checkopts(L, 2, "unique", known);
+    ltL_optbool_field(L, 2, "sorted", true);   /* checked; the values always come sorted */
+    want_inv = ltL_optbool_field(L, 2, "return_inverse", false);
+    want_cnt = ltL_optbool_field(L, 2, "return_counts", false);
+    lua_getfield(L, 2, "dim");
+    if (!lua_isnil(L, -1)) luaL_error(L, "unique: dim is not supported (the whole tensor only)");
+    lua_pop(L, 1);
+  }
+  LTL_TRY(L, ctx, lt_unique(ctx, &vals, want_inv ? &inv : NULL, want_cnt ? &cnt : NULL, a, 1));
+  ltL_push(L, vals);
+  if (want_inv) ltL_push(L, inv);
+  if (want_cnt) ltL_push(L, cnt);
+  return 1 + want_inv + want_cnt;
+}
+
 /* topk(k, dim=-1, largest=true, sorted=true) or (k, {dim=, largest=, sorted=}): values,
 ** indices. They come sorted whatever `sorted` says (PyTorch leaves the order unspecified). */
 static int l_topk(lua_State *L) {
@@ -458,6 +484,7 @@ static const ltL_Reg reduce_regs[] = {
     {"sort", l_sort, BOTH},
     {"argsort", l_argsort, BOTH},
     {"topk", l_topk, BOTH},
+    {"unique", l_unique, BOTH},
     {"searchsorted", l_searchsorted, LTL_FN},
     {"bucketize", l_bucketize, LTL_FN},
     {NULL, NULL, 0},
