@@ -285,6 +285,19 @@ function lt.clamp(x, min, max) end
 -- @treturn Tensor
 function lt.where(cond, a, b) end
 
+--- `start + w (end - start)` (for |w| < 0.5, else `end - (end - start) (1 - w)`, PyTorch's
+-- form), with `weight` a number or a tensor. Also `lt.addcmul(x, t1, t2, {value=1})` (`x +
+-- value t1 t2`) and `lt.addcdiv(x, t1, t2, {value=1})` (`x + value t1 / t2`; `value` may also be
+-- a plain number); all three are made of the binary ops and have their gradients. In place:
+-- `x:lerp_`, `x:addcmul_`, `x:addcdiv_`.
+-- Methods: `x:lerp`, `x:addcmul`, `x:addcdiv`.
+-- @tparam Tensor start
+-- @tparam Tensor end_
+-- @param weight number or Tensor
+-- @treturn Tensor
+-- @usage ema:lerp_(param, 0.001)   -- an exponential moving average
+function lt.lerp(start, end_, weight) end
+
 --- Whether all elements are close: `|x - y| <= atol + rtol * |y|`. `lt.isclose` gives the
 -- elementwise bool tensor; `lt.equal(x, y)` asks for the same shape and values.
 -- Methods: `x:allclose`, `x:isclose`, `x:equal`.
@@ -467,6 +480,20 @@ function lt.split(x, size, dim) end
 -- @treturn Tensor
 -- @usage x:reshape(2, -1); x:narrow(1, 2, 3); x:permute(2, 1); x:flatten(2)
 function lt.reshape(x, ...) end
+
+--- The elements moved by `shifts` along `dims` (numbers or lists of the same length), those
+-- that fall off the end coming back at the start; without `dims`, over the flattened tensor.
+-- Also `lt.movedim(x, source, destination)` (also `moveaxis`: the dims at source moved to
+-- destination, the others in order; a view), `lt.broadcast_to(x, sizes)` (`expand`) and
+-- `lt.meshgrid(t1, t2, ..., {indexing = "ij"})` (N 1-D tensors as N expanded views of their
+-- grid; "xy" swaps the first two dims; the tensors may also come as one list).
+-- Methods: `x:roll`, `x:movedim`, `x:moveaxis`, `x:broadcast_to`.
+-- @tparam Tensor x
+-- @param shifts number or list
+-- @param[opt] dims number or list (1-based)
+-- @treturn Tensor
+-- @usage x:roll(1, 2); x:movedim(1, -1); local gx, gy = lt.meshgrid(xs, ys, {indexing = "xy"})
+function lt.roll(x, shifts, dims) end
 
 --- Gathers along `dim` at the 1-based positions in `index`. Also `lt.index_select(x, dim,
 -- idx)`, `lt.scatter(x, dim, index, src_or_value)`, `lt.scatter_add(x, dim, index, src)`,

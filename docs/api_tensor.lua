@@ -106,8 +106,8 @@ function Tensor:free() end
 -- boolean or one-element tensor), `x:zero_()`, and the random fills `x:uniform_(a=0, b=1)`,
 -- `x:normal_(mean=0, std=1)`, `x:bernoulli_(p=0.5)` and `x:random_(from?, to?)` (integers in
 -- [from, to); without bounds the range that x's dtype holds exactly), which take a trailing
--- `{generator=}`. `x:index_add_`, `x:scatter_`, `x:scatter_add_` and `x:masked_fill_` are the
--- in-place forms of the `lantern` functions.
+-- `{generator=}`. `x:index_add_`, `x:scatter_`, `x:scatter_add_`, `x:masked_fill_`,
+-- `x:lerp_`, `x:addcmul_` and `x:addcdiv_` are the in-place forms of the `lantern` functions.
 -- @param src
 -- @treturn Tensor x
 function Tensor:copy_(src) end

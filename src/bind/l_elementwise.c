@@ -475,6 +475,105 @@ static int e_where(lua_State *L) { return where3(L, 1, 2, 3); }
 /* x:where(cond, y) == lt.where(cond, x, y), as Tensor.where in PyTorch */
 static int e_where_method(lua_State *L) { return where3(L, 2, 1, 3); }
 
+/* ============================================================ lerp, addcmul, addcdiv */
+
+/* Each result is made of the binary ops in PyTorch's order of evaluation, so it has their
+** gradients and rounds as PyTorch's element loops do (but for a fused multiply-add there). A
+** trailing `_` form writes the result into self. */
+
+/* The scalar `value` of addcmul/addcdiv at idx: a number or {value=}; 1 when absent. */
+static double value_opt(lua_State *L, int idx, const char *op) {
+  if (lua_isnoneornil(L, idx)) return 1;
+  if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
+  if (!lua_istable(L, idx) || ltL_test(L, idx))
+    luaL_error(L, "%s: bad argument #%d (number or {value=} expected, got %s)", op, idx,
+               luaL_typename(L, idx));
+  static const char *const known[] = {"value", NULL};
+  ltL_checkopts(L, idx, op, known);
+  return ltL_optnum_field(L, idx, "value", 1);
+}
+
+/* self + (value * t1) op t2 (op: LT_MUL for addcmul, LT_DIV for addcdiv) */
+static int addc(lua_State *L, enum lt_binop op, const char *name, bool inplace) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *self = ltL_check(L, 1), *t1 = ltL_check(L, 2), *t2 = ltL_check(L, 3), *s, *p, *r;
+  double v = value_opt(L, 4, name);
+  if (op == LT_DIV && !lt_dtype_is_float(t1->dtype) && !lt_dtype_is_float(t2->dtype))
+    luaL_error(L, "%s: Integer division with addcdiv is no longer supported, and in a future "
+               "release addcdiv will perform a true division of tensor1 and tensor2.", name);
+  if (v == 1) {
+    s = lt_retain(t1);
+  } else {
+    LTL_TRY(L, ctx, lt_binary_scalar(ctx, &s, LT_MUL, t1, v, false, true));
+  }
+  ltL_push(L, s);
+  LTL_TRY(L, ctx, lt_binary(ctx, &p, op, s, t2));
+  ltL_push(L, p);
+  if (inplace) LTL_RETURN_SELF(L, ctx, lt_binary_(ctx, LT_ADD, self, p));
+  LTL_TRY(L, ctx, lt_binary(ctx, &r, LT_ADD, self, p));
+  ltL_push(L, r);
+  return 1;
+}
+
+static int e_addcmul(lua_State *L) { return addc(L, LT_MUL, "addcmul", false); }
+static int e_addcmul_(lua_State *L) { return addc(L, LT_MUL, "addcmul_", true); }
+static int e_addcdiv(lua_State *L) { return addc(L, LT_DIV, "addcdiv", false); }
+static int e_addcdiv_(lua_State *L) { return addc(L, LT_DIV, "addcdiv_", true); }
+
+/* lerp(start, end, weight): start + w (end - start) where |w| < 0.5, else
+** end - (end - start) (1 - w), as PyTorch computes it, for a number or a tensor w. */
+static int lerp_impl(lua_State *L, bool inplace) {
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *name = inplace ? "lerp_" : "lerp";
+  lt_tensor *a = ltL_check(L, 1), *b = ltL_check(L, 2), *d, *lo = NULL, *hi = NULL, *r;
+  lt_tensor *w = ltL_test(L, 3);
+  if (!w && lua_type(L, 3) != LUA_TNUMBER)
+    luaL_error(L, "%s: bad argument #3 (weight: number or Tensor expected, got %s)", name,
+               luaL_typename(L, 3));
+  LTL_TRY(L, ctx, lt_binary(ctx, &d, LT_SUB, b, a));
+  ltL_push(L, d);
+  if (!w) {
+    double wv = lua_tonumber(L, 3);
+    lt_tensor *t;
+    if (fabs(wv) < 0.5) {
+      LTL_TRY(L, ctx, lt_binary_scalar(ctx, &t, LT_MUL, d, wv, false, true));
+      ltL_push(L, t);
+      LTL_TRY(L, ctx, lt_binary(ctx, &r, LT_ADD, a, t));
+    } else {
+      LTL_TRY(L, ctx, lt_binary_scalar(ctx, &t, LT_MUL, d, 1 - wv, false, true));
+      ltL_push(L, t);
+      LTL_TRY(L, ctx, lt_binary(ctx, &r, LT_SUB, b, t));
+    }
+    ltL_push(L, r);
+  } else {
+    lt_tensor *t, *aw, *near, *omw;
+    LTL_TRY(L, ctx, lt_binary(ctx, &t, LT_MUL, w, d));
+    ltL_push(L, t);
+    LTL_TRY(L, ctx, lt_binary(ctx, &lo, LT_ADD, a, t));
+    ltL_push(L, lo);
+    LTL_TRY(L, ctx, lt_binary_scalar(ctx, &omw, LT_SUB, w, 1, true, true));   /* 1 - w */
+    ltL_push(L, omw);
+    LTL_TRY(L, ctx, lt_binary(ctx, &t, LT_MUL, d, omw));
+    ltL_push(L, t);
+    LTL_TRY(L, ctx, lt_binary(ctx, &hi, LT_SUB, b, t));
+    ltL_push(L, hi);
+    LTL_TRY(L, ctx, lt_unary(ctx, &aw, LT_ABS, w, 0, 0));
+    ltL_push(L, aw);
+    LTL_TRY(L, ctx, lt_binary_scalar(ctx, &near, LT_LT, aw, 0.5, false, false));
+    ltL_push(L, near);
+    LTL_TRY(L, ctx, lt_where(ctx, &r, near, lo, hi));
+    ltL_push(L, r);
+  }
+  if (inplace) {
+    LTL_TRY(L, ctx, lt_copy_(ctx, a, r));
+    lua_pushvalue(L, 1);
+  }
+  return 1;
+}
+
+static int e_lerp(lua_State *L) { return lerp_impl(L, false); }
+static int e_lerp_(lua_State *L) { return lerp_impl(L, true); }
+
 /* ============================================================ closeness */
 
 static void close_params(lua_State *L, double *rtol, double *atol, bool *equal_nan) {
@@ -667,6 +766,12 @@ static const ltL_Reg elementwise_regs[] = {
     {"clip", e_clamp, BOTH},
     {"clamp_", e_clamp_, BOTH},
     {"clip_", e_clamp_, BOTH},
+    {"addcmul", e_addcmul, BOTH},
+    {"addcmul_", e_addcmul_, LTL_METHOD},
+    {"addcdiv", e_addcdiv, BOTH},
+    {"addcdiv_", e_addcdiv_, LTL_METHOD},
+    {"lerp", e_lerp, BOTH},
+    {"lerp_", e_lerp_, LTL_METHOD},
     {"where", e_where, LTL_FN},
     {"where", e_where_method, LTL_METHOD},
     {"isclose", e_isclose, BOTH},

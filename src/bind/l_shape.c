@@ -7,6 +7,7 @@
 ** base 1, so no conversion pass is needed and error messages quote the user's own values.
 */
 #include <stdlib.h>
+#include <string.h>
 
 #include "lbind.h"
 
@@ -189,6 +190,21 @@ static int l_expand(lua_State *L) {
   PUSH_RESULT(lt_expand(CTX, OUT, t, n, sz));
 }
 
+/* broadcast_to(sizes): expand, its messages under this name */
+static int l_broadcast_to(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *r;
+  int64_t sz[LT_MAX_DIMS];
+  int n = sizes_arg(L, 2, sz);
+  if (lt_expand(ctx, &r, t, n, sz)) {
+    const char *m = strncmp(ctx->err, "expand: ", 8) == 0 ? ctx->err + 8 : ctx->err;
+    lua_pushfstring(L, "broadcast_to: %s", m);
+    return lua_error(L);
+  }
+  ltL_push(L, r);
+  return 1;
+}
+
 static int l_expand_as(lua_State *L) {
   lt_tensor *t = ltL_check(L, 1), *o = ltL_check(L, 2);
   PUSH_RESULT(lt_expand(CTX, OUT, t, o->ndim, o->size));
@@ -223,6 +239,178 @@ static int l_stack(lua_State *L) {
   int d = optdim_arg(L, 2, "stack", 0);
   lt_tensor **ts = list_arg(L, 1, "stack", &n);
   PUSH_RESULT(lt_stack(CTX, OUT, n, ts, d));
+}
+
+/* Integers at idx, one or a list, into v (at most LT_MAX_DIMS); returns the count. */
+static int ints_arg(lua_State *L, int idx, const char *op, const char *what, int64_t *v) {
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    int isint;
+    v[0] = lua_tointegerx(L, idx, &isint);
+    if (!isint) luaL_error(L, "%s: %s must be integers, got a fractional number", op, what);
+    return 1;
+  }
+  if (!lua_istable(L, idx) || ltL_test(L, idx))
+    luaL_error(L, "%s: %s must be an integer or a list of integers, got %s", op, what,
+               luaL_typename(L, idx));
+  lua_Integer n = luaL_len(L, idx);
+  if (n > LT_MAX_DIMS) luaL_error(L, "%s: %d %s given, at most %d", op, (int)n, what, LT_MAX_DIMS);
+  for (int i = 0; i < (int)n; i++) {
+    int isint;
+    lua_geti(L, idx, i + 1);
+    v[i] = lua_tointegerx(L, -1, &isint);
+    if (!isint) luaL_error(L, "%s: %s must be integers, got %s", op, what, luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  return (int)n;
+}
+
+/* A Lua dim (1-based, negative from the end) of a rank-nd tensor as 0-based. */
+static int wrap_dim(lua_State *L, int64_t d, int nd, const char *op) {
+  int n = nd > 0 ? nd : 1;
+  if (d == 0 || d > n || d < -n)
+    luaL_error(L, "%s: dimension %d out of range (expected 1..%d or -%d..-1)", op, (int)d, n, n);
+  return (int)(d > 0 ? d - 1 : d + n);
+}
+
+/* roll(shifts, dims): the elements moved along each dim by its shift, those that fall off the
+** end coming back at the start; without dims, over the flattened tensor. Made of narrow and
+** cat, so it has their gradient. */
+static int l_roll(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *t = ltL_check(L, 1), *x;
+  int64_t sh[LT_MAX_DIMS], dm[LT_MAX_DIMS];
+  int ns = ints_arg(L, 2, "roll", "shifts", sh), nd = 0;
+  if (!lua_isnoneornil(L, 3)) nd = ints_arg(L, 3, "roll", "dims", dm);
+  if (nd == 0 && ns != 1)
+    luaL_error(L, "roll: without dims, shifts must be one number, got %d", ns);
+  if (nd > 0 && ns != nd)
+    luaL_error(L, "roll: shifts and dimensions must align. shifts: %d, dims: %d", ns, nd);
+  if (nd == 0) {   /* the flattened tensor, shaped back */
+    int64_t all = -1;
+    LTL_TRY(L, ctx, lt_reshape(ctx, &x, t, 1, &all));
+    ltL_push(L, x);
+  } else {
+    x = lt_retain(t);
+    ltL_push(L, x);
+  }
+  for (int i = 0; i < (nd ? nd : 1); i++) {
+    int d = nd ? wrap_dim(L, dm[i], x->ndim, "roll") : 0;
+    int64_t n = x->ndim ? x->size[d] : 1;
+    if (x->ndim == 0 || n == 0) continue;
+    int64_t s = ((sh[i] % n) + n) % n;
+    if (s == 0) continue;
+    lt_tensor *parts[2], *y;
+    LTL_TRY(L, ctx, lt_narrow(ctx, &parts[0], x, d, n - s, s));
+    ltL_push(L, parts[0]);
+    LTL_TRY(L, ctx, lt_narrow(ctx, &parts[1], x, d, 0, n - s));
+    ltL_push(L, parts[1]);
+    LTL_TRY(L, ctx, lt_cat(ctx, &y, 2, parts, d));
+    ltL_push(L, y);
+    x = y;
+  }
+  if (nd == 0) {
+    lt_tensor *r;
+    LTL_TRY(L, ctx, lt_reshape(ctx, &r, x, t->ndim, t->size));
+    ltL_push(L, r);
+  } else if (x == t) {   /* nothing moved: a fresh copy, as PyTorch returns */
+    lt_tensor *r;
+    LTL_TRY(L, ctx, lt_clone(ctx, &r, t));
+    ltL_push(L, r);
+  }
+  return 1;
+}
+
+/* movedim(source, destination) (also moveaxis): the dims at source moved to destination, the
+** others keeping their order in the places left; a permute. */
+static int l_movedim(lua_State *L) {
+  lt_tensor *t = ltL_check(L, 1);
+  int64_t src[LT_MAX_DIMS], dst[LT_MAX_DIMS];
+  int n = ints_arg(L, 2, "movedim", "source", src);
+  int m = ints_arg(L, 3, "movedim", "destination", dst);
+  if (n != m)
+    luaL_error(L, "movedim: Invalid source or destination dims: source (%d dims) should "
+               "contain the same number of dims as destination (%d dims)", n, m);
+  int nd = t->ndim, perm[LT_MAX_DIMS];
+  bool used_src[LT_MAX_DIMS] = {false}, used_dst[LT_MAX_DIMS] = {false};
+  for (int d = 0; d < nd; d++) perm[d] = -1;
+  for (int i = 0; i < n; i++) {
+    int a = wrap_dim(L, src[i], nd, "movedim"), b = wrap_dim(L, dst[i], nd, "movedim");
+    if (used_src[a]) luaL_error(L, "movedim: repeated dim in source (%d)", (int)src[i]);
+    if (used_dst[b]) luaL_error(L, "movedim: repeated dim in destination (%d)", (int)dst[i]);
+    used_src[a] = used_dst[b] = true;
+    perm[b] = a;
+  }
+  for (int d = 0, next = 0; d < nd; d++) {   /* the rest, in order, into the free places */
+    if (perm[d] >= 0) continue;
+    while (used_src[next]) next++;
+    perm[d] = next++;
+  }
+  PUSH_RESULT(lt_permute(CTX, OUT, t, perm));
+}
+
+/* meshgrid(t1, t2, ... | {t1, t2, ...}, {indexing = "ij" | "xy"}): N 1-d (or 0-d) tensors
+** as N views of their N-d grid, expanded; "xy" swaps the first two dims (Cartesian). */
+static int l_meshgrid(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  static const char *const known[] = {"indexing", NULL};
+  int top = lua_gettop(L), opts = 0;
+  if (top >= 1 && lua_istable(L, top) && !ltL_test(L, top)) {   /* a list or the options */
+    bool list = lua_geti(L, top, 1) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (!list) opts = top;
+  }
+  bool xy = false;
+  if (opts) {
+    ltL_checkopts(L, opts, "meshgrid", known);
+    lua_getfield(L, opts, "indexing");
+    const char *ix = lua_tostring(L, -1);
+    if (ix && strcmp(ix, "xy") == 0)
+      xy = true;
+    else if (ix && strcmp(ix, "ij") != 0)
+      luaL_error(L, "meshgrid: indexing must be \"ij\" or \"xy\", got %s", ix);
+    else if (!ix && !lua_isnil(L, -1))
+      luaL_error(L, "meshgrid: indexing must be a string, got %s", luaL_typename(L, -1));
+    lua_pop(L, 1);
+    top = opts - 1;
+  }
+  lt_tensor *in[LT_MAX_DIMS];
+  int n = 0;
+  if (top == 1 && lua_istable(L, 1) && !ltL_test(L, 1)) {
+    lt_tensor **ts = list_arg(L, 1, "meshgrid", &n);
+    if (n > LT_MAX_DIMS) luaL_error(L, "meshgrid: at most %d tensors, got %d", LT_MAX_DIMS, n);
+    for (int i = 0; i < n; i++) in[i] = ts[i];
+  } else {
+    if (top > LT_MAX_DIMS) luaL_error(L, "meshgrid: at most %d tensors, got %d", LT_MAX_DIMS, top);
+    for (int i = 1; i <= top; i++) in[n++] = ltL_check(L, i);
+  }
+  if (n == 0) luaL_error(L, "meshgrid: expects a non-empty list of tensors");
+  int64_t size[LT_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    if (in[i]->ndim > 1)
+      luaL_error(L, "meshgrid: expects 0-d or 1-d tensors, got a %d-d tensor at position %d",
+                 in[i]->ndim, i + 1);
+    if (in[i]->dtype != in[0]->dtype)
+      luaL_error(L, "meshgrid: expects all tensors to have the same dtype");
+    size[i] = in[i]->ndim ? in[i]->size[0] : 1;
+  }
+  int sw = xy && n >= 2;   /* "xy": the first two inputs' dims swapped */
+  if (sw) {
+    int64_t s0 = size[0];
+    size[0] = size[1];
+    size[1] = s0;
+  }
+  for (int i = 0; i < n; i++) {
+    int at = sw && i < 2 ? 1 - i : i;   /* the dim input i runs along */
+    int64_t shape[LT_MAX_DIMS];
+    for (int d = 0; d < n; d++) shape[d] = d == at ? size[d] : 1;
+    lt_tensor *v, *e;
+    LTL_TRY(L, ctx, lt_reshape(ctx, &v, in[i], n, shape));
+    ltL_push(L, v);
+    LTL_TRY(L, ctx, lt_expand(ctx, &e, v, n, size));
+    lua_pop(L, 1);
+    ltL_push(L, e);
+  }
+  return n;
 }
 
 /* Pushes a table of narrow views of t along d with the given lengths. */
@@ -542,6 +730,11 @@ void ltL_open_shape(lua_State *L) {
       {"t", l_t, LTL_FN | LTL_METHOD},
       {"permute", l_permute, LTL_FN | LTL_METHOD},
       {"expand", l_expand, LTL_METHOD},
+      {"broadcast_to", l_broadcast_to, LTL_FN | LTL_METHOD},
+      {"roll", l_roll, LTL_FN | LTL_METHOD},
+      {"movedim", l_movedim, LTL_FN | LTL_METHOD},
+      {"moveaxis", l_movedim, LTL_FN | LTL_METHOD},
+      {"meshgrid", l_meshgrid, LTL_FN},
       {"expand_as", l_expand_as, LTL_METHOD},
       {"narrow", l_narrow, LTL_FN | LTL_METHOD},
       {"select", l_select, LTL_FN | LTL_METHOD},
