@@ -116,6 +116,34 @@ describe("lerp, addcmul and addcdiv against PyTorch", function()
     end
   end)
 
+  it("give the same bits recorded or not (unrecorded, they reuse their first result)", function()
+    for _, dt in ipairs({ "float32", "float64" }) do
+      local s, t1 = lt.randn(4, 6, { dtype = dt }), lt.randn(4, 6, { dtype = dt })
+      local t2 = lt.rand(6, { dtype = dt }) + 0.5
+      for _, op in ipairs({ "addcmul", "addcdiv" }) do
+        for _, v in ipairs({ 1, -0.75 }) do
+          local plain = lt.no_grad(function() return s[op](s, t1, t2, v) end)
+          local rec = s:clone():requires_grad_()
+          local y = rec[op](rec, t1, t2, v)
+          assert.is_not_nil(y.grad_fn)
+          assert.is_true(y:detach():equal(plain), op .. " " .. v .. " " .. dt)
+          -- self broadcast up to the product's shape, and a float64 self over float32 factors
+          local row = s:narrow(1, 1, 1)
+          assert.are.same({ 4, 6 }, row[op](row, t1, t2, v):size())
+          local wide = lt.no_grad(function() return s:double()[op](s:double(), t1, t2, v) end)
+          assert.are.equal("float64", wide.dtype)
+        end
+      end
+      for _, w in ipairs({ 0.3, -0.2, 0.5, 0.8, 1.7 }) do
+        local plain = lt.no_grad(function() return s:lerp(t1, w) end)
+        local rec = s:clone():requires_grad_()
+        local y = rec:lerp(t1, w)
+        assert.is_not_nil(y.grad_fn)
+        assert.is_true(y:detach():equal(plain), "lerp " .. w .. " " .. dt)
+      end
+    end
+  end)
+
   it("the in-place forms write into self; gradchecks in float64", function()
     local a, b = lt.tensor({ 1.0, 2, 3 }), lt.tensor({ 10.0, 20, 30 })
     local c = a:clone()
