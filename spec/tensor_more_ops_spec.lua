@@ -34,10 +34,11 @@ describe("roll, movedim, broadcast_to and meshgrid against PyTorch", function()
       local xt = x:transpose(1, 3):contiguous():transpose(1, 3)   -- same values, other strides
       close_list(flat(lt.roll(xt, c.shifts, dims)), c.y, 0, what .. " strided")
     end
-    local r = x:roll(0, 1)
-    assert.is_true(r:equal(x))
-    r[1][1][1] = 99   -- a copy, as PyTorch's
-    assert.are.equal(0, x[1][1][1]:item())
+    for _, r in ipairs({ x:roll(0, 1), x:roll(24), x:roll(0) }) do
+      assert.is_true(r:equal(x))
+      r[1][1][1] = 99   -- a copy, as PyTorch's, even where nothing moved
+      assert.are.equal(0, x[1][1][1]:item())
+    end
   end)
 
   it("movedim and moveaxis", function()
@@ -169,6 +170,8 @@ describe("lerp, addcmul and addcdiv against PyTorch", function()
       return lt.tensor({ 1, 2 }):addcdiv(lt.tensor({ 1, 2 }), lt.tensor({ 1, 1 }))
     end, "addcdiv", "Integer division with addcdiv is no longer supported")
     support.expect_error(function() return a:lerp(b, "x") end, "lerp", "weight")
+    support.expect_error(function() return lt.tensor({ 1, 2 }):lerp(lt.tensor({ 3, 4 }), 0.5) end,
+      "lerp", "expected float tensors", "int64")
     support.expect_error(function() return a:addcmul(b, b, { val = 1 }) end, "addcmul",
       "unknown option 'val'")
   end)

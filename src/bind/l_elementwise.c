@@ -557,6 +557,9 @@ static int lerp_impl(lua_State *L, bool inplace) {
   if (!w && lua_type(L, 3) != LUA_TNUMBER)
     luaL_error(L, "%s: bad argument #3 (weight: number or Tensor expected, got %s)", name,
                luaL_typename(L, 3));
+  if (!lt_dtype_is_float(a->dtype) || !lt_dtype_is_float(b->dtype))
+    luaL_error(L, "%s: expected float tensors, got %s and %s (as PyTorch, which has no integer "
+               "lerp)", name, lt_dtype_name(a->dtype), lt_dtype_name(b->dtype));
   LTL_TRY(L, ctx, lt_binary(ctx, &d, LT_SUB, b, a));
   ltL_push(L, d);
   bool record = lt_is_grad_enabled(ctx) && (a->requires_grad || b->requires_grad);

@@ -293,12 +293,14 @@ static int l_roll(lua_State *L) {
     x = lt_retain(t);
     ltL_push(L, x);
   }
+  bool moved = false;
   for (int i = 0; i < (nd ? nd : 1); i++) {
     int d = nd ? wrap_dim(L, dm[i], x->ndim, "roll") : 0;
     int64_t n = x->ndim ? x->size[d] : 1;
     if (x->ndim == 0 || n == 0) continue;
     int64_t s = ((sh[i] % n) + n) % n;
     if (s == 0) continue;
+    moved = true;
     lt_tensor *parts[2], *y;
     LTL_TRY(L, ctx, lt_narrow(ctx, &parts[0], x, d, n - s, s));
     ltL_push(L, parts[0]);
@@ -308,13 +310,12 @@ static int l_roll(lua_State *L) {
     ltL_push(L, y);
     x = y;
   }
-  if (nd == 0) {
-    lt_tensor *r;
-    LTL_TRY(L, ctx, lt_reshape(ctx, &r, x, t->ndim, t->size));
-    ltL_push(L, r);
-  } else if (x == t) {   /* nothing moved: a fresh copy, as PyTorch returns */
-    lt_tensor *r;
+  lt_tensor *r;
+  if (!moved) {   /* a fresh copy all the same, as PyTorch returns */
     LTL_TRY(L, ctx, lt_clone(ctx, &r, t));
+    ltL_push(L, r);
+  } else if (nd == 0) {
+    LTL_TRY(L, ctx, lt_reshape(ctx, &r, x, t->ndim, t->size));
     ltL_push(L, r);
   }
   return 1;
