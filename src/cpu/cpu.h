@@ -171,9 +171,28 @@ static inline v4f exp4(v4f v) {
 }
 #endif
 
+/* A float's bits read as a signed integer, turned into one whose integer order is the floats'
+** (-0 just below +0; NaNs beyond the infinities): the magnitude bits of a negative flipped. It
+** is its own inverse. Maxima, minima (extreme.c) and sorts (sort.c) compare these. */
+static inline int32_t ltC_order32(int32_t u) { return u ^ ((u >> 31) & INT32_MAX); }
+static inline int64_t ltC_order64(int64_t u) { return u ^ ((u >> 63) & INT64_MAX); }
+/* Whether the bits are a NaN's: magnitude above infinity's. */
+static inline bool ltC_isnan_bits32(int32_t u) { return (u & INT32_MAX) > INT32_C(0x7f800000); }
+
 /* extreme.c: the largest (is_max) or smallest of x[0..n), n >= 1, -0 below +0; *nan tells
 ** whether x holds a NaN (the value returned is then of no use). */
 float ltC_extreme_f32(const float *x, int64_t n, bool is_max, bool *nan);
 double ltC_extreme_f64(const double *x, int64_t n, bool is_max, bool *nan);
+/* Column maxima (minima) of float32 rows, kept in ltC_order32's keys: k[j] starts at
+** ltC_extreme_key_start(is_max), each contiguous row x[0, n) folds in through the function
+** ltC_extreme_cols_for_isa gives (a NaN wins and stays), and ltC_extreme_key_value gives a
+** key's float back. */
+typedef void (*ltC_extreme_cols_fn)(int32_t *restrict k, const float *x, int64_t n, bool is_max);
+ltC_extreme_cols_fn ltC_extreme_cols_for_isa(void);
+static inline int32_t ltC_extreme_key_start(bool is_max) { return is_max ? INT32_MIN : INT32_MAX; }
+static inline float ltC_extreme_key_value(int32_t k) {
+  union { int32_t i; float f; } u = {ltC_order32(k)};
+  return u.f;
+}
 
 #endif

@@ -314,9 +314,6 @@ static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, i
   }
 }
 
-/* acc[j] = fold(acc[j], x[j*s]) for j < n: one input row into a block of outputs. Float
-** accumulators live in ad, integer ones (and all/any flags) in ai; plain typed arrays so that
-** the loops vectorise. */
 /* ad[j] = x[j s] where ABOVE (CMP >) or BELOW (CMP <) says so, in bitwise ors and copysign,
 ** which GCC vectorises (signbit and ||, not). */
 #define COL_EXTREME(CMP)                                                             \
@@ -326,63 +323,9 @@ static void fold_row(enum lt_redop op, lt_dtype dt, acc_t *acc, const char *p, i
                 ? v : a;                                                             \
   }
 
-/* The column fold of contiguous float32 rows into maxima (minima) as extreme.c's ordered
-** integer keys, k[j] for the block's columns, at each vector level: the fold into doubles
-** above, with its conversions and zero rule, took 64 rows of 50257 floats 2.5 ms against
-** PyTorch's 0.4. A NaN keys as the far end, so that it wins and stays. */
-typedef int32_t __attribute__((may_alias)) bits32;
-#define KEY_MAG INT32_MAX
-#define KEY_INF INT32_C(0x7f800000)
-#define COL_KEYS(CMP, NANKEY)                                                        \
-  for (int64_t j = 0; j < n; j++) {                                                  \
-    int32_t u = x[j];                                                                \
-    int32_t key = (u & KEY_MAG) > KEY_INF ? NANKEY : u ^ ((u >> 31) & KEY_MAG);      \
-    k[j] = key CMP k[j] ? key : k[j];                                                \
-  }
-#define COL_KEYS_BODY                                                                \
-  if (is_max) {                                                                      \
-    COL_KEYS(>, INT32_MAX)                                                           \
-  } else {                                                                           \
-    COL_KEYS(<, INT32_MIN)                                                           \
-  }
-static void col_keys_sse4(int32_t *restrict k, const bits32 *x, int64_t n, bool is_max) {
-  COL_KEYS_BODY
-}
-#ifdef LT_ISA_DISPATCH
-LT_ISA_BEGIN_AVX2
-static void col_keys_avx2(int32_t *restrict k, const bits32 *x, int64_t n, bool is_max) {
-  COL_KEYS_BODY
-}
-LT_ISA_END
-LT_ISA_BEGIN_AVX512
-static void col_keys_avx512(int32_t *restrict k, const bits32 *x, int64_t n, bool is_max) {
-  COL_KEYS_BODY
-}
-LT_ISA_END
-#endif
-
-typedef void (*col_keys_fn)(int32_t *restrict k, const bits32 *x, int64_t n, bool is_max);
-static col_keys_fn col_keys_for_isa(void) {
-#ifdef LT_ISA_DISPATCH
-  switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return col_keys_avx512;
-    case LT_ISA_AVX2: return col_keys_avx2;
-    default: break;
-  }
-#endif
-  return col_keys_sse4;
-}
-
-/* The keys' floats as doubles into ad (NaN keys decode to a NaN). */
-static void keys_to_doubles(double *ad, const int32_t *k, int64_t n) {
-  for (int64_t j = 0; j < n; j++) {
-    int32_t u = k[j] ^ ((k[j] >> 31) & KEY_MAG);
-    float f;
-    memcpy(&f, &u, sizeof f);
-    ad[j] = f;
-  }
-}
-
+/* acc[j] = fold(acc[j], x[j*s]) for j < n: one input row into a block of outputs. Float
+** accumulators live in ad, integer ones (and all/any flags) in ai; plain typed arrays so that
+** the loops vectorise. */
 #define COL_FLOAT(T)                                                                 \
   {                                                                                  \
     const T *x = (const T *)p;                                                       \
@@ -764,9 +707,10 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
   acc_t a0 = acc_init(p->op, p->fl);
   bool unit_sum = p->dt == LT_FLOAT32 && cis == 1 && (p->op == LT_RSUM || p->op == LT_RMEAN);
   col_sum_fn sums = unit_sum ? col_sum_rows_for_isa() : NULL;
+  /* float32 maxima and minima of contiguous rows fold as extreme.c's keys, decoded per block */
   bool is_max = p->op == LT_RAMAX;
   bool keyed = p->dt == LT_FLOAT32 && cis == 1 && (is_max || p->op == LT_RAMIN);
-  col_keys_fn keys = keyed ? col_keys_for_isa() : NULL;
+  ltC_extreme_cols_fn keys = keyed ? ltC_extreme_cols_for_isa() : NULL;
   int32_t kd[COLW];
   for (int64_t u = u0; u < u1; u++) {
     int64_t c = u % p->nchunk, t = u / p->nchunk, b = t % p->nb, q = t / p->nb;
@@ -776,7 +720,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     for (int64_t j = 0; j < w; j++) {
       ad[j] = a0.d;
       ai[j] = a0.i;
-      kd[j] = is_max ? INT32_MIN : INT32_MAX;
+      kd[j] = ltC_extreme_key_start(is_max);
     }
     int64_t r0 = c * p->cr, r1 = ltC_min(p->N, r0 + p->cr);
     const char *base = p->in + (kc.ioff + j0 * cis) * p->ies;
@@ -793,7 +737,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
       if (sums)
         rows[nrows++] = (const float *)(base + off * p->ies);
       else if (keys)
-        keys(kd, (const bits32 *)(base + off * p->ies), w, is_max);
+        keys(kd, (const float *)(base + off * p->ies), w, is_max);
       else
         fold_col(p->op, p->dt, ad, ai, base + off * p->ies, cis, w);
       if (nrows == COL_ROWS || (nrows && r + 1 == r1)) {
@@ -807,7 +751,8 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
         ridx[d] = 0;
       }
     }
-    if (keys) keys_to_doubles(ad, kd, w);
+    if (keys)
+      for (int64_t j = 0; j < w; j++) ad[j] = ltC_extreme_key_value(kd[j]);
     if (p->nchunk == 1) {
       plan_finalize_block(p, ad, ai, w, p->out + (kc.ooff + j0 * cos_) * p->oes, cos_);
       continue;

@@ -14,7 +14,6 @@
 ** key and then position, so ties come out in position order as from the stable sort.
 */
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -34,26 +33,26 @@ typedef struct sort_job {
   atomic_bool oom;
 } sort_job;
 
-/* A float's key: its bits with the sign bit set, or all of them flipped for a negative; -0
-** gets +0's and every NaN all ones. Without branches: signs of random data mispredict. */
+/* A float's key: ltC_order32's signed order made unsigned (the sign bit flipped); -0 gets +0's
+** and every NaN all ones. Without branches: signs of random data mispredict. */
 static inline uint64_t key32(float v) {
-  uint32_t u;
+  int32_t u;
   memcpy(&u, &v, sizeof u);
   u = v == 0 ? 0 : u;
-  uint32_t k = u ^ ((uint32_t)((int32_t)u >> 31) | UINT32_C(0x80000000));
+  uint32_t k = (uint32_t)ltC_order32(u) ^ UINT32_C(0x80000000);
   return v != v ? UINT32_MAX : k;
 }
 
 static inline uint64_t key64(double v) {
-  uint64_t u;
+  int64_t u;
   memcpy(&u, &v, sizeof u);
   u = v == 0 ? 0 : u;
-  uint64_t k = u ^ ((uint64_t)((int64_t)u >> 63) | UINT64_C(0x8000000000000000));
+  uint64_t k = (uint64_t)ltC_order64(u) ^ UINT64_C(0x8000000000000000);
   return v != v ? UINT64_MAX : k;
 }
 
-/* The key of element i of the row at p (stride s, in elements), complemented within `all` (the
-** key's width) for a descending order. */
+/* The key of element i of the row at p (i counts elements), xor flip: the complement within
+** the key's width for a descending order (key_flip), else 0. */
 static inline uint64_t key_at(lt_dtype dt, uint64_t flip, const char *p, int64_t i) {
   uint64_t k;
   switch (dt) {
