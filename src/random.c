@@ -83,7 +83,7 @@ int ltO_randperm(lt_ctx *ctx, lt_tensor **out, int64_t n, lt_generator *gen) {
 ** be finite too, which an infinite weight is not. */
 static int check_weights(lt_ctx *ctx, lt_tensor *p, lt_tensor *total, bool *finite,
                          bool *positive) {
-  lt_tensor *t[5] = {NULL};
+  lt_tensor *t[4] = {NULL};
   int rc = -1;
   bool nonneg = true;
   if (lt_numel(p) > 0 && (lt_reduce(ctx, &t[0], LT_RAMIN, p, 0, NULL, false) ||
@@ -99,7 +99,7 @@ static int check_weights(lt_ctx *ctx, lt_tensor *p, lt_tensor *total, bool *fini
     goto done;
   rc = 0;
 done:
-  for (int i = 0; i < 5; i++) lt_release(t[i]);
+  for (int i = 0; i < 4; i++) lt_release(t[i]);
   return rc;
 }
 
