@@ -72,4 +72,55 @@ describe("API fuzz", function()
     assert.are.equal(3000, calls)
     assert.is_true(errors > 0 and errors < calls)
   end)
+
+  -- An option this binding lacks (PyTorch's out=, say) must be an error, not silently dropped.
+  -- Each entry point is first called with the first argument pattern it accepts, then again
+  -- with an options table appended; that second call must raise.
+  it("raises on an options table or argument it does not take", function()
+    local function mk() return lt.randn(3, 4) end
+    local patterns = {
+      function() return { mk() } end, function() return { mk(), mk() } end,
+      function() return { mk(), 1 } end, function() return { mk(), 2 } end,
+      function() return { mk(), mk(), mk() } end, function() return { mk(), 1, 2 } end,
+      function() return { 3, 4 } end, function() return { 3 } end,
+    }
+    -- taking nothing (status and settings functions, which ignore extra arguments as Lua's own
+    -- do), a list of dims whose table form cannot be told from options (flip, permute, roll,
+    -- tile, repeat), or a constructor's seed; free is also __close, which Lua calls with two
+    local exempt = {
+      Generator = true, clock = true, empty_cache = true, gemm = true, get_default_device = true,
+      get_num_threads = true, get_rng_state = true, initial_seed = true, is_grad_enabled = true,
+      is_released = true, isa = true, keep = true, memory_stats = true, reset_peak_memory_stats = true,
+      seed = true, flip = true, permute = true, roll = true, tile = true, free = true,
+      ["repeat"] = true, repeat_tensor = true,
+    }
+    local silent, checked = {}, 0
+    for _, e in ipairs(entry_points()) do
+      local f = e[1] == "method" and lt.Tensor[e[2]] or lt[e[2]]
+      if not exempt[e[2]] then
+        for _, p in ipairs(patterns) do
+          local args = p()
+          if pcall(f, table.unpack(args)) then
+            args[#args + 1] = { bogus = 1 }
+            checked = checked + 1
+            if pcall(f, table.unpack(args)) then silent[#silent + 1] = e[2] end
+            break
+          end
+        end
+      end
+    end
+    lt.set_grad_enabled(true)
+    assert.is_true(checked > 150)
+    assert.are.same({}, silent)
+    local a = lt.ones(2)
+    assert.has_error(function() lt.exp(a, { out = a }) end,
+      "exp: unknown option 'out' (exp takes no options)")
+    assert.has_error(function() lt.mul(a, a, 3) end,
+      "mul: unexpected argument #3 (number): mul takes 2 arguments")
+    assert.has_error(function() a:add(a, 1, 2) end,
+      "add: unexpected argument #4 (number): add takes 3 arguments")
+    assert.has_error(function() a:requires_grad_({}) end,
+      "requires_grad_: bad argument #2 (boolean expected, got table)")
+    assert.are.same({ 2, 2 }, lt.mul(a, a + 1, nil):tolist())   -- nil is no argument
+  end)
 end)

@@ -73,7 +73,10 @@ static int l_get_default_device(lua_State *L) {
   return 1;
 }
 
-static int t_cpu(lua_State *L) { return ltL_move(L, 1, "cpu", LT_CPU, 0); }
+static int t_cpu(lua_State *L) {
+  LTL_NOMORE(L, 1);
+  return ltL_move(L, 1, "cpu", LT_CPU, 0);
+}
 
 /* lt._kernel_names(device = "cpu"): the entries of a device's kernel table that it fills, in
 ** the table's order, and every entry a table has, for the per-device op suite

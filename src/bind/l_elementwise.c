@@ -141,6 +141,7 @@ static void apply_alpha(lua_State *L, lt_ctx *ctx, double alpha, const char *nam
 }
 
 static int e_add(lua_State *L) {
+  LTL_NOMORE(L, 3);
   if (lua_gettop(L) >= 3) {
     double alpha = opt_alpha(L, 3, "add");
     lua_settop(L, 2);
@@ -150,6 +151,7 @@ static int e_add(lua_State *L) {
 }
 
 static int e_sub(lua_State *L) {
+  LTL_NOMORE(L, 3);
   if (lua_gettop(L) >= 3) {
     double alpha = opt_alpha(L, 3, "sub");
     lua_settop(L, 2);
@@ -159,6 +161,7 @@ static int e_sub(lua_State *L) {
 }
 
 static int e_add_(lua_State *L) {
+  LTL_NOMORE(L, 3);
   if (lua_gettop(L) >= 3) {
     double alpha = opt_alpha(L, 3, "add_");
     lua_settop(L, 2);
@@ -168,6 +171,7 @@ static int e_add_(lua_State *L) {
 }
 
 static int e_sub_(lua_State *L) {
+  LTL_NOMORE(L, 3);
   if (lua_gettop(L) >= 3) {
     double alpha = opt_alpha(L, 3, "sub_");
     lua_settop(L, 2);
@@ -176,9 +180,9 @@ static int e_sub_(lua_State *L) {
   return binop_(L, LT_SUB, "sub_");
 }
 
-#define BINOP(fn, op, name)                                        \
-  static int fn(lua_State *L) { return binop(L, op, name); }       \
-  static int fn##_(lua_State *L) { return binop_(L, op, name "_"); }
+#define BINOP(fn, op, name)                                                           \
+  static int fn(lua_State *L) { LTL_NOMORE(L, 2); return binop(L, op, name); }       \
+  static int fn##_(lua_State *L) { LTL_NOMORE(L, 2); return binop_(L, op, name "_"); }
 
 BINOP(e_mul, LT_MUL, "mul")
 BINOP(e_floor_divide, LT_FLOOR_DIVIDE, "floor_divide")
@@ -240,8 +244,8 @@ static int e_div_(lua_State *L) { return binop_(L, div_op(L, "div_"), "div_"); }
 static int e_divide(lua_State *L) { return binop(L, div_op(L, "divide"), "divide"); }
 static int e_divide_(lua_State *L) { return binop_(L, div_op(L, "divide_"), "divide_"); }
 
-static int e_maximum(lua_State *L) { return binop(L, LT_MAXIMUM, "maximum"); }
-static int e_minimum(lua_State *L) { return binop(L, LT_MINIMUM, "minimum"); }
+static int e_maximum(lua_State *L) { LTL_NOMORE(L, 2); return binop(L, LT_MAXIMUM, "maximum"); }
+static int e_minimum(lua_State *L) { LTL_NOMORE(L, 2); return binop(L, LT_MINIMUM, "minimum"); }
 
 /* ============================================================ metamethods (hot path) */
 
@@ -285,11 +289,11 @@ static int unop_(lua_State *L, enum lt_unop op, double p0, double p1) {
 }
 
 #define UNOP1(fn, op) \
-  static int fn(lua_State *L) { return unop(L, op, 0, 0); }
+  static int fn(lua_State *L) { LTL_NOMORE(L, 1); return unop(L, op, 0, 0); }
 
-#define UNOP(fn, op)                                                 \
-  static int fn(lua_State *L) { return unop(L, op, 0, 0); }          \
-  static int fn##_(lua_State *L) { return unop_(L, op, 0, 0); }
+#define UNOP(fn, op)                                                              \
+  static int fn(lua_State *L) { LTL_NOMORE(L, 1); return unop(L, op, 0, 0); }    \
+  static int fn##_(lua_State *L) { LTL_NOMORE(L, 1); return unop_(L, op, 0, 0); }
 
 UNOP(e_neg, LT_NEG)
 UNOP(e_abs, LT_ABS)
@@ -552,6 +556,7 @@ static int e_addcdiv_(lua_State *L) { return addc(L, LT_DIV, "addcdiv_", true); 
 static int lerp_impl(lua_State *L, bool inplace) {
   lt_ctx *ctx = LTL_CTX(L);
   const char *name = inplace ? "lerp_" : "lerp";
+  LTL_NOMORE(L, 3);
   lt_tensor *a = ltL_check(L, 1), *b = ltL_check(L, 2), *d, *lo = NULL, *hi = NULL, *r;
   lt_tensor *w = ltL_test(L, 3);
   if (!w && lua_type(L, 3) != LUA_TNUMBER)
@@ -663,6 +668,7 @@ static int e_allclose(lua_State *L) {
 }
 
 static int e_equal(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *a = ltL_check(L, 1), *b = ltL_check(L, 2);
   bool res;

@@ -272,6 +272,7 @@ static void adaptive_size(lua_State *L, const char *op, int sd, const lt_tensor 
 }
 
 static int l_adaptive_avg_pool1d(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *x = ltL_check(L, 1), *r;
   int64_t os[1];

@@ -66,6 +66,7 @@ static int l_randperm(lua_State *L) {
   lt_ctx *ctx = LTL_CTX(L);
   lua_Integer n = luaL_checkinteger(L, 1);
   int opts = lua_istable(L, 2) ? 2 : 0;
+  LTL_NOMORE(L, opts ? 2 : 1);
   ltL_cr_check_opts(L, opts, "randperm", ltL_cr_opts_random);
   lt_dtype dt = ltL_cr_opt_dtype(L, opts, LT_INT64);
   if (dt == LT_BOOL) return luaL_error(L, "randperm: dtype bool is not supported");

@@ -110,6 +110,7 @@ static int l_view(lua_State *L) {
 }
 
 static int l_view_as(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_tensor *t = ltL_check(L, 1), *o = ltL_check(L, 2);
   PUSH_RESULT(lt_view(CTX, OUT, t, o->ndim, o->size));
 }
@@ -122,6 +123,7 @@ static int l_reshape(lua_State *L) {
 }
 
 static int l_reshape_as(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_tensor *t = ltL_check(L, 1), *o = ltL_check(L, 2);
   PUSH_RESULT(lt_reshape(CTX, OUT, t, o->ndim, o->size));
 }
@@ -147,18 +149,21 @@ static int l_squeeze(lua_State *L) {
 }
 
 static int l_unsqueeze(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_tensor *t = ltL_check(L, 1);
   int d = dim_arg(L, 2, "unsqueeze");
   PUSH_RESULT(lt_unsqueeze(CTX, OUT, t, d));
 }
 
 static int l_transpose(lua_State *L) {
+  LTL_NOMORE(L, 3);
   lt_tensor *t = ltL_check(L, 1);
   int a = dim_arg(L, 2, "transpose"), b = dim_arg(L, 3, "transpose");
   PUSH_RESULT(lt_transpose(CTX, OUT, t, a, b));
 }
 
 static int l_t(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_tensor *t = ltL_check(L, 1);
   if (t->ndim > 2)
     return luaL_error(L, "t: expects a tensor with <= 2 dimensions, but self is %dD (use "
@@ -206,6 +211,7 @@ static int l_broadcast_to(lua_State *L) {
 }
 
 static int l_expand_as(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_tensor *t = ltL_check(L, 1), *o = ltL_check(L, 2);
   PUSH_RESULT(lt_expand(CTX, OUT, t, o->ndim, o->size));
 }
@@ -219,6 +225,7 @@ static int l_narrow(lua_State *L) {
 }
 
 static int l_select(lua_State *L) {
+  LTL_NOMORE(L, 3);
   lt_tensor *t = ltL_check(L, 1);
   int d = dim_arg(L, 2, "select");
   int64_t i = pos_arg(L, 3, "select", "index");
@@ -276,6 +283,7 @@ static int wrap_dim(lua_State *L, int64_t d, int nd, const char *op) {
 ** end coming back at the start; without dims, over the flattened tensor. Made of narrow and
 ** cat, so it has their gradient. */
 static int l_roll(lua_State *L) {
+  LTL_NOMORE(L, 3);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *x;
   int64_t sh[LT_MAX_DIMS], dm[LT_MAX_DIMS];
@@ -324,6 +332,7 @@ static int l_roll(lua_State *L) {
 /* movedim(source, destination) (also moveaxis): the dims at source moved to destination, the
 ** others keeping their order in the places left; a permute. */
 static int l_movedim(lua_State *L) {
+  LTL_NOMORE(L, 3);
   lt_tensor *t = ltL_check(L, 1);
   int64_t src[LT_MAX_DIMS], dst[LT_MAX_DIMS];
   int n = ints_arg(L, 2, "movedim", "source", src);
@@ -703,6 +712,7 @@ static int l_nonzero(lua_State *L) {
 }
 
 static int l_argwhere(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_tensor *t = ltL_check(L, 1);
   PUSH_RESULT(lt_nonzero(CTX, OUT, t, 1));
 }

@@ -55,6 +55,7 @@ static void push_list(lua_State *L, const lt_tensor *t, int dim, const char *p) 
 }
 
 static int t_tolist(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_tensor *h = ltL_host(L, ltL_check(L, 1));
   /* a raise inside push_list (stack overflow) would leak h: it is anchored on the stack first */
   ltL_push(L, h);
@@ -117,36 +118,43 @@ static int t_stride(lua_State *L) {
 }
 
 static int t_dim(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushinteger(L, ltL_check(L, 1)->ndim);
   return 1;
 }
 
 static int t_numel(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushinteger(L, lt_numel(ltL_check(L, 1)));
   return 1;
 }
 
 static int t_element_size(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushinteger(L, (lua_Integer)lt_dtype_size(ltL_check(L, 1)->dtype));
   return 1;
 }
 
 static int t_storage_offset(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushinteger(L, ltL_check(L, 1)->offset);
   return 1;
 }
 
 static int t_is_contiguous(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushboolean(L, lt_is_contiguous(ltL_check(L, 1)));
   return 1;
 }
 
 static int t_is_floating_point(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushboolean(L, lt_dtype_is_float(ltL_check(L, 1)->dtype));
   return 1;
 }
 
 static int t_contiguous(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *r;
   if (lt_is_contiguous(t)) {
@@ -159,6 +167,7 @@ static int t_contiguous(lua_State *L) {
 }
 
 static int t_clone(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *r;
   LTL_TRY(L, ctx, lt_clone(ctx, &r, ltL_check(L, 1)));
@@ -167,6 +176,7 @@ static int t_clone(lua_State *L) {
 }
 
 static int t_detach(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *r;
   LTL_TRY(L, ctx, lt_detach(ctx, &r, ltL_check(L, 1)));
@@ -175,6 +185,7 @@ static int t_detach(lua_State *L) {
 }
 
 static int t_detach_(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_tensor *t = ltL_check(L, 1);
   ltG_drop_grad_fn(t);
   t->requires_grad = false;
@@ -183,8 +194,12 @@ static int t_detach_(lua_State *L) {
 }
 
 static int t_requires_grad_(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
+  if (!lua_isnoneornil(L, 2) && !lua_isboolean(L, 2))
+    return luaL_error(L, "requires_grad_: bad argument #2 (boolean expected, got %s)",
+                      luaL_typename(L, 2));
   bool on = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
   LTL_RETURN_SELF(L, ctx, lt_set_requires_grad(ctx, t, on));
 }
@@ -196,6 +211,7 @@ static int t_retain_grad(lua_State *L) {
 }
 
 static int t_fill_(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1);
   double v = lua_isboolean(L, 2) ? lua_toboolean(L, 2) : luaL_checknumber(L, 2);
@@ -203,11 +219,13 @@ static int t_fill_(lua_State *L) {
 }
 
 static int t_zero_(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   LTL_RETURN_SELF(L, ctx, lt_zero_(ctx, ltL_check(L, 1)));
 }
 
 static int t_copy_(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *owned;
   lt_tensor *src = ltL_checkoperand(L, 2, t, &owned);
@@ -262,6 +280,7 @@ static int t_to(lua_State *L) {
 }
 
 static int convert(lua_State *L, lt_dtype dt) {
+  LTL_NOMORE(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *t = ltL_check(L, 1), *r;
   if (t->dtype == dt) {

@@ -387,6 +387,24 @@ void ltL_checkopts(lua_State *L, int idx, const char *op, const char *const *kno
   }
 }
 
+void ltL_nomore(lua_State *L, int n) {
+  const char *op = ltL_opname(L);
+  for (int i = n + 1; i <= lua_gettop(L); i++) {
+    if (lua_isnil(L, i)) continue;
+    if (lua_istable(L, i) && !ltL_test(L, i)) {
+      lua_pushnil(L);
+      while (lua_next(L, i)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING)
+          luaL_error(L, "%s: unknown option '%s' (%s takes no options)", op,
+                     lua_tostring(L, -1), op);
+      }
+    }
+    luaL_error(L, "%s: unexpected argument #%d (%s): %s takes %d argument%s", op, i,
+               luaL_typename(L, i), op, n, n == 1 ? "" : "s");
+  }
+}
+
 /* ------------------------------------------------------------ entry points */
 
 static int ctx_gc(lua_State *L) {

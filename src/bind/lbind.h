@@ -80,6 +80,11 @@ const char *ltL_opname(lua_State *L);
 ** "<op>: unknown option 'dtyp' (did you mean 'dtype'?)", with the nearest-name rule of
 ** lua/lantern/options.lua. Nothing to check when idx is 0 or holds no plain table. */
 void ltL_checkopts(lua_State *L, int idx, const char *op, const char *const *known);
+/* Raises unless every argument after the first n is nil, so that an option PyTorch has and this
+** binding lacks (`out=`, say) is an error rather than silently dropped: "exp: unknown option
+** 'out' (exp takes no options)", or "mul: unexpected argument #3 (number): mul takes 2". */
+void ltL_nomore(lua_State *L, int n);
+#define LTL_NOMORE(L, n) do { if (lua_gettop(L) > (n)) ltL_nomore((L), (n)); } while (0)
 /* `if (rc) ltL_raise(...)` in one line. */
 #define LTL_TRY(L, ctx, call) do { if ((call) != 0) ltL_raise((L), (ctx)); } while (0)
 /* The tail of an in-place method: runs the core call and returns argument 1 (the tensor). */

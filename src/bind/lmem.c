@@ -205,6 +205,7 @@ static int l_is_released(lua_State *L) {
 }
 
 static int l_is_tensor(lua_State *L) {
+  LTL_NOMORE(L, 1);
   lua_pushboolean(L, ltL_testbox(L, 1) != NULL);
   return 1;
 }
