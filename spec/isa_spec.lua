@@ -163,6 +163,66 @@ print(#bad == 0 and "same" or table.concat(bad, " "))
 ]]
     prints_same_at_every_level(INPLACE)
   end)
+
+  -- With nothing to record, addcmul, addcdiv and lerp run in one pass (src/cpu/addc.c); with
+  -- a gradient to record they are the separate binary ops. Both must give the same bits, at
+  -- every level, for every path of the kernel: dense rows (with a tail), a broadcast operand,
+  -- transposed operands, edge values, fresh results and in place.
+  it("addcmul, addcdiv and lerp in one pass have the bits of their separate steps", function()
+    local ADDC = [[
+local lt = require "lantern"
+local bad = {}
+local function hex(t)
+  local r = {}
+  for i, v in ipairs(t:reshape(-1):tolist()) do r[i] = v ~= v and "nan" or string.format("%a", v) end
+  return table.concat(r, " ")
+end
+local edge = { 0/0, 1/0, -1/0, 0.0, -0.0, 1e-40, -1e-40, 1e-30, 3.5, -3.5, 88, -88, 0.5, -0.5, 1, 2 }
+for _, dt in ipairs { "float32", "float64" } do
+  lt.manual_seed(3)
+  local n = 37 * 29
+  local function vals(k)   -- edge values first, then normals, shaped 37 x 29
+    local e = lt.tensor(edge, { dtype = dt }):roll(k)
+    return lt.cat({ e, lt.randn(n - #edge, { dtype = dt }) * 3 }):reshape(37, 29)
+  end
+  local s, a, b = vals(0), vals(5), vals(11)
+  local w = lt.cat({ lt.tensor({ 0.5, -0.5, 0.49, 0/0, 1.5, -2 }, { dtype = dt }),
+    lt.rand(n - 6, { dtype = dt }) * 3 - 1 }):reshape(37, 29)
+  local layouts = {
+    dense = { s, a, b, w },
+    broadcast = { s, a:narrow(1, 1, 1), b, w:narrow(1, 1, 1) },
+    transposed = { s, a:t():contiguous():t(), b:t():contiguous():t(), w:t():contiguous():t() },
+  }
+  for lname, L in pairs(layouts) do
+    local S, A, B, W = L[1], L[2], L[3], L[4]
+    local calls = {
+      { "addcmul", function(x) return x:addcmul(A, B, -0.75) end,
+        function(x) return x:addcmul_(A, B, -0.75) end },
+      { "addcmul1", function(x) return x:addcmul(A, B) end, function(x) return x:addcmul_(A, B) end },
+      { "addcdiv", function(x) return x:addcdiv(A, B, 1.25) end,
+        function(x) return x:addcdiv_(A, B, 1.25) end },
+      { "lerp0.3", function(x) return x:lerp(A, 0.3) end, function(x) return x:lerp_(A, 0.3) end },
+      { "lerp0.8", function(x) return x:lerp(A, 0.8) end, function(x) return x:lerp_(A, 0.8) end },
+      { "lerp-0.6", function(x) return x:lerp(A, -0.6) end, function(x) return x:lerp_(A, -0.6) end },
+      { "lerpT", function(x) return x:lerp(A, W) end, function(x) return x:lerp_(A, W) end },
+    }
+    for _, c in ipairs(calls) do
+      local rec = S:clone():requires_grad_()
+      local y = c[2](rec)
+      if not y.grad_fn then bad[#bad + 1] = c[1] .. " not recorded" end
+      local want = hex(y:detach())
+      local fresh = lt.no_grad(function() return c[2](S) end)
+      if hex(fresh) ~= want then bad[#bad + 1] = dt .. " " .. lname .. " " .. c[1] end
+      local into = S:clone()
+      lt.no_grad(function() return c[3](into) end)
+      if hex(into) ~= want then bad[#bad + 1] = dt .. " " .. lname .. " " .. c[1] .. "_" end
+    end
+  end
+end
+print(#bad == 0 and "same" or table.concat(bad, "; "))
+]]
+    prints_same_at_every_level(ADDC)
+  end)
 end)
 
 describe("float32 gelu (exact form)", function()

@@ -291,6 +291,8 @@ enum { LT_UCLAMP = LT_NUNOP /* unary clamp, p0 = lo, p1 = hi (+-inf when absent)
 /* the fused two-operand gradient formulas of the ternary kernel */
 enum ltK_ternary_op { LT_T_DIV_B, LT_T_POW_A, LT_T_POW_B, LT_T_ATAN2_A, LT_T_ATAN2_B, LT_T_MAX_A,
                       LT_T_MAX_B, LT_T_MIN_A, LT_T_MIN_B, LT_T_FMOD_B, LT_T_REM_B };
+/* the one-pass forms of addcmul, addcdiv and lerp (the addc entry) */
+enum ltK_addc_op { LT_ADDC_MUL, LT_ADDC_DIV, LT_LERP_SCALAR, LT_LERP_TENSOR };
 
 typedef struct ltK_backend {
   const char *name;
@@ -317,6 +319,13 @@ typedef struct ltK_backend {
   ** codes), all of out's float dtype and broadcast to out's shape */
   void (*ternary)(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
                   const lt_tensor *a, const lt_tensor *b);
+  /* out = s + p a b (LT_ADDC_MUL), s + p a / b (LT_ADDC_DIV), s + p (a - s) where |p| < 0.5
+  ** else a - (a - s)(1 - p) (LT_LERP_SCALAR; b unused), the same with the weight b in place
+  ** of p (LT_LERP_TENSOR); one float dtype, all broadcast to out's shape, out possibly s. Each
+  ** value has the bits of those steps run as separate binary ops. NULL where a backend has
+  ** none: the op layer then runs the separate ops */
+  void (*addc)(lt_ctx *ctx, enum ltK_addc_op op, lt_tensor *out, const lt_tensor *s,
+               const lt_tensor *a, const lt_tensor *b, double p);
   /* out = cond ? a : b elementwise, cond bool, a and b of out's dtype, all broadcast to out */
   void (*where)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                 const lt_tensor *b);
@@ -502,6 +511,8 @@ void ltC_unary(lt_ctx *ctx, int op, lt_tensor *out, const lt_tensor *a, double p
 void ltC_unary_pair(lt_ctx *ctx, int op, lt_tensor *out, lt_tensor *dout, const lt_tensor *a);
 void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_tensor *g,
                  const lt_tensor *a, const lt_tensor *b);
+void ltC_addc(lt_ctx *ctx, enum ltK_addc_op op, lt_tensor *out, const lt_tensor *s,
+              const lt_tensor *a, const lt_tensor *b, double p);
 void ltC_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                const lt_tensor *b);
 void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const lt_tensor *a,

@@ -654,3 +654,39 @@ int lt_equal(lt_ctx *ctx, bool *res, lt_tensor *a, lt_tensor *b) {
   lt_release(c);
   return rc;
 }
+
+/* ============================================================ addcmul, addcdiv, lerp */
+
+static bool addc_operand_fits(const lt_tensor *s, const lt_tensor *t, bool inplace) {
+  if (t->dtype != s->dtype || !ltD_same_device(s, t)) return false;
+  return !inplace || t->storage != s->storage || same_view(s, t);
+}
+
+int ltO_addc(lt_ctx *ctx, lt_tensor **out, enum ltK_addc_op op, lt_tensor *s, lt_tensor *a,
+             lt_tensor *b, double p, bool inplace) {
+  const ltK_backend *k = ltK_kernels(s);
+  if (!k->addc || !lt_dtype_is_float(s->dtype) || !addc_operand_fits(s, a, inplace) ||
+      (b && !addc_operand_fits(s, b, inplace)))
+    return 0;
+  if (ctx->grad_enabled && (s->requires_grad || a->requires_grad || (b && b->requires_grad)))
+    return 0;
+  int nd, nd2;
+  int64_t size[LT_MAX_DIMS], size2[LT_MAX_DIMS];
+  lt_tensor *probe = b ? b : a;
+  /* the separate ops then report a mismatch in their own words */
+  if (ltB_broadcast_shapes(ctx, "addc", s->ndim, s->size, a->ndim, a->size, &nd, size) ||
+      ltB_broadcast_shapes(ctx, "addc", nd, size, probe->ndim, probe->size, &nd2, size2))
+    return 0;
+  if (inplace) {
+    bool same = nd2 == s->ndim;
+    for (int i = 0; same && i < nd2; i++) same = size2[i] == s->size[i];
+    if (!same || ltB_has_internal_overlap(s)) return 0;
+    k->addc(ctx, op, s, s, a, b, p);
+    ltB_bump_version(s);
+    *out = s;
+    return 1;
+  }
+  if (ltO_empty_as(ctx, out, s, s->dtype, nd2, size2)) return -1;
+  k->addc(ctx, op, *out, s, a, b, p);
+  return 1;
+}

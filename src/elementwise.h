@@ -45,6 +45,15 @@ int ltO_reduce_bool(lt_ctx *ctx, const char *name, enum lt_redop op, const lt_te
 ** being written. */
 int ltO_ew_unaliased(lt_ctx *ctx, lt_tensor *dst, lt_tensor *src, bool always,
                      lt_tensor **clone);
+/* The one-pass addcmul/addcdiv/lerp of the kernel table's addc entry (b NULL for
+** LT_LERP_SCALAR), into a fresh *out or, with inplace, into s (*out is then s, not retained).
+** It applies only where nothing is recorded, every operand has s's float dtype and device, the
+** device has the entry, the shapes broadcast (to s's, in place) and an in-place s shares no
+** memory with the other operands but as the very same view. Returns 1 when done, 0 when it
+** does not apply (the caller then runs the separate ops, which raise what is wrong), -1 on
+** error. */
+int ltO_addc(lt_ctx *ctx, lt_tensor **out, enum ltK_addc_op op, lt_tensor *s, lt_tensor *a,
+             lt_tensor *b, double p, bool inplace);
 /* New ref of t converted to dt (t itself when it already has it); no autograd. */
 int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */

@@ -305,6 +305,49 @@ case("ternary", "gradients of div pow atan2 maximum minimum fmod remainder, both
 end)
 
 -- where: cond ? a : b with broadcasting, every layout, and its gradient to both sides
+-- addc: addcmul, addcdiv and lerp with nothing to record (one pass where a device has the
+-- entry, the separate binary ops where it has not), fresh and in place
+case("addc", "addcmul addcdiv lerp (number and tensor weights), layouts, in place", function()
+  local shape = { 3, 4 }
+  local OPS = {
+    { "addcmul", function(s, a, b) return s:addcmul(a, b, -0.75) end,
+      function(s, a, b) return s:addcmul_(a, b, -0.75) end,
+      function(s, a, b) return s - 0.75 * a * b end },
+    { "addcdiv", function(s, a, b) return s:addcdiv(a, b, 2) end,
+      function(s, a, b) return s:addcdiv_(a, b, 2) end,
+      function(s, a, b) return s + 2 * a / b end },
+    { "lerp 0.25", function(s, a) return s:lerp(a, 0.25) end,
+      function(s, a) return s:lerp_(a, 0.25) end,
+      function(s, a) return s + 0.25 * (a - s) end },
+    { "lerp 0.75", function(s, a) return s:lerp(a, 0.75) end,
+      function(s, a) return s:lerp_(a, 0.75) end,
+      function(s, a) return s + 0.75 * (a - s) end },
+    { "lerp tensor", function(s, a, b) return s:lerp(a, b) end,
+      function(s, a, b) return s:lerp_(a, b) end,
+      function(s, a, b) return s + b * (a - s) end },
+  }
+  for _, dt in ipairs(FLOATS) do
+    local tol = dt == "float32" and 1e-5 or 1e-12
+    for _, kind in ipairs(LAYOUTS) do
+      for _, op in ipairs(OPS) do
+        local a, va = input(distinct(12), shape, dt, kind)
+        local bv = distinct(4)
+        for i = 1, 4 do bv[i] = 1 + (bv[i] + 2) / 4 end   -- [1, 2): divisors and weights
+        local b = make(bv, { 4 }, dt)
+        local sv = distinct(12)
+        local want = {}
+        for i = 1, 12 do want[i] = op[4](sv[i], va[i], bv[(i - 1) % 4 + 1]) end
+        local what = op[1] .. " " .. dt .. " " .. kind
+        check(lt.no_grad(function() return op[2](make(sv, shape, dt), a, b) end), shape, dt,
+          want, tol, what)
+        local into = make(sv, shape, dt)
+        assert.are.equal(into, lt.no_grad(function() return op[3](into, a, b) end))
+        check(into, shape, dt, want, tol, what .. " in place")
+      end
+    end
+  end
+end)
+
 case("where", "broadcast condition and operands, layouts, gradients", function()
   local shape = { 3, 4 }
   for _, dt in ipairs(FLOATS) do

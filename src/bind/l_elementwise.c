@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "lbind.h"
+#include "../elementwise.h"
 
 /* ============================================================ operands */
 
@@ -482,8 +483,9 @@ static int e_where_method(lua_State *L) { return where3(L, 2, 1, 3); }
 /* ============================================================ lerp, addcmul, addcdiv */
 
 /* Each result is made of the binary ops in PyTorch's order of evaluation, so it has their
-** gradients and rounds as PyTorch's element loops do (but for a fused multiply-add there). A
-** trailing `_` form writes the result into self. */
+** gradients and rounds as PyTorch's element loops do (but for a fused multiply-add there). With
+** nothing to record, the kernel table's addc entry runs those steps in one pass with the same
+** bits (ltO_addc), where it applies. A trailing `_` form writes the result into self. */
 
 /* The scalar `value` of addcmul/addcdiv at idx: a number or {value=}; 1 when absent. */
 static double value_opt(lua_State *L, int idx, const char *op) {
@@ -519,6 +521,13 @@ static int addc(lua_State *L, enum lt_binop op, const char *name, bool inplace) 
   if (op == LT_DIV && !lt_dtype_is_float(t1->dtype) && !lt_dtype_is_float(t2->dtype))
     luaL_error(L, "%s: Integer division with addcdiv is no longer supported, and in a future "
                "release addcdiv will perform a true division of tensor1 and tensor2.", name);
+  int done = ltO_addc(ctx, &r, op == LT_MUL ? LT_ADDC_MUL : LT_ADDC_DIV, self, t1, t2, v, inplace);
+  if (done < 0) return ltL_raise(L, ctx);
+  if (done) {
+    if (inplace) lua_settop(L, 1);
+    else ltL_push(L, r);
+    return 1;
+  }
   bool record = lt_is_grad_enabled(ctx) &&
                 (self->requires_grad || t1->requires_grad || t2->requires_grad);
   if (v == 1) {
@@ -565,6 +574,14 @@ static int lerp_impl(lua_State *L, bool inplace) {
   if (!lt_dtype_is_float(a->dtype) || !lt_dtype_is_float(b->dtype))
     luaL_error(L, "%s: expected float tensors, got %s and %s (as PyTorch, which has no integer "
                "lerp)", name, lt_dtype_name(a->dtype), lt_dtype_name(b->dtype));
+  int done = ltO_addc(ctx, &r, w ? LT_LERP_TENSOR : LT_LERP_SCALAR, a, b, w,
+                      w ? 0 : lua_tonumber(L, 3), inplace);
+  if (done < 0) return ltL_raise(L, ctx);
+  if (done) {
+    if (inplace) lua_settop(L, 1);
+    else ltL_push(L, r);
+    return 1;
+  }
   LTL_TRY(L, ctx, lt_binary(ctx, &d, LT_SUB, b, a));
   ltL_push(L, d);
   bool record = lt_is_grad_enabled(ctx) && (a->requires_grad || b->requires_grad);

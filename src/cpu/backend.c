@@ -12,6 +12,7 @@ const ltK_backend ltC_backend = {
     .unary = ltC_unary,
     .unary_pair = ltC_unary_pair,
     .ternary = ltC_ternary,
+    .addc = ltC_addc,
     .where = ltC_where,
     .matmul = ltC_matmul,
     .matmul_ready = ltC_matmul_ready,
@@ -69,7 +70,8 @@ const ltK_backend ltC_backend = {
 /* In the struct's order: the per-device op suite (spec/device_ops_spec.lua) asks for a case
 ** of each, so a kernel added to the table without a test fails the suite. */
 const char *const ltC_backend_entries[] = {
-    "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "where", "matmul",
+    "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "addc", "where",
+    "matmul",
     "matmul_ready", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     "sort", "searchsorted",
