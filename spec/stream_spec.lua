@@ -21,6 +21,10 @@ local function cases(n, dtype)
   for off = 0, 3 do
     local x, y = a:narrow(1, 1 + off, n), b:narrow(1, 1 + off, n)
     list[#list + 1] = { "add+" .. off, function() return x + y end }
+    -- dense float32 add, sub, mul and div stream from registers (AVX2 and up), the rest in blocks
+    list[#list + 1] = { "sub+" .. off, function() return x - y end }
+    list[#list + 1] = { "mul+" .. off, function() return x * y end }
+    list[#list + 1] = { "div+" .. off, function() return x / y end }
     list[#list + 1] = { "mul scalar+" .. off, function() return x * 3 end }
     list[#list + 1] = { "exp+" .. off, function() return x:exp() end }
     list[#list + 1] = { "relu+" .. off, function() return x:relu() end }

@@ -287,8 +287,12 @@ static void bin_row(char **d, const int64_t *st, int64_t n, void *ud) {
   const bin_job *j = ud;
   if (!j->direct)
     bin_row_convert(d, st, n, j);
-  else if (j->stream && st[0] == (int64_t)lt_dtype_size(j->dto))
-    ltC_stream_row(d, st, 3, n, bin_row_direct, ud);
+  else if (j->stream && st[0] == (int64_t)lt_dtype_size(j->dto)) {
+    bool dense32 = j->dto == LT_FLOAT32 && st[1] == 4 && st[2] == 4;
+    if (!dense32 || !ltC_stream_f32_binary(j->op, (float *)d[0], (const float *)d[1],
+                                           (const float *)d[2], n))
+      ltC_stream_row(d, st, 3, n, bin_row_direct, ud);
+  }
   else
     bin_row_direct(d, st, n, ud);
 }
