@@ -477,6 +477,51 @@ describe("unique", function()
     end
   end)
 
+  -- 1024 elements and more with at most an eighth as many distinct values are hashed on the
+  -- cpu (unique_few in src/cpu/sort.c), more are sorted: both must give the reference's answer
+  it("hashes few distinct values: the same answer, table growth, the fallback past its room",
+    function()
+    local cases = {   -- n, distinct values drawn from
+      { 1031, 7 }, { 5000, 300 }, { 40000, 3000 }, { 4000, 2000 }, { 3000, 376 },
+    }
+    for _, dtype in ipairs({ "float32", "float64", "int64", "bool" }) do
+      for _, c in ipairs(cases) do
+        local n, k = c[1], c[2]
+        local g = lt.Generator(n + k)
+        local u = lt.randint(0, k, { n }, { generator = g }):tolist()
+        local list = {}
+        for i = 1, n do
+          local v = u[i]
+          if dtype == "bool" then
+            list[i] = v % 2 == 1
+          elseif dtype == "int64" then
+            list[i] = (v - k // 2) * 2 ^ 40 + v   -- keys that differ in high and low bytes
+          else
+            list[i] = (v - k / 2) / 4
+            if i % 61 == 0 then list[i] = 0 / 0 end
+            if i % 53 == 0 then list[i] = -0.0 end
+            if i % 59 == 0 then list[i] = 1 / 0 end
+          end
+        end
+        local x = lt.tensor(list, { dtype = dtype })
+        local views = { x }
+        if n % 8 == 0 then views[2] = x:reshape(n // 8, 8):t() end
+        for vi, t in ipairs(views) do
+          local what = dtype .. " n " .. n .. " of " .. k .. " view " .. vi
+          local want_v, want_g, want_c = ref_unique(t:reshape(-1):tolist())
+          local v, inv, cnt = t:unique({ return_inverse = true, return_counts = true })
+          check_list(v:tolist(), want_v, what .. " values")
+          assert.are.same(t:size(), inv:size(), what)
+          check_list(inv:reshape(-1):tolist(), want_g, what .. " inverse")
+          check_list(cnt:tolist(), want_c, what .. " counts")
+          check_list(lt.unique(t):tolist(), want_v, what .. " values alone")
+          local _, c2 = lt.unique(t, { return_counts = true })
+          check_list(c2:tolist(), want_c, what .. " counts without inverse")
+        end
+      end
+    end
+  end)
+
   it("takes 0-d and empty inputs, and refuses a dim", function()
     local v, inv = lt.tensor(5.0):unique({ return_inverse = true })
     assert.are.same({ 5.0 }, v:tolist())

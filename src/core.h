@@ -374,6 +374,14 @@ typedef struct ltK_backend {
   ** its own length along the last; both one dtype; a 0-d values is one row of one */
   void (*searchsorted)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
                        const lt_tensor *values, bool right, int64_t base);
+  /* The distinct values of x (contiguous, 1-d, not empty) in sort's order and equality (-0 as
+  ** +0, every NaN one value, the largest), when there are at most cap of them: values[0, m)
+  ** (x's dtype, cap long) gets each class's first element, counts[0, m) (int64, cap long; may
+  ** be NULL) their sizes, inverse[i] (int64, x's length; may be NULL) the class of x[i] + base.
+  ** Returns m; -1 when x has more than cap distinct values (the outputs then hold nothing of
+  ** use); -2 when out of memory. NULL where a backend has none: the op layer sorts instead */
+  int64_t (*unique_few)(lt_ctx *ctx, const lt_tensor *x, int64_t cap, lt_tensor *values,
+                        lt_tensor *counts, lt_tensor *inverse, int64_t base);
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
   ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
@@ -534,6 +542,8 @@ void ltC_softmax_backward(lt_ctx *ctx, lt_tensor *gi, const lt_tensor *y, const 
 void ltC_cumsum(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, int dim, bool reverse);
 int ltC_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *indices,
              const lt_tensor *a, int dim, bool descending, int64_t base);
+int64_t ltC_unique_few(lt_ctx *ctx, const lt_tensor *x, int64_t cap, lt_tensor *values,
+                       lt_tensor *counts, lt_tensor *inverse, int64_t base);
 void ltC_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
                       const lt_tensor *values, bool right, int64_t base);
 /* -- indexing, gather/scatter, masked ops, embedding */

@@ -847,6 +847,55 @@ case("sort", "sort/argsort/topk along every dim: ties, NaN, layouts, dtypes, gra
 end)
 
 -- searchsorted: positions in sorted rows, both sides, layouts, a shared 1-d sequence
+-- unique_few: unique of long inputs with few distinct values (hashed where a device can,
+-- sorted where it cannot), values in order with NaN last and -0 as +0, inverse and counts
+case("unique_few", "unique of 2048 values of a few kinds: values, inverse, counts, dtypes",
+  function()
+  local n = 2048
+  local kinds = ints(n, 0, 9)
+  for _, dt in ipairs({ "float32", "float64", "int64", "bool" }) do
+    local list = {}
+    for i = 1, n do
+      local k = kinds[i]
+      if dt == "bool" then
+        list[i] = k % 2 == 1
+      elseif dt == "int64" then
+        list[i] = (k - 5) * 2 ^ 33
+      else
+        list[i] = k == 9 and 0 / 0 or k == 8 and -0.0 or k == 0 and 0.0 or (k - 4) / 2
+      end
+    end
+    -- the reference: distinct values in order (by their rank as numbers; NaN last, zeros one)
+    local function rank(v)
+      if dt == "bool" then return v and 1 or 0 end
+      if v ~= v then return math.huge end
+      return v
+    end
+    local seen, distinct = {}, {}
+    for i = 1, n do
+      local r = rank(list[i])
+      if not seen[r] then
+        seen[r] = { value = list[i], count = 0 }
+        distinct[#distinct + 1] = r
+      end
+      seen[r].count = seen[r].count + 1
+    end
+    table.sort(distinct)
+    local place, want_v, want_c, want_i = {}, {}, {}, {}
+    for p, r in ipairs(distinct) do
+      place[r] = p
+      want_v[p] = seen[r].value
+      want_c[p] = seen[r].count
+    end
+    for i = 1, n do want_i[i] = place[rank(list[i])] end
+    local t = make(list, { n }, dt)
+    local v, inv, c = t:unique({ return_inverse = true, return_counts = true })
+    check(v, { #distinct }, dt, want_v, 0, "unique values " .. dt)
+    check(inv, { n }, "int64", want_i, 0, "unique inverse " .. dt)
+    check(c, { #distinct }, "int64", want_c, 0, "unique counts " .. dt)
+  end
+end)
+
 case("searchsorted", "searchsorted/bucketize: both sides, ties, layouts, dtypes", function()
   local shape = { 2, 3, 4 }
   for _, kind in ipairs(LAYOUTS) do

@@ -26,6 +26,7 @@ const ltK_backend ltC_backend = {
     .cumsum = ltC_cumsum,
     .sort = ltC_sort,
     .searchsorted = ltC_searchsorted,
+    .unique_few = ltC_unique_few,
     /* -- indexing, gather/scatter, masked ops, embedding */
     .index_range = ltC_index_range,
     .gather = ltC_gather,
@@ -74,7 +75,7 @@ const char *const ltC_backend_entries[] = {
     "matmul",
     "matmul_ready", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
-    "sort", "searchsorted",
+    "sort", "searchsorted", "unique_few",
     /* -- indexing, gather/scatter, masked ops, embedding */
     "index_range", "gather", "scatter", "masked_fill", "mask_count", "masked_select",
     "masked_scatter",

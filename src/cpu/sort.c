@@ -12,6 +12,8 @@
 ** plain integers: 1M floats in four passes, a third of PyTorch's time.
 ** A few of many (topk with k at most an eighth of n) go through a heap of k instead, ordered by
 ** key and then position, so ties come out in position order as from the stable sort.
+** unique over few distinct values (`unique_few`) hashes the same keys instead of sorting them
+** all, and sorts only the distinct ones.
 */
 #include <stdatomic.h>
 #include <string.h>
@@ -273,4 +275,111 @@ void ltC_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
   int sl = sorted->ndim - 1;
   search_job j = {values->dtype, right, sorted->size[sl], sorted->stride[sl], base};
   ltC_rows_run(ctx, &it, search_row, &j);
+}
+
+/* ---------------------------------------------------------------- unique of few values */
+
+/* The table's slot for a key: the top `bits` bits of its product with 2^64 / phi, which
+** spreads runs of consecutive integers (labels, token ids) over the table. */
+static inline uint64_t slot_of(uint64_t key, int bits) {
+  return (key * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits);
+}
+
+/* The scratch of unique_few for up to cap classes: an open-addressing table of 2^maxbits slots
+** (key, class), each class's key and first position, the radix sort's room, counts, ranks. */
+typedef struct few_scratch {
+  uint64_t *tkey;
+  int32_t *tid;
+  item *cls, *order, *tmp;
+  int64_t *cnt, *rank;
+} few_scratch;
+
+static size_t few_bytes(int64_t cap, int maxbits) {
+  return ((size_t)1 << maxbits) * (sizeof(uint64_t) + sizeof(int32_t)) +
+         (size_t)cap * (3 * sizeof(item) + 2 * sizeof(int64_t));
+}
+
+static void few_carve(few_scratch *w, char *buf, int64_t cap, int maxbits) {
+  size_t slots = (size_t)1 << maxbits;
+  w->cls = (item *)buf;
+  w->order = w->cls + cap;
+  w->tmp = w->order + cap;
+  w->tkey = (uint64_t *)(w->tmp + cap);
+  w->cnt = (int64_t *)(w->tkey + slots);
+  w->rank = w->cnt + cap;
+  w->tid = (int32_t *)(w->rank + cap);
+}
+
+/* Empties the table's first 2^bits slots and enters the m classes known so far. */
+static void few_rehash(few_scratch *w, int64_t m, int bits) {
+  uint64_t mask = ((uint64_t)1 << bits) - 1;
+  for (uint64_t h = 0; h <= mask; h++) w->tid[h] = -1;
+  for (int64_t c = 0; c < m; c++) {
+    uint64_t h = slot_of(w->cls[c].key, bits);
+    while (w->tid[h] >= 0) h = (h + 1) & mask;
+    w->tid[h] = (int32_t)c;
+    w->tkey[h] = w->cls[c].key;
+  }
+}
+
+int64_t ltC_unique_few(lt_ctx *ctx, const lt_tensor *x, int64_t cap, lt_tensor *values,
+                       lt_tensor *counts, lt_tensor *inverse, int64_t base) {
+  (void)ctx;
+  int64_t n = lt_numel(x);
+  lt_dtype dt = x->dtype;
+  const char *p = ltB_ptr(x);
+  int maxbits = 4;
+  while (((int64_t)1 << maxbits) < 2 * cap) maxbits++;
+  size_t need = few_bytes(cap, maxbits), got;
+  char *buf = ltB_cache_alloc(need, &got);
+  if (!buf) return -2;
+  few_scratch w;
+  few_carve(&w, buf, cap, maxbits);
+  /* the table starts small and doubles at half full, so that a few classes stay in L1 */
+  int bits = maxbits < 10 ? maxbits : 10;
+  uint64_t mask = ((uint64_t)1 << bits) - 1;
+  few_rehash(&w, 0, bits);
+  int64_t *inv = inverse ? (int64_t *)ltB_ptr(inverse) : NULL, m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t k = key_at(dt, 0, p, i), h = slot_of(k, bits);
+    int32_t c;
+    while ((c = w.tid[h]) >= 0 && w.tkey[h] != k) h = (h + 1) & mask;
+    if (c < 0) {   /* a new class, whose value is this first element of it */
+      if (m == cap) {
+        ltB_cache_free(buf, need);
+        return -1;
+      }
+      c = (int32_t)m;
+      w.cls[m] = (item){k, i};
+      w.cnt[m++] = 0;
+      w.tid[h] = c;
+      w.tkey[h] = k;
+      if (2 * m > (int64_t)mask && bits < maxbits) {
+        mask = ((uint64_t)1 << ++bits) - 1;
+        few_rehash(&w, m, bits);
+      }
+    }
+    w.cnt[c]++;
+    if (inv) inv[i] = c;
+  }
+  /* the classes in key order: rank[c] is class c's place among them */
+  for (int64_t c = 0; c < m; c++) w.order[c] = (item){w.cls[c].key, c};
+  item *sorted = w.order;
+  if (m <= INSERTION_MAX)
+    insertion(w.order, m);
+  else
+    sorted = radix(w.order, w.tmp, m, key_width(dt));
+  int64_t es = (int64_t)lt_dtype_size(dt);
+  char *v = ltB_ptr(values);
+  int64_t *cn = counts ? (int64_t *)ltB_ptr(counts) : NULL;
+  for (int64_t r = 0; r < m; r++) {
+    int64_t c = sorted[r].pos;
+    w.rank[c] = r + base;
+    memcpy(v + r * es, p + w.cls[c].pos * es, (size_t)es);
+    if (cn) cn[r] = w.cnt[c];
+  }
+  if (inv)
+    for (int64_t i = 0; i < n; i++) inv[i] = w.rank[inv[i]];
+  ltB_cache_free(buf, need);
+  return m;
 }
