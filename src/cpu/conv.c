@@ -48,8 +48,10 @@ typedef struct copy_job {
 /* Range of column positions ow (in [0, OW)) whose image position ow*s + off lies in [0, W). */
 static inline void valid_range(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo,
                                int64_t *hi) {
-  int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
-  int64_t b = off > W - 1 ? 0 : (W - 1 - off) / s + 1;
+  /* stride 1 without dividing: im2col asks twice per task, and on small images (8 x 8) the
+  ** four divisions took a quarter of a forward convolution */
+  int64_t a = off >= 0 ? 0 : s == 1 ? -off : (-off + s - 1) / s;
+  int64_t b = off > W - 1 ? 0 : s == 1 ? W - off : (W - 1 - off) / s + 1;
   if (b > OW) b = OW;
   if (a > b) a = b;
   *lo = a;
