@@ -88,7 +88,7 @@ check: setup
 bench: setup
 	$(MAKE) all $(BUILD)/bench/bare.so
 	bin/lantern bench/run.lua 1
-	bin/lantern bench/run.lua 2 small_add add_16m gemm mlp lenet demo act_1m char_mlp gpt train_cpu
+	bin/lantern bench/run.lua 2 small_add add_16m gemm mlp lenet demo conv act_1m char_mlp gpt train_cpu
 	bin/lantern bench/mem.lua 2
 	bin/lantern bench/ddp.lua 30
 

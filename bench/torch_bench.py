@@ -137,6 +137,19 @@ def bench_demo():
     step = train_step(model, opt, torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,)))
     report("demo_img_per_s", 64 / timeit(step, 1.0))
 
+@group("conv")
+def bench_conv():
+    torch.manual_seed(0)
+    for name, n, hw in (("conv3x3_16_ms", 32, 16), ("conv3x3_8_ms", 64, 8)):
+        x = torch.randn(n, 64, hw, hw, requires_grad=True)
+        w = torch.randn(64, 64, 3, 3, requires_grad=True)
+        b = torch.randn(64, requires_grad=True)
+        g = torch.randn(n, 64, hw, hw)
+        def step():
+            torch.nn.functional.conv2d(x, w, b, padding=1).backward(g)
+            x.grad = w.grad = b.grad = None
+        report(name, timeit(step, 1.0) * 1e3)
+
 @group("act_1m")
 def bench_act_1m():
     x, m = torch.randn(1 << 20), torch.randn(1024, 1024)

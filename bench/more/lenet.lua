@@ -1,4 +1,5 @@
--- LeNet-style CNN training step (28x28, batch 64), and the demo's CNN throughput (images/s).
+-- LeNet-style CNN training step (28x28, batch 64), the demo's CNN throughput (images/s), and
+-- 3x3 convolutions of CIFAR-sized networks alone (forward and both gradients).
 local lt = require "lantern"
 local nn, F = lt.nn, lt.nn.functional
 
@@ -34,5 +35,20 @@ return function(group, timeit)
       opt:step()
     end, 1.0)
     report("demo_img_per_s", 64 / t, true)
+  end)
+  -- 64 -> 64 channels, padding 1: on 16 x 16 (batch 32) Winograd's path takes it, on 8 x 8
+  -- (batch 64) im2col's
+  group("conv", function(report)
+    lt.manual_seed(0)
+    for _, c in ipairs({ { "conv3x3_16_ms", 32, 16 }, { "conv3x3_8_ms", 64, 8 } }) do
+      local x = lt.randn(c[2], 64, c[3], c[3]):requires_grad_()
+      local w = lt.randn(64, 64, 3, 3):requires_grad_()
+      local b = lt.randn(64):requires_grad_()
+      local g = lt.randn(c[2], 64, c[3], c[3])
+      report(c[1], timeit(function()
+        F.conv2d(x, w, b, { padding = 1 }):backward(g)
+        x.grad, w.grad, b.grad = nil, nil, nil
+      end, 1.0) * 1e3, false)
+    end
   end)
 end

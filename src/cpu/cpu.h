@@ -99,6 +99,17 @@ void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld
 bool ltC_transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst,
                        int64_t dld);
 
+/* ================================================================ Winograd (winograd.c)
+** Whether a convolution takes the F(2x2, 3x3) path: float32, 3x3, stride and dilation 1, one
+** group, padding at most 2, not transposed, with channels and width enough that it pays. */
+bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt);
+/* y (N, O, H + 2ph - 2, W + 2pw - 2) = the 3x3 convolution of x (N, C, H, W) padded by (ph,
+** pw) with w (O, C, 3, 3), or with flip by w (C, O, 3, 3) turned half a turn, + bias (may be
+** NULL); all contiguous. -1 (ctx's error naming `name`) when out of memory. */
+int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
+                      int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
+                      const float *w, bool flip, const float *bias, float *y);
+
 /* ================================================================ streaming stores (stream.c)
 ** Whether an elementwise op whose operands take `bytes` in all should write its output past the
 ** caches (more than half of L3; never where L3's size is unknown). */

@@ -1,0 +1,86 @@
+-- float32 3x3 convolutions of stride 1 with 32 channels and more on images 16 wide and more
+-- (12 wide from 96 channels) go through Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c):
+-- the forward pass and the input gradient. Each must match the same convolution in float64
+-- (which takes im2col) within float32 rounding, for every padding it takes, odd output sizes,
+-- batches cut into several chunks, with and without bias; and give the same bits at any
+-- thread count.
+local lt = require "lantern"
+local F = lt.nn.functional
+
+-- largest |got - want| over the largest |want|: float32 rounding of sums of a few hundred
+-- products stays well under 1e-5 of the output's scale
+local function rel_err(got, want)
+  local scale = want:abs():max():item()
+  return (got:double() - want):abs():max():item() / (scale > 0 and scale or 1)
+end
+
+local cases = {
+  -- N, C, O, H, W, padding
+  { 2, 32, 32, 16, 16, 1 },
+  { 3, 32, 40, 17, 19, 1 },      -- odd output sizes: the last tiles hang over the edge
+  { 2, 48, 32, 18, 20, 0 },      -- no padding (the input gradient pads by 2)
+  { 2, 32, 32, 14, 15, 2 },      -- padding 2 (the input gradient pads by 0)
+  { 40, 32, 32, 16, 16, 1 },     -- more samples than one chunk holds (32 here)
+  { 2, 96, 96, 12, 12, 1 },      -- narrow images with many channels
+  { 1, 33, 35, 16, 31, 1 },      -- tile columns that are not a multiple of the vectors
+}
+
+describe("Winograd convolutions (cpu, float32)", function()
+  after_each(function() lt.set_num_threads(1) end)
+
+  for _, c in ipairs(cases) do
+    local N, C, O, H, W, p = table.unpack(c)
+    it(("match float64 im2col: %d x %d -> %d on %d x %d, padding %d"):format(N, C, O, H, W, p),
+      function()
+      lt.manual_seed(N * 1000 + C + H)
+      local x, w, b = lt.randn(N, C, H, W), lt.randn(O, C, 3, 3), lt.randn(O)
+      for _, bias in ipairs({ b, false }) do
+        local bb = bias or nil
+        local y = F.conv2d(x, w, bb, { padding = p })
+        local want = F.conv2d(x:double(), w:double(), bb and bb:double(), { padding = p })
+        assert.are.same(want:size(), y:size())
+        assert.is_true(rel_err(y, want) < 1e-5, "forward")
+      end
+      -- the input gradient (Winograd) and the weight gradient (im2col) for a random dy
+      local xr = x:clone():requires_grad_()
+      local y = F.conv2d(xr, w, b, { padding = p })
+      local g = lt.randn(y:size())
+      y:backward(g)
+      local x64 = x:double():requires_grad_()
+      local w64 = w:double():requires_grad_()
+      F.conv2d(x64, w64, b:double(), { padding = p }):backward(g:double())
+      assert.is_true(rel_err(xr.grad, x64.grad) < 1e-5, "input gradient")
+    end)
+  end
+
+  it("gives the same bits at one and two threads", function()
+    lt.manual_seed(7)
+    local x, w, b = lt.randn(6, 32, 18, 17), lt.randn(40, 32, 3, 3), lt.randn(40)
+    local function run()
+      local xr = x:clone():requires_grad_()
+      local y = F.conv2d(xr, w, b, { padding = 1 })
+      y:backward(y:detach() * 0.5)
+      return y:detach(), xr.grad
+    end
+    lt.set_num_threads(1)
+    local y1, g1 = run()
+    lt.set_num_threads(2)
+    local y2, g2 = run()
+    assert.is_true(lt.equal(y1, y2))
+    assert.is_true(lt.equal(g1, g2))
+  end)
+
+  it("agrees with the float64 convolution on an nn.Conv2d layer's gradients", function()
+    lt.manual_seed(11)
+    local conv = lt.nn.Conv2d(32, 32, 3, { padding = 1 })
+    local x = lt.randn(4, 32, 16, 16):requires_grad_()
+    conv(x):square():sum():backward()
+    local conv64 = lt.nn.Conv2d(32, 32, 3, { padding = 1 }):double()
+    conv64.weight = lt.nn.Parameter(conv.weight:detach():double())
+    conv64.bias = lt.nn.Parameter(conv.bias:detach():double())
+    local x64 = x:detach():double():requires_grad_()
+    conv64(x64):square():sum():backward()
+    assert.is_true(rel_err(x.grad, x64.grad) < 1e-5)
+    assert.is_true(rel_err(conv.weight.grad, conv64.weight.grad) < 1e-5)
+  end)
+end)
