@@ -1,9 +1,8 @@
--- float32 3x3 convolutions of stride 1 with 32 channels and more on images 16 wide and more
--- (12 wide from 96 channels) go through Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c):
--- the forward pass and the input gradient. Each must match the same convolution in float64
--- (which takes im2col) within float32 rounding, for every padding it takes, odd output sizes,
--- batches cut into several chunks, with and without bias; and give the same bits at any
--- thread count.
+-- float32 3x3 convolutions of stride 1 with 16 channels and more on each side go through
+-- Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c): the forward pass and the input
+-- gradient. Each must match the same convolution in float64 (which takes im2col) within float32
+-- rounding, for every padding it takes, odd and tiny output sizes, batches cut into several
+-- chunks, with and without bias; and give the same bits at any thread count.
 local lt = require "lantern"
 local F = lt.nn.functional
 
@@ -17,12 +16,14 @@ end
 local cases = {
   -- N, C, O, H, W, padding
   { 2, 32, 32, 16, 16, 1 },
-  { 3, 32, 40, 17, 19, 1 },      -- odd output sizes: the last tiles hang over the edge
+  { 3, 16, 24, 17, 19, 1 },      -- odd output sizes: the last tiles hang over the edge
   { 2, 48, 32, 18, 20, 0 },      -- no padding (the input gradient pads by 2)
-  { 2, 32, 32, 14, 15, 2 },      -- padding 2 (the input gradient pads by 0)
-  { 40, 32, 32, 16, 16, 1 },     -- more samples than one chunk holds (32 here)
-  { 2, 96, 96, 12, 12, 1 },      -- narrow images with many channels
-  { 1, 33, 35, 16, 31, 1 },      -- tile columns that are not a multiple of the vectors
+  { 2, 32, 16, 14, 15, 2 },      -- padding 2 (the input gradient pads by 0)
+  { 40, 32, 32, 16, 16, 1 },     -- more samples than one chunk holds (12 here)
+  { 5, 64, 64, 8, 8, 1 },        -- CIFAR's last stage
+  { 3, 17, 33, 4, 4, 1 },        -- channel counts off the blocks of 8, tiny images
+  { 2, 16, 16, 1, 2, 1 },        -- one row of output, one tile
+  { 1, 33, 35, 3, 31, 0 },       -- one row of tiles
 }
 
 describe("Winograd convolutions (cpu, float32)", function()
