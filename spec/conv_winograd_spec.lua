@@ -1,6 +1,6 @@
 -- float32 3x3 convolutions of stride 1 with 16 channels and more on each side go through
--- Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c): the forward pass and the input
--- gradient. Each must match the same convolution in float64 (which takes im2col) within float32
+-- Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c): the forward pass and both
+-- gradients. Each must match the same convolution in float64 (which takes im2col) within float32
 -- rounding, for every padding it takes, odd and tiny output sizes, batches cut into several
 -- chunks, with and without bias; and give the same bits at any thread count.
 local lt = require "lantern"
@@ -43,14 +43,16 @@ describe("Winograd convolutions (cpu, float32)", function()
         assert.is_true(rel_err(y, want) < 1e-5, "forward")
       end
       -- the input gradient (Winograd) and the weight gradient (im2col) for a random dy
-      local xr = x:clone():requires_grad_()
-      local y = F.conv2d(xr, w, b, { padding = p })
+      local xr, wr = x:clone():requires_grad_(), w:clone():requires_grad_()
+      local y = F.conv2d(xr, wr, b, { padding = p })
       local g = lt.randn(y:size())
       y:backward(g)
       local x64 = x:double():requires_grad_()
       local w64 = w:double():requires_grad_()
       F.conv2d(x64, w64, b:double(), { padding = p }):backward(g:double())
       assert.is_true(rel_err(xr.grad, x64.grad) < 1e-5, "input gradient")
+      -- the weight gradient sums over every sample and position: float32 sums of thousands
+      assert.is_true(rel_err(wr.grad, w64.grad) < 2e-5, "weight gradient")
     end)
   end
 
@@ -58,17 +60,18 @@ describe("Winograd convolutions (cpu, float32)", function()
     lt.manual_seed(7)
     local x, w, b = lt.randn(6, 32, 18, 17), lt.randn(40, 32, 3, 3), lt.randn(40)
     local function run()
-      local xr = x:clone():requires_grad_()
-      local y = F.conv2d(xr, w, b, { padding = 1 })
+      local xr, wr = x:clone():requires_grad_(), w:clone():requires_grad_()
+      local y = F.conv2d(xr, wr, b, { padding = 1 })
       y:backward(y:detach() * 0.5)
-      return y:detach(), xr.grad
+      return y:detach(), xr.grad, wr.grad
     end
     lt.set_num_threads(1)
-    local y1, g1 = run()
+    local y1, g1, w1 = run()
     lt.set_num_threads(2)
-    local y2, g2 = run()
+    local y2, g2, w2 = run()
     assert.is_true(lt.equal(y1, y2))
     assert.is_true(lt.equal(g1, g2))
+    assert.is_true(lt.equal(w1, w2))
   end)
 
   it("agrees with the float64 convolution on an nn.Conv2d layer's gradients", function()

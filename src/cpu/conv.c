@@ -628,6 +628,12 @@ int ltC_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_
       return -1;
     dx = NULL;
   }
+  if (dw && ltC_winograd_fits(g, dt)) {   /* and so is the weight gradient's sum */
+    if (ltC_winograd_dw(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, ltB_ptr(x),
+                        ltB_ptr(dy), ltB_ptr(dw)))
+      return -1;
+    dw = NULL;
+  }
   if (dx || dw) {
     conv_work cw = {
         .ctx = ctx,

@@ -109,6 +109,11 @@ bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt);
 int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
                       int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
                       const float *w, bool flip, const float *bias, float *y);
+/* dw (O, C, 3, 3) = the gradient of that convolution's weight (not flipped) for dy (N, O,
+** H + 2ph - 2, W + 2pw - 2), overwritten; -1 when out of memory. */
+int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
+                    int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
+                    const float *dy, float *dw);
 
 /* ================================================================ streaming stores (stream.c)
 ** Whether an elementwise op whose operands take `bytes` in all should write its output past the

@@ -85,38 +85,81 @@ typedef struct wg_job {
   const float *x;      /* the chunk's first image (input) */
   float *y;            /* the chunk's first output plane */
   const float *bias;   /* may be NULL */
+  const float *dy;     /* the weight gradient's: the chunk's first dy plane */
   float *X;            /* the chunk's input padded, channels last: (cnt, Hp, Wp, C) */
   float *V;            /* (16, T, C) */
-  float *M;            /* (16, T, O) */
-  float *Y;            /* the chunk's output in tiles, channels last: (cnt, 2 TH, 2 TW, O) */
+  float *M;            /* (16, T, O); the weight gradient's transformed dy */
+  float *Y;            /* the chunk's output in tiles, channels last: (cnt, 2 TH, 2 TW, O); the
+                       ** weight gradient's dy */
 } wg_job;
 
 #define WG_INLINE static inline __attribute__((always_inline))
 
-/* Task (n, r): row r of sample n's padded input, channels last. Blocks of 8 channels read 8
-** image rows along and write 8 floats per column. */
-WG_INLINE void pad_row(const wg_job *j, int64_t n, int64_t r) {
-  const int64_t C = j->C, Wp = j->Wp, ir = r - j->ph;
-  float *dst = j->X + (n * j->Hp + r) * Wp * C;
-  if (ir < 0 || ir >= j->H) {
-    memset(dst, 0, (size_t)(Wp * C) * sizeof(float));
+/* Row ir of an image of Cn channels (H x W planes) as one row of a channels-last buffer Wd
+** columns wide that holds the image's columns from column `off`, zeros around them (a row ir
+** outside the image is all zeros). Blocks of 8 channels read 8 image rows along and write 8
+** floats per column. */
+WG_INLINE void row_to_channels_last(const float *img, int64_t Cn, int64_t H, int64_t W,
+                                    int64_t ir, float *dst, int64_t Wd, int64_t off) {
+  if (ir < 0 || ir >= H) {
+    memset(dst, 0, (size_t)(Wd * Cn) * sizeof(float));
     return;
   }
-  int64_t lo = j->pw, hi = j->pw + j->W < Wp ? j->pw + j->W : Wp;
-  memset(dst, 0, (size_t)(lo * C) * sizeof(float));
-  memset(dst + hi * C, 0, (size_t)((Wp - hi) * C) * sizeof(float));
-  const int64_t HW = j->H * j->W;
-  const float *src = j->x + n * C * HW + ir * j->W - lo;
+  int64_t lo = off, hi = off + W < Wd ? off + W : Wd;
+  memset(dst, 0, (size_t)(lo * Cn) * sizeof(float));
+  memset(dst + hi * Cn, 0, (size_t)((Wd - hi) * Cn) * sizeof(float));
+  const int64_t HW = H * W;
+  const float *src = img + ir * W - lo;
   int64_t c0 = 0;
-  for (; c0 + 8 <= C; c0 += 8) {
+  for (; c0 + 8 <= Cn; c0 += 8) {
     const float *s = src + c0 * HW;
     for (int64_t q = lo; q < hi; q++) {
-      float *d = dst + q * C + c0;
+      float *d = dst + q * Cn + c0;
       for (int k = 0; k < 8; k++) d[k] = s[k * HW + q];
     }
   }
-  for (; c0 < C; c0++)
-    for (int64_t q = lo; q < hi; q++) dst[q * C + c0] = src[c0 * HW + q];
+  for (; c0 < Cn; c0++)
+    for (int64_t q = lo; q < hi; q++) dst[q * Cn + c0] = src[c0 * HW + q];
+}
+
+/* Task (n, r): row r of sample n's padded input X. */
+WG_INLINE void pad_row(const wg_job *j, int64_t n, int64_t r) {
+  row_to_channels_last(j->x + n * j->C * j->H * j->W, j->C, j->H, j->W, r - j->ph,
+                       j->X + (n * j->Hp + r) * j->Wp * j->C, j->Wp, j->pw);
+}
+
+/* Task (n, r): row r of sample n's dy, channels last, into Y (2 TH x 2 TW, zeros past it). */
+WG_INLINE void dy_row(const wg_job *j, int64_t n, int64_t r) {
+  const int64_t Wy = 2 * j->TW;
+  row_to_channels_last(j->dy + n * j->O * j->OH * j->OW, j->O, j->OH, j->OW, r,
+                       j->Y + (n * 2 * j->TH + r) * Wy * j->O, Wy, 0);
+}
+
+/* Tile t of the chunk: M[xi][t][o] = (A e A^T)[xi] for each channel o, e its 2x2 of dy (the
+** weight gradient's counterpart of the output transform). */
+WG_INLINE void dy_tile(const wg_job *j, int64_t t) {
+  const int64_t O = j->O, T = j->T, n = t / j->TT, th = t % j->TT / j->TW, tw = t % j->TW;
+  const int64_t ys = 2 * j->TW * O;
+  const float *e = j->Y + ((n * 2 * j->TH + 2 * th) * 2 * j->TW + 2 * tw) * O;
+  float *q = j->M + t * O;
+  const int64_t ms = T * O;
+#pragma GCC ivdep
+  for (int64_t o = 0; o < O; o++) {
+    float a[2][4];
+    for (int r = 0; r < 2; r++) {   /* along the row: e A^T */
+      float e0 = e[r * ys + o], e1 = e[r * ys + O + o];
+      a[r][0] = e0;
+      a[r][1] = e0 + e1;
+      a[r][2] = e0 - e1;
+      a[r][3] = -e1;
+    }
+    for (int k = 0; k < 4; k++) {   /* down the columns: A (e A^T) */
+      q[(0 * 4 + k) * ms + o] = a[0][k];
+      q[(1 * 4 + k) * ms + o] = a[0][k] + a[1][k];
+      q[(2 * 4 + k) * ms + o] = a[0][k] - a[1][k];
+      q[(3 * 4 + k) * ms + o] = -a[1][k];
+    }
+  }
 }
 
 /* Tile t of the chunk: V[xi][t][c] = (B^T d B)[xi] for each channel c, d its 4x4 input. */
@@ -201,8 +244,16 @@ WG_INLINE void unpad_block(const wg_job *j, int64_t n, int64_t o0) {
     int64_t nb8 = (j->O + 7) / 8;                                                         \
     for (int64_t t = b; t < e; t++) unpad_block(j, t / nb8, t % nb8 * 8);                 \
   }                                                                                       \
-  static const ltK_range_fn passes##SFX[4] = {pad_rows##SFX, input_tiles##SFX,            \
-                                              output_tiles##SFX, unpad_blocks##SFX};
+  static void dy_rows##SFX(int64_t b, int64_t e, void *ud) {                              \
+    const wg_job *j = ud;                                                                 \
+    for (int64_t t = b; t < e; t++) dy_row(j, t / (2 * j->TH), t % (2 * j->TH));          \
+  }                                                                                       \
+  static void dy_tiles##SFX(int64_t b, int64_t e, void *ud) {                             \
+    for (int64_t t = b; t < e; t++) dy_tile(ud, t);                                       \
+  }                                                                                       \
+  static const ltK_range_fn passes##SFX[6] = {pad_rows##SFX,     input_tiles##SFX,        \
+                                              output_tiles##SFX, unpad_blocks##SFX,       \
+                                              dy_rows##SFX,      dy_tiles##SFX};
 
 WG_RANGES(_base)
 #ifdef LT_ISA_DISPATCH
@@ -225,34 +276,67 @@ static const ltK_range_fn *passes_for_isa(void) {
   return passes_base;
 }
 
-/* ------------------------------------------------------------ the driver */
+/* ------------------------------------------------------------ the drivers */
+
+/* The weight gradient's last step: dW[o][c] = G^T dU[o][c] G, dU (16, O, C), dw (O, C, 3, 3). */
+static void weight_grad_transform(const float *dU, int64_t O, int64_t C, float *dw) {
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t c = 0; c < C; c++) {
+      double u[4][4], h[3][4];
+      for (int x = 0; x < 16; x++) u[x / 4][x % 4] = dU[(x * O + o) * C + c];
+      for (int b = 0; b < 4; b++) {
+        h[0][b] = u[0][b] + 0.5 * (u[1][b] + u[2][b]);
+        h[1][b] = 0.5 * (u[1][b] - u[2][b]);
+        h[2][b] = 0.5 * (u[1][b] + u[2][b]) + u[3][b];
+      }
+      float *g = dw + (o * C + c) * 9;
+      for (int i = 0; i < 3; i++) {
+        g[i * 3 + 0] = (float)(h[i][0] + 0.5 * (h[i][1] + h[i][2]));
+        g[i * 3 + 1] = (float)(0.5 * (h[i][1] - h[i][2]));
+        g[i * 3 + 2] = (float)(0.5 * (h[i][1] + h[i][2]) + h[i][3]);
+      }
+    }
+}
+
+/* The job's geometry, its buffers carved from one block of the buffer cache after 16 O C
+** floats for the weights (*U); returns the samples per chunk, 0 when out of memory (ctx's
+** error set). *got and *need are for ltB_cache_free. */
+static int64_t wg_setup(lt_ctx *ctx, const char *name, wg_job *j, int64_t N, float **U,
+                        size_t *need, size_t *got) {
+  j->OH = j->H + 2 * j->ph - 2;
+  j->OW = j->W + 2 * j->pw - 2;
+  j->TH = (j->OH + 1) / 2;
+  j->TW = (j->OW + 1) / 2;
+  j->TT = j->TH * j->TW;
+  j->Hp = 2 * j->TH + 2;
+  j->Wp = 2 * j->TW + 2;
+  const int64_t C = j->C, O = j->O;
+  int64_t nb = WG_BUDGET / sample_floats(j->TT, j->Hp, j->Wp, C, O);
+  if (nb < 1) nb = 1;   /* one sample fits WG_SAMPLE_MAX (ltC_winograd_fits) */
+  if (nb > N) nb = N > 0 ? N : 1;
+  const int64_t nU = 16 * O * C, nX = nb * j->Hp * j->Wp * C, nV = 16 * nb * j->TT * C;
+  const int64_t nM = 16 * nb * j->TT * O, nY = nb * 4 * j->TT * O;
+  const int64_t total = nU + nX + nV + nM + nY;
+  *need = (size_t)total * sizeof(float);
+  if (!(*U = ltB_cache_alloc(*need, got))) {
+    ltB_fail(ctx, "%s: out of memory for a %lld-element work buffer", name, (long long)total);
+    return 0;
+  }
+  j->X = *U + nU;
+  j->V = j->X + nX;
+  j->M = j->V + nV;
+  j->Y = j->M + nM;
+  return nb;
+}
 
 int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
                       int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
                       const float *w, bool flip, const float *bias, float *y) {
-  wg_job j = {.C = C, .H = H, .W = W, .O = O, .OH = H + 2 * ph - 2, .OW = W + 2 * pw - 2,
-              .ph = ph, .pw = pw, .bias = bias};
-  j.TH = (j.OH + 1) / 2;
-  j.TW = (j.OW + 1) / 2;
-  j.TT = j.TH * j.TW;
-  j.Hp = 2 * j.TH + 2;
-  j.Wp = 2 * j.TW + 2;
-  /* floats per sample of the chunk's buffers */
-  const int64_t per = sample_floats(j.TT, j.Hp, j.Wp, C, O);
-  int64_t nb = WG_BUDGET / per;   /* samples per chunk: at least one (ltC_winograd_fits) */
-  if (nb < 1) nb = 1;
-  if (nb > N) nb = N;
-  const int64_t nU = 16 * O * C, nX = nb * j.Hp * j.Wp * C, nV = 16 * nb * j.TT * C;
-  const int64_t nM = 16 * nb * j.TT * O, nY = nb * 4 * j.TT * O, total = nU + nX + nV + nM + nY;
-  size_t got, need = (size_t)total * sizeof(float);
-  float *U = ltB_cache_alloc(need, &got);
-  if (!U)
-    return ltB_fail(ctx, "%s: out of memory for a %lld-element work buffer", name,
-                    (long long)total);
-  j.X = U + nU;
-  j.V = j.X + nX;
-  j.M = j.V + nV;
-  j.Y = j.M + nM;
+  wg_job j = {.C = C, .H = H, .W = W, .O = O, .ph = ph, .pw = pw, .bias = bias};
+  float *U;
+  size_t need, got;
+  int64_t nb = wg_setup(ctx, name, &j, N, &U, &need, &got);
+  if (nb == 0) return -1;
   weight_transform(w, O, C, flip, U);
   const ltK_range_fn *pass = passes_for_isa();
   int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
@@ -272,5 +356,39 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
     ltB_parallel_for(ctx, cnt * ((O + 7) / 8), ltC_grain(8 * j.OH * j.OW), pass[3], &j);
   }
   ltB_cache_free(U, need);
+  return 0;
+}
+
+int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
+                    int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
+                    const float *dy, float *dw) {
+  if (N == 0) {
+    memset(dw, 0, (size_t)(O * C * 9) * sizeof(float));
+    return 0;
+  }
+  wg_job j = {.C = C, .H = H, .W = W, .O = O, .ph = ph, .pw = pw};
+  float *dU;
+  size_t need, got;
+  int64_t nb = wg_setup(ctx, name, &j, N, &dU, &need, &got);
+  if (nb == 0) return -1;
+  const ltK_range_fn *pass = passes_for_isa();
+  int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
+  ltC_blas_single();
+  for (int64_t n0 = 0; n0 < N; n0 += nb) {
+    int64_t cnt = N - n0 < nb ? N - n0 : nb;
+    j.T = cnt * j.TT;
+    j.x = x + n0 * C * H * W;
+    j.dy = dy + n0 * O * j.OH * j.OW;
+    ltB_parallel_for(ctx, cnt * j.Hp, ltC_grain(j.Wp * C), pass[0], &j);
+    ltB_parallel_for(ctx, j.T, ltC_grain(32 * C), pass[1], &j);
+    ltB_parallel_for(ctx, cnt * 2 * j.TH, ltC_grain(2 * j.TW * O), pass[4], &j);
+    ltB_parallel_for(ctx, j.T, ltC_grain(32 * O), pass[5], &j);
+    /* dU[xi] (O, C) (+)= Q[xi]^T (O, T) @ V[xi] (T, C), summed over the chunks */
+    for (int xi = 0; xi < 16; xi++)
+      ltC_blas_gemm(ctx, nt, LT_FLOAT32, true, false, O, C, j.T, 1.0, j.M + xi * j.T * O, O,
+                    j.V + xi * j.T * C, C, n0 == 0 ? 0.0 : 1.0, dU + xi * O * C, C);
+  }
+  weight_grad_transform(dU, O, C, dw);
+  ltB_cache_free(dU, need);
   return 0;
 }
