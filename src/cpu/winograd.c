@@ -54,27 +54,66 @@ bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt) {
 
 /* ------------------------------------------------------------ transforms */
 
+/* The weights' transforms, both ways, over output channels o in tasks. */
+typedef struct wt_job {
+  const float *src;
+  float *dst;
+  int64_t O, C;
+  bool flip;
+} wt_job;
+
 /* U[xi][o][c] = (G g G^T)[xi] for the 3x3 g of (o, c): w[o][c], or with flip w[c][o] turned
 ** half a turn (w then has (C, O) channels: the forward weight, seen by the input gradient). */
-static void weight_transform(const float *w, int64_t O, int64_t C, bool flip, float *U) {
-  for (int64_t o = 0; o < O; o++)
+static void weight_rows(int64_t ob, int64_t oe, void *ud) {
+  const wt_job *j = ud;
+  const int64_t O = j->O, C = j->C;
+  for (int64_t o = ob; o < oe; o++)
     for (int64_t c = 0; c < C; c++) {
       double g[3][3], t[4][3];
-      const float *s = flip ? w + (c * O + o) * 9 : w + (o * C + c) * 9;
+      const float *s = j->flip ? j->src + (c * O + o) * 9 : j->src + (o * C + c) * 9;
       for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) g[i][j] = flip ? s[(2 - i) * 3 + (2 - j)] : s[i * 3 + j];
-      for (int j = 0; j < 3; j++) {
-        t[0][j] = g[0][j];
-        t[1][j] = 0.5 * (g[0][j] + g[1][j] + g[2][j]);
-        t[2][j] = 0.5 * (g[0][j] - g[1][j] + g[2][j]);
-        t[3][j] = g[2][j];
+        for (int k = 0; k < 3; k++) g[i][k] = j->flip ? s[(2 - i) * 3 + (2 - k)] : s[i * 3 + k];
+      for (int k = 0; k < 3; k++) {
+        t[0][k] = g[0][k];
+        t[1][k] = 0.5 * (g[0][k] + g[1][k] + g[2][k]);
+        t[2][k] = 0.5 * (g[0][k] - g[1][k] + g[2][k]);
+        t[3][k] = g[2][k];
       }
       for (int a = 0; a < 4; a++) {
         double u[4] = {t[a][0], 0.5 * (t[a][0] + t[a][1] + t[a][2]),
                        0.5 * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
-        for (int b = 0; b < 4; b++) U[((a * 4 + b) * O + o) * C + c] = (float)u[b];
+        for (int b = 0; b < 4; b++) j->dst[((a * 4 + b) * O + o) * C + c] = (float)u[b];
       }
     }
+}
+
+/* The weight gradient's last step: dw[o][c] = G^T dU[o][c] G, dU (16, O, C) in src, dw (O,
+** C, 3, 3) in dst. */
+static void weight_grad_rows(int64_t ob, int64_t oe, void *ud) {
+  const wt_job *j = ud;
+  const int64_t O = j->O, C = j->C;
+  for (int64_t o = ob; o < oe; o++)
+    for (int64_t c = 0; c < C; c++) {
+      double u[4][4], h[3][4];
+      for (int x = 0; x < 16; x++) u[x / 4][x % 4] = j->src[(x * O + o) * C + c];
+      for (int b = 0; b < 4; b++) {
+        h[0][b] = u[0][b] + 0.5 * (u[1][b] + u[2][b]);
+        h[1][b] = 0.5 * (u[1][b] - u[2][b]);
+        h[2][b] = 0.5 * (u[1][b] + u[2][b]) + u[3][b];
+      }
+      float *g = j->dst + (o * C + c) * 9;
+      for (int i = 0; i < 3; i++) {
+        g[i * 3 + 0] = (float)(h[i][0] + 0.5 * (h[i][1] + h[i][2]));
+        g[i * 3 + 1] = (float)(0.5 * (h[i][1] - h[i][2]));
+        g[i * 3 + 2] = (float)(0.5 * (h[i][1] + h[i][2]) + h[i][3]);
+      }
+    }
+}
+
+static void weights_run(lt_ctx *ctx, ltK_range_fn fn, const float *src, float *dst, int64_t O,
+                        int64_t C, bool flip) {
+  wt_job j = {src, dst, O, C, flip};
+  ltB_parallel_for(ctx, O, ltC_grain(64 * C), fn, &j);
 }
 
 typedef struct wg_job {
@@ -278,26 +317,6 @@ static const ltK_range_fn *passes_for_isa(void) {
 
 /* ------------------------------------------------------------ the drivers */
 
-/* The weight gradient's last step: dW[o][c] = G^T dU[o][c] G, dU (16, O, C), dw (O, C, 3, 3). */
-static void weight_grad_transform(const float *dU, int64_t O, int64_t C, float *dw) {
-  for (int64_t o = 0; o < O; o++)
-    for (int64_t c = 0; c < C; c++) {
-      double u[4][4], h[3][4];
-      for (int x = 0; x < 16; x++) u[x / 4][x % 4] = dU[(x * O + o) * C + c];
-      for (int b = 0; b < 4; b++) {
-        h[0][b] = u[0][b] + 0.5 * (u[1][b] + u[2][b]);
-        h[1][b] = 0.5 * (u[1][b] - u[2][b]);
-        h[2][b] = 0.5 * (u[1][b] + u[2][b]) + u[3][b];
-      }
-      float *g = dw + (o * C + c) * 9;
-      for (int i = 0; i < 3; i++) {
-        g[i * 3 + 0] = (float)(h[i][0] + 0.5 * (h[i][1] + h[i][2]));
-        g[i * 3 + 1] = (float)(0.5 * (h[i][1] - h[i][2]));
-        g[i * 3 + 2] = (float)(0.5 * (h[i][1] + h[i][2]) + h[i][3]);
-      }
-    }
-}
-
 /* The job's geometry, its buffers carved from one block of the buffer cache after 16 O C
 ** floats for the weights (*U); returns the samples per chunk, 0 when out of memory (ctx's
 ** error set). *got and *need are for ltB_cache_free. */
@@ -337,7 +356,7 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
   size_t need, got;
   int64_t nb = wg_setup(ctx, name, &j, N, &U, &need, &got);
   if (nb == 0) return -1;
-  weight_transform(w, O, C, flip, U);
+  weights_run(ctx, weight_rows, w, U, O, C, flip);
   const ltK_range_fn *pass = passes_for_isa();
   int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
   ltC_blas_single();
@@ -388,7 +407,7 @@ int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t
       ltC_blas_gemm(ctx, nt, LT_FLOAT32, true, false, O, C, j.T, 1.0, j.M + xi * j.T * O, O,
                     j.V + xi * j.T * C, C, n0 == 0 ? 0.0 : 1.0, dU + xi * O * C, C);
   }
-  weight_grad_transform(dU, O, C, dw);
+  weights_run(ctx, weight_grad_rows, dU, dw, O, C, false);
   ltB_cache_free(dU, need);
   return 0;
 }
