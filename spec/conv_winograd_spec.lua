@@ -1,6 +1,6 @@
--- float32 3x3 convolutions of stride 1 with 16 channels and more on each side go through
--- Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c): the forward pass and both
--- gradients. Each must match the same convolution in float64 (which takes im2col) within float32
+-- float32 3x3 convolutions of stride 1 (transposed or not) with 16 channels and more on each
+-- side go through Winograd's F(2x2, 3x3) on the cpu (src/cpu/winograd.c): the forward pass and
+-- both gradients. Each must match the same convolution in float64 (which takes im2col) within float32
 -- rounding, for every padding it takes, odd and tiny output sizes, batches cut into several
 -- chunks, with and without bias; and give the same bits at any thread count.
 local lt = require "lantern"
@@ -52,6 +52,27 @@ describe("Winograd convolutions (cpu, float32)", function()
       F.conv2d(x64, w64, b:double(), { padding = p }):backward(g:double())
       assert.is_true(rel_err(xr.grad, x64.grad) < 1e-5, "input gradient")
       -- the weight gradient sums over every sample and position: float32 sums of thousands
+      assert.is_true(rel_err(wr.grad, w64.grad) < 2e-5, "weight gradient")
+    end)
+  end
+
+  -- a transposed convolution of stride 1 is the input gradient of a convolution, and its own
+  -- gradients the forward and weight gradient: the same path
+  for _, c in ipairs({ { 2, 32, 16, 9, 10, 1 }, { 3, 16, 24, 8, 8, 0 }, { 2, 24, 32, 12, 7, 2 } }) do
+    local N, C, O, H, W, p = table.unpack(c)
+    it(("transposed: %d x %d -> %d on %d x %d, padding %d"):format(N, C, O, H, W, p), function()
+      lt.manual_seed(N + C + H)
+      local x, w, b = lt.randn(N, C, H, W), lt.randn(C, O, 3, 3), lt.randn(O)
+      local xr, wr = x:clone():requires_grad_(), w:clone():requires_grad_()
+      local y = F.conv_transpose2d(xr, wr, b, { padding = p })
+      local x64, w64 = x:double():requires_grad_(), w:double():requires_grad_()
+      local want = F.conv_transpose2d(x64, w64, b:double(), { padding = p })
+      assert.are.same(want:size(), y:size())
+      assert.is_true(rel_err(y, want) < 1e-5, "forward")
+      local g = lt.randn(y:size())
+      y:backward(g)
+      want:backward(g:double())
+      assert.is_true(rel_err(xr.grad, x64.grad) < 1e-5, "input gradient")
       assert.is_true(rel_err(wr.grad, w64.grad) < 2e-5, "weight gradient")
     end)
   end

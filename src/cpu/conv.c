@@ -607,9 +607,13 @@ static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t
 
 int ltC_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
              const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
-  if (ltC_winograd_fits(g, x->dtype))
+  /* a transposed convolution is the input gradient of the convolution with its weight */
+  if (ltC_winograd_fits(g, x->dtype) && !g->transposed)
     return ltC_winograd_conv(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, ltB_ptr(x),
                              ltB_ptr(w), false, b ? ltB_ptr(b) : NULL, ltB_ptr(y));
+  if (ltC_winograd_fits(g, x->dtype))
+    return ltC_winograd_conv(ctx, name, g->N, g->O, g->OH, g->OW, g->C, 2 - g->ph, 2 - g->pw,
+                             ltB_ptr(x), ltB_ptr(w), true, b ? ltB_ptr(b) : NULL, ltB_ptr(y));
   conv_work cw = {
       .ctx = ctx,
       .kind = g->transposed ? CONVT_FWD : CONV_FWD,
@@ -627,19 +631,25 @@ int ltC_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_
                       lt_tensor *dw, lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                       const lt_tensor *dy) {
   lt_dtype dt = x->dtype;
-  /* the input gradient of a 3x3 stride-1 convolution is one too: of dy, by the weights turned
-  ** half a turn with their channels swapped, padded by 2 - p */
-  if (dx && ltC_winograd_fits(g, dt)) {
-    if (ltC_winograd_conv(ctx, name, g->N, g->O, g->OH, g->OW, g->C, 2 - g->ph, 2 - g->pw,
-                          ltB_ptr(dy), ltB_ptr(w), true, NULL, ltB_ptr(dx)))
-      return -1;
-    dx = NULL;
-  }
-  if (dw && ltC_winograd_fits(g, dt)) {   /* and so is the weight gradient's sum */
-    if (ltC_winograd_dw(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, ltB_ptr(x),
-                        ltB_ptr(dy), ltB_ptr(dw)))
-      return -1;
-    dw = NULL;
+  /* The gradients of a 3x3 stride-1 convolution are such convolutions too. Its input
+  ** gradient convolves dy by the weights turned half a turn with their channels swapped,
+  ** padded by 2 - p; its weight gradient sums the image side's tiles against the column
+  ** side's. A transposed convolution swaps the sides: its input gradient is the plain
+  ** convolution of dy. */
+  if (ltC_winograd_fits(g, dt)) {
+    const float *img = ltB_ptr(g->transposed ? dy : x), *col = ltB_ptr(g->transposed ? x : dy);
+    int rc = 0;
+    if (dx && !g->transposed)
+      rc = ltC_winograd_conv(ctx, name, g->N, g->O, g->OH, g->OW, g->C, 2 - g->ph, 2 - g->pw,
+                             col, ltB_ptr(w), true, NULL, ltB_ptr(dx));
+    else if (dx)
+      rc = ltC_winograd_conv(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, img,
+                             ltB_ptr(w), false, NULL, ltB_ptr(dx));
+    if (!rc && dw)
+      rc = ltC_winograd_dw(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, img, col,
+                           ltB_ptr(dw));
+    if (rc) return -1;
+    dx = dw = NULL;
   }
   if (dx || dw) {
     conv_work cw = {

@@ -101,7 +101,7 @@ bool ltC_transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t ld,
 
 /* ================================================================ Winograd (winograd.c)
 ** Whether a convolution takes the F(2x2, 3x3) path: float32, 3x3, stride and dilation 1, one
-** group, padding at most 2, not transposed, with channels and width enough that it pays. */
+** group, padding at most 2, with channels enough that it pays (transposed or not). */
 bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt);
 /* y (N, O, H + 2ph - 2, W + 2pw - 2) = the 3x3 convolution of x (N, C, H, W) padded by (ph,
 ** pw) with w (O, C, 3, 3), or with flip by w (C, O, 3, 3) turned half a turn, + bias (may be

@@ -45,7 +45,7 @@ bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt) {
   /* Fewer than 16 channels on either side make the GEMMs too thin to pay for the transforms
   ** (one thread, Zen 4, forward: 3 -> 16 on 32 x 32, batch 64, 1.1 ms by im2col against 3.1;
   ** 16 -> 8 2.7 against 3.7). The input gradient pads by 2 - p. */
-  if (dt != LT_FLOAT32 || g->transposed || g->groups != 1 || g->kh != 3 || g->kw != 3 ||
+  if (dt != LT_FLOAT32 || g->groups != 1 || g->kh != 3 || g->kw != 3 ||
       g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
       g->C < 16 || g->O < 16 || g->OH < 1 || g->OW < 1)
     return false;
