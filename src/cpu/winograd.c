@@ -397,6 +397,15 @@ static int64_t wg_setup(lt_ctx *ctx, const char *name, wg_job *j, int64_t N, flo
   return nb;
 }
 
+/* Chunk [n0, n0 + cnt) of x: its tiles, padded channels last into X, then transformed into V. */
+static void chunk_tiles(lt_ctx *ctx, wg_job *j, const ltK_range_fn *pass, const float *x,
+                        int64_t n0, int64_t cnt) {
+  j->T = cnt * j->TT;
+  j->x = x + n0 * j->C * j->H * j->W;
+  ltB_parallel_for(ctx, cnt * j->Hp, ltC_grain(j->Wp * j->C), pass[0], j);
+  ltB_parallel_for(ctx, j->T, ltC_grain(32 * j->C), pass[1], j);
+}
+
 int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t H,
                       int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
                       const float *w, bool flip, const float *bias, float *y) {
@@ -411,11 +420,8 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
   ltC_blas_single();
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
     int64_t cnt = N - n0 < nb ? N - n0 : nb;
-    j.T = cnt * j.TT;
-    j.x = x + n0 * C * H * W;
+    chunk_tiles(ctx, &j, pass, x, n0, cnt);
     j.y = y + n0 * O * j.OH * j.OW;
-    ltB_parallel_for(ctx, cnt * j.Hp, ltC_grain(j.Wp * C), pass[0], &j);
-    ltB_parallel_for(ctx, j.T, ltC_grain(32 * C), pass[1], &j);
     /* M[xi] (T, O) = V[xi] (T, C) @ U[xi]^T */
     for (int xi = 0; xi < 16; xi++)
       ltC_blas_gemm(ctx, nt, LT_FLOAT32, false, true, j.T, O, C, 1.0, j.V + xi * j.T * C, C,
@@ -444,11 +450,8 @@ int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t
   ltC_blas_single();
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
     int64_t cnt = N - n0 < nb ? N - n0 : nb;
-    j.T = cnt * j.TT;
-    j.x = x + n0 * C * H * W;
+    chunk_tiles(ctx, &j, pass, x, n0, cnt);
     j.dy = dy + n0 * O * j.OH * j.OW;
-    ltB_parallel_for(ctx, cnt * j.Hp, ltC_grain(j.Wp * C), pass[0], &j);
-    ltB_parallel_for(ctx, j.T, ltC_grain(32 * C), pass[1], &j);
     ltB_parallel_for(ctx, cnt * 2 * j.TH, ltC_grain(2 * j.TW * O), pass[4], &j);
     ltB_parallel_for(ctx, j.T, ltC_grain(32 * O), pass[5], &j);
     /* dU[xi] (O, C) (+)= Q[xi]^T (O, T) @ V[xi] (T, C), summed over the chunks */
