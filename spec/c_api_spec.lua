@@ -102,6 +102,8 @@ describe("C API without Lua (lantern_ops.h)", function()
       binary_ = "mul_: shapes [2, 3] and [4, 5] cannot be broadcast",
       softmax = "softmax: dimension 3 out of range",
       view = "view: shape [5] is invalid for input of size 6",
+      -- not a failure: float32 and float64 agree where zeros follow the image (padding_extra)
+      conv_padding_extra = "output 6 x 7, differences",
     }
     for name, msg in pairs(expect) do
       local line = out:match("\n?" .. name:gsub("_", "%%_") .. ": ok: ([^\n]*)")

@@ -145,6 +145,25 @@ describe("lerp, addcmul and addcdiv against PyTorch", function()
     end
   end)
 
+  it("the in-place forms refuse what the separate in-place ops refuse", function()
+    local a, b = lt.randn(2), lt.rand(2) + 0.5
+    -- a view of a leaf that requires grad (made before or under no_grad): every form raises
+    local w = lt.randn(4)
+    local v = w:narrow(1, 1, 2)
+    w:requires_grad_()
+    local w2 = lt.randn(4):requires_grad_()
+    local v2 = lt.no_grad(function() return w2:narrow(1, 1, 2) end)
+    for _, t in ipairs({ v, v2 }) do
+      local before = t:detach():clone()
+      for _, f in ipairs({
+        function() return t:addcmul_(a, b) end, function() return t:addcdiv_(a, b, 2) end,
+        function() return t:lerp_(a, 0.3) end, function() return t:lerp_(a, b) end }) do
+        support.expect_error(f, "a view of a leaf Variable that requires grad")
+      end
+      assert.is_true(lt.equal(before, t:detach()))
+    end
+  end)
+
   it("the in-place forms write into self; gradchecks in float64", function()
     local a, b = lt.tensor({ 1.0, 2, 3 }), lt.tensor({ 10.0, 20, 30 })
     local c = a:clone()

@@ -680,7 +680,11 @@ int ltO_addc(lt_ctx *ctx, lt_tensor **out, enum ltK_addc_op op, lt_tensor *s, lt
   if (inplace) {
     bool same = nd2 == s->ndim;
     for (int i = 0; same && i < nd2; i++) same = size2[i] == s->size[i];
-    if (!same || ltB_has_internal_overlap(s)) return 0;
+    /* the in-place rules of the separate ops (a view of a leaf that requires grad, ...),
+    ** which then say what is wrong */
+    if (!same || ltB_has_internal_overlap(s) || ltB_check_inplace_from(ctx, "addc", s, a) ||
+        (b && ltB_check_inplace_from(ctx, "addc", s, b)))
+      return 0;
     k->addc(ctx, op, s, s, a, b, p);
     ltB_bump_version(s);
     *out = s;

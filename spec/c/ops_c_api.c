@@ -52,6 +52,67 @@ static void error_paths(lt_ctx *ctx) {
   lt_release(b);
 }
 
+/* The largest |a - b| over the largest |b|, a float32 and b float64 of one shape. */
+static double rel_diff(const lt_tensor *a, const lt_tensor *b) {
+  const float *x = lt_data(a);
+  const double *y = lt_data(b);
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < lt_numel(b); i++) {
+    double d = x[i] - y[i];
+    if (d < 0) d = -d;
+    if (d > worst) worst = d;
+    if ((y[i] < 0 ? -y[i] : y[i]) > scale) scale = y[i] < 0 ? -y[i] : y[i];
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+/* y = conv2d(x, w) with padding_extra (zeros after the image beyond the padding), and its
+** input and weight gradients: in float32 (shapes that the Winograd path would take but for
+** padding_extra) as in float64 (im2col). */
+static void conv_padding_extra(lt_ctx *ctx) {
+  int64_t xs[4] = {2, 16, 5, 6}, ws[4] = {16, 16, 3, 3};
+  lt_tensor *x[2] = {NULL, NULL}, *w[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
+  lt_tensor *ones[2] = {NULL, NULL};
+  lt_conv_args a;
+  lt_conv_args_init(&a);
+  a.padding[0] = a.padding[1] = 1;
+  a.padding_extra[0] = a.padding_extra[1] = 1;
+  bool ok = true;
+  for (int k = 0; k < 2 && ok; k++) {
+    lt_dtype dt = k ? LT_FLOAT64 : LT_FLOAT32;
+    ok = !lt_empty(ctx, &x[k], dt, 4, xs) && !lt_empty(ctx, &w[k], dt, 4, ws);
+    for (int64_t i = 0; ok && i < lt_numel(x[k]); i++) {
+      double v = (double)((i * 37) % 11) / 11.0 - 0.5;
+      if (k) ((double *)lt_data(x[k]))[i] = v; else ((float *)lt_data(x[k]))[i] = (float)v;
+    }
+    for (int64_t i = 0; ok && i < lt_numel(w[k]); i++) {
+      double v = (double)((i * 53) % 13) / 13.0 - 0.5;
+      if (k) ((double *)lt_data(w[k]))[i] = v; else ((float *)lt_data(w[k]))[i] = (float)v;
+    }
+    ok = ok && !lt_set_requires_grad(ctx, x[k], true) && !lt_set_requires_grad(ctx, w[k], true) &&
+         !lt_conv2d(ctx, &y[k], x[k], w[k], NULL, &a) &&
+         !lt_full(ctx, &ones[k], dt, lt_ndim(y[k]), lt_sizes(y[k]), 1.0) &&
+         !lt_backward(ctx, 1, &y[k], &ones[k], false, 0, NULL, NULL, false);
+  }
+  char detail[160];
+  if (ok) {
+    double dy = rel_diff(y[0], y[1]), dx = rel_diff(lt_grad(x[0]), lt_grad(x[1]));
+    double dw = rel_diff(lt_grad(w[0]), lt_grad(w[1]));
+    snprintf(detail, sizeof detail, "output %lld x %lld, differences %.1e %.1e %.1e",
+             (long long)lt_sizes(y[0])[2], (long long)lt_sizes(y[0])[3], dy, dx, dw);
+    ok = lt_sizes(y[0])[2] == 6 && lt_sizes(y[0])[3] == 7 && dy < 1e-5 && dx < 1e-5 && dw < 1e-5;
+  } else {
+    snprintf(detail, sizeof detail, "%s", lt_errmsg(ctx));
+  }
+  check("conv_padding_extra", ok, detail);
+  for (int k = 0; k < 2; k++) {
+    lt_release(x[k]);
+    lt_release(w[k]);
+    lt_release(y[k]);
+    lt_release(ones[k]);
+  }
+}
+
 /* Saves two tensors, loads them back by name, and checks the writer's refusals. */
 static void checkpoints(lt_ctx *ctx, const char *path) {
   lt_tensor *a = counting(ctx, 2, 3), *b = counting(ctx, 1, 4);
@@ -95,6 +156,7 @@ int main(int argc, char **argv) {
   lt_ctx *ctx = lt_ctx_new();
   if (!ctx) return 1;
   error_paths(ctx);
+  conv_padding_extra(ctx);
   checkpoints(ctx, argv[1]);
   lt_ctx_free(ctx);
   return failures ? 1 : 0;

@@ -515,6 +515,7 @@ static bool fits_in_place(const lt_tensor *dst, const lt_tensor *src) {
 ** fresh result, which is still in cache, rather than making more (1M floats: 0.89 -> 0.3 ms);
 ** x + y is y + x in floats, so the bits are the same. */
 static int addc(lua_State *L, enum lt_binop op, const char *name, bool inplace) {
+  LTL_NOMORE(L, 4);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *self = ltL_check(L, 1), *t1 = ltL_check(L, 2), *t2 = ltL_check(L, 3), *p, *r;
   double v = value_opt(L, 4, name);

@@ -283,6 +283,7 @@ static int l_adaptive_avg_pool1d(lua_State *L) {
 }
 
 static int l_adaptive_avg_pool2d(lua_State *L) {
+  LTL_NOMORE(L, 2);
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *x = ltL_check(L, 1), *r;
   int64_t os[2];

@@ -49,10 +49,16 @@ bool ltC_winograd_fits(const ltK_conv_geom *g, lt_dtype dt) {
       g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
       g->C < 16 || g->O < 16 || g->OH < 1 || g->OW < 1)
     return false;
-  /* one sample's buffers must fit a chunk (larger images stay with im2col) */
-  int64_t TT = ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
-  int64_t Hp = 2 * ((g->OH + 1) / 2) + 2, Wp = 2 * ((g->OW + 1) / 2) + 2;
-  return sample_floats(TT, Hp, Wp, g->C, g->O) <= WG_SAMPLE_MAX;
+  /* the sizes this path computes: no zeros after the image beyond ph, pw (the C API's
+  ** padding_extra, a transposed convolution's output_padding) */
+  if (g->OH != g->H + 2 * g->ph - 2 || g->OW != g->W + 2 * g->pw - 2) return false;
+  /* one sample's buffers must fit a chunk, either way round (the input gradient and a
+  ** transposed convolution go from the column side to the image side), and so must the
+  ** transformed weights; larger ones stay with im2col */
+  int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, ih = (g->H + 1) / 2, iw = (g->W + 1) / 2;
+  int64_t fwd = sample_floats(th * tw, 2 * th + 2, 2 * tw + 2, g->C, g->O);
+  int64_t back = sample_floats(ih * iw, 2 * ih + 2, 2 * iw + 2, g->O, g->C);
+  return fwd <= WG_SAMPLE_MAX && back <= WG_SAMPLE_MAX && 16 * g->O * g->C <= WG_SAMPLE_MAX;
 }
 
 /* ------------------------------------------------------------ transforms */
