@@ -77,6 +77,26 @@ describe("Winograd convolutions (cpu, float32)", function()
     end)
   end
 
+  -- PyTorch's own float64 numbers for such convolutions (spec/fixtures/gen_conv_winograd.py)
+  it("matches PyTorch's conv2d and conv_transpose2d, values and gradients", function()
+    local fixtures = dofile("spec/fixtures/conv_winograd.lua")
+    assert.are.equal(4, #fixtures)
+    for i, c in ipairs(fixtures) do
+      local what = c.kind .. " case " .. i
+      local x = lt.tensor(c.x):reshape(c.x_shape):requires_grad_()
+      local w = lt.tensor(c.w):reshape(c.w_shape):requires_grad_()
+      local b = lt.tensor(c.b):requires_grad_()
+      local y = F[c.kind](x, w, b, { padding = c.padding })
+      assert.are.same(c.y_shape, y:size())
+      y:backward(lt.tensor(c.g):reshape(c.y_shape))
+      local function want(list, shape) return lt.tensor(list, { dtype = "float64" }):reshape(shape) end
+      assert.is_true(rel_err(y, want(c.y, c.y_shape)) < 1e-5, what .. " output")
+      assert.is_true(rel_err(x.grad, want(c.dx, c.x_shape)) < 1e-5, what .. " input gradient")
+      assert.is_true(rel_err(w.grad, want(c.dw, c.w_shape)) < 2e-5, what .. " weight gradient")
+      assert.is_true(rel_err(b.grad, want(c.db, { #c.db })) < 1e-5, what .. " bias gradient")
+    end
+  end)
+
   it("gives the same bits at one and two threads", function()
     lt.manual_seed(7)
     local x, w, b = lt.randn(6, 32, 18, 17), lt.randn(40, 32, 3, 3), lt.randn(40)
