@@ -2,18 +2,12 @@
 -- gradients (spec/fixtures/resample.lua, gen_resample.py) in float64 and float32, float64
 -- gradchecks, reprs, and the errors of bad arguments.
 local lt = require "lantern"
+local support = require "spec.support"
 local nn = lt.nn
 local F = nn.functional
 local fx = dofile("spec/fixtures/resample.lua")
 
-local function close_list(got, want, tol, what)
-  assert.are.equal(#want, #got, what .. ": element count")
-  for i = 1, #want do
-    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
-      error(string.format("%s: element %d is %.17g, expected %.17g", what, i, got[i], want[i]), 2)
-    end
-  end
-end
+local close_list = support.close_list
 
 local function describe_opts(o)
   local parts = {}
@@ -126,5 +120,9 @@ describe("pixel_shuffle and pixel_unshuffle", function()
     ok, e = pcall(F.pixel_unshuffle, lt.randn(1, 3, 3, 2), 2)
     assert.is_false(ok)
     assert.matches("height and width divide by downscale_factor = 2", tostring(e))
+    support.expect_error(function() return F.pixel_shuffle(lt.randn(1, 4, 2, 2), 0) end,
+      "pixel_shuffle: upscale_factor must be a positive integer, got 0")
+    support.expect_error(function() return nn.PixelUnshuffle(1.5)(lt.randn(1, 4, 2, 2)) end,
+      "pixel_unshuffle: downscale_factor must be a positive integer, got 1.5")
   end)
 end)

@@ -75,4 +75,17 @@ function support.run_lua(src, env, args)
   return out, err
 end
 
+-- Raises unless the lists got and want have the same length and every element of got is
+-- within tol * (1 + |want|) of want's (`what` names the check in the message).
+function support.close_list(got, want, tol, what)
+  if #got ~= #want then   -- plain errors: a required module does not see busted's assert
+    error(string.format("%s: element count %d, expected %d", what, #got, #want), 2)
+  end
+  for i = 1, #want do
+    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
+      error(string.format("%s: element %d is %.17g, expected %.17g", what, i, got[i], want[i]), 2)
+    end
+  end
+end
+
 return support

@@ -6,14 +6,7 @@ local fx = dofile("spec/fixtures/more_ops.lua")
 
 local function flat(t) return t:reshape(-1):tolist() end
 
-local function close_list(got, want, tol, what)
-  assert.are.equal(#want, #got, what .. ": element count")
-  for i = 1, #want do
-    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
-      error(string.format("%s: element %d is %.17g, expected %.17g", what, i, got[i], want[i]), 2)
-    end
-  end
-end
+local close_list = support.close_list
 
 -- PyTorch's 0-based dims (a number or a list) as Lua's
 local function lua_dims(d)

@@ -607,13 +607,15 @@ static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t
 
 int ltC_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
              const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
-  /* a transposed convolution is the input gradient of the convolution with its weight */
-  if (ltC_winograd_fits(g, x->dtype) && !g->transposed)
-    return ltC_winograd_conv(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw, ltB_ptr(x),
-                             ltB_ptr(w), false, b ? ltB_ptr(b) : NULL, ltB_ptr(y));
-  if (ltC_winograd_fits(g, x->dtype))
+  if (ltC_winograd_fits(g, x->dtype)) {
+    const float *bias = b ? ltB_ptr(b) : NULL;
+    if (!g->transposed)
+      return ltC_winograd_conv(ctx, name, g->N, g->C, g->H, g->W, g->O, g->ph, g->pw,
+                               ltB_ptr(x), ltB_ptr(w), false, bias, ltB_ptr(y));
+    /* a transposed convolution is the input gradient of the convolution with its weight */
     return ltC_winograd_conv(ctx, name, g->N, g->O, g->OH, g->OW, g->C, 2 - g->ph, 2 - g->pw,
-                             ltB_ptr(x), ltB_ptr(w), true, b ? ltB_ptr(b) : NULL, ltB_ptr(y));
+                             ltB_ptr(x), ltB_ptr(w), true, bias, ltB_ptr(y));
+  }
   conv_work cw = {
       .ctx = ctx,
       .kind = g->transposed ? CONVT_FWD : CONV_FWD,

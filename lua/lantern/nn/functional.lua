@@ -591,6 +591,14 @@ function F.interpolate(input, size, scale_factor, mode, align_corners)
   return x
 end
 
+-- pixel_shuffle's and pixel_unshuffle's factor r, which must be a positive integer
+local function shuffle_factor(op, name, r)
+  if math.type(r) ~= "integer" or r < 1 then
+    error(op .. ": " .. name .. " must be a positive integer, got " .. tostring(r), 3)
+  end
+  return r
+end
+
 --- Moves `r^2` channels into an `r`-times larger image: `(*, C r^2, H, W)` to
 -- `(*, C, H r, W r)`, as `nn.PixelShuffle`; `F.pixel_unshuffle` is the inverse.
 -- @tparam Tensor input
@@ -598,11 +606,8 @@ end
 -- @treturn Tensor
 function F.pixel_shuffle(input, upscale_factor)
   check_tensor(input, "pixel_shuffle", "input")
-  local r = upscale_factor
+  local r = shuffle_factor("pixel_shuffle", "upscale_factor", upscale_factor)
   local s, nd = sizes(input), input:dim()
-  if math.type(r) ~= "integer" or r < 1 then
-    error("pixel_shuffle: upscale_factor must be a positive integer, got " .. tostring(r), 2)
-  end
   if nd < 3 or s[nd - 2] % (r * r) ~= 0 then
     error("pixel_shuffle: expected input of at least 3 dims whose channels divide by " ..
       "upscale_factor^2 = " .. r * r .. ", got input of size " .. shape_str(input), 2)
@@ -621,11 +626,8 @@ end
 -- @treturn Tensor
 function F.pixel_unshuffle(input, downscale_factor)
   check_tensor(input, "pixel_unshuffle", "input")
-  local r = downscale_factor
+  local r = shuffle_factor("pixel_unshuffle", "downscale_factor", downscale_factor)
   local s, nd = sizes(input), input:dim()
-  if math.type(r) ~= "integer" or r < 1 then
-    error("pixel_unshuffle: downscale_factor must be a positive integer, got " .. tostring(r), 2)
-  end
   if nd < 3 or s[nd - 1] % r ~= 0 or s[nd] % r ~= 0 then
     error("pixel_unshuffle: expected input of at least 3 dims whose height and width divide " ..
       "by downscale_factor = " .. r .. ", got input of size " .. shape_str(input), 2)
