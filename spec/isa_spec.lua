@@ -587,10 +587,15 @@ describe("float32 sums", function()
 local lt = require "lantern"
 lt.manual_seed(11)
 local out = {}
-for _, n in ipairs { 1, 7, 8, 9, 31, 33, 100, 784, 1000, 32769, 1 << 20 } do
+-- lengths around the lane groups and the 256-element float32 blocks (255 .. 289)
+for _, n in ipairs { 1, 7, 8, 9, 31, 33, 100, 255, 256, 257, 287, 289, 784, 1000, 32769, 1 << 20 } do
   local x = lt.randn(n) * 3 + 1
   out[#out + 1] = string.format("%a %a %a", x:sum():item(), x:mean():item(), x:reshape(-1, 1):sum(1):item())
-  if n >= 1000 then out[#out + 1] = string.format("%a", x:narrow(1, 1, 1000):reshape(10, 100):sum(2):sum():item()) end
+  if n >= 1000 then
+    out[#out + 1] = string.format("%a", x:narrow(1, 1, 1000):reshape(10, 100):sum(2):sum():item())
+    -- column sums: 100 rows of 10, passes of 8 rows and a last one of 4
+    for _, v in ipairs(x:narrow(1, 1, 1000):reshape(100, 10):sum(1):tolist()) do out[#out + 1] = string.format("%a", v) end
+  end
   -- magnitudes from 2^-40 to 2^40 (rows whose tails end in every lane group)
   local w = lt.randn(n) * lt.pow(2, (lt.rand(n) * 80 - 40):floor())
   out[#out + 1] = string.format("%a %a", w:sum():item(), w:double():sum():item())
@@ -606,6 +611,32 @@ print(table.concat(out, " "))
         local out = run_script(SUMS, "LANTERN_ISA=" .. isa)
         assert.are.equal(base, out, isa)
       end
+    end
+  end)
+end)
+
+describe("float32 sums", function()
+  -- README's bound: within 7 * 2^-24 * sum(|x|) of the exact sum, then rounded to float32.
+  -- A long run of equal values makes a plain float32 accumulation drift far past it: each add
+  -- rounds the same way (4M times 0.1 in 32 float lanes: 40 off, against a bound of 0.2).
+  it("are within the documented bound of float64", function()
+    lt.manual_seed(5)
+    local cases = {
+      { lt.rand(1 << 20), nil }, { lt.randn(1000003) * 3 + 1, nil }, { lt.rand(64, 4099), 2 },
+      { lt.rand(300, 70), 1 }, { lt.rand(4, 1001, 33), 2 }, { lt.randn(257) * 1e3, nil },
+      { lt.full(1 << 22, 0.1), nil }, { lt.full({ 2, 70001 }, 0.1), 2 }, { lt.full({ 9000, 3, 16 }, 0.1), 1 },
+    }
+    for i, c in ipairs(cases) do
+      local x, dim = c[1], c[2]
+      local got = (dim and x:sum(dim) or x:sum()):double()
+      local ref = dim and x:double():sum(dim) or x:double():sum()
+      local abs = dim and x:double():abs():sum(dim) or x:double():abs():sum()
+      local bound = abs * (7 * 2 ^ -24) + ref:abs() * 2 ^ -24
+      local excess = ((got - ref):abs() - bound):max():item()
+      assert.is_true(excess <= 0, string.format("case %d: %g past the bound", i, excess))
+      local m = (dim and x:mean(dim) or x:mean()):double()
+      local n = x:numel() / ref:numel()
+      assert.is_true(((m - ref / n):abs() - bound / n):max():item() <= 0, "mean, case " .. i)
     end
   end)
 end)
