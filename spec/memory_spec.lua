@@ -82,6 +82,39 @@ describe("memory under both collector modes", function()
     end
   end)
 
+  -- An incremental cycle walks the whole Lua heap and waits for about the heap's size of debt,
+  -- so stepping by raw tensor bytes ran a cycle every other product of 64K floats (half the
+  -- op's time); steps scaled to the room give one per room / 2 bytes (lmem.c)
+  it("paces incremental cycles by the room the limit allows, not by the Lua heap", function()
+    local script = [[
+local lt = require "lantern"
+collectgarbage("incremental")
+lt.set_num_threads(1)
+-- a cycle that ends frees the products it found dead: count the drops of the bytes in use
+local a, b = lt.randn(65536), lt.randn(65536)
+for _ = 1, 20 do local _ = a * b end
+lt.reset_peak_memory_stats()
+local cycles, last = 0, lt.memory_stats().in_use
+for _ = 1, 600 do
+  local _ = a * b
+  local now = lt.memory_stats().in_use
+  if now < last then cycles = cycles + 1 end
+  last = now
+end
+local s = lt.memory_stats()
+print(string.format("cycles=%d peak=%d full=%d", cycles, s.peak_in_use, s.full_collections))
+]]
+    local p = assert(io.popen("lua5.4 -e " .. cc.shq(script) .. " 2>&1"))
+    local out = p:read("a")
+    p:close()
+    local r = {}
+    for k, v in out:gmatch("(%w+)=(%d+)") do r[k] = tonumber(v) end
+    assert.truthy(r.cycles, out)
+    assert.is_true(r.cycles >= 20 and r.cycles <= 600 / 3, out)      -- collected, not every op
+    assert.is_true(r.peak <= 3 * 256 * 1024 + (2 << 20), out)        -- live + the floor's room
+    assert.are.equal(0, r.full, out)
+  end)
+
   it("leaves a stopped collector alone", function()
     collectgarbage()
     collectgarbage("stop")

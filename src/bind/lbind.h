@@ -50,6 +50,7 @@ typedef struct ltL_state {
   size_t pending;            /* bytes not yet reported to the collector */
   size_t slice;              /* pending bytes that make a slice (lmem.c sets it) */
   size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
+  size_t gc_room;            /* the garbage that limit allows (lmem.c paces steps by it) */
   uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
   int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
   struct ltL_pool *pool;     /* the allocator front (lalloc.c), or NULL */
