@@ -5,6 +5,7 @@
 -- chunks, with and without bias; and give the same bits at any thread count.
 local lt = require "lantern"
 local F = lt.nn.functional
+local support = require "support"
 
 -- largest |got - want| over the largest |want|: float32 rounding of sums of a few hundred
 -- products stays well under 1e-5 of the output's scale
@@ -113,6 +114,42 @@ describe("Winograd convolutions (cpu, float32)", function()
     assert.is_true(lt.equal(y1, y2))
     assert.is_true(lt.equal(g1, g2))
     assert.is_true(lt.equal(w1, w2))
+  end)
+
+  -- the 16 products of a chunk go to the thin kernels (src/cpu/thin_gemm.c) where the small side
+  -- fits the registers: at most 64 channels at AVX-512, 32 at AVX2; the packed GEMM otherwise
+  -- and below AVX2. Channel counts on and off the vector widths, at every level.
+  it("match float64 at every ISA level the CPU supports", function()
+    local SCRIPT = [[
+local lt = require "lantern"
+local F = lt.nn.functional
+local function rel(got, want)
+  local scale = want:abs():max():item()
+  return (got:double() - want):abs():max():item() / (scale > 0 and scale or 1)
+end
+lt.manual_seed(21)
+local worst = 0
+for _, c in ipairs { { 16, 16 }, { 24, 17 }, { 33, 40 }, { 64, 48 }, { 20, 65 }, { 70, 16 } } do
+  local C, O = c[1], c[2]
+  local x, w = lt.randn(3, C, 9, 10):requires_grad_(), lt.randn(O, C, 3, 3):requires_grad_()
+  local y = F.conv2d(x, w, nil, { padding = 1 })
+  local g = lt.randn(y:size())
+  y:backward(g)
+  local x64, w64 = x:detach():double():requires_grad_(), w:detach():double():requires_grad_()
+  local y64 = F.conv2d(x64, w64, nil, { padding = 1 })
+  y64:backward(g:double())
+  worst = math.max(worst, rel(y, y64), rel(x.grad, x64.grad), rel(w.grad, w64.grad) / 2)
+end
+print(lt.isa(), worst)
+]]
+    for isa, ok in pairs(support.isa_levels()) do
+      if ok then
+        local out, err = support.run_lua(SCRIPT, "LANTERN_ISA=" .. isa)
+        local level, worst = out:match("^(%S+)%s+(%S+)")
+        assert.are.equal(isa, level, out .. err)
+        assert.is_true(tonumber(worst) < 1e-5, isa .. ": " .. out)
+      end
+    end
   end)
 
   it("agrees with the float64 convolution on an nn.Conv2d layer's gradients", function()

@@ -115,6 +115,20 @@ int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t
                     int64_t W, int64_t O, int64_t ph, int64_t pw, const float *x,
                     const float *dy, float *dw);
 
+/* ================================================================ thin products (thin_gemm.c)
+** Float32 products with one side of at most ltC_thin_max() floats (0 below AVX2, where the two
+** functions below return NULL), all operands row-major and dense; each result element is one
+** chain of multiply-adds in order, however the rows are cut. */
+int64_t ltC_thin_max(void);
+/* M (T x N) = A (T x K) @ B (K x N), N <= ltC_thin_max() */
+typedef void (*ltC_thin_nn_fn)(int64_t T, int64_t K, int64_t N, const float *A, const float *B,
+                               float *M);
+ltC_thin_nn_fn ltC_thin_nn(void);
+/* C (Mr x N) = A^T @ B (+ C when add), A (T x Mr), B (T x N), N <= ltC_thin_max() */
+typedef void (*ltC_thin_tn_fn)(int64_t T, int64_t Mr, int64_t N, const float *A,
+                               const float *B, float *C, bool add);
+ltC_thin_tn_fn ltC_thin_tn(void);
+
 /* ================================================================ streaming stores (stream.c)
 ** Whether an elementwise op whose operands take `bytes` in all should write its output past the
 ** caches (more than half of L3; never where L3's size is unknown). */
