@@ -141,6 +141,8 @@ typedef struct wg_job {
   float *M;            /* (16, T, O); the weight gradient's transformed dy */
   float *Y;            /* the chunk's output in tiles, channels last: (cnt, 2 TH, 2 TW, O); the
                        ** weight gradient's dy */
+  const float *U;      /* fused_block's: the weights (16, C, O), and its products */
+  ltC_thin_nn_fn nn;
 } wg_job;
 
 #define WG_INLINE static inline __attribute__((always_inline))
@@ -253,13 +255,12 @@ WG_INLINE void dy_tile(const wg_job *j, int64_t t) {
   }
 }
 
-/* Tile t of the chunk: V[xi][t][c] = (B^T d B)[xi] for each channel c, d its 4x4 input. */
-WG_INLINE void input_tile(const wg_job *j, int64_t t) {
-  const int64_t C = j->C, T = j->T, n = t / j->TT, th = t % j->TT / j->TW, tw = t % j->TW;
+/* Tile t of the chunk: v[xi * xs + c] = (B^T d B)[xi] for each channel c, d its 4x4 input
+** (v = V + t C and xs = T C: the tile's row of each V[xi]). */
+WG_INLINE void input_tile(const wg_job *j, int64_t t, float *v, int64_t xs) {
+  const int64_t C = j->C, n = t / j->TT, th = t % j->TT / j->TW, tw = t % j->TW;
   const int64_t rs = j->Wp * C;   /* from one padded row to the next */
   const float *d = j->X + ((n * j->Hp + 2 * th) * j->Wp + 2 * tw) * C;
-  float *v = j->V + t * C;
-  const int64_t xs = T * C;       /* from one xi to the next */
 #pragma GCC ivdep
   for (int64_t c = 0; c < C; c++) {
     float r[4][4];
@@ -280,12 +281,11 @@ WG_INLINE void input_tile(const wg_job *j, int64_t t) {
   }
 }
 
-/* Tile t of the chunk: its 2x2 of output for each channel o, A^T M A, into Y. */
-WG_INLINE void output_tile(const wg_job *j, int64_t t) {
-  const int64_t O = j->O, T = j->T, n = t / j->TT, th = t % j->TT / j->TW, tw = t % j->TW;
+/* Tile t of the chunk: its 2x2 of output for each channel o, A^T m A, into Y, from m[xi * ms
+** + o] (m = M + t O and ms = T O: the tile's row of each M[xi]). */
+WG_INLINE void output_tile(const wg_job *j, int64_t t, const float *m, int64_t ms) {
+  const int64_t O = j->O, n = t / j->TT, th = t % j->TT / j->TW, tw = t % j->TW;
   const int64_t ys = 2 * j->TW * O;   /* from one row of Y to the next */
-  const float *m = j->M + t * O;
-  const int64_t ms = T * O;
   float *y = j->Y + ((n * 2 * j->TH + 2 * th) * 2 * j->TW + 2 * tw) * O;
 #pragma GCC ivdep
   for (int64_t o = 0; o < O; o++) {
@@ -301,6 +301,23 @@ WG_INLINE void output_tile(const wg_job *j, int64_t t) {
     y[ys + o] = s1[0] + s1[1] + s1[2];
     y[ys + O + o] = s1[1] - s1[2] - s1[3];
   }
+}
+
+/* Block k of FUSED tiles of the chunk, the thin products' way (both sides at most
+** LT_THIN_SIDE channels): its V and M rows in a buffer of the stack, not in the chunk's V and
+** M, so that they never leave L1 between the input transform, the 16 products and the output
+** transform (through the chunk's buffers, 1.5 MB each for 16 channels on 32 x 32, they went to
+** L3 and back twice). */
+#define FUSED 8
+#define LT_THIN_SIDE 64
+WG_INLINE void fused_block(const wg_job *j, int64_t k) {
+  float v[16 * FUSED * LT_THIN_SIDE], m[16 * FUSED * LT_THIN_SIDE];
+  const int64_t C = j->C, O = j->O, t0 = k * FUSED;
+  const int64_t nt = j->T - t0 < FUSED ? j->T - t0 : FUSED;
+  for (int64_t t = 0; t < nt; t++) input_tile(j, t0 + t, v + t * C, FUSED * C);
+  for (int xi = 0; xi < 16; xi++)
+    j->nn(nt, C, O, v + xi * FUSED * C, j->U + xi * C * O, m + xi * FUSED * O);
+  for (int64_t t = 0; t < nt; t++) output_tile(j, t0 + t, m + t * O, FUSED * O);
 }
 
 /* Task (n, o-block): the output planes of sample n for channels o0 .. o0 + 7 from Y, + bias. */
@@ -330,10 +347,15 @@ WG_INLINE void unpad_block(const wg_job *j, int64_t n, int64_t o0, turn8_fn turn
     for (int64_t t = b; t < e; t++) pad_row(j, t / j->Hp, t % j->Hp, TURN);               \
   }                                                                                       \
   static void input_tiles##SFX(int64_t b, int64_t e, void *ud) {                          \
-    for (int64_t t = b; t < e; t++) input_tile(ud, t);                                    \
+    const wg_job *j = ud;                                                                 \
+    for (int64_t t = b; t < e; t++) input_tile(j, t, j->V + t * j->C, j->T * j->C);       \
   }                                                                                       \
   static void output_tiles##SFX(int64_t b, int64_t e, void *ud) {                         \
-    for (int64_t t = b; t < e; t++) output_tile(ud, t);                                   \
+    const wg_job *j = ud;                                                                 \
+    for (int64_t t = b; t < e; t++) output_tile(j, t, j->M + t * j->O, j->T * j->O);      \
+  }                                                                                       \
+  static void fused_tiles##SFX(int64_t b, int64_t e, void *ud) {                          \
+    for (int64_t k = b; k < e; k++) fused_block(ud, k);                                   \
   }                                                                                       \
   static void unpad_blocks##SFX(int64_t b, int64_t e, void *ud) {                         \
     const wg_job *j = ud;                                                                 \
@@ -347,9 +369,10 @@ WG_INLINE void unpad_block(const wg_job *j, int64_t n, int64_t o0, turn8_fn turn
   static void dy_tiles##SFX(int64_t b, int64_t e, void *ud) {                             \
     for (int64_t t = b; t < e; t++) dy_tile(ud, t);                                       \
   }                                                                                       \
-  static const ltK_range_fn passes##SFX[6] = {pad_rows##SFX,     input_tiles##SFX,        \
+  static const ltK_range_fn passes##SFX[7] = {pad_rows##SFX,     input_tiles##SFX,        \
                                               output_tiles##SFX, unpad_blocks##SFX,       \
-                                              dy_rows##SFX,      dy_tiles##SFX};
+                                              dy_rows##SFX,      dy_tiles##SFX,           \
+                                              fused_tiles##SFX};
 
 WG_RANGES(_base, turn8_scalar)
 #ifdef LT_ISA_DISPATCH
@@ -463,19 +486,31 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
   size_t need, got;
   int64_t nb = wg_setup(ctx, name, &j, N, &U, &need, &got);
   if (nb == 0) return -1;
-  bool thin = thin_products(O);
-  weights_run(ctx, weight_rows, w, U, O, C, flip, thin);
+  /* both sides within the thin products' reach: transforms and products fused, tile block
+  ** by tile block (U as (16, C, O)) */
+  bool fused = thin_products(O) && C <= LT_THIN_SIDE;
+  weights_run(ctx, weight_rows, w, U, O, C, flip, fused);
+  j.U = U;
+  j.nn = fused ? ltC_thin_nn() : NULL;
   const ltK_range_fn *pass = passes_for_isa();
   ltC_blas_single();
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
     int64_t cnt = N - n0 < nb ? N - n0 : nb;
-    chunk_tiles(ctx, &j, pass, x, n0, cnt);
     j.y = y + n0 * O * j.OH * j.OW;
-    /* M[xi] (T, O) = V[xi] (T, C) @ U[xi]^T (thin: U[xi] is already (C, O)) */
-    gemm16_job g = {ctx, false, true, j.T, O, C, C, C, O, j.T * C, O * C, j.T * O,
-                    j.V, U, j.M, 0.0, thin ? ltC_thin_nn() : NULL, NULL};
-    ltB_parallel_for(ctx, 16, 1, gemm16_range, &g);
-    ltB_parallel_for(ctx, j.T, ltC_grain(32 * O), pass[2], &j);
+    if (fused) {
+      j.T = cnt * j.TT;
+      j.x = x + n0 * C * j.H * j.W;
+      ltB_parallel_for(ctx, cnt * j.Hp, ltC_grain(j.Wp * C), pass[0], &j);
+      ltB_parallel_for(ctx, (j.T + FUSED - 1) / FUSED, ltC_grain(FUSED * 16 * C * O), pass[6],
+                       &j);
+    } else {
+      chunk_tiles(ctx, &j, pass, x, n0, cnt);
+      /* M[xi] (T, O) = V[xi] (T, C) @ U[xi]^T */
+      gemm16_job g = {ctx, false, true, j.T, O, C, C, C, O, j.T * C, O * C, j.T * O,
+                      j.V, U, j.M, 0.0, NULL, NULL};
+      ltB_parallel_for(ctx, 16, 1, gemm16_range, &g);
+      ltB_parallel_for(ctx, j.T, ltC_grain(32 * O), pass[2], &j);
+    }
     ltB_parallel_for(ctx, cnt * ((O + 7) / 8), ltC_grain(8 * j.OH * j.OW), pass[3], &j);
   }
   ltB_cache_free(U, need);
