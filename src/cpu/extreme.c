@@ -10,10 +10,14 @@
 ** does every thread count. The float compare-and-select loop this replaces ran at a quarter of
 ** PyTorch's speed (3.2M floats: 0.70 against 0.16 ms; float64, scalar, 7.3 against 0.56).
 */
+#include <math.h>
 #include <string.h>
 
 #include "../cpu_isa.h"
 #include "cpu.h"
+#ifdef LT_ISA_DISPATCH
+#include <immintrin.h>
+#endif
 
 #define EXT_INLINE static inline __attribute__((always_inline))
 
@@ -88,10 +92,46 @@ static void cols_sse4(int32_t *restrict k, const float *x, int64_t n, bool is_ma
   body_cols(k, x, n, is_max);
 }
 
+/* From AVX2 up, float32 rows take a float pass first: four chains of vector max (min) and four
+** of adds, whose sum turns NaN if the row holds a NaN (or both infinities). The extreme of
+** floats is exact, so this gives body_f32's bits except where the sum is NaN or the extreme is
+** a zero (whose sign the vector max takes from an operand's order, not from +0 > -0): those
+** rows go through body_f32 again. Two vector operations an element instead of seven: 1M floats
+** 83 -> 44 us on Zen 4 (PyTorch 48). */
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
 static float f32_avx2(const float *x, int64_t n, bool is_max, bool *nan) {
-  return body_f32(x, n, is_max, nan);
+  const __m256 init = _mm256_set1_ps(is_max ? -INFINITY : INFINITY);
+  __m256 m[4], s[4];
+  for (int q = 0; q < 4; q++) m[q] = init, s[q] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int q = 0; q < 4; q++) {
+      __m256 v = _mm256_loadu_ps(x + i + 8 * q);
+      m[q] = is_max ? _mm256_max_ps(m[q], v) : _mm256_min_ps(m[q], v);
+      s[q] = _mm256_add_ps(s[q], v);
+    }
+  for (; i < n; i += 8) {
+    __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i < 8 ? n - i : 8)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 v = _mm256_blendv_ps(init, _mm256_maskload_ps(x + i, lanes), _mm256_castsi256_ps(lanes));
+    m[0] = is_max ? _mm256_max_ps(m[0], v) : _mm256_min_ps(m[0], v);
+    s[0] = _mm256_add_ps(s[0], _mm256_and_ps(v, _mm256_castsi256_ps(lanes)));
+  }
+  __m256 mm = is_max ? _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]))
+                     : _mm256_min_ps(_mm256_min_ps(m[0], m[1]), _mm256_min_ps(m[2], m[3]));
+  __m256 ss = _mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3]));
+  float mv[8], sv[8];
+  _mm256_storeu_ps(mv, mm);
+  _mm256_storeu_ps(sv, ss);
+  float r = mv[0], sum = sv[0];
+  for (int k = 1; k < 8; k++) {
+    r = is_max ? (mv[k] > r ? mv[k] : r) : (mv[k] < r ? mv[k] : r);
+    sum += sv[k];
+  }
+  if (sum != sum || r == 0 || n == 0) return body_f32(x, n, is_max, nan);
+  *nan = false;
+  return r;
 }
 static double f64_avx2(const double *x, int64_t n, bool is_max, bool *nan) {
   return body_f64(x, n, is_max, nan);
@@ -102,7 +142,29 @@ static void cols_avx2(int32_t *restrict k, const float *x, int64_t n, bool is_ma
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
 static float f32_avx512(const float *x, int64_t n, bool is_max, bool *nan) {
-  return body_f32(x, n, is_max, nan);
+  const __m512 init = _mm512_set1_ps(is_max ? -INFINITY : INFINITY);
+  __m512 m[4], s[4];
+  for (int q = 0; q < 4; q++) m[q] = init, s[q] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int q = 0; q < 4; q++) {
+      __m512 v = _mm512_loadu_ps(x + i + 16 * q);
+      m[q] = is_max ? _mm512_max_ps(m[q], v) : _mm512_min_ps(m[q], v);
+      s[q] = _mm512_add_ps(s[q], v);
+    }
+  for (; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = _mm512_mask_loadu_ps(init, k, x + i);
+    m[0] = is_max ? _mm512_max_ps(m[0], v) : _mm512_min_ps(m[0], v);
+    s[0] = _mm512_add_ps(s[0], _mm512_maskz_loadu_ps(k, x + i));
+  }
+  __m512 mm = is_max ? _mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3]))
+                     : _mm512_min_ps(_mm512_min_ps(m[0], m[1]), _mm512_min_ps(m[2], m[3]));
+  float r = is_max ? _mm512_reduce_max_ps(mm) : _mm512_reduce_min_ps(mm);
+  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3])));
+  if (sum != sum || r == 0 || n == 0) return body_f32(x, n, is_max, nan);
+  *nan = false;
+  return r;
 }
 static double f64_avx512(const double *x, int64_t n, bool is_max, bool *nan) {
   return body_f64(x, n, is_max, nan);
