@@ -7,6 +7,9 @@
 **   tn:  C (Mr x N) (+)= A^T @ B, A (T x Mr), B (T x N)  a block of R rows of C at a time, the
 **        sum running down the T rows of A and B
 **
+** Both are one kernel, C's row r (+)= sum over k of A(r, k) B's row k, reading A(r, k) with
+** strides (a row of A for nn, a column for tn).
+**
 ** N is at most 64 floats (four AVX-512 vectors) or 32 (four AVX2 vectors), so that R rows of
 ** accumulators and B's row fit the registers. With 16 channels a side, the packed GEMM (sgemm.c)
 ** spent as long packing and turning its operands (K = 16) as multiplying them. Each element of
@@ -26,9 +29,11 @@
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX512
 
-/* R rows of nn (A and M at their first row); the last of NV vectors of a row masked by last */
-THIN_INLINE void nn_rows512(int R, int NV, int64_t K, int64_t N, const float *A, const float *B,
-                            float *M, __mmask16 last) {
+/* R rows of the result C (N columns): C[r] (+)= sum over k of A(r, k) B[k], A(r, k) at
+** A[r * ars + k * aks] (nn: rows of A; tn: columns of A); the last of a row's NV vectors masked
+** by last */
+THIN_INLINE void rows512(int R, int NV, int64_t K, int64_t N, const float *A, int64_t ars,
+                         int64_t aks, const float *B, float *C, bool add, __mmask16 last) {
   __m512 acc[8][4];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
@@ -42,58 +47,7 @@ THIN_INLINE void nn_rows512(int R, int NV, int64_t K, int64_t N, const float *A,
                          : _mm512_loadu_ps(B + k * N + 16 * q);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-      __m512 a = _mm512_set1_ps(A[r * K + k]);
-#pragma GCC unroll 4
-      for (int q = 0; q < NV; q++) acc[r][q] = _mm512_fmadd_ps(a, b[q], acc[r][q]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++) {
-      if (q == NV - 1)
-        _mm512_mask_storeu_ps(M + r * N + 16 * q, last, acc[r][q]);
-      else
-        _mm512_storeu_ps(M + r * N + 16 * q, acc[r][q]);
-    }
-}
-
-/* all T rows: blocks of R (R * NV accumulators, at most 16), then the rest one at a time */
-THIN_INLINE void nn_all512(int R, int NV, int64_t T, int64_t K, int64_t N, const float *A,
-                           const float *B, float *M, __mmask16 last) {
-  int64_t t = 0;
-  for (; t + R <= T; t += R) nn_rows512(R, NV, K, N, A + t * K, B, M + t * N, last);
-  for (; t < T; t++) nn_rows512(1, NV, K, N, A + t * K, B, M + t * N, last);
-}
-
-static void thin_nn_avx512(int64_t T, int64_t K, int64_t N, const float *A, const float *B,
-                           float *M) {
-  __mmask16 last = N % 16 ? (__mmask16)((1u << (N % 16)) - 1) : 0xffff;
-  switch ((N + 15) / 16) {
-    case 1: nn_all512(8, 1, T, K, N, A, B, M, last); break;
-    case 2: nn_all512(6, 2, T, K, N, A, B, M, last); break;
-    case 3: nn_all512(4, 3, T, K, N, A, B, M, last); break;
-    default: nn_all512(4, 4, T, K, N, A, B, M, last); break;
-  }
-}
-
-/* R rows of tn: C's rows m0 .. m0 + R - 1 (A and C at m0) */
-THIN_INLINE void tn_rows512(int R, int NV, int64_t T, int64_t Mr, int64_t N, const float *A,
-                            const float *B, float *C, bool add, __mmask16 last) {
-  __m512 acc[8][4];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++) acc[r][q] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < T; t++) {
-    __m512 b[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++)
-      b[q] = q == NV - 1 ? _mm512_maskz_loadu_ps(last, B + t * N + 16 * q)
-                         : _mm512_loadu_ps(B + t * N + 16 * q);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-      __m512 a = _mm512_set1_ps(A[t * Mr + r]);
+      __m512 a = _mm512_set1_ps(A[r * ars + k * aks]);
 #pragma GCC unroll 4
       for (int q = 0; q < NV; q++) acc[r][q] = _mm512_fmadd_ps(a, b[q], acc[r][q]);
     }
@@ -109,22 +63,32 @@ THIN_INLINE void tn_rows512(int R, int NV, int64_t T, int64_t Mr, int64_t N, con
     }
 }
 
-THIN_INLINE void tn_all512(int R, int NV, int64_t T, int64_t Mr, int64_t N, const float *A,
-                           const float *B, float *C, bool add, __mmask16 last) {
+/* all Mr rows of C: blocks of R (R * NV accumulators, at most 16), then the rest one at a time */
+THIN_INLINE void all512(int R, int NV, int64_t Mr, int64_t K, int64_t N, const float *A,
+                        int64_t ars, int64_t aks, const float *B, float *C, bool add) {
+  __mmask16 last = N % 16 ? (__mmask16)((1u << (N % 16)) - 1) : 0xffff;
   int64_t m = 0;
-  for (; m + R <= Mr; m += R) tn_rows512(R, NV, T, Mr, N, A + m, B, C + m * N, add, last);
-  for (; m < Mr; m++) tn_rows512(1, NV, T, Mr, N, A + m, B, C + m * N, add, last);
+  for (; m + R <= Mr; m += R) rows512(R, NV, K, N, A + m * ars, ars, aks, B, C + m * N, add, last);
+  for (; m < Mr; m++) rows512(1, NV, K, N, A + m * ars, ars, aks, B, C + m * N, add, last);
+}
+
+/* the block of rows by the vectors a row takes */
+#define BY_WIDTH(ALL, NV, ...)                                \
+  switch (NV) {                                               \
+    case 1: ALL(8, 1, __VA_ARGS__); break;                    \
+    case 2: ALL(6, 2, __VA_ARGS__); break;                    \
+    case 3: ALL(4, 3, __VA_ARGS__); break;                    \
+    default: ALL(4, 4, __VA_ARGS__); break;                   \
+  }
+
+static void thin_nn_avx512(int64_t T, int64_t K, int64_t N, const float *A, const float *B,
+                           float *M) {
+  BY_WIDTH(all512, (N + 15) / 16, T, K, N, A, K, 1, B, M, false)
 }
 
 static void thin_tn_avx512(int64_t T, int64_t Mr, int64_t N, const float *A, const float *B,
                            float *C, bool add) {
-  __mmask16 last = N % 16 ? (__mmask16)((1u << (N % 16)) - 1) : 0xffff;
-  switch ((N + 15) / 16) {
-    case 1: tn_all512(8, 1, T, Mr, N, A, B, C, add, last); break;
-    case 2: tn_all512(6, 2, T, Mr, N, A, B, C, add, last); break;
-    case 3: tn_all512(4, 3, T, Mr, N, A, B, C, add, last); break;
-    default: tn_all512(4, 4, T, Mr, N, A, B, C, add, last); break;
-  }
+  BY_WIDTH(all512, (N + 15) / 16, Mr, T, N, A, 1, Mr, B, C, add)
 }
 
 LT_ISA_END
@@ -143,8 +107,9 @@ THIN_INLINE void store8(float *p, __m256 v, bool ragged, __m256i m) {
     _mm256_storeu_ps(p, v);
 }
 
-THIN_INLINE void nn_rows256(int R, int NV, int64_t K, int64_t N, const float *A, const float *B,
-                            float *M, bool ragged, __m256i last) {
+THIN_INLINE void rows256(int R, int NV, int64_t K, int64_t N, const float *A, int64_t ars,
+                         int64_t aks, const float *B, float *C, bool add, bool ragged,
+                         __m256i last) {
   __m256 acc[8][4];
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
@@ -156,54 +121,7 @@ THIN_INLINE void nn_rows256(int R, int NV, int64_t K, int64_t N, const float *A,
     for (int q = 0; q < NV; q++) b[q] = load8(B + k * N + 8 * q, q == NV - 1 && ragged, last);
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-      __m256 a = _mm256_set1_ps(A[r * K + k]);
-#pragma GCC unroll 4
-      for (int q = 0; q < NV; q++) acc[r][q] = _mm256_fmadd_ps(a, b[q], acc[r][q]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++) store8(M + r * N + 8 * q, acc[r][q], q == NV - 1 && ragged, last);
-}
-
-THIN_INLINE void nn_all256(int R, int NV, int64_t T, int64_t K, int64_t N, const float *A,
-                           const float *B, float *M, bool ragged, __m256i last) {
-  int64_t t = 0;
-  for (; t + R <= T; t += R) nn_rows256(R, NV, K, N, A + t * K, B, M + t * N, ragged, last);
-  for (; t < T; t++) nn_rows256(1, NV, K, N, A + t * K, B, M + t * N, ragged, last);
-}
-
-THIN_INLINE __m256i lanes8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-static void thin_nn_avx2(int64_t T, int64_t K, int64_t N, const float *A, const float *B,
-                         float *M) {
-  bool ragged = N % 8 != 0;
-  __m256i last = lanes8(N % 8);
-  switch ((N + 7) / 8) {
-    case 1: nn_all256(8, 1, T, K, N, A, B, M, ragged, last); break;
-    case 2: nn_all256(6, 2, T, K, N, A, B, M, ragged, last); break;
-    case 3: nn_all256(4, 3, T, K, N, A, B, M, ragged, last); break;
-    default: nn_all256(2, 4, T, K, N, A, B, M, ragged, last); break;
-  }
-}
-
-THIN_INLINE void tn_rows256(int R, int NV, int64_t T, int64_t Mr, int64_t N, const float *A,
-                            const float *B, float *C, bool add, bool ragged, __m256i last) {
-  __m256 acc[8][4];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++) acc[r][q] = _mm256_setzero_ps();
-  for (int64_t t = 0; t < T; t++) {
-    __m256 b[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < NV; q++) b[q] = load8(B + t * N + 8 * q, q == NV - 1 && ragged, last);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-      __m256 a = _mm256_set1_ps(A[t * Mr + r]);
+      __m256 a = _mm256_set1_ps(A[r * ars + k * aks]);
 #pragma GCC unroll 4
       for (int q = 0; q < NV; q++) acc[r][q] = _mm256_fmadd_ps(a, b[q], acc[r][q]);
     }
@@ -219,23 +137,34 @@ THIN_INLINE void tn_rows256(int R, int NV, int64_t T, int64_t Mr, int64_t N, con
     }
 }
 
-THIN_INLINE void tn_all256(int R, int NV, int64_t T, int64_t Mr, int64_t N, const float *A,
-                           const float *B, float *C, bool add, bool ragged, __m256i last) {
+THIN_INLINE void all256(int R, int NV, int64_t Mr, int64_t K, int64_t N, const float *A,
+                        int64_t ars, int64_t aks, const float *B, float *C, bool add) {
+  bool ragged = N % 8 != 0;
+  __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(N % 8)),
+                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   int64_t m = 0;
-  for (; m + R <= Mr; m += R) tn_rows256(R, NV, T, Mr, N, A + m, B, C + m * N, add, ragged, last);
-  for (; m < Mr; m++) tn_rows256(1, NV, T, Mr, N, A + m, B, C + m * N, add, ragged, last);
+  for (; m + R <= Mr; m += R)
+    rows256(R, NV, K, N, A + m * ars, ars, aks, B, C + m * N, add, ragged, last);
+  for (; m < Mr; m++) rows256(1, NV, K, N, A + m * ars, ars, aks, B, C + m * N, add, ragged, last);
+}
+
+/* four 8-float vectors take 4 x 4 accumulators with B's row: two rows of C at a time */
+#define BY_WIDTH256(ALL, NV, ...)                             \
+  switch (NV) {                                               \
+    case 1: ALL(8, 1, __VA_ARGS__); break;                    \
+    case 2: ALL(6, 2, __VA_ARGS__); break;                    \
+    case 3: ALL(4, 3, __VA_ARGS__); break;                    \
+    default: ALL(2, 4, __VA_ARGS__); break;                   \
+  }
+
+static void thin_nn_avx2(int64_t T, int64_t K, int64_t N, const float *A, const float *B,
+                         float *M) {
+  BY_WIDTH256(all256, (N + 7) / 8, T, K, N, A, K, 1, B, M, false)
 }
 
 static void thin_tn_avx2(int64_t T, int64_t Mr, int64_t N, const float *A, const float *B,
                          float *C, bool add) {
-  bool ragged = N % 8 != 0;
-  __m256i last = lanes8(N % 8);
-  switch ((N + 7) / 8) {
-    case 1: tn_all256(8, 1, T, Mr, N, A, B, C, add, ragged, last); break;
-    case 2: tn_all256(6, 2, T, Mr, N, A, B, C, add, ragged, last); break;
-    case 3: tn_all256(4, 3, T, Mr, N, A, B, C, add, ragged, last); break;
-    default: tn_all256(2, 4, T, Mr, N, A, B, C, add, ragged, last); break;
-  }
+  BY_WIDTH256(all256, (N + 7) / 8, Mr, T, N, A, 1, Mr, B, C, add)
 }
 
 LT_ISA_END
