@@ -36,8 +36,8 @@ return function(group, timeit)
     end, 1.0)
     report("demo_img_per_s", 64 / t, true)
   end)
-  -- 64 -> 64 channels, padding 1: on 16 x 16 (batch 32) Winograd's path takes it, on 8 x 8
-  -- (batch 64) im2col's
+  -- 64 -> 64 channels, padding 1, on 16 x 16 (batch 32) and 8 x 8 (batch 64): Winograd's path
+  -- (src/cpu/winograd.c) both
   group("conv", function(report)
     lt.manual_seed(0)
     for _, c in ipairs({ { "conv3x3_16_ms", 32, 16 }, { "conv3x3_8_ms", 64, 8 } }) do
