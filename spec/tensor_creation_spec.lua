@@ -265,6 +265,42 @@ describe("random tensors", function()
     lt.set_num_threads(before)
   end)
 
+  -- Box-Muller's log, sin and cos are Lantern's own vector polynomials (cpu/random.c): each
+  -- pair must be libm's r cos(2 pi u2), r sin(2 pi u2), r = sqrt(-2 log(1 - u1)), of the draws
+  -- that rand takes from the same generator, to within a few ulp (libm rounds 2 pi u2 first,
+  -- which moves its result by up to about 2^-51 r), and be the same at every ISA level
+  it("normal's pairs are libm's Box-Muller of the generator's draws", function()
+    local n = 100002
+    local d = lt.rand(n, { generator = lt.Generator(42), dtype = "float64" }):tolist()
+    local z = lt.randn(n, { generator = lt.Generator(42), dtype = "float64" }):tolist()
+    for i = 1, n, 2 do
+      local r = math.sqrt(-2 * math.log(1 - d[i]))
+      local c, s = r * math.cos(2 * math.pi * d[i + 1]), r * math.sin(2 * math.pi * d[i + 1])
+      local tol = 2 ^ -49 * math.max(1, r)
+      if math.abs(z[i] - c) > tol or math.abs(z[i + 1] - s) > tol then
+        error(string.format("pair %d: %.17g %.17g, libm %.17g %.17g", i, z[i], z[i + 1], c, s))
+      end
+    end
+  end)
+
+  it("normal gives the same bits at every ISA level the CPU supports", function()
+    local support = require "support"
+    local SCRIPT = [[
+local lt = require "lantern"
+local g = lt.Generator(3)
+local out = {}
+for _, n in ipairs { 1, 7, 16, 33, 1001, 40001 } do
+  for _, v in ipairs(lt.randn(n, { generator = g, dtype = "float64" }):tolist()) do out[#out + 1] = string.format("%a", v) end
+end
+print(table.concat(out, " "))
+]]
+    local base = support.run_lua(SCRIPT, "LANTERN_ISA=sse4")
+    assert.truthy(#base > 1000, base:sub(1, 200))
+    for isa, ok in pairs(support.isa_levels()) do
+      if ok then assert.are.equal(base, (support.run_lua(SCRIPT, "LANTERN_ISA=" .. isa)), isa) end
+    end
+  end)
+
   it("get_state / set_state restore a sequence", function()
     lt.manual_seed(42)
     lt.rand(3)

@@ -2,7 +2,6 @@
 ** generator.c -- seedable generators (xoshiro256**, seeded through splitmix64) and the draws the
 ** kernels make from them. Part of the base: the context owns one, and it calls nothing above.
 */
-#include <math.h>
 #include <stdlib.h>
 
 #include "generator.h"
@@ -46,16 +45,3 @@ uint64_t ltB_next_below(lt_generator *g, uint64_t n) {
   return r % n;
 }
 
-void ltB_normal_pair(const double u[2], double *z, bool two) {
-  double r = sqrt(-2.0 * log(u[0]));
-  z[0] = r * cos(2.0 * M_PI * u[1]);
-  if (two) z[1] = r * sin(2.0 * M_PI * u[1]);
-}
-
-void ltB_fill_normal(lt_generator *g, double *out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 2) {
-    double u[2];
-    ltB_normal_draws(g, u);
-    ltB_normal_pair(u, out + i, i + 1 < n);
-  }
-}

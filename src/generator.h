@@ -44,16 +44,12 @@ static inline double ltB_next_double(lt_generator *g) {
 /* Uniform integer in [0, n) without modulo bias (n >= 1). */
 uint64_t ltB_next_below(lt_generator *g, uint64_t n);
 
-/* Fills n doubles with N(0,1) samples (Box-Muller over pairs). */
-void ltB_fill_normal(lt_generator *g, double *out, int64_t n);
-/* The two draws of one Box-Muller pair, as ltB_fill_normal takes them: u[0] = 1 - a draw (in
+/* The two draws of one Box-Muller pair (cpu/random.c transforms them): u[0] = 1 - a draw (in
 ** (0, 1], so its log is finite), u[1] the next. */
 static inline void ltB_normal_draws(lt_generator *g, double u[2]) {
   u[0] = 1.0 - ltB_next_double(g);
   u[1] = ltB_next_double(g);
 }
-/* The pair of standard normals of two draws u (ltB_normal_draws): z[0] always, z[1] when two */
-void ltB_normal_pair(const double u[2], double *z, bool two);
 
 /* Tensor fills (random.c); gen NULL = ctx's default generator. */
 int ltO_uniform_(lt_ctx *ctx, lt_tensor *t, double lo, double hi, lt_generator *gen);
