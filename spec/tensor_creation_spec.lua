@@ -489,6 +489,35 @@ print(table.concat(out, " "))
     end)
   end)
 
+  -- randint's draws are the generator's xoshiro256** words, rejected above the largest multiple
+  -- of the span and reduced modulo it (cpu/random.c computes the modulo by a multiply): the
+  -- values of that rule in plain Lua, for spans small and large
+  it("randint gives the generator's words reduced modulo the span", function()
+    local function rotl(x, k) return (x << k) | (x >> (64 - k)) end
+    local function umod(a, n)   -- a as an unsigned 64-bit integer, 0 < n < 2^62
+      local r = a - (((a >> 1) // n) << 1) * n
+      while not math.ult(r, n) do r = r - n end
+      return r
+    end
+    for _, span in ipairs { 2, 3, 10, 1000, 65537, (1 << 31) + 11, (1 << 40) + 3 } do
+      local g = lt.Generator(span)
+      local s = g:get_state():tolist()
+      local got = lt.randint(-5, span - 5, { 3000 }, { generator = g }):tolist()
+      local limit = -1 - umod(-1, span)
+      for i = 1, #got do
+        local r
+        repeat
+          r = rotl(s[2] * 5, 7) * 9
+          local t = s[2] << 17
+          s[3], s[4] = s[3] ~ s[1], s[4] ~ s[2]
+          s[2], s[1] = s[2] ~ s[3], s[1] ~ s[4]
+          s[3], s[4] = s[3] ~ t, rotl(s[4], 45)
+        until math.ult(r, limit)
+        assert.are.equal(umod(r, span) - 5, got[i], "span " .. span .. ", draw " .. i)
+      end
+    end
+  end)
+
   it("randint and randperm", function()
     lt.manual_seed(9)
     local r = lt.randint(10, { 20000 })
