@@ -600,6 +600,11 @@ for _, n in ipairs { 1, 7, 8, 9, 31, 33, 100, 255, 256, 257, 287, 289, 784, 1000
   local w = lt.randn(n) * lt.pow(2, (lt.rand(n) * 80 - 40):floor())
   out[#out + 1] = string.format("%a %a", w:sum():item(), w:double():sum():item())
 end
+-- partials of eight that overflow, taken again in double
+for _, shape in ipairs { { 256 }, { 64, 300 }, { 9, 40 } } do
+  local t = lt.full(shape, 3e38) * lt.rand(table.unpack(shape))
+  out[#out + 1] = string.format("%a %a", t:sum():item(), t:mean(1):sum():item())
+end
 print(table.concat(out, " "))
 ]]
     local supported = support.isa_levels()

@@ -518,6 +518,19 @@ print(table.concat(out, " "))
     end
   end)
 
+  -- bounds far from zero and the full int64 range: the span is taken in integers (as doubles,
+  -- bounds near 2^62 gave values past hi, and the full range's span divided by zero)
+  it("randint keeps within bounds near the ends of int64", function()
+    local lo = 1 << 62
+    local r = lt.randint(lo, lo + 3000, { 5000 })
+    assert.is_true(r:min():item() >= lo and r:max():item() < lo + 3000)
+    assert.is_true(r:max():item() - r:min():item() > 2900)
+    local full = lt.randint(math.mininteger, math.maxinteger, { 1000 })
+    assert.is_true(full:lt(0):sum():item() > 400 and full:gt(0):sum():item() > 400)
+    local top = lt.randint(math.maxinteger - 1, math.maxinteger, { 10 }):tolist()
+    for _, v in ipairs(top) do assert.are.equal(math.maxinteger - 1, v) end
+  end)
+
   it("randint and randperm", function()
     lt.manual_seed(9)
     local r = lt.randint(10, { 20000 })

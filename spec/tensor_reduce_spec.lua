@@ -274,6 +274,26 @@ describe("kernel modes (inner, column, chunked) against a plain Lua reference", 
     close(f:amin(1), ref_reduce(f, { 1 }, "amin"), 0)
   end)
 
+  -- a float32 partial of eight can overflow where the sum in double is finite: such sums are
+  -- taken again with every element in double (rows, whole tensors and columns), while a sum
+  -- with an infinity or a NaN in it stays one
+  it("sum float32 values whose partials of eight would overflow as float64 does", function()
+    local big = 3e38
+    local x = lt.zeros(128)
+    x[1], x[33], x[65], x[97] = big, big, -big, -big
+    assert.are.equal(0, x:sum():item())
+    for _, c in ipairs { { { 256 }, nil }, { { 64, 300 }, 2 }, { { 8, 16 }, 1 }, { { 3, 17, 40 }, 2 } } do
+      local t = lt.full(c[1], big)
+      local m = c[2] and t:mean(c[2]) or t:mean()
+      local want = t:double():mean(c[2])
+      assert.is_true((m:double() - want):abs():max():item() <= big * 1e-6, table.concat(c[1], "x"))
+    end
+    assert.are.equal(1 / 0, lt.tensor({ 1 / 0, 1 }):sum():item())
+    local n = lt.tensor({ 0 / 0, 1 }):sum():item()
+    assert.is_true(n ~= n)
+    assert.are.equal(1 / 0, lt.full({ 8, 16 }, 1 / 0):sum(1)[3]:item())
+  end)
+
   -- float32 column sums add eight rows per pass in float32 and the passes in float64: within
   -- README's bound of the float64 sum at every row count (a row skipped or counted twice is far
   -- outside it), and each leading position's columns get the bits of that slice summed alone

@@ -34,9 +34,11 @@
 ** whatever the room: 64K-float products in Lantern's 180 KB heap ran a cycle every other op,
 ** 19.7 us an op against 9.2 in generational mode. Scaled, a cycle comes every room / PACE bytes:
 ** 13.3 us (4096 floats: 2.0 -> 1.05 us), garbage still well inside the limit. In generational
-** mode a scaled step still passes a minor collection's threshold, a fifth of the heap, at every
-** slice. The room is capped by what is in use now, so a room measured before the live set shrank
-** does not stretch the steps.
+** mode a scaled step, heap * in use / room, still passes a minor collection's threshold, a fifth
+** of the heap, at every slice while slices are half the bytes in use (up to 128 MiB in use);
+** beyond, slices stop at 64 MiB and a minor collection may wait for two of them, the full
+** collections' limit bounding the garbage as before. The room is capped by what is in use now,
+** so a room measured before the live set shrank does not stretch the steps.
 **
 ** Release scopes (lt.tidy). While a scope is open, every tensor handle pushed to Lua is recorded
 ** in the innermost scope's list and tagged with its serial. When the scope ends, the handles it

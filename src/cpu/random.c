@@ -6,6 +6,7 @@
 */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "../generator.h"
@@ -14,7 +15,12 @@
 ** normal's Box-Muller pairs never straddle two chunks. */
 #define DRAW_CHUNK 256
 
-typedef void (*draw_fn)(lt_generator *g, double *out, int64_t n, const double *params);
+/* A chunk of draws: doubles, or for randint int64 (ints), whose full range a double lacks */
+typedef union draw_val {
+  double d;
+  int64_t i;
+} draw_val;
+typedef void (*draw_fn)(lt_generator *g, draw_val *out, int64_t n, const double *params);
 
 static void put(char *p, lt_dtype dt, double v) {
   switch (dt) {
@@ -26,23 +32,24 @@ static void put(char *p, lt_dtype dt, double v) {
   }
 }
 
-static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const double *params) {
+static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const double *params,
+                         bool ints) {
   int64_t n = lt_numel(t), es = (int64_t)ltB_esize(t->dtype);
   char *base = ltB_ptr(t);
   bool dense = lt_is_contiguous(t);
   int64_t idx[LT_MAX_DIMS] = {0};
-  double buf[DRAW_CHUNK];
+  draw_val buf[DRAW_CHUNK];
   for (int64_t done = 0; done < n; done += DRAW_CHUNK) {
     int64_t m = ltC_min(DRAW_CHUNK, n - done);
     draw(g, buf, m, params);
-    if (dense && t->dtype == LT_FLOAT32) {   /* the common cases, loops GCC vectorises */
+    if (dense && t->dtype == LT_FLOAT32 && !ints) {   /* the common cases, loops GCC vectorises */
       float *o = (float *)base + done;
-      for (int64_t i = 0; i < m; i++) o[i] = (float)buf[i];
+      for (int64_t i = 0; i < m; i++) o[i] = (float)buf[i].d;
       continue;
     }
-    if (dense && t->dtype == LT_INT64) {
+    if (dense && t->dtype == LT_INT64 && ints) {
       int64_t *o = (int64_t *)base + done;
-      for (int64_t i = 0; i < m; i++) o[i] = (int64_t)buf[i];
+      for (int64_t i = 0; i < m; i++) o[i] = buf[i].i;
       continue;
     }
     for (int64_t i = 0; i < m; i++) {
@@ -55,47 +62,54 @@ static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const doub
           idx[d] = 0;
         }
       }
-      put(base + off * es, t->dtype, buf[i]);
+      if (ints && t->dtype == LT_INT64)
+        *(int64_t *)(base + off * es) = buf[i].i;
+      else
+        put(base + off * es, t->dtype, ints ? (double)buf[i].i : buf[i].d);
     }
   }
 }
 
-static void draw_uniform(lt_generator *g, double *out, int64_t n, const double *p) {
-  for (int64_t i = 0; i < n; i++) out[i] = p[0] + (p[1] - p[0]) * ltB_next_double(g);
+static void draw_uniform(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+  for (int64_t i = 0; i < n; i++) out[i].d = p[0] + (p[1] - p[0]) * ltB_next_double(g);
 }
 
 /* n standard normals scaled (p: mean, std): the draws of (n + 1) / 2 pairs (n <= DRAW_CHUNK) */
-static void draw_normal(lt_generator *g, double *out, int64_t n, const double *p) {
+static void draw_normal(lt_generator *g, draw_val *out, int64_t n, const double *p) {
   double u[DRAW_CHUNK] = {0}, z[DRAW_CHUNK];   /* (zeroed: GCC cannot see the draws fill it) */
   int64_t pairs = (n + 1) / 2;
   for (int64_t i = 0; i < pairs; i++) ltB_normal_draws(g, u + 2 * i);
   ltC_normal_block(u, z, pairs);
-  for (int64_t i = 0; i < n; i++) out[i] = p[0] + p[1] * z[i];
+  for (int64_t i = 0; i < n; i++) out[i].d = p[0] + p[1] * z[i];
 }
 
-/* ltB_next_below's draws and values, its two divisions by the span made once a chunk: the
-** rejection limit, and r % span as r - q span with q from a multiply by m = floor((2^64 - 1) /
-** span), which is at most one short (r m / 2^64 > r / span - 1, as 2^64 - span m <= span):
-** randint of 1M took 6.0 ms against PyTorch's 3.3. */
-static void draw_randint(lt_generator *g, double *out, int64_t n, const double *p) {
-  uint64_t span = (uint64_t)(p[1] - p[0]);
+/* randint's values: lo + ltB_next_below(span) in integers (p holds lo and the span as the bits
+** of two int64), its two divisions by the span made once a chunk: the rejection limit, and r %
+** span as r - q span with q from a multiply by m = floor((2^64 - 1) / span), which is at most
+** one short (r m / 2^64 > r / span - 1, as 2^64 - span m <= span): randint of 1M took 6.0 ms
+** against PyTorch's 3.3. */
+static void draw_randint(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+  int64_t lo;
+  uint64_t span;
+  memcpy(&lo, &p[0], sizeof lo);
+  memcpy(&span, &p[1], sizeof span);
   uint64_t limit = UINT64_MAX - UINT64_MAX % span, magic = UINT64_MAX / span;
   for (int64_t i = 0; i < n; i++) {
     uint64_t r;
     do r = ltB_next_u64(g); while (r >= limit);
     uint64_t rem = r - (uint64_t)(((unsigned __int128)r * magic) >> 64) * span;
     rem -= span & -(uint64_t)(rem >= span);   /* a mask, not a branch: which it is varies */
-    out[i] = p[0] + (double)rem;
+    out[i].i = (int64_t)((uint64_t)lo + rem);
   }
 }
 
-static void draw_bernoulli(lt_generator *g, double *out, int64_t n, const double *p) {
-  for (int64_t i = 0; i < n; i++) out[i] = ltB_next_double(g) < p[0] ? 1.0 : 0.0;
+static void draw_bernoulli(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+  for (int64_t i = 0; i < n; i++) out[i].d = ltB_next_double(g) < p[0] ? 1.0 : 0.0;
 }
 
 void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) {
   const double p[2] = {lo, hi};
-  fill_logical(t, g, draw_uniform, p);
+  fill_logical(t, g, draw_uniform, p, false);
 }
 
 /* normal_ on a dense tensor of NORMAL_PAR elements or more: this thread takes the generator's
@@ -131,7 +145,7 @@ void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator
   double *u = n >= NORMAL_PAR && lt_is_contiguous(t) && ctx->num_threads > 1
                   ? malloc(NORMAL_BLOCK * sizeof *u) : NULL;
   if (!u) {   /* (out of memory too: the one-thread loop needs none) */
-    fill_logical(t, g, draw_normal, p);
+    fill_logical(t, g, draw_normal, p, false);
     return;
   }
   char *base = ltB_ptr(t);
@@ -145,15 +159,19 @@ void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator
   free(u);
 }
 
-/* The bounds travel as doubles, as they always have: the values drawn stay the same. */
+/* The span in integers: as doubles, bounds near 2^62 gave values past hi, and the full range's
+** span (2^64 - 1, rounded to 2^64) a division by zero. */
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) {
-  const double p[2] = {(double)lo, (double)hi};
-  fill_logical(t, g, draw_randint, p);
+  uint64_t span = (uint64_t)hi - (uint64_t)lo;
+  double p[2];
+  memcpy(&p[0], &lo, sizeof lo);
+  memcpy(&p[1], &span, sizeof span);
+  fill_logical(t, g, draw_randint, p, true);
 }
 
 void ltC_bernoulli(lt_tensor *t, double prob, lt_generator *g) {
   const double p[1] = {prob};
-  fill_logical(t, g, draw_bernoulli, p);
+  fill_logical(t, g, draw_bernoulli, p, false);
 }
 
 void ltC_randperm(lt_tensor *t, lt_generator *g) {

@@ -250,15 +250,32 @@ static void sum_rows_avx512(const float *const *x, int rows, int64_t n, double *
 }
 LT_ISA_END
 #endif
+/* A float32 partial of 8 can overflow where the sum in double is finite (8 x 3e38): a sum that
+** comes out infinite or NaN is taken again with every element in the lanes' doubles, at the
+** baseline, so at every level alike (inputs with an infinity or a NaN pay twice). */
+static double sum_f32_wide(const float *x, int64_t s, int64_t n) {
+  double a[SUM_LANES] = {0};
+  int64_t i = 0;
+  if (s == 1)
+    for (; i + SUM_LANES <= n; i += SUM_LANES)
+      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];
+  else
+    SUM_STRIDED(float)
+  SUM_TREE
+}
+
 static double sum_f32(const float *x, int64_t s, int64_t n) {
+  double t;
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return sum_f32_avx512(x, s, n);
-    case LT_ISA_AVX2: return sum_f32_avx2(x, s, n);
-    default: break;
+    case LT_ISA_AVX512: t = sum_f32_avx512(x, s, n); break;
+    case LT_ISA_AVX2: t = sum_f32_avx2(x, s, n); break;
+    default: t = sum_f32_sse4(x, s, n); break;
   }
+#else
+  t = sum_f32_sse4(x, s, n);
 #endif
-  return sum_f32_sse4(x, s, n);
+  return isfinite(t) ? t : sum_f32_wide(x, s, n);
 }
 
 /* sum_f32 of each of `rows` contiguous rows of n, the level chosen once for all of them: rows
@@ -267,12 +284,17 @@ static double sum_f32(const float *x, int64_t s, int64_t n) {
 static void sum_rows_f32(const float *const *x, int rows, int64_t n, double *out) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: sum_rows_avx512(x, rows, n, out); return;
-    case LT_ISA_AVX2: sum_rows_avx2(x, rows, n, out); return;
-    default: break;
+    case LT_ISA_AVX512: sum_rows_avx512(x, rows, n, out); break;
+    case LT_ISA_AVX2: sum_rows_avx2(x, rows, n, out); break;
+    default:
+      for (int r = 0; r < rows; r++) out[r] = sum_f32_sse4(x[r], 1, n);
+      break;
   }
-#endif
+#else
   for (int r = 0; r < rows; r++) out[r] = sum_f32_sse4(x[r], 1, n);
+#endif
+  for (int r = 0; r < rows; r++)
+    if (!isfinite(out[r])) out[r] = sum_f32_wide(x[r], 1, n);
 }
 
 /* all/any over a row, shared by the float and integer folds: stop at the first deciding element */
@@ -777,6 +799,8 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     kcount kc;
     kc_init(&kc, p, nk1, q);
     int64_t j0 = b * p->W, w = ltC_min(p->W, p->L - j0);
+    sums = unit_sum ? col_sum_rows_for_isa() : NULL;
+  again:
     for (int64_t j = 0; j < w; j++) {
       ad[j] = a0.d;
       ai[j] = a0.i;
@@ -813,6 +837,14 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     }
     if (keys)
       for (int64_t j = 0; j < w; j++) ad[j] = ltC_extreme_key_value(kd[j]);
+    if (sums) {   /* an 8-row float32 partial overflowed (as sum_f32): again, row by row */
+      bool finite = true;
+      for (int64_t j = 0; j < w; j++) finite &= isfinite(ad[j]) != 0;
+      if (!finite) {
+        sums = NULL;
+        goto again;
+      }
+    }
     if (p->nchunk == 1) {
       plan_finalize_block(p, ad, ai, w, p->out + (kc.ooff + j0 * cos_) * p->oes, cos_);
       continue;

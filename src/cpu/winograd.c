@@ -488,10 +488,10 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
   if (nb == 0) return -1;
   /* both sides within the thin products' reach: transforms and products fused, tile block
   ** by tile block (U as (16, C, O)) */
-  bool fused = thin_products(O) && C <= LT_THIN_SIDE;
-  weights_run(ctx, weight_rows, w, U, O, C, flip, fused);
+  bool thin = thin_products(O), fused = thin && C <= LT_THIN_SIDE;
+  weights_run(ctx, weight_rows, w, U, O, C, flip, thin);
   j.U = U;
-  j.nn = fused ? ltC_thin_nn() : NULL;
+  j.nn = thin ? ltC_thin_nn() : NULL;
   const ltK_range_fn *pass = passes_for_isa();
   ltC_blas_single();
   for (int64_t n0 = 0; n0 < N; n0 += nb) {
@@ -505,9 +505,9 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
                        &j);
     } else {
       chunk_tiles(ctx, &j, pass, x, n0, cnt);
-      /* M[xi] (T, O) = V[xi] (T, C) @ U[xi]^T */
+      /* M[xi] (T, O) = V[xi] (T, C) @ U[xi]^T (thin: U[xi] is already (C, O)) */
       gemm16_job g = {ctx, false, true, j.T, O, C, C, C, O, j.T * C, O * C, j.T * O,
-                      j.V, U, j.M, 0.0, NULL, NULL};
+                      j.V, U, j.M, 0.0, j.nn, NULL};
       ltB_parallel_for(ctx, 16, 1, gemm16_range, &g);
       ltB_parallel_for(ctx, j.T, ltC_grain(32 * O), pass[2], &j);
     }
