@@ -100,65 +100,13 @@ static void normal_block_sse4(const double *u, double *z, int64_t pairs) {
   }
 }
 
-/* The same operations in the same order on vectors of W pairs (GCC did not vectorise the
-** scalar form): V* are the level's intrinsics. Each lane gives the scalar code's bits. */
-#define BM_VECTOR_BODY                                                                  \
-  int64_t i = 0;                                                                        \
-  for (; i + W <= pairs; i += W) {                                                      \
-    VD a, b;                                                                            \
-    DEINTERLEAVE(u + 2 * i, a, b);                                                      \
-    /* bm_log(a) */                                                                     \
-    VI ab = VCASTI(a);                                                                  \
-    VD ef = VSUB(VCASTD(VOR(VSRL(ab, 52), VSET1I(0x4330000000000000LL))),               \
-                 VSET1(0x1p52 + 1022.0));                                               \
-    VD m = VCASTD(VOR(VAND(ab, VSET1I(0x000fffffffffffffLL)), VSET1I(0x3fe0000000000000LL))); \
-    VD low = VBLEND(VSET1(0.0), VSET1(1.0), VLT(m, VSET1(0.70710678118654752440)));     \
-    m = VADD(m, VMUL(m, low));                                                          \
-    ef = VSUB(ef, low);                                                                 \
-    VD f = VSUB(m, VSET1(1.0)), s = VDIV(f, VADD(VSET1(2.0), f)), s2 = VMUL(s, s);     \
-    VD R = VSET1(2.0 / 23);                                                             \
-    static const double rc[10] = {2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13,    \
-                                  2.0 / 11, 2.0 / 9,  2.0 / 7,  2.0 / 5,  2.0 / 3};    \
-    for (int q = 0; q < 10; q++) R = VADD(VMUL(R, s2), VSET1(rc[q]));                   \
-    R = VMUL(R, s2);                                                                    \
-    VD lg = VADD(VMUL(ef, VSET1(6.93147180369123816490e-01)),                           \
-                 VADD(VSUB(f, VMUL(s, VSUB(f, R))),                                     \
-                      VMUL(ef, VSET1(1.90821492927058770002e-10))));                    \
-    VD r = VSQRT(VMUL(VSET1(-2.0), lg));                                                \
-    /* bm_sincos2pi(b) */                                                               \
-    VD k = VSUB(VADD(VMUL(VSET1(4.0), b), VSET1(0x1p52)), VSET1(0x1p52));               \
-    VD x = VMUL(VSUB(b, VMUL(VSET1(0.25), k)), VSET1(6.28318530717958647693));         \
-    VD x2 = VMUL(x, x);                                                                 \
-    static const double sc[8] = {1.0 / 355687428096000.0, -1.0 / 1307674368000.0,       \
-                                 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0, \
-                                 -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0};              \
-    VD S = VSET1(-1.0 / 121645100408832000.0);                                          \
-    for (int q = 0; q < 8; q++) S = VADD(VMUL(S, x2), VSET1(sc[q]));                    \
-    VD sx = VADD(x, VMUL(x, VMUL(x2, S)));                                              \
-    static const double cc[7] = {-1.0 / 20922789888000.0, 1.0 / 87178291200.0,          \
-                                 -1.0 / 479001600.0, 1.0 / 3628800.0, -1.0 / 40320.0,   \
-                                 1.0 / 720.0, -1.0 / 24.0};                             \
-    VD Cp = VSET1(1.0 / 6402373705728000.0);                                            \
-    for (int q = 0; q < 7; q++) Cp = VADD(VMUL(Cp, x2), VSET1(cc[q]));                  \
-    VD cx = VSUB(VSET1(1.0), VADD(VMUL(VSET1(0.5), x2), VMUL(VMUL(x2, x2), Cp)));       \
-    VD h = VTRUNC(VMUL(VSET1(0.5), k));                                                 \
-    VD odd = VSUB(k, VMUL(VSET1(2.0), h));                                              \
-    VD two = VSUB(h, VMUL(VSET1(2.0), VTRUNC(VMUL(VSET1(0.5), h))));                    \
-    VM sw = VGT(odd, VSET1(0.5));                                                       \
-    VD s0 = VBLEND(sx, cx, sw), c0 = VBLEND(cx, sx, sw);                                \
-    VD sn = VMUL(s0, VSUB(VSET1(1.0), VMUL(VSET1(2.0), two)));                          \
-    VD cs = VMUL(c0, VSUB(VSET1(1.0), VMUL(VSET1(2.0), VABS(VSUB(odd, two)))));         \
-    INTERLEAVE(z + 2 * i, VMUL(r, cs), VMUL(r, sn));                                    \
-  }                                                                                     \
-  normal_block_sse4(u + 2 * i, z + 2 * i, pairs - i);
-
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
-static void normal_block_avx2(const double *u, double *z, int64_t pairs) {
-  enum { W = 4 };
-  typedef __m256d VD;
-  typedef __m256i VI;
-  typedef __m256d VM;
+#define BM_FN normal_block_avx2
+#define W 4
+#define VD __m256d
+#define VI __m256i
+#define VM __m256d
 #define VCASTI _mm256_castpd_si256
 #define VCASTD _mm256_castsi256_pd
 #define VOR _mm256_or_si256
@@ -177,47 +125,26 @@ static void normal_block_avx2(const double *u, double *z, int64_t pairs) {
 #define VGT(a, b) _mm256_cmp_pd(a, b, _CMP_GT_OQ)
 #define VBLEND(a, b, m) _mm256_blendv_pd(a, b, m)
 /* (a0 b0 a1 b1), (a2 b2 a3 b3) <-> a, b */
-#define DEINTERLEAVE(p, a, b)                                                  \
-  do {                                                                         \
-    __m256d lo_ = _mm256_loadu_pd(p), hi_ = _mm256_loadu_pd((p) + 4);          \
-    __m256d e_ = _mm256_unpacklo_pd(lo_, hi_), o_ = _mm256_unpackhi_pd(lo_, hi_); \
-    a = _mm256_permute4x64_pd(e_, 0xd8);                                       \
-    b = _mm256_permute4x64_pd(o_, 0xd8);                                       \
+#define DEINTERLEAVE(p, a, b)                                                         \
+  do {                                                                                \
+    __m256d lo_ = _mm256_loadu_pd(p), hi_ = _mm256_loadu_pd((p) + 4);                 \
+    a = _mm256_permute4x64_pd(_mm256_unpacklo_pd(lo_, hi_), 0xd8);                    \
+    b = _mm256_permute4x64_pd(_mm256_unpackhi_pd(lo_, hi_), 0xd8);                    \
   } while (0)
-#define INTERLEAVE(p, a, b)                                                    \
-  do {                                                                         \
+#define INTERLEAVE(p, a, b)                                                           \
+  do {                                                                                \
     __m256d a_ = _mm256_permute4x64_pd(a, 0xd8), b_ = _mm256_permute4x64_pd(b, 0xd8); \
-    _mm256_storeu_pd(p, _mm256_unpacklo_pd(a_, b_));                           \
-    _mm256_storeu_pd((p) + 4, _mm256_unpackhi_pd(a_, b_));                     \
+    _mm256_storeu_pd(p, _mm256_unpacklo_pd(a_, b_));                                  \
+    _mm256_storeu_pd((p) + 4, _mm256_unpackhi_pd(a_, b_));                            \
   } while (0)
-  BM_VECTOR_BODY
-#undef VCASTI
-#undef VCASTD
-#undef VOR
-#undef VAND
-#undef VSRL
-#undef VSET1I
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VDIV
-#undef VSQRT
-#undef VTRUNC
-#undef VABS
-#undef VLT
-#undef VGT
-#undef VBLEND
-#undef DEINTERLEAVE
-#undef INTERLEAVE
-}
+#include "boxmuller_vec.h"
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
-static void normal_block_avx512(const double *u, double *z, int64_t pairs) {
-  enum { W = 8 };
-  typedef __m512d VD;
-  typedef __m512i VI;
-  typedef __mmask8 VM;
+#define BM_FN normal_block_avx512
+#define W 8
+#define VD __m512d
+#define VI __m512i
+#define VM __mmask8
 #define VCASTI _mm512_castpd_si512
 #define VCASTD _mm512_castsi512_pd
 #define VOR _mm512_or_si512
@@ -231,43 +158,25 @@ static void normal_block_avx512(const double *u, double *z, int64_t pairs) {
 #define VDIV _mm512_div_pd
 #define VSQRT _mm512_sqrt_pd
 #define VTRUNC(v) _mm512_roundscale_pd(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)
-#define VABS(v) _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7fffffffffffffffLL)))
+#define VABS(v) _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(v), \
+                                                     _mm512_set1_epi64(INT64_MAX)))
 #define VLT(a, b) _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ)
 #define VGT(a, b) _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ)
 #define VBLEND(a, b, m) _mm512_mask_blend_pd(m, a, b)
-#define DEINTERLEAVE(p, a, b)                                                  \
-  do {                                                                         \
-    __m512d lo_ = _mm512_loadu_pd(p), hi_ = _mm512_loadu_pd((p) + 8);          \
+#define DEINTERLEAVE(p, a, b)                                                           \
+  do {                                                                                  \
+    __m512d lo_ = _mm512_loadu_pd(p), hi_ = _mm512_loadu_pd((p) + 8);                   \
     a = _mm512_permutex2var_pd(lo_, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), hi_); \
     b = _mm512_permutex2var_pd(lo_, _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15), hi_); \
   } while (0)
-#define INTERLEAVE(p, a, b)                                                    \
-  do {                                                                         \
-    __m512d a_ = (a), b_ = (b);                                                \
+#define INTERLEAVE(p, a, b)                                                                \
+  do {                                                                                     \
+    __m512d a_ = (a), b_ = (b);                                                            \
     _mm512_storeu_pd(p, _mm512_permutex2var_pd(a_, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), b_)); \
-    _mm512_storeu_pd((p) + 8, _mm512_permutex2var_pd(a_, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), b_)); \
+    _mm512_storeu_pd((p) + 8,                                                             \
+                     _mm512_permutex2var_pd(a_, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), b_)); \
   } while (0)
-  BM_VECTOR_BODY
-#undef VCASTI
-#undef VCASTD
-#undef VOR
-#undef VAND
-#undef VSRL
-#undef VSET1I
-#undef VSET1
-#undef VADD
-#undef VSUB
-#undef VMUL
-#undef VDIV
-#undef VSQRT
-#undef VTRUNC
-#undef VABS
-#undef VLT
-#undef VGT
-#undef VBLEND
-#undef DEINTERLEAVE
-#undef INTERLEAVE
-}
+#include "boxmuller_vec.h"
 LT_ISA_END
 #endif
 
