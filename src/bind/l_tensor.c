@@ -9,9 +9,16 @@
 
 /* Only ever installed on the Tensor metatable, so the type needs no check (a name check here
 ** would hash a string for every collected tensor). */
+/* __gc (upvalue: the context). During a slice's collector step the release waits in the
+** state's dead list (lmem.c's ltL_gc_slice). */
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
-  lt_release(box->t);
+  lt_ctx *ctx = LTL_CTX(L);
+  ltL_state *st = ctx ? (ltL_state *)(ctx + 1) : NULL;
+  if (box->t && st && st->deferring && st->ndead < LTL_DEAD_MAX)
+    st->dead[st->ndead++] = box->t;
+  else
+    lt_release(box->t);
   box->t = NULL;
   return 0;
 }
@@ -557,7 +564,8 @@ void ltL_open_tensor(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
   lua_pushcclosure(L, t_newindex, 1);
   lua_setfield(L, -2, "__newindex");
-  lua_pushcfunction(L, t_gc);
+  lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
+  lua_pushcclosure(L, t_gc, 1);
   lua_setfield(L, -2, "__gc");
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
   lua_pushcclosure(L, t_len, 1);

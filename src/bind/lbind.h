@@ -41,6 +41,7 @@ static inline ltL_box *ltL_testbox(lua_State *L, int idx) {
 #define LTL_MAX_SCOPES 64
 #define LTL_SLICE_MIN ((size_t)256 * 1024)
 #define LTL_SLICE_MAX ((size_t)64 << 20)
+#define LTL_DEAD_MAX 64
 typedef struct ltL_scope {
   uint64_t serial;
   int list_ref;              /* registry key of the table of boxes made inside it */
@@ -51,6 +52,9 @@ typedef struct ltL_state {
   size_t slice;              /* pending bytes that make a slice (lmem.c sets it) */
   size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
   size_t gc_room;            /* the garbage that limit allows (lmem.c paces steps by it) */
+  bool deferring;            /* a slice's step is running: __gc defers its releases to dead */
+  int ndead;
+  lt_tensor *dead[LTL_DEAD_MAX];
   uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
   int tensor_mt_ref;         /* registry integer key of the Tensor metatable */
   struct ltL_pool *pool;     /* the allocator front (lalloc.c), or NULL */

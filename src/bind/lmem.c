@@ -67,6 +67,14 @@ void ltL_gc_rebase(lua_State *L, ltL_state *st) {
   st->gc_limit = live + room;
 }
 
+/* The tensors a step's finalizers dropped, released oldest first. Lua finalizes the newest
+** garbage first, so released as they came the buffer cache (last in, first out) handed the
+** next op the block longest unwritten, out of cache: products of 1M floats in a loop took 117
+** us against 87 with free(). Released in reverse, the next op gets the block written last. */
+static void release_dead(ltL_state *st) {
+  while (st->ndead > 0) lt_release(st->dead[--st->ndead]);
+}
+
 void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   /* a stopped collector (collectgarbage("stop"), or a finalizer running: -1) is left alone */
   if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
@@ -75,10 +83,17 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   room = room < FULL_FLOOR ? FULL_FLOOR : room > st->gc_room ? st->gc_room : room;
   if (heap < room / PACE)
     kb = (size_t)((double)kb * (double)heap * PACE / (double)room) + 1;
-  if (lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb) == 1) {
+  st->deferring = true;
+  int ended = lua_gc(L, LUA_GCSTEP, kb > INT_MAX ? INT_MAX : (int)kb);
+  st->deferring = false;
+  release_dead(st);
+  if (ended == 1) {
     ltL_gc_rebase(L, st);   /* an incremental cycle just ended */
   } else if (ltB_cache_in_use() > st->gc_limit) {
+    st->deferring = true;
     lua_gc(L, LUA_GCCOLLECT);
+    st->deferring = false;
+    release_dead(st);
     st->full_gcs++;
     ltL_gc_rebase(L, st);
   }
