@@ -7,10 +7,9 @@
 #include "lbind.h"
 #include "../cpu_isa.h"
 
-/* Only ever installed on the Tensor metatable, so the type needs no check (a name check here
-** would hash a string for every collected tensor). */
-/* __gc (upvalue: the context). During a slice's collector step the release waits in the
-** state's dead list (lmem.c's ltL_gc_slice). */
+/* __gc (upvalue: the context). Only ever installed on the Tensor metatable, so the type needs
+** no check (a name check here would hash a string for every collected tensor). During a
+** slice's collector step the release waits in the state's dead list (lmem.c's ltL_gc_slice). */
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
   lt_ctx *ctx = LTL_CTX(L);

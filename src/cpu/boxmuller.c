@@ -23,15 +23,31 @@
 
 #define BM_INLINE static inline __attribute__((always_inline))
 
+/* The series' coefficients, for Horner's rule from the first: the scalar code and the vector
+** template (boxmuller_vec.h) take the same ones. log: 2/(2k + 1), k = 11 .. 1 (R below); sin:
+** (-1)^k / (2k + 1)!, k = 9 .. 1; cos: (-1)^(k + 1) / (2k)!, k = 9 .. 2. */
+static const double bm_log_c[11] = {2.0 / 23, 2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13,
+                                    2.0 / 11, 2.0 / 9,  2.0 / 7,  2.0 / 5,  2.0 / 3};
+static const double bm_sin_c[9] = {-1.0 / 121645100408832000.0, 1.0 / 355687428096000.0,
+                                   -1.0 / 1307674368000.0,       1.0 / 6227020800.0,
+                                   -1.0 / 39916800.0,            1.0 / 362880.0,
+                                   -1.0 / 5040.0,                1.0 / 120.0,
+                                   -1.0 / 6.0};
+static const double bm_cos_c[8] = {1.0 / 6402373705728000.0, -1.0 / 20922789888000.0,
+                                   1.0 / 87178291200.0,      -1.0 / 479001600.0,
+                                   1.0 / 3628800.0,          -1.0 / 40320.0,
+                                   1.0 / 720.0,              -1.0 / 24.0};
+
 /* log(a) for a in (0, 1] (a normal double): a = m 2^e with m in [sqrt(1/2), sqrt(2)), and
 ** log(m) = log(1 + f) = 2 atanh(s) = f - s (f - R), s = f / (2 + f), R = 2 (s^2/3 + s^4/5 +
-** ...), |s| < 0.172: eleven terms of the series leave less than 2^-60 of f */
+** ...), |s| < 0.172: eleven terms of the series leave less than 2^-60 of f. Written as the
+** vector levels compute it (the exponent through the bits of 2^52 + it: AVX2 has no packed
+** int64 conversion). */
 BM_INLINE double bm_log(double a) {
   uint64_t b;
   memcpy(&b, &a, sizeof b);
-  /* the biased exponent as a double, through the bits of 2^52 + it: no integer conversion,
-  ** which GCC does not vectorise at every level */
-  uint64_t eb = (b >> 52) | 0x4330000000000000ULL, mb = (b & 0x000fffffffffffffULL) | 0x3fe0000000000000ULL;
+  uint64_t eb = (b >> 52) | 0x4330000000000000ULL;
+  uint64_t mb = (b & 0x000fffffffffffffULL) | 0x3fe0000000000000ULL;
   double ef, m;   /* a = m 2^(ef) with m in [1/2, 1) */
   memcpy(&ef, &eb, sizeof ef);
   memcpy(&m, &mb, sizeof m);
@@ -40,17 +56,8 @@ BM_INLINE double bm_log(double a) {
   m = m + m * low;
   ef = ef - low;
   double f = m - 1.0, s = f / (2.0 + f), s2 = s * s;
-  double R = 2.0 / 23;
-  R = R * s2 + 2.0 / 21;
-  R = R * s2 + 2.0 / 19;
-  R = R * s2 + 2.0 / 17;
-  R = R * s2 + 2.0 / 15;
-  R = R * s2 + 2.0 / 13;
-  R = R * s2 + 2.0 / 11;
-  R = R * s2 + 2.0 / 9;
-  R = R * s2 + 2.0 / 7;
-  R = R * s2 + 2.0 / 5;
-  R = R * s2 + 2.0 / 3;
+  double R = bm_log_c[0];
+  for (int q = 1; q < 11; q++) R = R * s2 + bm_log_c[q];
   R = R * s2;
   /* ln 2 in two parts, the first with 32 trailing zero bits: ef times it is exact */
   return ef * 6.93147180369123816490e-01 + ((f - s * (f - R)) + ef * 1.90821492927058770002e-10);
@@ -58,29 +65,16 @@ BM_INLINE double bm_log(double a) {
 
 /* sin and cos of 2 pi b for b in [0, 1): b = k/4 + t exactly, |t| <= 1/8, and the quadrant k
 ** swaps and negates the sine and cosine of 2 pi t (|2 pi t| <= pi/4, Taylor series to the
-** 19th and 18th powers: under 2^-60 there). Selections and signs in doubles, so that GCC
-** vectorises it. */
+** 19th and 18th powers: under 2^-60 there). Selections and signs in doubles, as the vector
+** levels make them. */
 BM_INLINE void bm_sincos2pi(double b, double *sn, double *cs) {
   double k = (4.0 * b + 0x1p52) - 0x1p52;   /* 4b to the nearest integer, 0 .. 4 */
   double x = (b - 0.25 * k) * 6.28318530717958647693, x2 = x * x;
-  double S = -1.0 / 121645100408832000.0;
-  S = S * x2 + 1.0 / 355687428096000.0;
-  S = S * x2 - 1.0 / 1307674368000.0;
-  S = S * x2 + 1.0 / 6227020800.0;
-  S = S * x2 - 1.0 / 39916800.0;
-  S = S * x2 + 1.0 / 362880.0;
-  S = S * x2 - 1.0 / 5040.0;
-  S = S * x2 + 1.0 / 120.0;
-  S = S * x2 - 1.0 / 6.0;
+  double S = bm_sin_c[0];
+  for (int q = 1; q < 9; q++) S = S * x2 + bm_sin_c[q];
   double sx = x + x * (x2 * S);
-  double Cp = 1.0 / 6402373705728000.0;
-  Cp = Cp * x2 - 1.0 / 20922789888000.0;
-  Cp = Cp * x2 + 1.0 / 87178291200.0;
-  Cp = Cp * x2 - 1.0 / 479001600.0;
-  Cp = Cp * x2 + 1.0 / 3628800.0;
-  Cp = Cp * x2 - 1.0 / 40320.0;
-  Cp = Cp * x2 + 1.0 / 720.0;
-  Cp = Cp * x2 - 1.0 / 24.0;
+  double Cp = bm_cos_c[0];
+  for (int q = 1; q < 8; q++) Cp = Cp * x2 + bm_cos_c[q];
   double cx = 1.0 - (0.5 * x2 + x2 * x2 * Cp);
   /* bits 0 and 1 of k (4 counts as 0): k = 0: (sin, cos) = (sx, cx); 1: (cx, -sx);
   ** 2: (-sx, -cx); 3: (-cx, sx) */
@@ -91,10 +85,10 @@ BM_INLINE void bm_sincos2pi(double b, double *sn, double *cs) {
 }
 
 /* z[2i], z[2i + 1] from the draws u[2i], u[2i + 1], for i < pairs */
-static void normal_block_sse4(const double *u, double *z, int64_t pairs) {
+static void normal_block_sse4(double *z, int64_t pairs) {
   for (int64_t i = 0; i < pairs; i++) {
-    double r = sqrt(-2.0 * bm_log(u[2 * i])), sn, cs;
-    bm_sincos2pi(u[2 * i + 1], &sn, &cs);
+    double r = sqrt(-2.0 * bm_log(z[2 * i])), sn, cs;
+    bm_sincos2pi(z[2 * i + 1], &sn, &cs);
     z[2 * i] = r * cs;
     z[2 * i + 1] = r * sn;
   }
@@ -180,13 +174,13 @@ LT_ISA_BEGIN_AVX512
 LT_ISA_END
 #endif
 
-void ltC_normal_block(const double *u, double *z, int64_t pairs) {
+void ltC_normal_block(double *z, int64_t pairs) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: normal_block_avx512(u, z, pairs); return;
-    case LT_ISA_AVX2: normal_block_avx2(u, z, pairs); return;
+    case LT_ISA_AVX512: normal_block_avx512(z, pairs); return;
+    case LT_ISA_AVX2: normal_block_avx2(z, pairs); return;
     default: break;
   }
 #endif
-  normal_block_sse4(u, z, pairs);
+  normal_block_sse4(z, pairs);
 }

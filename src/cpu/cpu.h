@@ -116,9 +116,9 @@ int ltC_winograd_dw(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64_t
                     const float *dy, float *dw);
 
 /* ================================================================ normals (boxmuller.c)
-** z[2i], z[2i + 1] = the standard normals of the draws u[2i] (in (0, 1]) and u[2i + 1] (in
-** [0, 1)), for i < pairs: the same bits at every ISA level. */
-void ltC_normal_block(const double *u, double *z, int64_t pairs);
+** Replaces each pair of draws z[2i] (in (0, 1]), z[2i + 1] (in [0, 1)), i < pairs, with its
+** two standard normals: the same bits at every ISA level. */
+void ltC_normal_block(double *z, int64_t pairs);
 
 /* ================================================================ thin products (thin_gemm.c)
 ** Float32 products with one side of at most ltC_thin_max() floats (0 below AVX2, where the two

@@ -20,7 +20,7 @@ typedef union draw_val {
   double d;
   int64_t i;
 } draw_val;
-typedef void (*draw_fn)(lt_generator *g, draw_val *out, int64_t n, const double *params);
+typedef void (*draw_fn)(lt_generator *g, draw_val *out, int64_t n, const void *params);
 
 static void put(char *p, lt_dtype dt, double v) {
   switch (dt) {
@@ -32,7 +32,7 @@ static void put(char *p, lt_dtype dt, double v) {
   }
 }
 
-static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const double *params,
+static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const void *params,
                          bool ints) {
   int64_t n = lt_numel(t), es = (int64_t)ltB_esize(t->dtype);
   char *base = ltB_ptr(t);
@@ -70,40 +70,44 @@ static void fill_logical(lt_tensor *t, lt_generator *g, draw_fn draw, const doub
   }
 }
 
-static void draw_uniform(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+static void draw_uniform(lt_generator *g, draw_val *out, int64_t n, const void *params) {
+  const double *p = params;
   for (int64_t i = 0; i < n; i++) out[i].d = p[0] + (p[1] - p[0]) * ltB_next_double(g);
 }
 
 /* n standard normals scaled (p: mean, std): the draws of (n + 1) / 2 pairs (n <= DRAW_CHUNK) */
-static void draw_normal(lt_generator *g, draw_val *out, int64_t n, const double *p) {
-  double u[DRAW_CHUNK] = {0}, z[DRAW_CHUNK];   /* (zeroed: GCC cannot see the draws fill it) */
+static void draw_normal(lt_generator *g, draw_val *out, int64_t n, const void *params) {
+  const double *p = params;
+  double z[DRAW_CHUNK];   /* the draws, then in place their normals */
   int64_t pairs = (n + 1) / 2;
-  for (int64_t i = 0; i < pairs; i++) ltB_normal_draws(g, u + 2 * i);
-  ltC_normal_block(u, z, pairs);
+  for (int64_t i = 0; i < pairs; i++) ltB_normal_draws(g, z + 2 * i);
+  ltC_normal_block(z, pairs);
   for (int64_t i = 0; i < n; i++) out[i].d = p[0] + p[1] * z[i];
 }
 
-/* randint's values: lo + ltB_next_below(span) in integers (p holds lo and the span as the bits
-** of two int64), its two divisions by the span made once a chunk: the rejection limit, and r %
-** span as r - q span with q from a multiply by m = floor((2^64 - 1) / span), which is at most
-** one short (r m / 2^64 > r / span - 1, as 2^64 - span m <= span): randint of 1M took 6.0 ms
-** against PyTorch's 3.3. */
-static void draw_randint(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+/* randint's values: lo + ltB_next_below(span) in integers, its two divisions by the span made
+** once a chunk: the rejection limit, and r % span as r - q span with q from a multiply by m =
+** floor((2^64 - 1) / span), which is at most one short (r m / 2^64 > r / span - 1, as 2^64 -
+** span m <= span): randint of 1M took 6.0 ms against PyTorch's 3.3. */
+typedef struct randint_params {
   int64_t lo;
   uint64_t span;
-  memcpy(&lo, &p[0], sizeof lo);
-  memcpy(&span, &p[1], sizeof span);
-  uint64_t limit = UINT64_MAX - UINT64_MAX % span, magic = UINT64_MAX / span;
+} randint_params;
+
+static void draw_randint(lt_generator *g, draw_val *out, int64_t n, const void *params) {
+  const randint_params *p = params;
+  uint64_t span = p->span, limit = UINT64_MAX - UINT64_MAX % span, magic = UINT64_MAX / span;
   for (int64_t i = 0; i < n; i++) {
     uint64_t r;
     do r = ltB_next_u64(g); while (r >= limit);
     uint64_t rem = r - (uint64_t)(((unsigned __int128)r * magic) >> 64) * span;
     rem -= span & -(uint64_t)(rem >= span);   /* a mask, not a branch: which it is varies */
-    out[i].i = (int64_t)((uint64_t)lo + rem);
+    out[i].i = (int64_t)((uint64_t)p->lo + rem);
   }
 }
 
-static void draw_bernoulli(lt_generator *g, draw_val *out, int64_t n, const double *p) {
+static void draw_bernoulli(lt_generator *g, draw_val *out, int64_t n, const void *params) {
+  const double *p = params;
   for (int64_t i = 0; i < n; i++) out[i].d = ltB_next_double(g) < p[0] ? 1.0 : 0.0;
 }
 
@@ -114,14 +118,14 @@ void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) {
 
 /* normal_ on a dense tensor of NORMAL_PAR elements or more: this thread takes the generator's
 ** draws in order, a block at a time, and the Box-Muller transform of each pair, whose log, sin
-** and cos cost several times the two draws, runs over the pool (randn of 256 x 1024 took 5.6 ms
-** on one thread with libm's). The formulas are draw_normal's, so the values are those of the one-thread
-** loop at any thread count. */
+** and cos cost several times the two draws, runs over the pool (randn of 256 x 1024 took 5.6
+** ms on one thread with libm's). The formulas are draw_normal's, so the values are those of
+** the one-thread loop at any thread count. */
 #define NORMAL_PAR 8192
 #define NORMAL_BLOCK 32768   /* draws per block (even: pairs never straddle two) */
 
 typedef struct {
-  const double *u;   /* the block's draws: 1 - u1, u2 for each pair */
+  double *u;         /* the block's draws: 1 - u1, u2 for each pair, then their normals */
   char *out;         /* the block's first element */
   lt_dtype dt;
   int64_t es, n;     /* element size, elements in the block */
@@ -130,13 +134,10 @@ typedef struct {
 
 static void normal_pairs(int64_t p0, int64_t p1, void *ud) {
   const normal_job *j = ud;
-  double z[DRAW_CHUNK];
-  for (int64_t b = p0; b < p1; b += DRAW_CHUNK / 2) {
-    int64_t pairs = ltC_min(DRAW_CHUNK / 2, p1 - b), i0 = 2 * b;
-    ltC_normal_block(j->u + i0, z, pairs);
-    int64_t m = ltC_min(2 * pairs, j->n - i0);
-    for (int64_t i = 0; i < m; i++) put(j->out + (i0 + i) * j->es, j->dt, j->mean + j->std * z[i]);
-  }
+  double *z = j->u + 2 * p0;
+  ltC_normal_block(z, p1 - p0);
+  int64_t m = ltC_min(2 * (p1 - p0), j->n - 2 * p0);
+  for (int64_t i = 0; i < m; i++) put(j->out + (2 * p0 + i) * j->es, j->dt, j->mean + j->std * z[i]);
 }
 
 void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g) {
@@ -162,11 +163,8 @@ void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator
 /* The span in integers: as doubles, bounds near 2^62 gave values past hi, and the full range's
 ** span (2^64 - 1, rounded to 2^64) a division by zero. */
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g) {
-  uint64_t span = (uint64_t)hi - (uint64_t)lo;
-  double p[2];
-  memcpy(&p[0], &lo, sizeof lo);
-  memcpy(&p[1], &span, sizeof span);
-  fill_logical(t, g, draw_randint, p, true);
+  const randint_params p = {lo, (uint64_t)hi - (uint64_t)lo};
+  fill_logical(t, g, draw_randint, &p, true);
 }
 
 void ltC_bernoulli(lt_tensor *t, double prob, lt_generator *g) {

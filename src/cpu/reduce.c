@@ -95,23 +95,26 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
   for (; i < n; i++) t += x[i * s];                                        \
   return t;
 
-static double sum_f64(const double *x, int64_t s, int64_t n) {
-  double a[SUM_LANES] = {0};
-  int64_t i = 0;
-  if (s == 1) {
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];
-    if (i < n) {   /* the tail in the lanes too, through a block of zeros */
-      double z[SUM_LANES] = {0};
-      memcpy(z, x + i, (size_t)(n - i) * sizeof *z);
-      for (int k = 0; k < SUM_LANES; k++) a[k] += z[k];
-      i = n;
-    }
-  } else {
-    SUM_STRIDED(double)
-  }
+/* Every element in the lanes' doubles: float64 sums, and float32 sums whose float partials
+** overflowed (sum_f32) */
+#define SUM_WIDE(T)                                                        \
+  double a[SUM_LANES] = {0};                                               \
+  int64_t i = 0;                                                           \
+  if (s == 1) {                                                            \
+    for (; i + SUM_LANES <= n; i += SUM_LANES)                             \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];                \
+    if (i < n) { /* the tail in the lanes too, through a block of zeros */  \
+      T z[SUM_LANES] = {0};                                                \
+      memcpy(z, x + i, (size_t)(n - i) * sizeof(T));                       \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += z[k];                    \
+      i = n;                                                               \
+    }                                                                      \
+  } else {                                                                 \
+    SUM_STRIDED(T)                                                         \
+  }                                                                        \
   SUM_TREE
-}
+
+static double sum_f64(const double *x, int64_t s, int64_t n) { SUM_WIDE(double) }
 
 /* Contiguous float32 goes through float lanes first: each lane adds the SUM_BLOCK floats it gets
 ** from a block of SUM_BLOCK * SUM_LANES as a fixed tree in float32, then that partial joins the
@@ -253,16 +256,7 @@ LT_ISA_END
 /* A float32 partial of 8 can overflow where the sum in double is finite (8 x 3e38): a sum that
 ** comes out infinite or NaN is taken again with every element in the lanes' doubles, at the
 ** baseline, so at every level alike (inputs with an infinity or a NaN pay twice). */
-static double sum_f32_wide(const float *x, int64_t s, int64_t n) {
-  double a[SUM_LANES] = {0};
-  int64_t i = 0;
-  if (s == 1)
-    for (; i + SUM_LANES <= n; i += SUM_LANES)
-      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];
-  else
-    SUM_STRIDED(float)
-  SUM_TREE
-}
+static double sum_f32_wide(const float *x, int64_t s, int64_t n) { SUM_WIDE(float) }
 
 static double sum_f32(const float *x, int64_t s, int64_t n) {
   double t;
@@ -788,7 +782,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
   int64_t ridx[LT_MAX_DIMS];
   acc_t a0 = acc_init(p->op, p->fl);
   bool unit_sum = p->dt == LT_FLOAT32 && cis == 1 && (p->op == LT_RSUM || p->op == LT_RMEAN);
-  col_sum_fn sums = unit_sum ? col_sum_rows_for_isa() : NULL;
+  col_sum_fn sum_rows = unit_sum ? col_sum_rows_for_isa() : NULL, sums;
   /* float32 maxima and minima of contiguous rows fold as extreme.c's keys, decoded per block */
   bool is_max = p->op == LT_RAMAX;
   bool keyed = p->dt == LT_FLOAT32 && cis == 1 && (is_max || p->op == LT_RAMIN);
@@ -799,7 +793,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     kcount kc;
     kc_init(&kc, p, nk1, q);
     int64_t j0 = b * p->W, w = ltC_min(p->W, p->L - j0);
-    sums = unit_sum ? col_sum_rows_for_isa() : NULL;
+    sums = sum_rows;
   again:
     for (int64_t j = 0; j < w; j++) {
       ad[j] = a0.d;

@@ -469,12 +469,18 @@ static bool thin_products(int64_t side) {
   return side <= ltC_thin_max();
 }
 
-/* Chunk [n0, n0 + cnt) of x: its tiles, padded channels last into X, then transformed into V. */
-static void chunk_tiles(lt_ctx *ctx, wg_job *j, const ltK_range_fn *pass, const float *x,
-                        int64_t n0, int64_t cnt) {
+/* Chunk [n0, n0 + cnt) of x, padded channels last into X. */
+static void chunk_pad(lt_ctx *ctx, wg_job *j, const ltK_range_fn *pass, const float *x,
+                      int64_t n0, int64_t cnt) {
   j->T = cnt * j->TT;
   j->x = x + n0 * j->C * j->H * j->W;
   ltB_parallel_for(ctx, cnt * j->Hp, ltC_grain(j->Wp * j->C), pass[0], j);
+}
+
+/* The chunk's tiles, padded and then transformed into V. */
+static void chunk_tiles(lt_ctx *ctx, wg_job *j, const ltK_range_fn *pass, const float *x,
+                        int64_t n0, int64_t cnt) {
+  chunk_pad(ctx, j, pass, x, n0, cnt);
   ltB_parallel_for(ctx, j->T, ltC_grain(32 * j->C), pass[1], j);
 }
 
@@ -498,9 +504,7 @@ int ltC_winograd_conv(lt_ctx *ctx, const char *name, int64_t N, int64_t C, int64
     int64_t cnt = N - n0 < nb ? N - n0 : nb;
     j.y = y + n0 * O * j.OH * j.OW;
     if (fused) {
-      j.T = cnt * j.TT;
-      j.x = x + n0 * C * j.H * j.W;
-      ltB_parallel_for(ctx, cnt * j.Hp, ltC_grain(j.Wp * C), pass[0], &j);
+      chunk_pad(ctx, &j, pass, x, n0, cnt);
       ltB_parallel_for(ctx, (j.T + FUSED - 1) / FUSED, ltC_grain(FUSED * 16 * C * O), pass[6],
                        &j);
     } else {
