@@ -9,11 +9,18 @@
 
 /* __gc (upvalue: the context). Only ever installed on the Tensor metatable, so the type needs
 ** no check (a name check here would hash a string for every collected tensor). During a
-** slice's collector step the release waits in the state's dead list (lmem.c's ltL_gc_slice). */
+** slice's collector step the release waits in the state's dead list (lmem.c's ltL_gc_slice).
+** A tensor made before the last slice was alive then: the tensor bytes made since, up to the
+** bytes in use, are a lower bound of its life, which lmem.c's span keeps the longest of. */
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   ltL_state *st = ctx ? (ltL_state *)(ctx + 1) : NULL;
+  if (box->t && st && st->last_clock > box->born) {
+    uint64_t life = st->last_clock - box->born, in_use = ltB_cache_in_use();
+    if (life > in_use) life = in_use;
+    if (life > st->span) st->span = life;
+  }
   if (box->t && st && st->deferring && st->ndead < LTL_DEAD_MAX)
     st->dead[st->ndead++] = box->t;
   else

@@ -51,6 +51,7 @@ ltL_state *ltL_state_of(lua_State *L) {
 ** how large a slice is and what it does to the collector. */
 static void gc_account(lua_State *L, ltL_state *st, size_t nbytes) {
   st->pending += nbytes;
+  st->clock += nbytes;
   if (st->pending >= st->slice) {
     size_t kb = st->pending / 1024;
     st->pending = 0;
@@ -69,6 +70,7 @@ static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
   box->tag = &ltL_tensor_tag;
   box->t = t;
   box->scope = 0;
+  box->born = st ? st->clock : 0;
   if (st)
     lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
   else
@@ -439,6 +441,7 @@ int luaopen_lantern_core(lua_State *L) {
     lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(ltL_state), 0);
     memset(ctx + 1, 0, sizeof(ltL_state));
     ((ltL_state *)(ctx + 1))->slice = LTL_SLICE_MIN;
+    ((ltL_state *)(ctx + 1))->span = LTL_SLICE_MAX;   /* no lifetimes seen yet */
     if (ltB_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);

@@ -25,6 +25,7 @@ typedef struct ltL_box {
   const void *tag;
   lt_tensor *t;
   uint64_t scope;
+  uint64_t born;             /* the state's clock when the handle was made (lmem.c's pacing) */
 } ltL_box;
 extern const char ltL_tensor_tag;
 /* The box at idx when it is a Tensor userdata (released or not), else NULL. The size is read
@@ -53,6 +54,10 @@ typedef struct ltL_state {
   size_t gc_limit;           /* cache bytes in use beyond which a full collection runs */
   size_t gc_room;            /* the garbage that limit allows (lmem.c paces steps by it) */
   bool deferring;            /* a slice's step is running: __gc defers its releases to dead */
+  uint64_t clock;            /* tensor bytes reported so far */
+  uint64_t last_clock;       /* the clock at the last slice */
+  uint64_t span;             /* the longest life (reported bytes) seen of a collected tensor,
+                             ** decaying (lmem.c sizes slices by it) */
   int ndead;
   lt_tensor *dead[LTL_DEAD_MAX];
   uint64_t full_gcs;         /* full collections Lantern started (memory_stats reports them) */
