@@ -15,8 +15,10 @@ local cases = {}
 for _, d in ipairs { 1, 7, 8, 9, 17, 128, 1000, 4097 } do
   cases[#cases + 1] = { x = lt.randn(6, d) * 3 + 0.5, g = lt.randn(6, d), w = lt.randn(d), b = lt.randn(d) }
 end
+-- rows enough for several chunks of the fused dx + dweight pass, split between threads
+cases[#cases + 1] = { x = lt.randn(300, 33) * 3 + 0.5, g = lt.randn(300, 33), w = lt.randn(33), b = lt.randn(33) }
 local planes = {}
-for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 } } do
+for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 }, { 40, 4, 5 } } do
   local C = shape[2]
   planes[#planes + 1] = { x = lt.randn(table.unpack(shape)) * 2 - 1, g = lt.randn(table.unpack(shape)),
     C = C, w = lt.randn(C), b = lt.randn(C) }
@@ -98,7 +100,8 @@ describe("float32 layer_norm and rms_norm", function()
   it("are within float32 rounding of the float64 norms", function()
     lt.manual_seed(9)
     for _, d in ipairs { 1, 5, 8, 9, 64, 100, 1023 } do
-      local x, g = lt.randn(8, d) * 10 - 3, lt.randn(8, d)
+      local rows = d == 64 and 100 or 8   -- 100: several chunks of the fused dx + dweight pass
+      local x, g = lt.randn(rows, d) * 10 - 3, lt.randn(rows, d)
       local w, b = lt.randn(d), lt.randn(d)
       local x32, w32, b32 = x:clone():requires_grad_(), w:clone():requires_grad_(), b:clone():requires_grad_()
       local x64, w64, b64 = x:double():requires_grad_(), w:double():requires_grad_(), b:double():requires_grad_()
@@ -121,7 +124,7 @@ describe("float32 layer_norm and rms_norm", function()
 
   it("group_norm and batch_norm are within float32 rounding of float64", function()
     lt.manual_seed(12)
-    for _, shape in ipairs { { 5, 4, 1 }, { 3, 6, 9 }, { 2, 8, 16, 5 }, { 4, 2, 33 } } do
+    for _, shape in ipairs { { 5, 4, 1 }, { 3, 6, 9 }, { 2, 8, 16, 5 }, { 4, 2, 33 }, { 40, 4, 5 } } do
       local C = shape[2]
       local x, g = lt.randn(table.unpack(shape)) * 5 + 2, lt.randn(table.unpack(shape))
       local w, b = lt.randn(C), lt.randn(C)

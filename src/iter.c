@@ -82,17 +82,31 @@ static void run_rows(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn kern
     idx[d] = r % it->size[d];
     r /= it->size[d];
   }
+  /* pointers are stepped along the dim next to the innermost and recomputed only on a carry:
+  ** rows of a few elements (a broadcast copy of (H, 1, W, 1) to (H, 2, W, 2)) cost their
+  ** recomputation more than their work */
   char *ptr[LT_ITER_MAX];
-  for (int64_t row = r0; row < r1; row++) {
+  int64_t step[LT_ITER_MAX], outer = nd >= 2 ? it->size[nd - 2] : 1;
+  for (int k = 0; k < nops; k++) step[k] = nd >= 2 ? it->stride[k][nd - 2] : 0;
+  int64_t row = r0;
+  while (row < r1) {
     for (int k = 0; k < nops; k++) {
       char *p = it->data[k];
       for (int d = 0; d < nd - 1; d++) p += idx[d] * it->stride[k][d];
       ptr[k] = p;
     }
-    kernel(ptr, rst, inner, ud);
-    for (int d = nd - 2; d >= 0; d--) {
-      if (++idx[d] < it->size[d]) break;
+    int64_t run = nd >= 2 ? outer - idx[nd - 2] : r1 - row;   /* rows before the next carry */
+    if (run > r1 - row) run = r1 - row;
+    for (int64_t i = 0; i < run; i++) {
+      kernel(ptr, rst, inner, ud);
+      for (int k = 0; k < nops; k++) ptr[k] += step[k];
+    }
+    row += run;
+    if (nd < 2) break;
+    idx[nd - 2] += run;
+    for (int d = nd - 2; d > 0 && idx[d] >= it->size[d]; d--) {
       idx[d] = 0;
+      idx[d - 1]++;
     }
   }
 }

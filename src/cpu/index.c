@@ -176,9 +176,27 @@ typedef struct {
   int64_t n, V, block, istride, base;   /* block in bytes, istride in bytes */
 } blocks_job;
 
+/* blocks of one element (index_select along the last dim, as nearest upsampling does): a typed
+** load and store, where a memcpy call per element cost 2.9 ns */
+#define COPY_ELEMS(T)                                                                   \
+  for (int64_t r = b; r < e; r++) {                                                     \
+    int64_t v = *(const int64_t *)(j->idx + k * j->istride) - j->base;                  \
+    ((T *)j->out)[r] = ((const T *)j->src)[a * j->V + v];                               \
+    if (++k == j->n) {                                                                  \
+      k = 0;                                                                            \
+      a++;                                                                              \
+    }                                                                                   \
+  }
+
 static void copy_blocks(int64_t b, int64_t e, void *ud) {
   const blocks_job *j = ud;
   int64_t a = b / j->n, k = b % j->n;   /* block r = a * n + k, stepped without dividing */
+  switch (j->block) {
+    case 8: COPY_ELEMS(int64_t) return;
+    case 4: COPY_ELEMS(int32_t) return;
+    case 1: COPY_ELEMS(uint8_t) return;
+    default: break;
+  }
   for (int64_t r = b; r < e; r++) {
     int64_t v = *(const int64_t *)(j->idx + k * j->istride) - j->base;
     memcpy(j->out + r * j->block, j->src + (a * j->V + v) * j->block, (size_t)j->block);

@@ -318,7 +318,7 @@ NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
 
 /* dx of one row: dx = rs*g + a*x + b, g = dy*w; w (layer, rms: per position; group: one per
 ** channel) a constant pointer test at each call, so that each loop has no branch */
-NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w) {
+NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w, double *aw, double *ab) {
   const int64_t D = j->D;
   const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
   const float *w = has_w ? (const float *)j->w : NULL;
@@ -336,6 +336,11 @@ NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w) {
         lg[k] += wc * l1[k];
         lgx[k] += wc * l2[k];
       }
+      if (aw) {   /* the channel's dw and db terms are these sums */
+        int64_t ch = (r % j->G) * j->Cg + c;
+        aw[ch] += lanes_total(l2) * rs;
+        ab[ch] += lanes_total(l1);
+      }
     } else {
       f32_dot_into(lg, lgx, dy + c * len, group ? NULL : w, x + c * len, len, mu);
     }
@@ -349,6 +354,13 @@ NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w) {
     if (group) {
       double k = rs * (w ? (double)w[(r % j->G) * j->Cg + c] : 1.0);
       for (int64_t i = 0; i < len; i++) dxc[i] = (float)(k * (double)dyc[i] + a * (double)xc[i] + bb);
+    } else if (aw) {   /* layer and rms norm: dw and db of this row in the same pass */
+      for (int64_t i = 0; i < len; i++) {
+        double d = dyc[i], g = w ? d * (double)w[i] : d, xv = xc[i];
+        dxc[i] = (float)(rs * g + a * xv + bb);
+        aw[i] += d * (xv - mu) * rs;
+        ab[i] += d;
+      }
     } else {
       for (int64_t i = 0; i < len; i++) {
         double g = w ? (double)dyc[i] * (double)w[i] : (double)dyc[i];
@@ -430,12 +442,12 @@ NORM_INLINE void f32_bn_grad_sums(bn_job *j, int64_t c0, int64_t c1) {
   static void fwd_##SUF(const row_job *j, int64_t r0, int64_t r1) {                   \
     for (int64_t r = r0; r < r1; r++) f32_row_forward(j, r);                           \
   }                                                                                    \
-  static void dx_##SUF(const row_job *j, int64_t r0, int64_t r1) {                    \
+  static void dx_##SUF(const row_job *j, int64_t r0, int64_t r1, double *aw, double *ab) { \
     for (int64_t r = r0; r < r1; r++) {                                                \
       if (j->w)                                                                        \
-        f32_row_dx_w(j, r, true);                                                      \
+        f32_row_dx_w(j, r, true, aw, ab);                                              \
       else                                                                             \
-        f32_row_dx_w(j, r, false);                                                     \
+        f32_row_dx_w(j, r, false, aw, ab);                                             \
     }                                                                                  \
   }                                                                                    \
   static void dw_##SUF(const row_job *j, double *aw, double *ab) { f32_rows_dw(j, aw, ab); } \
@@ -454,7 +466,7 @@ LT_ISA_END
 
 typedef struct norm_f32_kernels {
   void (*fwd)(const row_job *j, int64_t r0, int64_t r1);
-  void (*dx)(const row_job *j, int64_t r0, int64_t r1);
+  void (*dx)(const row_job *j, int64_t r0, int64_t r1, double *aw, double *ab);
   void (*dw)(const row_job *j, double *aw, double *ab);
   void (*bn_stats)(bn_job *j, int64_t c0, int64_t c1);
   void (*bn_sums)(bn_job *j, int64_t c0, int64_t c1);
@@ -528,7 +540,7 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
 static void row_dx(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
   if (j->dt == LT_FLOAT32) {
-    norm_f32_for_isa().dx(j, r0, r1);
+    norm_f32_for_isa().dx(j, r0, r1, NULL, NULL);
     return;
   }
   const double *w = j->w;
@@ -644,40 +656,92 @@ void ltC_row_norm(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *y, lt_tensor *
   ltB_parallel_for(ctx, g->R, grain_of(3 * g->D), row_forward, &j);
 }
 
+/* float64 dw (aw) and db (ab): sums over the rows, in row order */
+static void f64_rows_dw(const row_job *j, double *aw, double *ab) {
+  for (int64_t r = 0; r < j->R; r++) {
+    const double *xr = (const double *)j->x + r * j->D, *dyr = (const double *)j->dy + r * j->D;
+    double mu = j->mean[r], rs = j->rstd[r];
+    for (int64_t i = 0; i < j->D; i++) {
+      int64_t k = widx(j, r, i);
+      aw[k] += dyr[i] * (xr[i] - mu) * rs;
+      ab[k] += dyr[i];
+    }
+  }
+}
+
+/* float32 dx with a weight gradient: dx, dw and db in one pass over x and dy (a second pass for
+** the sums read them again, on one thread: LayerNorm(768) over 4096 rows, one thread, backward
+** 6.3 ms against PyTorch's 3.6; GroupNorm(8, 64) over 32 x 64 x 32 x 32 4.9 against 2.1). The
+** rows go in chunks of a size set by R alone, each chunk's sums into its own partial, the
+** partials added in chunk order: the same result at every thread count. Group norm needs its
+** weight here, whose per-channel runs give the sums. */
+#define DW_CHUNKS 64
+#define DW_CHUNK_MIN 32
+
+typedef struct {
+  row_job *j;
+  int64_t chunk, nw;
+  double *part;   /* (chunks, 2, nw) */
+} dxw_job;
+
+static void row_dx_dw(int64_t c0, int64_t c1, void *ud) {
+  const dxw_job *q = ud;
+  for (int64_t c = c0; c < c1; c++) {
+    int64_t r0 = c * q->chunk, r1 = r0 + q->chunk < q->j->R ? r0 + q->chunk : q->j->R;
+    double *aw = q->part + c * 2 * q->nw;
+    norm_f32_for_isa().dx(q->j, r0, r1, aw, aw + q->nw);
+  }
+}
+
+static bool fused_dx_dw(lt_ctx *ctx, row_job *j, int64_t nw, double *aw, double *ab) {
+  int64_t chunk = (j->R + DW_CHUNKS - 1) / DW_CHUNKS;
+  if (chunk < DW_CHUNK_MIN) chunk = DW_CHUNK_MIN;
+  int64_t n = (j->R + chunk - 1) / chunk;
+  double *part = calloc((size_t)(n * 2 * nw), sizeof *part);
+  if (!part) return false;
+  dxw_job q = {j, chunk, nw, part};
+  ltB_parallel_for(ctx, n, 1, row_dx_dw, &q);
+  for (int64_t c = 0; c < n; c++)
+    for (int64_t i = 0; i < nw; i++) {
+      aw[i] += part[c * 2 * nw + i];
+      ab[i] += part[c * 2 * nw + nw + i];
+    }
+  free(part);
+  return true;
+}
+
 int ltC_row_norm_backward(lt_ctx *ctx, const ltK_norm_geom *g, lt_tensor *dx, lt_tensor *dw,
                           lt_tensor *db, const lt_tensor *x, const lt_tensor *w,
                           const lt_tensor *dy, const lt_tensor *mean, const lt_tensor *rstd) {
   row_job j = row_job_of(g, x, w, mean, rstd);
   j.dy = ltB_ptr(dy);
-  if (dx) {
-    j.dx = ltB_ptr(dx);
-    ltB_parallel_for(ctx, g->R, grain_of(3 * g->D), row_dx, &j);
-  }
-  if (!dw && !db) return 0;
-  /* weight index space: D (layer, rms) or C = G*Cg (group); rows summed in order */
+  const char *op = g->kind == LT_NORM_GROUP ? "group_norm"
+                   : g->kind == LT_NORM_RMS ? "rms_norm" : "layer_norm";
+  /* weight index space: D (layer, rms) or C = G*Cg (group) */
   int64_t nw = g->kind == LT_NORM_GROUP ? g->G * g->Cg : g->D;
-  double *acc = calloc((size_t)(2 * nw + 1), sizeof *acc);
-  if (!acc) {
-    const char *op = g->kind == LT_NORM_GROUP ? "group_norm"
-                     : g->kind == LT_NORM_RMS ? "rms_norm" : "layer_norm";
-    return ltB_fail(ctx, "%s: out of memory for %lld weight sums", op, (long long)nw);
+  double *acc = NULL;
+  if (dw || db) {
+    acc = calloc((size_t)(2 * nw + 1), sizeof *acc);
+    if (!acc) return ltB_fail(ctx, "%s: out of memory for %lld weight sums", op, (long long)nw);
   }
-  double *aw = acc, *ab = acc + nw;
-  if (j.dt == LT_FLOAT32) {
-    norm_f32_for_isa().dw(&j, aw, ab);
-  } else {
-    for (int64_t r = 0; r < g->R; r++) {
-      const double *xr = (const double *)j.x + r * g->D, *dyr = (const double *)j.dy + r * g->D;
-      double mu = j.mean[r], rs = j.rstd[r];
-      for (int64_t i = 0; i < g->D; i++) {
-        int64_t k = widx(&j, r, i);
-        aw[k] += dyr[i] * (xr[i] - mu) * rs;
-        ab[k] += dyr[i];
-      }
+  double *aw = acc, *ab = acc ? acc + nw : NULL;
+  if (dx) j.dx = ltB_ptr(dx);
+  if (dx && acc && j.dt == LT_FLOAT32 && (g->kind != LT_NORM_GROUP || j.w)) {
+    if (!fused_dx_dw(ctx, &j, nw, aw, ab)) {
+      free(acc);
+      return ltB_fail(ctx, "%s: out of memory for the weight sums' partials", op);
     }
+  } else {
+    if (dx) ltB_parallel_for(ctx, g->R, grain_of(3 * g->D), row_dx, &j);
+    if (!acc) return 0;
+    if (j.dt == LT_FLOAT32)
+      norm_f32_for_isa().dw(&j, aw, ab);
+    else
+      f64_rows_dw(&j, aw, ab);
   }
   if (dw) store_sums(dw, aw, nw);
   if (db) store_sums(db, ab, nw);
   free(acc);
   return 0;
 }
+
