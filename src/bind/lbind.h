@@ -56,6 +56,7 @@ typedef struct ltL_state {
   bool deferring;            /* a slice's step is running: __gc defers its releases to dead */
   uint64_t clock;            /* tensor bytes reported so far */
   uint64_t last_clock;       /* the clock at the last slice */
+  uint64_t cycle_clock;      /* the clock when the last incremental cycle ended */
   uint64_t span;             /* the longest life (reported bytes) seen of a collected tensor,
                              ** decaying (lmem.c sizes slices by it) */
   int ndead;

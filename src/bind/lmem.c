@@ -53,7 +53,7 @@
 
 #define FULL_FLOOR ((size_t)2 << 20)
 #define PACE 2
-#define CYCLE_HEAPS 32
+#define CYCLE_HEAPS 64
 #define SHRINK_FROM ((size_t)8 << 20)
 #define MINOR_SHARE 5   /* a minor collection waits for a debt of heap / 5 (Lua's genminormul) */
 
@@ -78,43 +78,71 @@ static void release_dead(ltL_state *st) {
   while (st->ndead > 0) lt_release(st->dead[--st->ndead]);
 }
 
-/* The collector step for a slice of kb KiB. It is scaled by PACE * heap / room, so that an
-** incremental cycle comes every room / PACE bytes of tensors. The room is what the limit allows,
-** but at most CYCLE_HEAPS Lua heaps: a cycle costs a walk of the heap, about 20 us for Lantern's
-** own 190 KB, and with a large live set the room alone let garbage outgrow the caches (a 200 MB
-** model beside a loop of 4 MB `clamp`s kept 32 dead outputs and ran the op at 240-300 us; now
-** 2 and 160). In generational mode the step is at least the debt a minor collection waits for,
-** so that every slice runs one however small slices are. */
-static size_t step_kb(ltL_state *st, size_t kb, size_t heap) {
+/* The room that paces incremental cycles: what the limit allows, but at most CYCLE_HEAPS Lua
+** heaps. A cycle costs a walk of the heap, about 20 us for Lantern's own 190 KB, and with a
+** large live set the limit's room alone let garbage outgrow the caches: beside a 40 MB model a
+** loop of 4 MB `clamp`s kept six dead outputs (32 beside 200 MB), each op writing a buffer
+** long out of cache. */
+static size_t cycle_room(const ltL_state *st, size_t heap, bool *capped) {
   size_t room = ltB_cache_in_use();   /* a room measured before the live set shrank: capped */
   room = room < FULL_FLOOR ? FULL_FLOOR : room > st->gc_room ? st->gc_room : room;
-  if (room > CYCLE_HEAPS * heap) room = CYCLE_HEAPS * heap > FULL_FLOOR ? CYCLE_HEAPS * heap : FULL_FLOOR;
-  if (heap < room / PACE)
-    kb = (size_t)((double)kb * (double)heap * PACE / (double)room) + 1;
-  size_t minor = heap / (1024 * MINOR_SHARE) + 1;
-  return kb < minor ? minor : kb > INT_MAX ? INT_MAX : kb;
+  size_t most = CYCLE_HEAPS * heap > FULL_FLOOR ? CYCLE_HEAPS * heap : FULL_FLOOR;
+  *capped = room > most;
+  return *capped ? most : room;
 }
 
-/* The next slice: half the bytes in use, or twice the longest life of a recently freed tensor
-** when that is under an eighth of them (span, kept by __gc). Half the bytes in use is right
-** for a training step, whose activations must not outlive two minor collections; it is too
-** long for a loop whose temporaries die at once beside a large live set: with a 40 MB model
-** in memory, 4 MB `clamp` outputs lived through 22 MB slices, so each op wrote a buffer long
-** out of cache (1M-float `clamp` 150 us, `cat` of 8 tensors 236, against 90 and 114 in
-** PyTorch, which frees at once). The span decays by an eighth per slice; a life longer than
-** the bytes in use is counted as that (a model dropped after long use says nothing of how
-** long temporaries live). Below SHRINK_FROM in use the rule does not apply: slices are short
-** already, and the first steps of a run, before lifetimes are seen, keep the old rule. */
-static size_t next_slice(ltL_state *st) {
+/* Whether the collector runs incremental cycles: one ended within the last 8 x bytes in use
+** of tensor allocation (Lua tells the mode only by changing it). */
+static bool cycling(const ltL_state *st) {
+  return st->clock - st->cycle_clock < 8 * (uint64_t)ltB_cache_in_use();
+}
+
+/* The collector step for a slice of kb KiB: scaled by PACE * heap / room, so that a cycle
+** comes every room / PACE bytes of tensors, and once that many have gone by since the last
+** cycle ended, at least PACE heaps, which finishes it. In generational mode the step is at
+** least the debt a minor collection waits for, so that every slice runs one. */
+static size_t step_kb(const ltL_state *st, size_t kb, size_t heap) {
+  bool capped;
+  size_t room = cycle_room(st, heap, &capped);
+  if (heap < room / PACE)
+    kb = (size_t)((double)kb * (double)heap * PACE / (double)room) + 1;
+  size_t least = heap / (1024 * MINOR_SHARE) + 1;
+  if (st->clock - st->cycle_clock > room / PACE) least = heap * PACE / 1024 + 1;
+  return kb < least ? least : kb > INT_MAX ? INT_MAX : kb;
+}
+
+/* The next slice: half the bytes in use, or less once over SHRINK_FROM are in use. Half the
+** bytes in use is right for a training step, whose activations must not outlive two minor
+** collections; it is too long for a loop whose temporaries die at once beside a large live
+** set: with a 40 MB model in memory, 4 MB `clamp` outputs lived through 22 MB slices, so each
+** op wrote a buffer long out of cache (1M-float `clamp` 150 us, `cat` of 8 tensors 236,
+** against 90 and 114 in PyTorch, which frees at once).
+** - Generational: at most twice the longest life of a recently freed tensor (span, kept by
+**   __gc), decaying by an eighth per slice; a life longer than the bytes in use is counted as
+**   that (a model dropped after long use says nothing of how long temporaries live).
+** - Incremental: tensors die when a cycle ends, so their lives measure the cycle. Where
+**   CYCLE_HEAPS caps the room, the slice is half of room / PACE, so that steps come often
+**   enough to end a cycle on time; elsewhere it stays (capped everywhere, the CNN's and the
+**   GPT's peaks in incremental mode rose 8%).
+** Below SHRINK_FROM slices are short already, and the first steps of a run, before lifetimes
+** are seen, keep half the bytes in use (shrunk there, one early slice left the GPT
+** benchmark's peak 10% higher). */
+static size_t next_slice(const ltL_state *st, size_t heap) {
   size_t next = ltB_cache_in_use() / 2;
-  if (next > SHRINK_FROM / 2 && next / 4 > st->span) next = 2 * (size_t)st->span;
+  if (next > SHRINK_FROM / 2) {
+    bool capped;
+    size_t room = cycle_room(st, heap, &capped), most = 2 * (size_t)st->span;
+    if (cycling(st)) most = capped ? room / (2 * PACE) : next;
+    if (most < next) next = most;
+  }
   return next < LTL_SLICE_MIN ? LTL_SLICE_MIN : next > LTL_SLICE_MAX ? LTL_SLICE_MAX : next;
 }
 
 void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   /* a stopped collector (collectgarbage("stop"), or a finalizer running: -1) is left alone */
   if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
-  kb = step_kb(st, kb, (size_t)lua_gc(L, LUA_GCCOUNT) * 1024);
+  size_t heap = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024;
+  kb = step_kb(st, kb, heap);
   st->span -= st->span / 8;
   st->deferring = true;
   int ended = lua_gc(L, LUA_GCSTEP, (int)kb);
@@ -122,6 +150,7 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   release_dead(st);
   if (ended == 1) {
     ltL_gc_rebase(L, st);   /* an incremental cycle just ended */
+    st->cycle_clock = st->clock;
   } else if (ltB_cache_in_use() > st->gc_limit) {
     st->deferring = true;
     lua_gc(L, LUA_GCCOLLECT);
@@ -131,7 +160,7 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
     ltL_gc_rebase(L, st);
   }
   st->last_clock = st->clock;
-  st->slice = next_slice(st);
+  st->slice = next_slice(st, heap);
 }
 
 /* ------------------------------------------------------------ release */
