@@ -117,8 +117,8 @@ print(string.format("cycles=%d peak=%d full=%d", cycles, s.peak_in_use, s.full_c
 
   -- Beside a large live set, slices of half the bytes in use (generational mode) and cycles
   -- every half of the room (incremental) let six 4 MiB outputs of a loop lie dead, each op
-  -- writing a buffer long out of cache; slices sized by how long tensors live and cycles
-  -- capped at 32 Lua heaps leave two (lmem.c)
+  -- writing a buffer long out of cache; slices sized by how long tensors live and cycles at
+  -- least every 32 Lua heaps of tensor bytes leave two (lmem.c)
   for _, mode in ipairs({ "generational", "incremental" }) do
     it("frees a loop's large temporaries within a few ops beside a large live set in " .. mode ..
       " mode", function()

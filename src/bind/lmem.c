@@ -15,7 +15,8 @@
 ** incremental cycle that ends also resets the limit.
 **
 ** A slice is half of the bytes the cache has in use (256 KiB at least, 64 MiB at most), not a
-** fixed size, or less where tensors are seen to die much sooner (next_slice). With 256 KiB slices, a training step of a few MB ran a dozen minor collections,
+** fixed size, or less where tensors are seen to die much sooner (next_slice). With 256 KiB
+** slices, a training step of a few MB ran a dozen minor collections,
 ** so its activations and gradients outlived two of them, became old and waited for full
 ** collections; each of those walks Lantern's Lua heap (about 0.5 ms on the Zen 5 EPYC here), and
 ** the spec's CNN loop ran one every step. Slices scaled to the working set let a step's
@@ -33,12 +34,13 @@
 ** about the heap's size, so unscaled steps ran one cycle per heap-size of tensor allocation
 ** whatever the room: 64K-float products in Lantern's 180 KB heap ran a cycle every other op,
 ** 19.7 us an op against 9.2 in generational mode. Scaled, a cycle comes every room / PACE bytes:
-** 13.3 us (4096 floats: 2.0 -> 1.05 us), garbage still well inside the limit. In generational
-** mode a scaled step, heap * in use / room, still passes a minor collection's threshold, a fifth
-** of the heap, at every slice while slices are half the bytes in use (up to 128 MiB in use);
-** beyond, slices stop at 64 MiB and a minor collection may wait for two of them, the full
-** collections' limit bounding the garbage as before. The room is capped by what is in use now,
-** so a room measured before the live set shrank does not stretch the steps.
+** 13.3 us (4096 floats: 2.0 -> 1.05 us), garbage still well inside the limit. The room is
+** capped by what is in use now, so a room measured before the live set shrank does not stretch
+** the steps, and by CYCLE_HEAPS Lua heaps (cycle_room). Every step is at least a fifth of the
+** heap, the debt a minor collection waits for at Lua's default genminormul (a host that raises
+** it gets one every few slices), so that in generational mode each slice runs one; in
+** incremental mode that floor is below the scaled step wherever slices are half the bytes in
+** use, and where they are shorter it makes the cycles keep up with them.
 **
 ** Release scopes (lt.tidy). While a scope is open, every tensor handle pushed to Lua is recorded
 ** in the innermost scope's list and tagged with its serial. When the scope ends, the handles it
@@ -99,8 +101,8 @@ static bool cycling(const ltL_state *st) {
 
 /* The collector step for a slice of kb KiB: scaled by PACE * heap / room, so that a cycle
 ** comes every room / PACE bytes of tensors, and once that many have gone by since the last
-** cycle ended, at least PACE heaps, which finishes it. In generational mode the step is at
-** least the debt a minor collection waits for, so that every slice runs one. */
+** cycle ended, at least PACE heaps, which finishes it; never below the debt a minor collection
+** waits for (the header). */
 static size_t step_kb(const ltL_state *st, size_t kb, size_t heap) {
   bool capped;
   size_t room = cycle_room(st, heap, &capped);

@@ -224,6 +224,7 @@ void ltC_copy(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
   lt_tensor *ops[2] = {dst, (lt_tensor *)src};
   ltB_iter it;
   ltB_iter_init(&it, 2, ops, dst->ndim, dst->size);
+  if (it.numel == 0) return;
   if (dst->dtype == src->dtype && it.ndim >= 2 && it.size[it.ndim - 1] <= SHORT_ROW) {
     int64_t inner = it.size[it.ndim - 1];
     ltB_parallel_for(ctx, it.numel / inner, (LT_PAR_MIN + inner - 1) / inner, copy_short_rows,

@@ -145,7 +145,8 @@ void ltC_stream_row(char **d, const int64_t *st, int nops, int64_t n, ltK_row_fn
 /* o = a op b over n dense float32s for add, sub, mul and div, computed in registers and stored
 ** from there past the caches (no L1 block in between: 16M floats at one thread on the Zen 4
 ** EPYC here, 30.5 -> ~38 GB/s). False, having done nothing, for other ops or below AVX2. */
-bool ltC_stream_f32_binary(int op, float *o, const float *a, const float *b, int64_t n);
+bool ltC_stream_f32_binary(int op, float *o, const float *a, int64_t sa, const float *b,
+                           int64_t sb, int64_t n);
 
 /* ================================================================ rows along one dim */
 

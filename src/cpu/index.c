@@ -174,6 +174,7 @@ typedef struct {
   const char *src;
   const char *idx;
   int64_t n, V, block, istride, base;   /* block in bytes, istride in bytes */
+  int64_t es;                            /* element size */
 } blocks_job;
 
 /* blocks of one element (index_select along the last dim, as nearest upsampling does): typed
@@ -201,7 +202,7 @@ typedef struct {
 static void copy_blocks(int64_t b, int64_t e, void *ud) {
   const blocks_job *j = ud;
   int64_t a = b / j->n, k = b % j->n;   /* block r = a * n + k, stepped without dividing */
-  switch (j->block) {
+  switch (j->block == j->es ? j->block : 0) {   /* one element a block */
     case 8: COPY_ELEMS(int64_t) return;
     case 4: COPY_ELEMS(int32_t) return;
     case 1: COPY_ELEMS(uint8_t) return;
@@ -229,7 +230,7 @@ static bool gather_blocks(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int
   for (int d = dim + 1; d < out->ndim; d++) inner *= out->size[d];
   int64_t es = (int64_t)ltB_esize(out->dtype);
   blocks_job j = {ltB_ptr(out), ltB_ptr(src), ltB_ptr(index), out->size[dim], src->size[dim],
-                  inner * es, index->stride[dim] * (int64_t)sizeof(int64_t), base};
+                  inner * es, index->stride[dim] * (int64_t)sizeof(int64_t), base, es};
   ltB_parallel_for(ctx, outer * j.n, ltC_grain(inner), copy_blocks, &j);
   return true;
 }
@@ -384,17 +385,28 @@ typedef struct {
   for (int64_t r = r0; r < r1; r++) {                                         \
     T *d = (T *)j->self + r * j->V;                                           \
     const T *x = (const T *)j->src + r * j->K;                                \
-    for (int64_t k = 0; k < j->K; k++) OP(d[j->idx[k * j->istride] - j->base], x[k]); \
+    for (int64_t k = 0; k < j->K; k++)                                        \
+      OP(d[j->idx[k * j->istride] - j->base], x[k]);                          \
   }
 
 static void scatter_last(int64_t r0, int64_t r1, void *ud) {
   const last_job *j = ud;
-  switch (j->dt) {
-    case LT_FLOAT32: if (j->add) SCAT_LAST(float, SCAT_ADD) else SCAT_LAST(float, SCAT_SET) break;
-    case LT_FLOAT64: if (j->add) SCAT_LAST(double, SCAT_ADD) else SCAT_LAST(double, SCAT_SET) break;
-    case LT_INT64: if (j->add) SCAT_LAST(int64_t, SCAT_ADD) else SCAT_LAST(int64_t, SCAT_SET) break;
-    case LT_BOOL: if (j->add) SCAT_LAST(bool, SCAT_OR) else SCAT_LAST(bool, SCAT_SET) break;
-    default: break;
+  if (!j->add) {
+    switch (j->dt) {
+      case LT_FLOAT32: SCAT_LAST(float, SCAT_SET) break;
+      case LT_FLOAT64: SCAT_LAST(double, SCAT_SET) break;
+      case LT_INT64: SCAT_LAST(int64_t, SCAT_SET) break;
+      case LT_BOOL: SCAT_LAST(bool, SCAT_SET) break;
+      default: break;
+    }
+  } else {
+    switch (j->dt) {
+      case LT_FLOAT32: SCAT_LAST(float, SCAT_ADD) break;
+      case LT_FLOAT64: SCAT_LAST(double, SCAT_ADD) break;
+      case LT_INT64: SCAT_LAST(int64_t, SCAT_ADD) break;
+      case LT_BOOL: SCAT_LAST(bool, SCAT_OR) break;
+      default: break;
+    }
   }
 }
 

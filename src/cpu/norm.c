@@ -697,7 +697,7 @@ static bool fused_dx_dw(lt_ctx *ctx, row_job *j, int64_t nw, double *aw, double 
   int64_t chunk = (j->R + DW_CHUNKS - 1) / DW_CHUNKS;
   if (chunk < DW_CHUNK_MIN) chunk = DW_CHUNK_MIN;
   int64_t n = (j->R + chunk - 1) / chunk;
-  double *part = calloc((size_t)(n * 2 * nw), sizeof *part);
+  double *part = calloc((size_t)(n * 2 * nw + 1), sizeof *part);
   if (!part) return false;
   dxw_job q = {j, chunk, nw, part};
   ltB_parallel_for(ctx, n, 1, row_dx_dw, &q);

@@ -126,20 +126,24 @@ void ltC_stream_row(char **d, const int64_t *st, int nops, int64_t n, ltK_row_fn
 
 #ifdef LT_ISA_DISPATCH
 LT_ISA_BEGIN_AVX2
-/* One op over dense rows; the same IEEE operation as the kernels' loops, so the same bits. */
-#define STREAM_LOOP(vop, sop)                                              \
-  do {                                                                     \
-    for (; i < n && ((uintptr_t)(o + i) & 31); i++) o[i] = a[i] sop b[i];  \
-    for (; i + 16 <= n; i += 16) {                                         \
-      __m256 x = vop(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));      \
-      __m256 y = vop(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8)); \
-      _mm256_stream_ps(o + i, x);                                          \
-      _mm256_stream_ps(o + i + 8, y);                                      \
-    }                                                                      \
-    for (; i < n; i++) o[i] = a[i] sop b[i];                               \
+/* One op over dense rows, either operand possibly one broadcast value (sa, sb: 1 dense, 0 one
+** value: a bias added down a tensor, 2.6x slower through stream_row's blocks); the same IEEE
+** operation as the kernels' loops, so the same bits. */
+#define STREAM_LOOP(vop, sop)                                                         \
+  do {                                                                                \
+    for (; i < n && ((uintptr_t)(o + i) & 31); i++) o[i] = a[i * sa] sop b[i * sb];   \
+    __m256 va = _mm256_set1_ps(a[0]), vb = _mm256_set1_ps(b[0]);                      \
+    for (; i + 16 <= n; i += 16) {                                                    \
+      __m256 a0 = sa ? _mm256_loadu_ps(a + i) : va, a1 = sa ? _mm256_loadu_ps(a + i + 8) : va; \
+      __m256 b0 = sb ? _mm256_loadu_ps(b + i) : vb, b1 = sb ? _mm256_loadu_ps(b + i + 8) : vb; \
+      _mm256_stream_ps(o + i, vop(a0, b0));                                           \
+      _mm256_stream_ps(o + i + 8, vop(a1, b1));                                       \
+    }                                                                                 \
+    for (; i < n; i++) o[i] = a[i * sa] sop b[i * sb];                                \
   } while (0)
 
-static void stream_f32_avx2(int op, float *o, const float *a, const float *b, int64_t n) {
+static void stream_f32_avx2(int op, float *o, const float *a, int64_t sa, const float *b,
+                            int64_t sb, int64_t n) {
   int64_t i = 0;
   switch (op) {
     case LT_ADD: STREAM_LOOP(_mm256_add_ps, +); break;
@@ -153,15 +157,16 @@ static void stream_f32_avx2(int op, float *o, const float *a, const float *b, in
 LT_ISA_END
 #endif
 
-bool ltC_stream_f32_binary(int op, float *o, const float *a, const float *b, int64_t n) {
+bool ltC_stream_f32_binary(int op, float *o, const float *a, int64_t sa, const float *b,
+                           int64_t sb, int64_t n) {
 #ifdef LT_ISA_DISPATCH
   if ((op == LT_ADD || op == LT_SUB || op == LT_MUL || op == LT_DIV) &&
       ltB_cpu_isa() >= LT_ISA_AVX2) {
-    stream_f32_avx2(op, o, a, b, n);
+    stream_f32_avx2(op, o, a, sa, b, sb, n);
     return true;
   }
 #else
-  (void)op, (void)o, (void)a, (void)b, (void)n;
+  (void)op, (void)o, (void)a, (void)sa, (void)b, (void)sb, (void)n;
 #endif
   return false;
 }
