@@ -650,6 +650,27 @@ describe("cumsum", function()
     assert.are.equal("int64", lt.tensor({ true, true }):cumsum(1).dtype)
     close(lt.tensor({ true, true }):cumsum(1), { 1, 2 })
   end)
+
+  -- along a dim that is not the last, dense tensors scan blocks of 256 columns at once
+  -- (src/cpu/scan.c): the same bits as scanning each column alone, at 1 and 2 threads
+  it("gives a column's own scan along an outer dim, forward and for the gradient", function()
+    lt.manual_seed(3)
+    local old = lt.get_num_threads()
+    finally(function() lt.set_num_threads(old) end)
+    for _, threads in ipairs({ 1, 2 }) do
+      lt.set_num_threads(threads)
+      for _, dt in ipairs({ "float32", "float64", "int64" }) do
+        local x = (lt.randn(3, 50, 600) * 1000):to(dt)
+        local want = x:transpose(2, 3):contiguous():cumsum(3):transpose(2, 3)
+        assert.is_true(lt.equal(x:cumsum(2), want:contiguous()), dt)
+      end
+      local x = lt.randn(3, 50, 600):requires_grad_()
+      local g = lt.randn(3, 50, 600)
+      x:cumsum(2):backward(g)
+      assert.is_true(lt.equal(x.grad, g:flip(2):transpose(2, 3):contiguous():cumsum(3)
+        :transpose(2, 3):flip(2):contiguous()))
+    end
+  end)
 end)
 
 describe("bad input", function()
