@@ -47,6 +47,15 @@ static void copy_row(char **data, const int64_t *st, int64_t n, void *ud) {
     memmove(data[0], data[1], (size_t)(n * sd));
     return;
   }
+  /* a row read backwards (flip): a loop the compiler can vectorise with a permute, where the
+  ** strided loop below took 0.6 ns an element */
+  if (ct->dst == ct->src && sd == -ss && sd == (int64_t)lt_dtype_size(ct->dst) && sd >= 4) {
+    if (sd == 8)
+      for (int64_t i = 0; i < n; i++) ((uint64_t *)data[0])[i] = ((const uint64_t *)data[1])[-i];
+    else
+      for (int64_t i = 0; i < n; i++) ((uint32_t *)data[0])[i] = ((const uint32_t *)data[1])[-i];
+    return;
+  }
   /* one value broadcast along a dense row (a sum's gradient made contiguous): a fill, which
   ** vectorises, where the strided loop below took 0.45 ns an element */
   if (ct->dst == ct->src && ss == 0 && sd == (int64_t)lt_dtype_size(ct->dst)) {
@@ -180,6 +189,9 @@ static bool copy_transposed(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
   if (ds == (int64_t)sizeof(T) && ss == (int64_t)sizeof(T)) {                          \
     for (int64_t i = 0; i < run; i++, d += dstep, s += sstep)                          \
       for (int64_t c = 0; c < inner; c++) ((T *)d)[c] = ((const T *)s)[c];             \
+  } else if (ds == (int64_t)sizeof(T) && ss == -(int64_t)sizeof(T)) {   /* flip */     \
+    for (int64_t i = 0; i < run; i++, d += dstep, s += sstep)                          \
+      for (int64_t c = 0; c < inner; c++) ((T *)d)[c] = ((const T *)s)[-c];            \
   } else {                                                                             \
     for (int64_t i = 0; i < run; i++, d += dstep, s += sstep)                          \
       for (int64_t c = 0; c < inner; c++) *(T *)(d + c * ds) = *(const T *)(s + c * ss); \
