@@ -408,3 +408,31 @@ describe("short rows", function()
     assert.are.same({ { 4, 4, 2 }, { 12, 8, 6 } }, self:tolist())
   end)
 end)
+
+describe("packing by a mask", function()
+  it("selects, scatters and finds positions for masks set and clear at random", function()
+    lt.manual_seed(4)
+    for _, dt in ipairs({ "float32", "float64", "int64", "bool" }) do
+      local x = (lt.randn(37, 41) * 10):to(dt)
+      local m = lt.rand(37, 41):gt(0.5)
+      m[37][41] = false   -- the last slots run out before the last element
+      local xs, ms = x:reshape(-1):tolist(), m:reshape(-1):tolist()
+      local want = {}
+      for i = 1, #xs do if ms[i] then want[#want + 1] = xs[i] end end
+      assert.are.same(want, x:masked_select(m):tolist(), dt)
+      if dt == "float32" or dt == "float64" then
+        -- the gradient unpacks a source exactly as long as the set elements
+        local xg = x:clone():requires_grad_()
+        local g = lt.arange(1, #want + 1):to(dt)
+        xg:masked_select(m):backward(g)
+        local got, k = xg.grad:reshape(-1):tolist(), 0
+        for i = 1, #xs do
+          if ms[i] then k = k + 1 end
+          assert.are.equal(ms[i] and k or 0, got[i], dt)
+        end
+      end
+    end
+    local m = lt.tensor({ { false, true, false }, { true, false, false } })
+    assert.are.same({ { 1, 2 }, { 2, 1 } }, m:nonzero():tolist())
+  end)
+end)
