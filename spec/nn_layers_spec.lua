@@ -572,6 +572,25 @@ describe("nn.functional mirrors the modules", function()
           w:clone():requires_grad_(), b:clone():requires_grad_() }))
     end)
 
+  it("pads with a constant: the value around the (cropped) input, and the gradient inside", function()
+    local x = lt.tensor({ { 1.0, 2.0, 3.0 }, { 4.0, 5.0, 6.0 } })
+    assert.are.same({ { 9, 9, 9, 9, 9 }, { 9, 1, 2, 3, 9 }, { 9, 4, 5, 6, 9 } },
+      F.pad(x, { 1, 1, 1, 0 }, "constant", 9):tolist())
+    -- a negative amount crops first; three dims at once; integers keep their dtype
+    assert.are.same({ { 2, 3, 0, 0 } }, F.pad(x, { -1, 2, 0, -1 }):tolist())
+    local y = F.pad(lt.arange(1, 5):view(1, 2, 2), { 0, 1, 1, 0, 1, 1 }, "constant", -1)
+    assert.are.equal("int64", y.dtype)
+    assert.are.same({ { { -1, -1, -1 }, { -1, -1, -1 }, { -1, -1, -1 } },
+                      { { -1, -1, -1 }, { 1, 2, -1 }, { 3, 4, -1 } },
+                      { { -1, -1, -1 }, { -1, -1, -1 }, { -1, -1, -1 } } }, y:tolist())
+    local xg = lt.randn(2, 3, 4, { dtype = "float64", requires_grad = true })
+    local g = lt.randn(2, 5, 7, { dtype = "float64" })
+    F.pad(xg, { 2, 1, 0, 2 }, "constant", 0.5):backward(g)
+    assert.are.same(g:narrow(2, 1, 3):narrow(3, 3, 4):tolist(), xg.grad:tolist())
+    assert.is_true(lt.autograd.gradcheck(function(x_) return F.pad(x_, { 1, 2, -1, 1 }) end,
+      { lt.randn(2, 3, 4, { dtype = "float64", requires_grad = true }) }))
+  end)
+
   it("pads by reflection, replication and wrapping, and checks the amounts", function()
     local x = lt.tensor({ { 1.0, 2.0, 3.0 } })
     assert.are.same({ { 3, 2, 1, 2, 3, 2 } }, F.pad(x, { 2, 1 }, "reflect"):tolist())

@@ -199,6 +199,30 @@ end
 -- @treturn Tensor
 -- @usage F.pad(lt.ones(1, 2, 2), {1, 1})           -- last dim 2 -> 4
 -- F.pad(x, {1, 1, 2, 2}, "reflect")             -- W by 1 and H by 2 on each side
+-- Constant padding: the value everywhere, then the (cropped) input copied into the interior
+-- view, whose gradient is that view of the output's. A `cat` per padded dim wrote the padding
+-- columns of every row a cache line apiece and copied the rest twice: (32, 64, 32, 32) by one
+-- on each side took 2.0 ms against PyTorch's 0.43.
+local function pad_constant(input, pad, value)
+  local nd, x = input:dim(), input
+  local s = sizes(input)
+  local at = {}
+  for i = 1, #pad // 2 do
+    local d = nd - i + 1
+    local l, r = pad[2 * i - 1], pad[2 * i]
+    -- a negative amount crops first, as PyTorch
+    if l < 0 then x = x:narrow(d, 1 - l, x:size(d) + l); l = 0 end
+    if r < 0 then x = x:narrow(d, 1, x:size(d) + r); r = 0 end
+    s[d] = x:size(d) + l + r
+    at[d] = l
+  end
+  local out = lt.full(s, value, { dtype = input.dtype })
+  local view = out
+  for d, l in pairs(at) do view = view:narrow(d, l + 1, x:size(d)) end
+  view:copy_(x)
+  return out
+end
+
 function F.pad(input, pad, mode, value)
   mode = mode or "constant"
   if mode ~= "constant" and not PAD_SOURCE[mode] then
@@ -215,6 +239,7 @@ function F.pad(input, pad, mode, value)
   local out = input
   local nd = input:dim()
   if #pad // 2 > nd then error("pad: padding for " .. (#pad // 2) .. " dims on a tensor of rank " .. nd, 2) end
+  if mode == "constant" then return pad_constant(input, pad, value) end
   for i = 1, #pad // 2 do
     local d = nd - i + 1
     local l, r = pad[2 * i - 1], pad[2 * i]
