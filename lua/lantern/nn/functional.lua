@@ -189,16 +189,6 @@ local function pad_copy(out, d, l, r, mode)
   return out:index_select(d, lt.tensor(idx, { dtype = "int64" }))
 end
 
---- Pads the last dims: `pad` lists amounts for the last dim first, `{left, right, top,
--- bottom, front, back}` (PyTorch's order); a negative amount crops. Any rank.
--- @tparam Tensor input
--- @tab pad an even number of amounts
--- @string[opt="constant"] mode `"constant"` (fills with value), `"reflect"` (mirrors about
--- the edge elements), `"replicate"` (repeats them) or `"circular"` (wraps around)
--- @number[opt=0] value the fill of `"constant"`
--- @treturn Tensor
--- @usage F.pad(lt.ones(1, 2, 2), {1, 1})           -- last dim 2 -> 4
--- F.pad(x, {1, 1, 2, 2}, "reflect")             -- W by 1 and H by 2 on each side
 -- Constant padding: the value everywhere, then the (cropped) input copied into the interior
 -- view, whose gradient is that view of the output's. A `cat` per padded dim wrote the padding
 -- columns of every row a cache line apiece and copied the rest twice: (32, 64, 32, 32) by one
@@ -223,6 +213,16 @@ local function pad_constant(input, pad, value)
   return out
 end
 
+--- Pads the last dims: `pad` lists amounts for the last dim first, `{left, right, top,
+-- bottom, front, back}` (PyTorch's order); a negative amount crops. Any rank.
+-- @tparam Tensor input
+-- @tab pad an even number of amounts
+-- @string[opt="constant"] mode `"constant"` (fills with value), `"reflect"` (mirrors about
+-- the edge elements), `"replicate"` (repeats them) or `"circular"` (wraps around)
+-- @number[opt=0] value the fill of `"constant"`
+-- @treturn Tensor
+-- @usage F.pad(lt.ones(1, 2, 2), {1, 1})           -- last dim 2 -> 4
+-- F.pad(x, {1, 1, 2, 2}, "reflect")             -- W by 1 and H by 2 on each side
 function F.pad(input, pad, mode, value)
   mode = mode or "constant"
   if mode ~= "constant" and not PAD_SOURCE[mode] then
