@@ -183,6 +183,12 @@ void ltB_iter_run(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud);
 ** input), it is called on pieces of rows, a block of neighbouring rows at a time. */
 void ltB_iter_run_ew(lt_ctx *ctx, const ltB_iter *it, ltK_row_fn kernel, void *ud);
 #define LT_PAR_MIN 32768
+/* Walks rows [r0, r1) of an iterator of two dims or more in runs along dim ndim-2: run(ptr,
+** step, m, ud) gets the pointers of a run's first row (its own copy, to advance at will), each
+** operand's byte step from one row to the next and the m rows before the next carry. For
+** kernels that take rows of a few elements in one loop instead of a call apiece. */
+typedef void (*ltB_runs_fn)(char **ptr, const int64_t *step, int64_t m, void *ud);
+void ltB_iter_runs(const ltB_iter *it, int64_t r0, int64_t r1, ltB_runs_fn run, void *ud);
 
 /* Broadcast shape of a and b into (ndim,size); error names op and both shapes. */
 int ltB_broadcast_shapes(lt_ctx *ctx, const char *op, int na, const int64_t *sa, int nb,

@@ -70,45 +70,57 @@ void ltB_iter_init(ltB_iter *it, int nops, lt_tensor *const *ops, int ndim, cons
   it->ndim = m;
 }
 
-/* Runs rows [r0, r1) of the iterator, where a row is one pass over the innermost dim. */
-static void run_rows(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn kernel, void *ud) {
+/* Pointers are stepped along the dim next to the innermost and recomputed only on a carry:
+** rows of a few elements (a broadcast copy of (H, 1, W, 1) to (H, 2, W, 2)) cost their
+** recomputation more than their work. */
+void ltB_iter_runs(const ltB_iter *it, int64_t r0, int64_t r1, ltB_runs_fn run, void *ud) {
   int nd = it->ndim, nops = it->nops;
-  int64_t inner = it->size[nd - 1];
-  int64_t rst[LT_ITER_MAX];
-  for (int k = 0; k < nops; k++) rst[k] = it->stride[k][nd - 1];
-  int64_t idx[LT_MAX_DIMS];
-  int64_t r = r0;
+  int64_t idx[LT_MAX_DIMS], r = r0, step[LT_ITER_MAX];
   for (int d = nd - 2; d >= 0; d--) {
     idx[d] = r % it->size[d];
     r /= it->size[d];
   }
-  /* pointers are stepped along the dim next to the innermost and recomputed only on a carry:
-  ** rows of a few elements (a broadcast copy of (H, 1, W, 1) to (H, 2, W, 2)) cost their
-  ** recomputation more than their work */
-  char *ptr[LT_ITER_MAX];
-  int64_t step[LT_ITER_MAX], outer = nd >= 2 ? it->size[nd - 2] : 1;
-  for (int k = 0; k < nops; k++) step[k] = nd >= 2 ? it->stride[k][nd - 2] : 0;
-  int64_t row = r0;
-  while (row < r1) {
+  for (int k = 0; k < nops; k++) step[k] = it->stride[k][nd - 2];
+  for (int64_t row = r0; row < r1;) {
+    char *ptr[LT_ITER_MAX];
     for (int k = 0; k < nops; k++) {
-      char *p = it->data[k];
-      for (int d = 0; d < nd - 1; d++) p += idx[d] * it->stride[k][d];
-      ptr[k] = p;
+      ptr[k] = it->data[k];
+      for (int d = 0; d < nd - 1; d++) ptr[k] += idx[d] * it->stride[k][d];
     }
-    int64_t run = nd >= 2 ? outer - idx[nd - 2] : r1 - row;   /* rows before the next carry */
-    if (run > r1 - row) run = r1 - row;
-    for (int64_t i = 0; i < run; i++) {
-      kernel(ptr, rst, inner, ud);
-      for (int k = 0; k < nops; k++) ptr[k] += step[k];
-    }
-    row += run;
-    if (nd < 2) break;
-    idx[nd - 2] += run;
+    int64_t m = it->size[nd - 2] - idx[nd - 2];
+    if (m > r1 - row) m = r1 - row;
+    run(ptr, step, m, ud);
+    row += m;
+    idx[nd - 2] += m;
     for (int d = nd - 2; d > 0 && idx[d] >= it->size[d]; d--) {
       idx[d] = 0;
       idx[d - 1]++;
     }
   }
+}
+
+typedef struct {
+  const ltB_iter *it;
+  ltK_row_fn kernel;
+  void *ud;
+  int64_t rst[LT_ITER_MAX];
+} rows_run;
+
+static void run_of_rows(char **ptr, const int64_t *step, int64_t m, void *ud) {
+  const rows_run *q = ud;
+  int64_t inner = q->it->size[q->it->ndim - 1];
+  for (int64_t i = 0; i < m; i++) {
+    q->kernel(ptr, q->rst, inner, q->ud);
+    for (int k = 0; k < q->it->nops; k++) ptr[k] += step[k];
+  }
+}
+
+/* Runs rows [r0, r1) of an iterator of two dims or more, a row being one pass over the
+** innermost dim. */
+static void run_rows(const ltB_iter *it, int64_t r0, int64_t r1, ltK_row_fn kernel, void *ud) {
+  rows_run q = {it, kernel, ud, {0}};
+  for (int k = 0; k < it->nops; k++) q.rst[k] = it->stride[k][it->ndim - 1];
+  ltB_iter_runs(it, r0, r1, run_of_rows, &q);
 }
 
 /* Blocks for ltB_iter_run_ew: rows taken BLK_ROWS at a time, each in pieces of BLK_COLS. An

@@ -103,9 +103,7 @@ static bool cycling(const ltL_state *st) {
 ** comes every room / PACE bytes of tensors, and once that many have gone by since the last
 ** cycle ended, at least PACE heaps, which finishes it; never below the debt a minor collection
 ** waits for (the header). */
-static size_t step_kb(const ltL_state *st, size_t kb, size_t heap) {
-  bool capped;
-  size_t room = cycle_room(st, heap, &capped);
+static size_t step_kb(const ltL_state *st, size_t kb, size_t heap, size_t room) {
   if (heap < room / PACE)
     kb = (size_t)((double)kb * (double)heap * PACE / (double)room) + 1;
   size_t least = heap / (1024 * MINOR_SHARE) + 1;
@@ -129,11 +127,10 @@ static size_t step_kb(const ltL_state *st, size_t kb, size_t heap) {
 ** Below SHRINK_FROM slices are short already, and the first steps of a run, before lifetimes
 ** are seen, keep half the bytes in use (shrunk there, one early slice left the GPT
 ** benchmark's peak 10% higher). */
-static size_t next_slice(const ltL_state *st, size_t heap) {
+static size_t next_slice(const ltL_state *st, size_t room, bool capped) {
   size_t next = ltB_cache_in_use() / 2;
   if (next > SHRINK_FROM / 2) {
-    bool capped;
-    size_t room = cycle_room(st, heap, &capped), most = 2 * (size_t)st->span;
+    size_t most = 2 * (size_t)st->span;
     if (cycling(st)) most = capped ? room / (2 * PACE) : next;
     if (most < next) next = most;
   }
@@ -144,7 +141,9 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
   /* a stopped collector (collectgarbage("stop"), or a finalizer running: -1) is left alone */
   if (lua_gc(L, LUA_GCISRUNNING) != 1) return;
   size_t heap = (size_t)lua_gc(L, LUA_GCCOUNT) * 1024;
-  kb = step_kb(st, kb, heap);
+  bool capped;
+  size_t room = cycle_room(st, heap, &capped);
+  kb = step_kb(st, kb, heap, room);
   st->span -= st->span / 8;
   st->deferring = true;
   int ended = lua_gc(L, LUA_GCSTEP, (int)kb);
@@ -162,7 +161,7 @@ void ltL_gc_slice(lua_State *L, ltL_state *st, size_t kb) {
     ltL_gc_rebase(L, st);
   }
   st->last_clock = st->clock;
-  st->slice = next_slice(st, heap);
+  st->slice = next_slice(st, room, capped);
 }
 
 /* ------------------------------------------------------------ release */
