@@ -18,7 +18,10 @@ end
 -- rows enough for several chunks of the fused dx + dweight pass, split between threads
 cases[#cases + 1] = { x = lt.randn(300, 33) * 3 + 0.5, g = lt.randn(300, 33), w = lt.randn(33), b = lt.randn(33) }
 local planes = {}
-for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 }, { 40, 4, 5 } } do
+-- batch norm planes under 16 values walk rows in blocks of 256 columns: C = 300 and (40, 10)
+-- take two blocks, split between the threads
+for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 }, { 40, 4, 5 },
+  { 20, 300 }, { 6, 40, 10 } } do
   local C = shape[2]
   planes[#planes + 1] = { x = lt.randn(table.unpack(shape)) * 2 - 1, g = lt.randn(table.unpack(shape)),
     C = C, w = lt.randn(C), b = lt.randn(C) }
@@ -124,7 +127,7 @@ describe("float32 layer_norm and rms_norm", function()
 
   it("group_norm and batch_norm are within float32 rounding of float64", function()
     lt.manual_seed(12)
-    for _, shape in ipairs { { 5, 4, 1 }, { 3, 6, 9 }, { 2, 8, 16, 5 }, { 4, 2, 33 }, { 40, 4, 5 } } do
+    for _, shape in ipairs { { 5, 4, 1 }, { 3, 6, 9 }, { 2, 8, 16, 5 }, { 4, 2, 33 }, { 40, 4, 5 }, { 20, 300 }, { 6, 40, 10 } } do
       local C = shape[2]
       local x, g = lt.randn(table.unpack(shape)) * 5 + 2, lt.randn(table.unpack(shape))
       local w, b = lt.randn(C), lt.randn(C)

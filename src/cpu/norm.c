@@ -190,6 +190,160 @@ static void bn_dx(int64_t p0, int64_t p1, void *ud) {
   }
 }
 
+/* ------------------------------------------------------------ batch norm over short planes
+** With fewer than BN_SHORT_L values per plane (BatchNorm1d's (N, C) input has L = 1) the loops
+** above make a call per handful of values. These walk x a row of C*L values at a time instead,
+** channels in blocks of at most BN_COLS columns with a double accumulator per column; each
+** column still sums its values in order of n, so the result is the same at any thread count. */
+#define BN_SHORT_L 16
+#define BN_COLS 256
+
+/* acc[i] += p[i] over w columns, or (p[i] - mu[i])^2 where mu is given */
+static void col_sums(lt_dtype dt, const void *p, int64_t w, const double *mu, double *acc) {
+  if (dt == LT_FLOAT32) {
+    const float *x = p;
+    if (mu)
+      for (int64_t i = 0; i < w; i++) acc[i] += ((double)x[i] - mu[i]) * ((double)x[i] - mu[i]);
+    else
+      for (int64_t i = 0; i < w; i++) acc[i] += x[i];
+  } else {
+    const double *x = p;
+    if (mu)
+      for (int64_t i = 0; i < w; i++) acc[i] += (x[i] - mu[i]) * (x[i] - mu[i]);
+    else
+      for (int64_t i = 0; i < w; i++) acc[i] += x[i];
+  }
+}
+
+/* acc[i] += dy[i], accx[i] += dy[i] * (x[i] - mu[i]) over w columns */
+static void col_dots(lt_dtype dt, const void *dyp, const void *xp, int64_t w, const double *mu,
+                     double *acc, double *accx) {
+  if (dt == LT_FLOAT32) {
+    const float *dy = dyp, *x = xp;
+    for (int64_t i = 0; i < w; i++) {
+      acc[i] += dy[i];
+      accx[i] += (double)dy[i] * ((double)x[i] - mu[i]);
+    }
+  } else {
+    const double *dy = dyp, *x = xp;
+    for (int64_t i = 0; i < w; i++) {
+      acc[i] += dy[i];
+      accx[i] += dy[i] * (x[i] - mu[i]);
+    }
+  }
+}
+
+/* The L columns of each of nc channels totalled into v[c]. */
+static void fold_cols(const double *acc, int64_t nc, int64_t L, double *v) {
+  for (int64_t c = 0; c < nc; c++) {
+    double t = 0;
+    for (int64_t l = 0; l < L; l++) t += acc[c * L + l];
+    v[c] = t;
+  }
+}
+
+/* Channel c's value spread over its L columns. */
+static void spread_cols(const double *v, int64_t nc, int64_t L, double *col) {
+  for (int64_t c = 0; c < nc; c++)
+    for (int64_t l = 0; l < L; l++) col[c * L + l] = v[c];
+}
+
+static void bn_short_stats(int64_t c0, int64_t c1, void *ud) {
+  bn_job *j = ud;
+  int64_t L = j->L, row = j->C * L, bc = BN_COLS / L;
+  double M = (double)(j->N * L);
+  for (int64_t cb = c0; cb < c1; cb += bc) {
+    int64_t nc = c1 - cb < bc ? c1 - cb : bc, w = nc * L;
+    double acc[BN_COLS] = {0}, mu[BN_COLS], mean[BN_COLS], q[BN_COLS];
+    for (int64_t n = 0; n < j->N; n++) col_sums(j->dt, at(j->x, j->dt, n * row + cb * L), w, NULL, acc);
+    fold_cols(acc, nc, L, mean);
+    for (int64_t c = 0; c < nc; c++) mean[c] /= M;
+    spread_cols(mean, nc, L, mu);
+    for (int64_t i = 0; i < w; i++) acc[i] = 0;
+    for (int64_t n = 0; n < j->N; n++) col_sums(j->dt, at(j->x, j->dt, n * row + cb * L), w, mu, acc);
+    fold_cols(acc, nc, L, q);
+    for (int64_t c = 0; c < nc; c++) bn_finish_stats(j, cb + c, mean[c], q[c], M);
+  }
+}
+
+/* Rows n0..n1 of y = x*a + b (apply) or dx = dy*k + x*a + b (backward), with per-channel
+** coefficients spread over each block's columns; float32 rows take float coefficients so that
+** the loop vectorises. */
+static void bn_short_rows(int64_t n0, int64_t n1, void *ud) {
+  bn_job *j = ud;
+  bool bwd = j->dx != NULL;
+  int64_t L = j->L, row = j->C * L, bc = BN_COLS / L;
+  double M = (double)(j->N * L);
+  for (int64_t cb = 0; cb < j->C; cb += bc) {
+    int64_t nc = j->C - cb < bc ? j->C - cb : bc, w = nc * L;
+    double k[BN_COLS], a[BN_COLS], b[BN_COLS];
+    for (int64_t c = 0; c < nc; c++) {
+      int64_t ch = cb + c;
+      double wt = j->w ? ld(j->w, j->dt, ch) : 1.0, is = j->invstd[ch], mu = j->mean[ch];
+      if (!bwd) {   /* y = x*a + b */
+        a[c] = is * wt;
+        b[c] = (j->b ? ld(j->b, j->dt, ch) : 0.0) - mu * a[c];
+        k[c] = 0;
+      } else {      /* as bn_dx */
+        k[c] = wt * is;
+        a[c] = j->training ? -k[c] * is * j->sum_dy_xhat[ch] / M : 0;
+        b[c] = j->training ? -k[c] * j->sum_dy[ch] / M - a[c] * mu : 0;
+      }
+    }
+    double kc[BN_COLS], ac[BN_COLS], bcol[BN_COLS];
+    spread_cols(k, nc, L, kc);
+    spread_cols(a, nc, L, ac);
+    spread_cols(b, nc, L, bcol);
+    const void *src = bwd ? j->dy : j->x;
+    void *dst = bwd ? j->dx : j->y;
+    if (j->dt == LT_FLOAT32) {
+      float fk[BN_COLS], fa[BN_COLS], fb[BN_COLS];
+      for (int64_t i = 0; i < w; i++) fk[i] = (float)kc[i], fa[i] = (float)ac[i], fb[i] = (float)bcol[i];
+      for (int64_t n = n0; n < n1; n++) {
+        const float *x = (const float *)j->x + n * row + cb * L;
+        float *o = (float *)dst + n * row + cb * L;
+        if (bwd) {
+          const float *dy = (const float *)src + n * row + cb * L;
+          for (int64_t i = 0; i < w; i++) o[i] = fk[i] * dy[i] + fa[i] * x[i] + fb[i];
+        } else {
+          for (int64_t i = 0; i < w; i++) o[i] = x[i] * fa[i] + fb[i];
+        }
+      }
+    } else {
+      for (int64_t n = n0; n < n1; n++) {
+        const double *x = (const double *)j->x + n * row + cb * L;
+        double *o = (double *)dst + n * row + cb * L;
+        if (bwd) {
+          const double *dy = (const double *)src + n * row + cb * L;
+          for (int64_t i = 0; i < w; i++) o[i] = kc[i] * dy[i] + ac[i] * x[i] + bcol[i];
+        } else {
+          for (int64_t i = 0; i < w; i++) o[i] = x[i] * ac[i] + bcol[i];
+        }
+      }
+    }
+  }
+}
+
+static void bn_short_grad_sums(int64_t c0, int64_t c1, void *ud) {
+  bn_job *j = ud;
+  int64_t L = j->L, row = j->C * L, bc = BN_COLS / L;
+  for (int64_t cb = c0; cb < c1; cb += bc) {
+    int64_t nc = c1 - cb < bc ? c1 - cb : bc, w = nc * L;
+    double acc[BN_COLS] = {0}, accx[BN_COLS] = {0}, mu[BN_COLS], s[BN_COLS], sx[BN_COLS];
+    spread_cols(j->mean + cb, nc, L, mu);
+    for (int64_t n = 0; n < j->N; n++) {
+      int64_t off = n * row + cb * L;
+      col_dots(j->dt, at(j->dy, j->dt, off), at(j->x, j->dt, off), w, mu, acc, accx);
+    }
+    fold_cols(acc, nc, L, s);
+    fold_cols(accx, nc, L, sx);
+    for (int64_t c = 0; c < nc; c++) {
+      j->sum_dy[cb + c] = s[c];
+      j->sum_dy_xhat[cb + c] = sx[c] * j->invstd[cb + c];
+    }
+  }
+}
+
 typedef struct row_job {
   enum ltK_norm_kind kind;
   lt_dtype dt;
@@ -594,16 +748,20 @@ void ltC_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invst
       .momentum = momentum,
   };
   bn_dims(x, &j.N, &j.C, &j.L);
+  bool shortp = j.L < BN_SHORT_L;
   if (training) {
     ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
-                     j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
+                     shortp ? bn_short_stats : j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
   } else {
     for (int64_t c = 0; c < j.C; c++) {
       j.mean[c] = get1(running_mean, c);
       j.invstd[c] = 1.0 / sqrt(get1(running_var, c) + eps);
     }
   }
-  ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
+  if (shortp)
+    ltB_parallel_for(ctx, j.N, grain_of(j.C * j.L), bn_short_rows, &j);
+  else
+    ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
 }
 
 int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor *db,
@@ -625,9 +783,14 @@ int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor
     return ltB_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
   j.sum_dy = sums;
   j.sum_dy_xhat = sums + j.C;
+  bool shortp = j.L < BN_SHORT_L;
   ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
-                   j.dt == LT_FLOAT32 ? bn_grad_sums_f32 : bn_grad_sums_f64, &j);
-  if (dx) ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
+                   shortp ? bn_short_grad_sums
+                          : j.dt == LT_FLOAT32 ? bn_grad_sums_f32 : bn_grad_sums_f64, &j);
+  if (dx && shortp)
+    ltB_parallel_for(ctx, j.N, grain_of(j.C * j.L), bn_short_rows, &j);
+  else if (dx)
+    ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
   if (dw) store_sums(dw, j.sum_dy_xhat, j.C);
   if (db) store_sums(db, j.sum_dy, j.C);
   free(sums);
