@@ -318,6 +318,23 @@ describe("kernel modes (inner, column, chunked) against a plain Lua reference", 
       end
     end
   end)
+  -- a run of evenly spaced rows no wider than 256 columns is summed 16, 8, 4 or 1 columns at a
+  -- time across all rows; rows that are not evenly spaced (two reduced dims that do not merge)
+  -- take a call per eight rows: in the same order the two give the same bits
+  it("sum narrow column blocks with the bits of the pass-by-pass walk", function()
+    lt.manual_seed(21)
+    for _, w in ipairs { 8, 12, 16, 17, 31, 64, 200, 256, 300 } do   -- column mode from 8
+      for _, b in ipairs { 1, 5, 9, 700 } do
+        local x = lt.randn(3, 2, b, w) * 10
+        local walked = x:sum({ 1, 3 })
+        local even = x:permute(2, 1, 3, 4):contiguous():reshape(2, 3 * b, w)
+        assert.are.same(walked:tolist(), even:sum(2):tolist(), w .. " columns, " .. b .. " rows")
+        local ref = even:double():sum(2)
+        local bound = even:double():abs():sum(2) * (7 * 2 ^ -24) + ref:abs() * 2 ^ -24
+        assert.is_true(((even:sum(2):double() - ref):abs() - bound):max():item() <= 0)
+      end
+    end
+  end)
 end)
 
 describe("float32 sums and means of rows", function()
