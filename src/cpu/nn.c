@@ -73,8 +73,9 @@ static double row_lse(const void *x, lt_dtype dt, int64_t C, int64_t S, int64_t 
 }
 
 /* The same for a contiguous float32 row, as the vector kernel computes it: the exponentials of
-** a block of CE_LANES in float, then added to CE_LANES double lanes (two loops, so that GCC
-** vectorises both), lanes totalled in a fixed order. */
+** a block of CE_LANES in float, each added to its double lane in the same loop, lanes totalled
+** in a fixed order. (With the exponentials stored first and added in a second loop, GCC 12 left
+** the adds scalar: cross_entropy over 512 x 1000 took 665 us against 320.) */
 CE_INLINE double f32_row_lse(const float *x, int64_t C) {
   if (C == 0) return -INFINITY;
   bool nan;
@@ -82,12 +83,9 @@ CE_INLINE double f32_row_lse(const float *x, int64_t C) {
   if (nan) return NAN;
   if (m == -INFINITY) return m;
   double l[CE_LANES] = {0};
-  float e[CE_LANES];
   int64_t c = 0;
-  for (; c + CE_LANES <= C; c += CE_LANES) {
-    for (int k = 0; k < CE_LANES; k++) e[k] = vm_exp_float(x[c + k] - m);
-    for (int k = 0; k < CE_LANES; k++) l[k] += (double)e[k];
-  }
+  for (; c + CE_LANES <= C; c += CE_LANES)
+    for (int k = 0; k < CE_LANES; k++) l[k] += (double)vm_exp_float(x[c + k] - m);
   for (int k = 0; c < C; c++, k++) l[k] += (double)vm_exp_float(x[c] - m);
   double s = 0;
   for (int k = 0; k < CE_LANES; k++) s += l[k];
