@@ -72,25 +72,60 @@ void ltC_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const lt_t
 
 /* ================================================================ where */
 
-/* operands: out, cond (bool), a, b; elements of es bytes copied as that many-byte integers */
-LT_EW_INLINE void where_loop(char **d, const int64_t *st, int64_t n, size_t es) {
-  if (st[0] == (int64_t)es && st[1] == 1 && st[2] == (int64_t)es && st[3] == (int64_t)es) {
-    const ltC_u8 *c = (const ltC_u8 *)d[1];
-    for (int64_t i = 0; i < n; i++)
-      memcpy(d[0] + i * (int64_t)es, (c[i] ? d[2] : d[3]) + i * (int64_t)es, es);
-    return;
+/* operands: out, cond (bool), a, b; elements of es bytes copied as that many-byte integers.
+** Both sources are read and the condition picks one, without a branch: GCC makes the
+** contiguous loop a blend of vectors, where a branch per element on a random mask missed half
+** the time (3.3 ns an element over 1M floats). */
+#define WHERE_LOOP(T)                                                                      \
+  {                                                                                        \
+    const ltC_u8 *c = (const ltC_u8 *)d[1];                                                \
+    const char *pa = d[2], *pb = d[3];                                                     \
+    char *po = d[0];                                                                       \
+    const int64_t s0 = st[0], sc = st[1], sa = st[2], sb = st[3], es = sizeof(T);          \
+    if (s0 == es && sc == 1 && (sa == es || sa == 0) && (sb == es || sb == 0)) {           \
+      /* contiguous, or one side a broadcast value (a gradient's zero, where(m, x, 0)) */  \
+      const T *ta = (const T *)pa, *tb = (const T *)pb;                                    \
+      T *to = (T *)po;                                                                     \
+      if (sa == es && sb == es)                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          T x = ta[i], y = tb[i];                                                          \
+          to[i] = c[i] ? x : y;                                                            \
+        }                                                                                  \
+      else if (sa == es)                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          T x = ta[i], y = tb[0];                                                          \
+          to[i] = c[i] ? x : y;                                                            \
+        }                                                                                  \
+      else if (sb == es)                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          T x = ta[0], y = tb[i];                                                          \
+          to[i] = c[i] ? x : y;                                                            \
+        }                                                                                  \
+      else                                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          T x = ta[0], y = tb[0];                                                          \
+          to[i] = c[i] ? x : y;                                                            \
+        }                                                                                  \
+      return;                                                                              \
+    }                                                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x, y;                                                                              \
+      memcpy(&x, pa + i * sa, sizeof x);                                                   \
+      memcpy(&y, pb + i * sb, sizeof y);                                                   \
+      x = c[i * sc] ? x : y;                                                               \
+      memcpy(po + i * s0, &x, sizeof x);                                                   \
+    }                                                                                      \
   }
-  for (int64_t i = 0; i < n; i++) {
-    bool c = *(const ltC_u8 *)(d[1] + i * st[1]) != 0;
-    memcpy(d[0] + i * st[0], c ? d[2] + i * st[2] : d[3] + i * st[3], es);
-  }
-}
+
+static void where_1(char **d, const int64_t *st, int64_t n) WHERE_LOOP(uint8_t)
+static void where_4(char **d, const int64_t *st, int64_t n) WHERE_LOOP(uint32_t)
+static void where_8(char **d, const int64_t *st, int64_t n) WHERE_LOOP(uint64_t)
 
 static void where_row(char **d, const int64_t *st, int64_t n, void *ud) {
   switch (*(const size_t *)ud) {
-    case 1: where_loop(d, st, n, 1); break;
-    case 4: where_loop(d, st, n, 4); break;
-    default: where_loop(d, st, n, 8); break;
+    case 1: where_1(d, st, n); break;
+    case 4: where_4(d, st, n); break;
+    default: where_8(d, st, n); break;
   }
 }
 
