@@ -92,4 +92,28 @@ describe("cross_entropy rows", function()
       end
     end
   end)
+
+  -- (N, C, d1, d2) float32 input moves its classes last and takes the vector rows
+  it("of spatial inputs match float64 for every reduction and option, with the gradient", function()
+    lt.manual_seed(1)
+    local x = lt.randn(3, 5, 4, 2)
+    local t = lt.randint(1, 6, { 3, 4, 2 })
+    t[1][1][1] = 3
+    local w = lt.rand(5)
+    for _, r in ipairs { "none", "mean", "sum" } do
+      for _, o in ipairs { {}, { weight = w }, { ignore_index = 3 }, { label_smoothing = 0.2 },
+        { weight = w, ignore_index = 3, label_smoothing = 0.1 } } do
+        local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+        local la = F.cross_entropy(a, t, { reduction = r, weight = o.weight, ignore_index = o.ignore_index,
+          label_smoothing = o.label_smoothing })
+        local lb = F.cross_entropy(b, t, { reduction = r, weight = o.weight and o.weight:double(),
+          ignore_index = o.ignore_index, label_smoothing = o.label_smoothing })
+        assert.are.same(lb:size(), la:size())
+        assert.is_true((la:double() - lb):abs():max():item() < 1e-5, r)
+        la:sum():backward()
+        lb:sum():backward()
+        assert.is_true((a.grad:double() - b.grad):abs():max():item() < 1e-5, r)
+      end
+    end
+  end)
 end)

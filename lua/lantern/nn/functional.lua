@@ -1375,9 +1375,17 @@ function F.cross_entropy(input, target, opts)
       "(class probabilities), got " .. target.dtype, 2)
   end
   check_class_target("cross_entropy", input, target)
-  -- class indices: the fused C kernel (log_softmax, nll and smoothing in one pass each way)
-  return lt.cross_entropy(input, target, { weight = weight, ignore_index = opts.ignore_index,
-    reduction = r, label_smoothing = ls })
+  -- class indices: the fused C kernel (log_softmax, nll and smoothing in one pass each way).
+  -- Its vector rows are contiguous classes: (N, C, d1, ...) input moves C last first (a copy,
+  -- and one back for the gradient), which costs less than rows of classes a stride apart.
+  local o = { weight = weight, ignore_index = opts.ignore_index, reduction = r, label_smoothing = ls }
+  if input:dim() > 2 and input.dtype == "float32" and input:numel() > 0 then
+    local rows = input:movedim(2, -1):reshape(-1, C)
+    local loss = lt.cross_entropy(rows, target:reshape(-1), o)
+    if r == "none" then return loss:view(target:size()) end
+    return loss
+  end
+  return lt.cross_entropy(input, target, o)
 end
 
 --- Binary cross entropy of probabilities (`nn.BCELoss`); input and target of the same
