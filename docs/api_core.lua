@@ -608,6 +608,17 @@ function lt.scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale, d
 -- @treturn Tensor
 function lt.cross_entropy(logits, target, opts) end
 
+--- Mean squared error of input against target (one shape, one float dtype), in one fused pass
+-- each way (the gradient reaches both); `lt.l1_loss(input, target, opts)` is the absolute
+-- error, `lt.smooth_l1_loss(input, target, opts)` takes `beta` (> 0, default 1) and
+-- `lt.huber_loss(input, target, opts)` takes `delta` (> 0, default 1). `F.mse_loss` and the
+-- others call them, and broadcast other shapes through the elementwise ops.
+-- @tparam Tensor input
+-- @tparam Tensor target
+-- @tparam[opt] table opts `{reduction="mean"}` (`"mean"`, `"sum"` or `"none"`)
+-- @treturn Tensor
+function lt.mse_loss(input, target, opts) end
+
 ---------------------------------------------------------------------------------------------
 --- Autograd mode, threads, memory and printing.
 -- @section runtime

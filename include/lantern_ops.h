@@ -367,6 +367,15 @@ LT_API int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor
                        lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
                        int64_t index_base);
 
+/* The regression losses of input against target (same shape, one float dtype): mean squared
+** error, mean absolute error, smooth L1 (p = beta > 0) and Huber (p = delta > 0), folded by
+** reduction, as PyTorch's mse_loss, l1_loss, smooth_l1_loss and huber_loss. One pass over the
+** elements each way; the gradient reaches input and target. */
+enum lt_regression { LT_MSE, LT_L1, LT_SMOOTH_L1, LT_HUBER };
+LT_API int lt_regression_loss(lt_ctx *ctx, lt_tensor **out, enum lt_regression kind,
+                              lt_tensor *input, lt_tensor *target, enum lt_reduction reduction,
+                              double p);
+
 /* ======================================================= optimiser steps
 ** One fused update of parameter p (in place) from its gradient g and its state tensors (zeros
 ** of p's shape and dtype made by the caller; NULL when the option that needs them is off),

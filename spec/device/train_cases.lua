@@ -440,6 +440,96 @@ case("class_loss", "cross_entropy and nll_loss: shapes, reductions, weights, smo
       { reduction = "sum" }), {}, "float32", { 0 }, 0, "empty batch")
   end)
 
+-- ------------------------------------------------------------ regression losses
+
+-- the loss of d = input - target per element, as F's formulas
+local REGRESSION = {
+  { name = "mse_loss", f = function(d) return d * d end },
+  { name = "l1_loss", f = function(d) return math.abs(d) end },
+  { name = "smooth_l1_loss", p = "beta", v = 0.5, f = function(d, b)
+    local a = math.abs(d)
+    return a < b and 0.5 * d * d / b or a - 0.5 * b
+  end },
+  { name = "huber_loss", p = "delta", v = 0.7, f = function(d, b)
+    local a = math.abs(d)
+    return a < b and 0.5 * d * d or b * (a - 0.5 * b)
+  end },
+}
+
+local function ref_regression(k, xv, tv, reduction)
+  local out, s = {}, 0
+  for i = 1, #xv do
+    out[i] = k.f(xv[i] - tv[i], k.v)
+    s = s + out[i]
+  end
+  if reduction == "none" then return out end
+  if reduction == "sum" then return { s } end
+  return { #xv > 0 and s / #xv or 0 / 0 }
+end
+
+local function run_regression(k, x, t, reduction)
+  local o = { reduction = reduction }
+  if k.p then o[k.p] = k.v end
+  return F[k.name](x, t, o)
+end
+
+case("regression_loss", "mse, l1, smooth_l1 and huber: shapes, layouts, reductions, chunks",
+  function()
+    for _, dt in ipairs(FLOATS) do
+      for _, shape in ipairs({ {}, { 5 }, { 3, 4 }, { 2, 3, 4 }, { 0, 3 }, { 40000 } }) do
+        for _, kind in ipairs(numel(shape) > 100 and { "contiguous" } or { "contiguous", "noncontig" }) do
+          local x, xv = input(distinct(numel(shape)), shape, dt, kind)
+          local t, tv = input(distinct(numel(shape)), shape, dt, "contiguous")
+          for _, k in ipairs(REGRESSION) do
+            for _, r in ipairs({ "none", "mean", "sum" }) do
+              local want = ref_regression(k, xv, tv, r)
+              local tol = tol_of(dt) * (r == "none" and 10 or 10 * math.max(1, numel(shape)))
+              local what = ("%s %s %s %s %s"):format(k.name, r, table.concat(shape, "x"), dt, kind)
+              local got = run_regression(k, x, t, r)
+              if r == "mean" and numel(shape) == 0 then
+                assert.is_true(D.is_nan(values(got)[1]), what)
+              else
+                check(got, r == "none" and shape or {}, dt, want, tol, what)
+              end
+            end
+          end
+        end
+      end
+    end
+    -- a NaN difference gives a NaN loss; equal values a zero one
+    for _, k in ipairs(REGRESSION) do
+      local l = run_regression(k, lt.tensor({ 0 / 0, 2.0 }), lt.tensor({ 1.0, 2.0 }), "none")
+      local v = values(l)
+      assert.is_true(D.is_nan(v[1]) and v[2] == 0, k.name)
+    end
+  end)
+
+case("regression_loss_backward", "gradients to input and target against central differences",
+  function()
+    for _, shape in ipairs({ {}, { 5 }, { 3, 4 }, { 2, 3, 4 } }) do
+      local xv, tv = distinct(numel(shape)), distinct(numel(shape))
+      for _, k in ipairs(REGRESSION) do
+        for _, r in ipairs({ "none", "mean", "sum" }) do
+          for _, kind in ipairs({ "contiguous", "noncontig" }) do
+            local what = ("%s %s %s %s"):format(k.name, r, table.concat(shape, "x"), kind)
+            local tt = make(tv, shape, "float64")
+            check_grad(function(x) return run_regression(k, x, tt, r) end,
+              function(x) return ref_regression(k, x, tv, r) end, xv, shape, kind, what)
+            local xx = make(xv, shape, "float64")
+            check_grad(function(t) return run_regression(k, xx, t, r) end,
+              function(t) return ref_regression(k, xv, t, r) end, tv, shape, kind,
+              what .. " (target)")
+          end
+        end
+      end
+    end
+    -- a float32 input's gradient is float32 and reads a non-contiguous incoming gradient
+    local x = lt.tensor({ { 1.0, 2.0 }, { 3.0, 5.0 } }, { requires_grad = true })
+    local l = F.mse_loss(x, lt.zeros(2, 2), { reduction = "none" })
+    l:backward(lt.tensor({ { 1.0, 3.0 }, { 2.0, 4.0 } }):t())
+    check(x.grad, { 2, 2 }, "float32", { 2, 8, 18, 40 }, 1e-6, "incoming gradient per element")
+  end)
+
 case("class_loss_backward", "gradients of every configuration against central differences",
   function()
     for _, sh in ipairs(LOSS_SHAPES) do

@@ -36,6 +36,10 @@
 **   lt.scaled_dot_product_attention(q, k, v, attn_mask_or_nil, is_causal=false, scale=nil,
 **                                   dropout_p=0, {generator=})
 **       -- fused, dropout included; nil scale: 1/sqrt(E)
+**   lt.mse_loss(input, target, {reduction="mean"}), lt.l1_loss(same),
+**   lt.smooth_l1_loss(input, target, {reduction="mean", beta=1}),
+**   lt.huber_loss(input, target, {reduction="mean", delta=1})
+**       -- one float dtype and shape; fused, the gradient reaches input and target
 **   lt.cross_entropy(logits, target, {weight=, ignore_index=-100, reduction="mean",
 **                    label_smoothing=0})   -- fused log_softmax + nll_loss; int64 target of
 **                                             1-based class indices
@@ -491,6 +495,44 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
   return 1;
 }
 
+/* lt.mse_loss / l1_loss / smooth_l1_loss / huber_loss (input, target, {reduction=, beta= or
+** delta=}) */
+static int regression_common(lua_State *L, int kind) {
+  static const char *const names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"};
+  static const char *const known_p[][3] = {
+      {"reduction", NULL}, {"reduction", NULL}, {"reduction", "beta", NULL},
+      {"reduction", "delta", NULL}};
+  lt_ctx *ctx = LTL_CTX(L);
+  const char *op = names[kind];
+  lt_tensor *x = ltL_check(L, 1), *t = ltL_check(L, 2), *r;
+  check_opts(L, 3, op);
+  ltL_checkopts(L, 3, op, known_p[kind]);
+  enum lt_reduction reduction = LT_REDUCTION_MEAN;
+  double p = 1.0;
+  if (lua_istable(L, 3)) {
+    if (lua_getfield(L, 3, "reduction") != LUA_TNIL) {
+      const char *rs = luaL_checkstring(L, -1);
+      if (strcmp(rs, "none") == 0)
+        reduction = LT_REDUCTION_NONE;
+      else if (strcmp(rs, "mean") == 0)
+        reduction = LT_REDUCTION_MEAN;
+      else if (strcmp(rs, "sum") == 0)
+        reduction = LT_REDUCTION_SUM;
+      else
+        return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
+    }
+    lua_pop(L, 1);
+    if (kind >= LT_SMOOTH_L1) p = ltL_optnum_field(L, 3, kind == LT_HUBER ? "delta" : "beta", 1.0);
+  }
+  LTL_TRY(L, ctx, lt_regression_loss(ctx, &r, (enum lt_regression)kind, x, t, reduction, p));
+  ltL_push(L, r);
+  return 1;
+}
+static int l_mse_loss(lua_State *L) { return regression_common(L, LT_MSE); }
+static int l_l1_loss(lua_State *L) { return regression_common(L, LT_L1); }
+static int l_smooth_l1_loss(lua_State *L) { return regression_common(L, LT_SMOOTH_L1); }
+static int l_huber_loss(lua_State *L) { return regression_common(L, LT_HUBER); }
+
 static int l_cross_entropy(lua_State *L) { return loss_common(L, "cross_entropy", true); }
 static int l_nll_loss(lua_State *L) { return loss_common(L, "nll_loss", false); }
 
@@ -517,6 +559,10 @@ void ltL_open_nn(lua_State *L) {
       {"scaled_dot_product_attention", l_sdpa, LTL_FN},
       {"cross_entropy", l_cross_entropy, LTL_FN},
       {"nll_loss", l_nll_loss, LTL_FN},
+      {"mse_loss", l_mse_loss, LTL_FN},
+      {"l1_loss", l_l1_loss, LTL_FN},
+      {"smooth_l1_loss", l_smooth_l1_loss, LTL_FN},
+      {"huber_loss", l_huber_loss, LTL_FN},
       {NULL, NULL, 0},
   };
   ltL_register(L, regs);

@@ -117,6 +117,15 @@ static void s_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g
                                   const ltK_class_loss *a) {
   PEND("loss backward");
 }
+static int s_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum,
+                             const lt_tensor *a, const lt_tensor *b, double p) {
+  return FAIL(ctx, "regression loss");
+}
+static void s_regression_loss_backward(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,
+                                       double scale, const lt_tensor *a, const lt_tensor *b,
+                                       double p) {
+  PEND("regression loss backward");
+}
 static void s_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) { PEND("uniform_"); }
 static void s_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g) {
   (void)ctx;
@@ -169,7 +178,9 @@ void ltc_stub_entries(ltK_backend *b) {
       .row_norm = s_row_norm, .row_norm_backward = s_row_norm_backward,
       .sdpa = s_sdpa, .sdpa_backward = s_sdpa_backward,
       .dropout = s_dropout, .class_loss = s_class_loss,
-      .class_loss_backward = s_class_loss_backward, .uniform = s_uniform,
+      .class_loss_backward = s_class_loss_backward,
+      .regression_loss = s_regression_loss,
+      .regression_loss_backward = s_regression_loss_backward, .uniform = s_uniform,
       .normal = s_normal, .randint = s_randint, .bernoulli = s_bernoulli,
       .randperm = s_randperm, .sgd_step = s_sgd_step, .adam_step = s_adam_step,
       .rmsprop_step = s_rmsprop_step, .adagrad_step = s_adagrad_step, .arange = s_arange,

@@ -1198,6 +1198,14 @@ local function check_pair(where, input, target)
     "results due to broadcasting. Please ensure they have the same size.")
 end
 
+-- Whether a regression loss takes the fused kernel (lt.mse_loss and the like, one pass each
+-- way): input and target of one shape and one float dtype, on the cpu (the GPU plugin has the
+-- elementwise ops but not this kernel); others broadcast through the ops.
+local function fused_pair(input, target)
+  return input.dtype == target.dtype and util.is_float(input) and util.same_shape(input, target)
+    and input.device == "cpu" and target.device == "cpu"
+end
+
 local REDUCTION = { "reduction", "size_average", "reduce" }
 local function with_reduction(...)
   local t = { table.unpack(REDUCTION) }
@@ -1226,6 +1234,7 @@ function F.mse_loss(input, target, opts)
   opts = check("mse_loss", opts, REDUCTION)
   check_pair("mse_loss", input, target)
   local r = reduction_of(opts, "mse_loss")
+  if fused_pair(input, target) then return lt.mse_loss(input, target, { reduction = r }) end
   local d = input - target
   return reduce(d * d, r)
 end
@@ -1239,6 +1248,7 @@ function F.l1_loss(input, target, opts)
   opts = check("l1_loss", opts, REDUCTION)
   check_pair("l1_loss", input, target)
   local r = reduction_of(opts, "l1_loss")
+  if fused_pair(input, target) then return lt.l1_loss(input, target, { reduction = r }) end
   return reduce((input - target):abs(), r)
 end
 
@@ -1253,8 +1263,11 @@ function F.smooth_l1_loss(input, target, opts)
   local r = reduction_of(opts, "smooth_l1_loss")
   local beta = opts.beta or 1.0
   if beta < 0 then error("smooth_l1_loss: beta must be non-negative, got " .. beta, 2) end
+  if beta == 0 then return F.l1_loss(input, target, { reduction = r }) end
+  if fused_pair(input, target) then
+    return lt.smooth_l1_loss(input, target, { reduction = r, beta = beta })
+  end
   local d = (input - target):abs()
-  if beta == 0 then return reduce(d, r) end
   local loss = lt.where(d:lt(beta), d * d * (0.5 / beta), d - 0.5 * beta)
   return reduce(loss, r)
 end
@@ -1270,6 +1283,9 @@ function F.huber_loss(input, target, opts)
   local r = reduction_of(opts, "huber_loss")
   local delta = opts.delta or 1.0
   if delta <= 0 then error("huber_loss: delta must be positive, got " .. delta, 2) end
+  if fused_pair(input, target) then
+    return lt.huber_loss(input, target, { reduction = r, delta = delta })
+  end
   local d = (input - target):abs()
   local loss = lt.where(d:lt(delta), d * d * 0.5, (d - 0.5 * delta) * delta)
   return reduce(loss, r)

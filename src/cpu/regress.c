@@ -1,0 +1,196 @@
+/*
+** cpu/regress.c -- cpu kernels of the regression losses (`regression_loss` and its backward):
+** mse, l1, smooth_l1 and huber of contiguous input a and target b, d = a - b elementwise:
+**
+**   kind        loss(d)                                   dloss/da
+**   mse         d^2                                       2 d
+**   l1          |d|                                       sign(d)
+**   smooth_l1   |d| < p ? d^2 / (2p) : |d| - p/2          |d| < p ? d / p : sign(d)
+**   huber       |d| < p ? d^2 / 2 : p (|d| - p/2)         |d| < p ? d : p sign(d)
+**
+** sign(d) keeps a zero's and a NaN's own value. Values are computed in the tensors' dtype;
+** the reduced forms sum chunks of REG_CHUNK elements in double lanes (lane = index mod
+** REG_LANES) and add the chunks in order, so the sum does not depend on the thread count.
+** Float32 loops are compiled for each ISA level.
+*/
+#include <math.h>
+#include <stdlib.h>
+
+#include "../cpu_isa.h"
+#include "cpu.h"
+
+#define REG_CHUNK 16384
+#define REG_LANES 16
+#define REG_INLINE static inline __attribute__((always_inline))
+
+#define SIGN(d) ((d) > 0 ? 1 : (d) < 0 ? -1 : (d))
+
+/* The loss and derivative formulas of the table above for one type T. */
+#define DEF_FORMULAS(T)                                                                    \
+  REG_INLINE T loss_##T(int kind, T d, T p) {                                              \
+    T ad = d < 0 ? -d : d;                                                                 \
+    switch (kind) {                                                                        \
+      case LT_MSE: return d * d;                                                           \
+      case LT_L1: return ad;                                                               \
+      case LT_SMOOTH_L1: return ad < p ? (T)0.5 * d * d / p : ad - (T)0.5 * p;             \
+      default: return ad < p ? (T)0.5 * d * d : p * (ad - (T)0.5 * p);                     \
+    }                                                                                      \
+  }                                                                                        \
+  REG_INLINE T grad_##T(int kind, T d, T p) {                                              \
+    T ad = d < 0 ? -d : d;                                                                 \
+    switch (kind) {                                                                        \
+      case LT_MSE: return 2 * d;                                                           \
+      case LT_L1: return SIGN(d);                                                          \
+      case LT_SMOOTH_L1: return ad < p ? d / p : SIGN(d);                                  \
+      default: return ad < p ? d : p * SIGN(d);                                            \
+    }                                                                                      \
+  }
+DEF_FORMULAS(float)
+DEF_FORMULAS(double)
+
+/* One loop per kind, so that each vectorises without a switch inside. */
+#define PER_KIND(kind, BODY)                                                               \
+  switch (kind) {                                                                          \
+    case LT_MSE: { const int K = LT_MSE; BODY; } break;                                    \
+    case LT_L1: { const int K = LT_L1; BODY; } break;                                      \
+    case LT_SMOOTH_L1: { const int K = LT_SMOOTH_L1; BODY; } break;                        \
+    default: { const int K = LT_HUBER; BODY; } break;                                      \
+  }
+
+/* Sum of the losses of n elements (one chunk) in double lanes; each element (out non-NULL). */
+#define DEF_KERNELS(SUF, T)                                                                \
+  static double sum_##SUF(int kind, const T *a, const T *b, int64_t n, T p) {              \
+    double l[REG_LANES] = {0};                                                             \
+    int64_t i = 0;                                                                         \
+    PER_KIND(kind, {                                                                       \
+      for (; i + REG_LANES <= n; i += REG_LANES)                                           \
+        for (int k = 0; k < REG_LANES; k++) l[k] += (double)loss_##T(K, a[i + k] - b[i + k], p); \
+      for (int k = 0; i < n; i++, k++) l[k] += (double)loss_##T(K, a[i] - b[i], p);        \
+    })                                                                                     \
+    double s = 0;                                                                          \
+    for (int k = 0; k < REG_LANES; k++) s += l[k];                                         \
+    return s;                                                                              \
+  }                                                                                        \
+  static void each_##SUF(int kind, T *o, const T *a, const T *b, int64_t n, T p) {         \
+    PER_KIND(kind, for (int64_t i = 0; i < n; i++) o[i] = loss_##T(K, a[i] - b[i], p))     \
+  }                                                                                        \
+  static void grad_##SUF(int kind, T *o, const T *g, int64_t gs, T c, const T *a,          \
+                         const T *b, int64_t n, T p) {                                     \
+    if (gs)                                                                                \
+      PER_KIND(kind, for (int64_t i = 0; i < n; i++)                                       \
+                         o[i] = c * g[i] * grad_##T(K, a[i] - b[i], p))                    \
+    else                                                                                   \
+      PER_KIND(kind, for (int64_t i = 0; i < n; i++) o[i] = c * grad_##T(K, a[i] - b[i], p)) \
+  }
+
+DEF_KERNELS(f64, double)
+DEF_KERNELS(f32_sse4, float)
+#ifdef LT_ISA_DISPATCH
+LT_ISA_BEGIN_AVX2
+DEF_KERNELS(f32_avx2, float)
+LT_ISA_END
+LT_ISA_BEGIN_AVX512
+DEF_KERNELS(f32_avx512, float)
+LT_ISA_END
+#endif
+
+typedef struct f32_kernels {
+  double (*sum)(int kind, const float *a, const float *b, int64_t n, float p);
+  void (*each)(int kind, float *o, const float *a, const float *b, int64_t n, float p);
+  void (*grad)(int kind, float *o, const float *g, int64_t gs, float c, const float *a,
+               const float *b, int64_t n, float p);
+} f32_kernels;
+
+static f32_kernels f32_for_isa(void) {
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512: return (f32_kernels){sum_f32_avx512, each_f32_avx512, grad_f32_avx512};
+    case LT_ISA_AVX2: return (f32_kernels){sum_f32_avx2, each_f32_avx2, grad_f32_avx2};
+    default: break;
+  }
+#endif
+  return (f32_kernels){sum_f32_sse4, each_f32_sse4, grad_f32_sse4};
+}
+
+typedef struct reg_job {
+  int kind;
+  bool f32;
+  f32_kernels k;
+  const void *a, *b, *g;
+  void *o;
+  int64_t n, gs;   /* gs: 1 when g has a value per element, 0 for one value */
+  double p, c, *part;
+} reg_job;
+
+static void sum_chunks(int64_t c0, int64_t c1, void *ud) {
+  reg_job *j = ud;
+  for (int64_t c = c0; c < c1; c++) {
+    int64_t i = c * REG_CHUNK, m = ltC_min(REG_CHUNK, j->n - i);
+    j->part[c] = j->f32 ? j->k.sum(j->kind, (const float *)j->a + i, (const float *)j->b + i, m,
+                                   (float)j->p)
+                        : sum_f64(j->kind, (const double *)j->a + i, (const double *)j->b + i, m,
+                                  j->p);
+  }
+}
+
+static void each_range(int64_t i0, int64_t i1, void *ud) {
+  reg_job *j = ud;
+  if (j->f32)
+    j->k.each(j->kind, (float *)j->o + i0, (const float *)j->a + i0, (const float *)j->b + i0,
+              i1 - i0, (float)j->p);
+  else
+    each_f64(j->kind, (double *)j->o + i0, (const double *)j->a + i0, (const double *)j->b + i0,
+             i1 - i0, j->p);
+}
+
+static void grad_range(int64_t i0, int64_t i1, void *ud) {
+  reg_job *j = ud;
+  int64_t gi = j->gs * i0;
+  if (j->f32) {
+    /* one incoming value: fold it into the coefficient, in float as a product would round */
+    float c = j->gs ? (float)j->c : (float)j->c * *(const float *)j->g;
+    j->k.grad(j->kind, (float *)j->o + i0, (const float *)j->g + gi, j->gs, c,
+              (const float *)j->a + i0, (const float *)j->b + i0, i1 - i0, (float)j->p);
+  } else {
+    double c = j->gs ? j->c : j->c * *(const double *)j->g;
+    grad_f64(j->kind, (double *)j->o + i0, (const double *)j->g + gi, j->gs, c,
+             (const double *)j->a + i0, (const double *)j->b + i0, i1 - i0, j->p);
+  }
+}
+
+static reg_job job_of(int kind, const lt_tensor *a, const lt_tensor *b, double p) {
+  return (reg_job){.kind = kind, .f32 = a->dtype == LT_FLOAT32, .k = f32_for_isa(),
+                   .a = ltB_ptr(a), .b = ltB_ptr(b), .n = lt_numel(a), .p = p};
+}
+
+int ltC_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum, const lt_tensor *a,
+                        const lt_tensor *b, double p) {
+  reg_job j = job_of(kind, a, b, p);
+  if (out) {
+    j.o = ltB_ptr(out);
+    ltB_parallel_for(ctx, j.n, ltC_grain(4), each_range, &j);
+    return 0;
+  }
+  int64_t nc = (j.n + REG_CHUNK - 1) / REG_CHUNK;
+  double one;
+  j.part = nc > 1 ? malloc((size_t)nc * sizeof *j.part) : &one;
+  if (!j.part) return ltB_fail(ctx, "regression loss: out of memory for %lld partial sums",
+                               (long long)nc);
+  ltB_parallel_for(ctx, nc, 1, sum_chunks, &j);
+  double s = 0;
+  for (int64_t c = 0; c < nc; c++) s += j.part[c];
+  if (nc > 1) free(j.part);
+  *sum = s;
+  return 0;
+}
+
+void ltC_regression_loss_backward(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,
+                                  double scale, const lt_tensor *a, const lt_tensor *b,
+                                  double p) {
+  reg_job j = job_of(kind, a, b, p);
+  j.o = ltB_ptr(da);
+  j.g = ltB_ptr(g);
+  j.gs = lt_numel(g) == j.n && j.n != 1 ? 1 : 0;
+  j.c = scale;
+  ltB_parallel_for(ctx, j.n, ltC_grain(4), grad_range, &j);
+}
