@@ -15,6 +15,7 @@
 */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../cpu_isa.h"
 #include "cpu.h"
@@ -405,9 +406,37 @@ NORM_INLINE void f32_m2_into(double *l, const float *x, int64_t n, double mu) {
 }
 
 /* lg += g, lgx += g (x - mu) with g = dy (times w[i] when w) */
+typedef float norm_v8f __attribute__((vector_size(32)));
+typedef double norm_v8d __attribute__((vector_size(64)));
+
 NORM_INLINE void f32_dot_into(double *lg, double *lgx, const float *dy, const float *w,
                               const float *x, int64_t n, double mu) {
   int64_t i = 0;
+  if (!w && n >= NORM_LANES) {
+    /* spelled in vectors of eight lanes: GCC 12 left the loop below scalar where it was inlined
+    ** with short-lived lanes (GroupNorm's channel sums), at 5x PyTorch's time; same sums */
+    norm_v8d g0, g1, q0, q1, m = (norm_v8d){0} + mu;
+    memcpy(&g0, lg, sizeof g0);
+    memcpy(&g1, lg + 8, sizeof g1);
+    memcpy(&q0, lgx, sizeof q0);
+    memcpy(&q1, lgx + 8, sizeof q1);
+    for (; i + NORM_LANES <= n; i += NORM_LANES) {
+      norm_v8f a0, a1, b0, b1;
+      memcpy(&a0, dy + i, sizeof a0);
+      memcpy(&a1, dy + i + 8, sizeof a1);
+      memcpy(&b0, x + i, sizeof b0);
+      memcpy(&b1, x + i + 8, sizeof b1);
+      norm_v8d d0 = __builtin_convertvector(a0, norm_v8d), d1 = __builtin_convertvector(a1, norm_v8d);
+      g0 += d0;
+      g1 += d1;
+      q0 += d0 * (__builtin_convertvector(b0, norm_v8d) - m);
+      q1 += d1 * (__builtin_convertvector(b1, norm_v8d) - m);
+    }
+    memcpy(lg, &g0, sizeof g0);
+    memcpy(lg + 8, &g1, sizeof g1);
+    memcpy(lgx, &q0, sizeof q0);
+    memcpy(lgx + 8, &q1, sizeof q1);
+  }
   for (; i + NORM_LANES <= n; i += NORM_LANES)
     for (int k = 0; k < NORM_LANES; k++) {
       double g = w ? (double)dy[i + k] * (double)w[i + k] : (double)dy[i + k];
