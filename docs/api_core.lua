@@ -608,6 +608,17 @@ function lt.scaled_dot_product_attention(q, k, v, attn_mask, is_causal, scale, d
 -- @treturn Tensor
 function lt.cross_entropy(logits, target, opts) end
 
+--- One dim of `F.interpolate`'s linear modes: output row `j` along `dim` is x's row `i0[j]`
+-- times `1 - w1[j]` plus row `i1[j]` times `w1[j]`, or x's row `i0[j]` where `i1` and `w1` are
+-- nil (nearest); one pass each way, the gradient reaching x.
+-- @tparam Tensor x float32 or float64
+-- @int dim 1-based
+-- @tparam Tensor i0 int64 1-d, 1-based positions along `dim`
+-- @tparam[opt] Tensor i1 int64, the same length
+-- @tparam[opt] Tensor w1 x's dtype, the same length
+-- @treturn Tensor x's shape with `dim` of `#i0`
+function lt.resample(x, dim, i0, i1, w1) end
+
 --- Mean squared error of input against target (one shape, one float dtype), in one fused pass
 -- each way (the gradient reaches both); `lt.l1_loss(input, target, opts)` is the absolute
 -- error, `lt.smooth_l1_loss(input, target, opts)` takes `beta` (> 0, default 1) and

@@ -367,6 +367,13 @@ LT_API int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor
                        lt_tensor *weight, int64_t ignore_index, enum lt_reduction reduction,
                        int64_t index_base);
 
+/* x resampled along dim (0-based) to the n = numel(i0) positions i0 (int64, counted from
+** index_base): linear (w1 given, x's float dtype, of n: each output row is x's row i0[j] times
+** 1 - w1[j] plus row i1[j] times w1[j]) or nearest (i1 and w1 NULL). The steps of interpolate,
+** one dim at a time; the gradient reaches x. */
+LT_API int lt_resample(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int dim, lt_tensor *i0,
+                       lt_tensor *i1, lt_tensor *w1, int64_t index_base);
+
 /* The regression losses of input against target (same shape, one float dtype): mean squared
 ** error, mean absolute error, smooth L1 (p = beta > 0) and Huber (p = delta > 0), folded by
 ** reduction, as PyTorch's mse_loss, l1_loss, smooth_l1_loss and huber_loss. One pass over the

@@ -277,6 +277,16 @@ typedef struct ltK_class_loss {
   double dn, ds;
 } ltK_class_loss;
 
+/* One dim's resampling (interpolate): x seen as (O, Nin, I), y as (O, Nout, I), both
+** contiguous (I = inner), one float dtype; i0, i1 (int64, Nout, counted from base, in range) the source
+** positions of each output row and w1 (Nout, x's dtype) the weight of i1:
+**   y[o, j, :] = x[o, i0[j], :] (1 - w1[j]) + x[o, i1[j], :] w1[j]
+** or y[o, j, :] = x[o, i0[j], :] where i1 and w1 are NULL (nearest). */
+typedef struct ltK_resample {
+  int64_t O, Nin, Nout, inner, base;
+  const lt_tensor *i0, *i1, *w1;
+} ltK_resample;
+
 /* the fused optimiser steps' options, defined in optim.h */
 typedef struct lt_sgd_opts lt_sgd_opts;
 typedef struct lt_adam_opts lt_adam_opts;
@@ -474,6 +484,12 @@ typedef struct ltK_backend {
                               const lt_tensor *x, const lt_tensor *target,
                               const lt_tensor *weight, const lt_tensor *lse,
                               const ltK_class_loss *a);
+  /* y = the resampling g of x (ltK_resample), y fresh */
+  void (*resample)(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, const ltK_resample *g);
+  /* dx (zeroed, x's shape) += its transpose applied to dy (y's shape, contiguous): each source
+  ** row gets its outputs' gradients in output order, the same at any thread count */
+  void (*resample_backward)(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *dy,
+                            const ltK_resample *g);
   /* the regression loss `kind` (enum lt_regression; p its beta or delta) of a (input) and b
   ** (target), contiguous, one float dtype and shape: each element's into out (a's shape) or,
   ** out NULL, their sum into *sum, the same at any thread count; -1 only on OOM */
@@ -612,6 +628,9 @@ void ltC_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g,
                              const lt_tensor *x, const lt_tensor *target,
                              const lt_tensor *weight, const lt_tensor *lse,
                              const ltK_class_loss *a);
+void ltC_resample(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, const ltK_resample *g);
+void ltC_resample_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *dy,
+                           const ltK_resample *g);
 int ltC_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum, const lt_tensor *a,
                         const lt_tensor *b, double p);
 void ltC_regression_loss_backward(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,

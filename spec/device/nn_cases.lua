@@ -1,5 +1,6 @@
 -- Cases for the convolution, pooling and norm kernels of the table: conv, conv_backward, pool,
--- pool_backward, batch_norm, batch_norm_backward, row_norm, row_norm_backward. Every result is
+-- pool_backward, batch_norm, batch_norm_backward, row_norm, row_norm_backward, resample and
+-- resample_backward (interpolate's steps). Every result is
 -- compared with a plain-Lua reference written from the definitions (loops over the windows,
 -- no im2col), gradients with central differences of that reference.
 local assert = require "luassert"   -- a required file does not see busted's assert
@@ -629,3 +630,88 @@ case("row_norm_backward", "gradients of input, weight and bias against central d
       end
     end
   end)
+
+-- ------------------------------------------------------------ resample (interpolate's steps)
+
+-- y[o, j, i] = x[o, i0[j], i] (1 - w1[j]) + x[o, i1[j], i] w1[j] (or x[o, i0[j], i]), x as
+-- (O, Nin, In) around dim d of shape; 1-based positions
+local function ref_resample(xv, shape, d, i0, i1, w1)
+  local O, In = 1, 1
+  for k = 1, d - 1 do O = O * shape[k] end
+  for k = d + 1, #shape do In = In * shape[k] end
+  local Nin, out = shape[d], {}
+  for o = 0, O - 1 do
+    for j = 1, #i0 do
+      for i = 1, In do
+        local a = xv[(o * Nin + i0[j] - 1) * In + i]
+        out[#out + 1] = w1 and a * (1 - w1[j]) + xv[(o * Nin + i1[j] - 1) * In + i] * w1[j] or a
+      end
+    end
+  end
+  return out
+end
+
+local RESAMPLE = {
+  -- shape, dim, i0, i1, w1
+  { { 2, 3, 4 }, 3, { 1, 1, 2, 2, 3, 3, 4, 4 }, { 2, 2, 3, 3, 4, 4, 4, 4 },
+    { 0, 0.25, 0.75, 0.25, 0.75, 0.25, 0.75, 0 } },
+  { { 2, 3, 4 }, 2, { 1, 2, 3, 1, 3 }, { 2, 3, 3, 2, 1 }, { 0.5, 0.1, 0, 0.9, 1 } },
+  { { 3, 4 }, 1, { 3, 1 }, { 2, 2 }, { 0.3, 0.6 } },
+  { { 2, 3, 4 }, 2, { 1, 1, 2, 3, 3, 3 } },   -- nearest: i0 only
+  { { 2, 3, 4 }, 3, { 4, 1 } },
+  { { 0, 3, 4 }, 3, { 1, 2 }, { 2, 3 }, { 0.5, 0.5 } },
+}
+
+local function run_resample(x, c)
+  local dt = x.dtype
+  local i1 = c[4] and make(c[4], { #c[4] }, "int64") or nil
+  local w1 = c[5] and make(c[5], { #c[5] }, dt) or nil
+  return lt.resample(x, c[2], make(c[3], { #c[3] }, "int64"), i1, w1)
+end
+
+local function out_shape(c)
+  local s = {}
+  for k, n in ipairs(c[1]) do s[k] = k == c[2] and #c[3] or n end
+  return s
+end
+
+case("resample", "linear and nearest along every dim against the definition, float32/64, layouts",
+  function()
+    for _, dt in ipairs(FLOATS) do
+      for _, c in ipairs(RESAMPLE) do
+        for _, kind in ipairs(KINDS) do
+          local x, xv = input(distinct(numel(c[1])), c[1], dt, kind)
+          local w1 = c[5] and values(make(c[5], { #c[5] }, dt)) or nil
+          check(run_resample(x, c), out_shape(c), dt, ref_resample(xv, c[1], c[2], c[3], c[4], w1),
+            ftol(dt), ("resample %s dim %d %s %s"):format(table.concat(c[1], "x"), c[2], dt, kind))
+        end
+      end
+    end
+    local x = lt.randn(2, 3)
+    local function fails(pattern, ...)
+      local ok, err = pcall(lt.resample, x, ...)
+      assert.is_false(ok)
+      assert.matches(pattern, tostring(err))
+    end
+    local i = lt.tensor({ 1, 2 }, { dtype = "int64" })
+    fails("i0 holds 4, out of range", 2, lt.tensor({ 1, 4 }, { dtype = "int64" }))
+    fails("i1 holds 0, out of range", 2, i, lt.tensor({ 0, 1 }, { dtype = "int64" }), lt.zeros(2))
+    fails("i1 and w1 go together", 2, i, i)
+    fails("expected w1 of dtype float32 and shape %[2%]", 2, i, i, lt.zeros(3))
+    local ok, err = pcall(lt.resample, x:long(), 2, i)
+    assert.is_false(ok)
+    assert.matches("expected a float32 or float64 input, got int64", tostring(err))
+  end)
+
+case("resample_backward", "gradients along every dim against central differences", function()
+  for _, c in ipairs(RESAMPLE) do
+    if numel(c[1]) > 0 then
+      for _, kind in ipairs(KINDS) do
+        check_grad(function(x) return run_resample(x, c) end, function(v)
+          return ref_resample(v, c[1], c[2], c[3], c[4], c[5])
+        end, distinct(numel(c[1])), c[1], kind,
+          ("resample %s dim %d %s"):format(table.concat(c[1], "x"), c[2], kind))
+      end
+    end
+  end
+end)

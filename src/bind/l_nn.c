@@ -36,6 +36,8 @@
 **   lt.scaled_dot_product_attention(q, k, v, attn_mask_or_nil, is_causal=false, scale=nil,
 **                                   dropout_p=0, {generator=})
 **       -- fused, dropout included; nil scale: 1/sqrt(E)
+**   lt.resample(x, dim, i0, i1_or_nil, w1_or_nil)   -- one dim of interpolate: output row j is
+**       x's row i0[j] * (1 - w1[j]) + row i1[j] * w1[j] (linear) or row i0[j] (nearest)
 **   lt.mse_loss(input, target, {reduction="mean"}), lt.l1_loss(same),
 **   lt.smooth_l1_loss(input, target, {reduction="mean", beta=1}),
 **   lt.huber_loss(input, target, {reduction="mean", delta=1})
@@ -533,6 +535,17 @@ static int l_l1_loss(lua_State *L) { return regression_common(L, LT_L1); }
 static int l_smooth_l1_loss(lua_State *L) { return regression_common(L, LT_SMOOTH_L1); }
 static int l_huber_loss(lua_State *L) { return regression_common(L, LT_HUBER); }
 
+/* lt.resample(x, dim, i0, i1_or_nil, w1_or_nil): 1-based dim and positions */
+static int l_resample(lua_State *L) {
+  lt_ctx *ctx = LTL_CTX(L);
+  lt_tensor *x = ltL_check(L, 1), *i0 = ltL_check(L, 3), *r;
+  int dim = ltL_checkdim(L, 2, x->ndim);
+  lt_tensor *i1 = opt_tensor(L, 4), *w1 = opt_tensor(L, 5);
+  LTL_TRY(L, ctx, lt_resample(ctx, &r, x, dim, i0, i1, w1, 1));
+  ltL_push(L, r);
+  return 1;
+}
+
 static int l_cross_entropy(lua_State *L) { return loss_common(L, "cross_entropy", true); }
 static int l_nll_loss(lua_State *L) { return loss_common(L, "nll_loss", false); }
 
@@ -556,6 +569,7 @@ void ltL_open_nn(lua_State *L) {
       {"rms_norm", l_rms_norm, LTL_FN},
       {"embedding", l_embedding, LTL_FN},
       {"dropout", l_dropout, LTL_FN},
+      {"resample", l_resample, LTL_FN},
       {"scaled_dot_product_attention", l_sdpa, LTL_FN},
       {"cross_entropy", l_cross_entropy, LTL_FN},
       {"nll_loss", l_nll_loss, LTL_FN},

@@ -51,6 +51,8 @@ const ltK_backend ltC_backend = {
     .dropout = ltC_dropout,
     .class_loss = ltC_class_loss,
     .class_loss_backward = ltC_class_loss_backward,
+    .resample = ltC_resample,
+    .resample_backward = ltC_resample_backward,
     .regression_loss = ltC_regression_loss,
     .regression_loss_backward = ltC_regression_loss_backward,
     .uniform = ltC_uniform,
@@ -87,7 +89,8 @@ const char *const ltC_backend_entries[] = {
     /* -- attention */
     "sdpa", "sdpa_backward",
     /* -- dropout, losses, random fills, optimiser steps */
-    "dropout", "class_loss", "class_loss_backward", "regression_loss",
+    "dropout", "class_loss", "class_loss_backward", "resample", "resample_backward",
+    "regression_loss",
     "regression_loss_backward", "uniform", "normal", "randint",
     "bernoulli", "randperm", "sgd_step", "adam_step", "rmsprop_step", "adagrad_step",
     "arange", "arange_int", "linspace",

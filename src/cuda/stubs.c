@@ -117,6 +117,11 @@ static void s_class_loss_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *g
                                   const ltK_class_loss *a) {
   PEND("loss backward");
 }
+static void s_resample(lt_ctx *ctx, lt_tensor *y, const lt_tensor *x, const ltK_resample *g) {
+  PEND("interpolate");
+}
+static void s_resample_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *dy,
+                                const ltK_resample *g) { PEND("interpolate backward"); }
 static int s_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum,
                              const lt_tensor *a, const lt_tensor *b, double p) {
   return FAIL(ctx, "regression loss");
@@ -179,6 +184,7 @@ void ltc_stub_entries(ltK_backend *b) {
       .sdpa = s_sdpa, .sdpa_backward = s_sdpa_backward,
       .dropout = s_dropout, .class_loss = s_class_loss,
       .class_loss_backward = s_class_loss_backward,
+      .resample = s_resample, .resample_backward = s_resample_backward,
       .regression_loss = s_regression_loss,
       .regression_loss_backward = s_regression_loss_backward, .uniform = s_uniform,
       .normal = s_normal, .randint = s_randint, .bernoulli = s_bernoulli,

@@ -522,8 +522,8 @@ end
 -- `size` or by `scale_factor`, as PyTorch's `interpolate`: modes `"nearest"` (the default; the
 -- source index rounded down, as PyTorch's), `"nearest-exact"`, `"linear"` (3-D), `"bilinear"`
 -- (4-D), `"trilinear"` (5-D) and `"area"` (4-D: adaptive average pooling). The linear modes
--- take `align_corners` (default false: pixel centres). Made of index_select and products, so it
--- has a gradient; `"bicubic"` and `antialias` are not supported.
+-- take `align_corners` (default false: pixel centres). Nearest modes are an index_select per
+-- resized dim, linear ones one `lt.resample` pass per dim, each with its gradient; `"bicubic"` and `antialias` are not supported.
 -- @tparam Tensor input
 -- @param[opt] size a number or one per spatial dim, or an options table
 --   `{size=, scale_factor=, mode=, align_corners=, recompute_scale_factor=, antialias=}` in
@@ -602,14 +602,15 @@ function F.interpolate(input, size, scale_factor, mode, align_corners)
   for i = 1, sp do
     local d, in_n = 2 + i, s[2 + i]
     if out[i] ~= in_n or need > 0 then
-      local i0, i1, w0, w1 = source_index(mode, in_n, out[i], scales[i], align, x.dtype)
+      local i0, i1, _, w1 = source_index(mode, in_n, out[i], scales[i], align, x.dtype)
       if need == 0 then
-        x = x:index_select(d, i0)
-      else
+        x = x:index_select(d, i0)   -- nearest: any dtype; its backward scatters rows as fast
+      elseif x.device ~= "cpu" then   -- the GPU plugin has index_select and products, not resample
         local shape = {}
         for k = 1, nd do shape[k] = k == d and out[i] or 1 end
-        w0, w1 = w0:reshape(shape), w1:reshape(shape)
-        x = x:index_select(d, i0) * w0 + x:index_select(d, i1) * w1
+        x = x:index_select(d, i0) * (1 - w1):reshape(shape) + x:index_select(d, i1) * w1:reshape(shape)
+      else
+        x = lt.resample(x, d, i0, i1, w1)
       end
     end
   end
