@@ -302,7 +302,8 @@ local function ref_pool(kind, x, P, H, W, o)
   return y, idx, OH, OW
 end
 
--- A pool setting: kind, x's shape (1-d: (N, C, L)), the options as the kernels take them.
+-- A pool setting: kind, x's shape (1-d: (N, C, L)), the options as the kernels take them; `big`
+-- ones are too large for central differences (their backward is the index scatter of the rest).
 local POOLS = {
   { kind = "max", x = { 2, 3, 6, 8 }, o = { kernel = 2 }, what = "2x2 stride 2" },
   { kind = "max", x = { 1, 2, 7, 9 }, o = { kernel = 2 }, what = "2x2, odd sizes" },
@@ -324,6 +325,16 @@ local POOLS = {
   { kind = "adaptive_avg", x = { 2, 2, 10 }, o = { out = { 1, 4 } }, what = "1-d 10 -> 4" },
   { kind = "adaptive_max", x = { 2, 3, 7, 5 }, o = { out = { 3, 2 } }, what = "7x5 -> 3x2" },
   { kind = "adaptive_max", x = { 1, 2, 9 }, o = { out = { 1, 4 } }, what = "1-d 9 -> 4" },
+  -- float32 max pools other than 2x2 gather each tap for 256 outputs at once: whole rows,
+  -- columns of wide rows in chunks, strides 1, 2 and others
+  { kind = "max", x = { 1, 2, 9, 11 }, o = { kernel = 3, stride = 2, padding = 1 },
+    what = "3x3 stride 2 padding 1" },
+  { kind = "max", x = { 1, 1, 3, 600 }, o = { kernel = { 1, 3 }, stride = 1, padding = { 0, 1 } },
+    what = "rows wider than a chunk", big = true },
+  { kind = "max", x = { 1, 1, 40, 20 }, o = { kernel = 2, stride = 1 }, what = "chunks of rows",
+    big = true },
+  { kind = "max", x = { 1, 2, 10, 10 }, o = { kernel = 3, stride = 3, padding = 1, ceil_mode = true },
+    what = "stride 3, ceil_mode" },
 }
 
 -- the op (returns out and, for max kinds, 1-based indices) and the reference of a setting
@@ -384,7 +395,8 @@ case("pool", "max, avg, adaptive avg and max pools, 1-d and 2-d, against the def
 case("pool", "max pools: ties give the first maximum, NaN wins (the last one), -inf kept",
   function()
     for _, dt in ipairs(FLOATS) do
-      for _, pc in ipairs({ POOLS[1], POOLS[2], POOLS[4], POOLS[12] }) do
+      for _, pc in ipairs({ POOLS[1], POOLS[2], POOLS[4], POOLS[12], POOLS[14], POOLS[15],
+        POOLS[16], POOLS[17] }) do
         local n = numel(pc.x)
         local xv = {}
         for i = 1, n do xv[i] = (i * 7) % 5 - 2 end   -- many ties
@@ -417,6 +429,7 @@ end)
 
 case("pool_backward", "gradients of every pool kind against central differences", function()
   for _, pc in ipairs(POOLS) do
+    if pc.big then goto next end
     local op, rf = pool_pair(pc)
     local xv = distinct(numel(pc.x))
     for _, dt in ipairs(FLOATS) do
@@ -425,6 +438,7 @@ case("pool_backward", "gradients of every pool kind against central differences"
           kind, dt, pc.kind .. " " .. pc.what .. " " .. dt .. " " .. kind)
       end
     end
+    ::next::
   end
 end)
 
