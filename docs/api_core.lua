@@ -622,8 +622,10 @@ function lt.resample(x, dim, i0, i1, w1) end
 --- Mean squared error of input against target (one shape, one float dtype), in one fused pass
 -- each way (the gradient reaches both); `lt.l1_loss(input, target, opts)` is the absolute
 -- error, `lt.smooth_l1_loss(input, target, opts)` takes `beta` (> 0, default 1) and
--- `lt.huber_loss(input, target, opts)` takes `delta` (> 0, default 1). `F.mse_loss` and the
--- others call them, and broadcast other shapes through the elementwise ops.
+-- `lt.huber_loss(input, target, opts)` takes `delta` (> 0, default 1);
+-- `lt.binary_cross_entropy_with_logits(input, target, opts)` is the binary cross entropy of
+-- logits, without weights. `F.mse_loss` and the others call them, and take other shapes (and
+-- BCE's weights) through the elementwise ops.
 -- @tparam Tensor input
 -- @tparam Tensor target
 -- @tparam[opt] table opts `{reduction="mean"}` (`"mean"`, `"sum"` or `"none"`)

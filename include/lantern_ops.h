@@ -374,11 +374,12 @@ LT_API int lt_nll_loss(lt_ctx *ctx, lt_tensor **out, lt_tensor *input, lt_tensor
 LT_API int lt_resample(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int dim, lt_tensor *i0,
                        lt_tensor *i1, lt_tensor *w1, int64_t index_base);
 
-/* The regression losses of input against target (same shape, one float dtype): mean squared
-** error, mean absolute error, smooth L1 (p = beta > 0) and Huber (p = delta > 0), folded by
-** reduction, as PyTorch's mse_loss, l1_loss, smooth_l1_loss and huber_loss. One pass over the
+/* The elementwise losses of input against target (same shape, one float dtype): mean squared
+** error, mean absolute error, smooth L1 (p = beta > 0), Huber (p = delta > 0) and binary cross
+** entropy of logits, folded by reduction, as PyTorch's mse_loss, l1_loss, smooth_l1_loss,
+** huber_loss and binary_cross_entropy_with_logits (without weights). One pass over the
 ** elements each way; the gradient reaches input and target. */
-enum lt_regression { LT_MSE, LT_L1, LT_SMOOTH_L1, LT_HUBER };
+enum lt_regression { LT_MSE, LT_L1, LT_SMOOTH_L1, LT_HUBER, LT_BCE_LOGITS };
 LT_API int lt_regression_loss(lt_ctx *ctx, lt_tensor **out, enum lt_regression kind,
                               lt_tensor *input, lt_tensor *target, enum lt_reduction reduction,
                               double p);

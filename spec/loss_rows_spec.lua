@@ -119,12 +119,14 @@ describe("cross_entropy rows", function()
 end)
 
 describe("regression losses", function()
-  -- the fused kernels sum chunks of 16384 elements in double lanes and add the chunks in order
+  -- the fused kernels (and binary_cross_entropy_with_logits's) sum chunks of 16384 elements in
+  -- double lanes and add the chunks in order
   it("give the same bits at 1 and at 2 threads and stay within float32 rounding of float64", function()
     lt.manual_seed(4)
-    local x, t = lt.randn(300, 333) * 3, lt.randn(300, 333)
+    local x, t = lt.randn(300, 333) * 3, lt.rand(300, 333)
     local threads = lt.get_num_threads()
-    for _, f in ipairs { F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss } do
+    for _, f in ipairs { F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss,
+      F.binary_cross_entropy_with_logits } do
       for _, r in ipairs { "mean", "sum" } do
         local got = {}
         for n = 1, 2 do

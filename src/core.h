@@ -495,11 +495,11 @@ typedef struct ltK_backend {
   ** out NULL, their sum into *sum, the same at any thread count; -1 only on OOM */
   int (*regression_loss)(lt_ctx *ctx, int kind, lt_tensor *out, double *sum,
                          const lt_tensor *a, const lt_tensor *b, double p);
-  /* da (fresh, a's shape) = scale * g * dloss/da, g contiguous: one value per element of a,
-  ** or a single value for all */
-  void (*regression_loss_backward)(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,
-                                   double scale, const lt_tensor *a, const lt_tensor *b,
-                                   double p);
+  /* da (fresh, a's shape) = scale * g * dloss/da (side 0) or dloss/db (side 1), g contiguous:
+  ** one value per element of a, or a single value for all */
+  void (*regression_loss_backward)(lt_ctx *ctx, int kind, int side, lt_tensor *da,
+                                   const lt_tensor *g, double scale, const lt_tensor *a,
+                                   const lt_tensor *b, double p);
   /* random fills of t (any layout) in row-major order from g, which advances on the host:
   ** uniform in [lo, hi), normal, integers in [lo, hi), bernoulli(p) as 1/0, a permutation
   ** of 0..n-1 (t int64, 1-d, contiguous) */
@@ -633,8 +633,9 @@ void ltC_resample_backward(lt_ctx *ctx, lt_tensor *dx, const lt_tensor *dy,
                            const ltK_resample *g);
 int ltC_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum, const lt_tensor *a,
                         const lt_tensor *b, double p);
-void ltC_regression_loss_backward(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,
-                                  double scale, const lt_tensor *a, const lt_tensor *b, double p);
+void ltC_regression_loss_backward(lt_ctx *ctx, int kind, int side, lt_tensor *da,
+                                  const lt_tensor *g, double scale, const lt_tensor *a,
+                                  const lt_tensor *b, double p);
 void ltC_uniform(lt_tensor *t, double lo, double hi, lt_generator *g);
 void ltC_normal(lt_ctx *ctx, lt_tensor *t, double mean, double std, lt_generator *g);
 void ltC_randint(lt_tensor *t, int64_t lo, int64_t hi, lt_generator *g);

@@ -1,8 +1,8 @@
 /*
-** nn_regress.c -- the op layer of the regression losses (mse_loss, l1_loss, smooth_l1_loss,
-** huber_loss): arguments checked here, the device's regression_loss kernels (cpu/regress.c,
-** which has the formulas) compute the loss and, backward, the input's gradient; the target's
-** is its negation.
+** nn_regress.c -- the op layer of the elementwise losses (mse_loss, l1_loss, smooth_l1_loss,
+** huber_loss, binary_cross_entropy_with_logits): arguments checked here, the device's
+** regression_loss kernels (cpu/regress.c, which has the formulas) compute the loss and,
+** backward, the gradients of input and target.
 */
 #include <math.h>
 
@@ -14,32 +14,30 @@ typedef struct reg_extra {
   double p;
 } reg_extra;
 
-static const char *const reg_names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"};
+static const char *const reg_names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                                         "binary_cross_entropy_with_logits"};
 
 /* saved: 0 input, 1 target (contiguous copies) */
 static int reg_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *grad_out,
                         lt_tensor **grad_in) {
   reg_extra *ex = self->extra;
   if (!grad_out[0]) return 0;
-  lt_tensor *a, *b, *gc = NULL, *da = NULL;
+  lt_tensor *a, *b, *gc = NULL;
   if (ltG_saved_get(ctx, self, 0, &a) || ltG_saved_get(ctx, self, 1, &b)) return -1;
   if (lt_contiguous(ctx, &gc, grad_out[0])) return -1;
-  if (ltO_empty_as(ctx, &da, a, a->dtype, a->ndim, a->size)) {
-    lt_release(gc);
-    return -1;
-  }
   int64_t n = lt_numel(a);
   double scale = ex->reduction == LT_REDUCTION_MEAN ? 1.0 / (double)n : 1.0;
-  ltK_kernels(a)->regression_loss_backward(ctx, ex->kind, da, gc, scale, a, b, ex->p);
-  lt_release(gc);
-  int rc = 0;
-  if (ltG_needs_input_grad(self, 1)) rc = lt_unary(ctx, &grad_in[1], LT_NEG, da, 0, 0);
-  if (!rc && ltG_needs_input_grad(self, 0)) {
-    grad_in[0] = da;
-    return 0;
+  for (int side = 0; side < 2; side++) {
+    if (!ltG_needs_input_grad(self, side)) continue;
+    if (ltO_empty_as(ctx, &grad_in[side], a, a->dtype, a->ndim, a->size)) {
+      lt_release(gc);
+      return -1;
+    }
+    ltK_kernels(a)->regression_loss_backward(ctx, ex->kind, side, grad_in[side], gc, scale, a,
+                                             b, ex->p);
   }
-  lt_release(da);
-  return rc;
+  lt_release(gc);
+  return 0;
 }
 
 static const ltG_node_type reg_types[] = {
@@ -47,11 +45,12 @@ static const ltG_node_type reg_types[] = {
     {"L1LossBackward0", reg_backward, NULL},
     {"SmoothL1LossBackward0", reg_backward, NULL},
     {"HuberLossBackward0", reg_backward, NULL},
+    {"BinaryCrossEntropyWithLogitsBackward0", reg_backward, NULL},
 };
 
 int lt_regression_loss(lt_ctx *ctx, lt_tensor **out, enum lt_regression kind, lt_tensor *input,
                        lt_tensor *target, enum lt_reduction reduction, double p) {
-  if ((unsigned)kind > LT_HUBER) return ltB_fail(ctx, "regression_loss: unknown kind %d", (int)kind);
+  if ((unsigned)kind > LT_BCE_LOGITS) return ltB_fail(ctx, "regression_loss: unknown kind %d", (int)kind);
   const char *op = reg_names[kind];
   char ba[256], bb[256];
   if (!input || !target) return ltB_fail(ctx, "%s: missing input or target", op);

@@ -442,24 +442,29 @@ case("class_loss", "cross_entropy and nll_loss: shapes, reductions, weights, smo
 
 -- ------------------------------------------------------------ regression losses
 
--- the loss of d = input - target per element, as F's formulas
+-- the loss of input x against target t per element, as F's formulas (d = x - t)
 local REGRESSION = {
-  { name = "mse_loss", f = function(d) return d * d end },
-  { name = "l1_loss", f = function(d) return math.abs(d) end },
-  { name = "smooth_l1_loss", p = "beta", v = 0.5, f = function(d, b)
+  { name = "mse_loss", f = function(x, t) return (x - t) * (x - t) end },
+  { name = "l1_loss", f = function(x, t) return math.abs(x - t) end },
+  { name = "smooth_l1_loss", p = "beta", v = 0.5, f = function(x, t, b)
+    local d = x - t
     local a = math.abs(d)
     return a < b and 0.5 * d * d / b or a - 0.5 * b
   end },
-  { name = "huber_loss", p = "delta", v = 0.7, f = function(d, b)
+  { name = "huber_loss", p = "delta", v = 0.7, f = function(x, t, b)
+    local d = x - t
     local a = math.abs(d)
     return a < b and 0.5 * d * d or b * (a - 0.5 * b)
+  end },
+  { name = "binary_cross_entropy_with_logits", f = function(x, t)
+    return (1 - t) * x + math.log(1 + math.exp(-math.abs(x))) + math.max(-x, 0)
   end },
 }
 
 local function ref_regression(k, xv, tv, reduction)
   local out, s = {}, 0
   for i = 1, #xv do
-    out[i] = k.f(xv[i] - tv[i], k.v)
+    out[i] = k.f(xv[i], tv[i], k.v)
     s = s + out[i]
   end
   if reduction == "none" then return out end
@@ -473,7 +478,7 @@ local function run_regression(k, x, t, reduction)
   return F[k.name](x, t, o)
 end
 
-case("regression_loss", "mse, l1, smooth_l1 and huber: shapes, layouts, reductions, chunks",
+case("regression_loss", "mse, l1, smooth_l1, huber, bce of logits: shapes, layouts, reductions, chunks",
   function()
     for _, dt in ipairs(FLOATS) do
       for _, shape in ipairs({ {}, { 5 }, { 3, 4 }, { 2, 3, 4 }, { 0, 3 }, { 40000 } }) do
@@ -496,11 +501,18 @@ case("regression_loss", "mse, l1, smooth_l1 and huber: shapes, layouts, reductio
         end
       end
     end
-    -- a NaN difference gives a NaN loss; equal values a zero one
+    -- a NaN input gives a NaN loss; equal values a zero one (the distances); a logit far past
+    -- its target's side costs its size, one on the right side nothing (bce)
     for _, k in ipairs(REGRESSION) do
-      local l = run_regression(k, lt.tensor({ 0 / 0, 2.0 }), lt.tensor({ 1.0, 2.0 }), "none")
+      local l = run_regression(k, lt.tensor({ 0 / 0, 2.0, 120.0, -120.0 }),
+        lt.tensor({ 1.0, 2.0, 0.0, 0.0 }), "none")
       local v = values(l)
-      assert.is_true(D.is_nan(v[1]) and v[2] == 0, k.name)
+      assert.is_true(D.is_nan(v[1]), k.name)
+      if k.p or k.name:match("^m") or k.name:match("^l1") then
+        assert.are.equal(0, v[2], k.name)
+      else
+        assert.are.same({ 120, 0 }, { v[3], v[4] }, k.name)
+      end
     end
   end)
 

@@ -41,6 +41,7 @@
 **   lt.mse_loss(input, target, {reduction="mean"}), lt.l1_loss(same),
 **   lt.smooth_l1_loss(input, target, {reduction="mean", beta=1}),
 **   lt.huber_loss(input, target, {reduction="mean", delta=1})
+**   lt.binary_cross_entropy_with_logits(input, target, {reduction="mean"})   -- no weights
 **       -- one float dtype and shape; fused, the gradient reaches input and target
 **   lt.cross_entropy(logits, target, {weight=, ignore_index=-100, reduction="mean",
 **                    label_smoothing=0})   -- fused log_softmax + nll_loss; int64 target of
@@ -500,10 +501,11 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
 /* lt.mse_loss / l1_loss / smooth_l1_loss / huber_loss (input, target, {reduction=, beta= or
 ** delta=}) */
 static int regression_common(lua_State *L, int kind) {
-  static const char *const names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"};
+  static const char *const names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+                                      "binary_cross_entropy_with_logits"};
   static const char *const known_p[][3] = {
       {"reduction", NULL}, {"reduction", NULL}, {"reduction", "beta", NULL},
-      {"reduction", "delta", NULL}};
+      {"reduction", "delta", NULL}, {"reduction", NULL}};
   lt_ctx *ctx = LTL_CTX(L);
   const char *op = names[kind];
   lt_tensor *x = ltL_check(L, 1), *t = ltL_check(L, 2), *r;
@@ -524,7 +526,7 @@ static int regression_common(lua_State *L, int kind) {
         return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
     }
     lua_pop(L, 1);
-    if (kind >= LT_SMOOTH_L1) p = ltL_optnum_field(L, 3, kind == LT_HUBER ? "delta" : "beta", 1.0);
+    if (kind == LT_SMOOTH_L1 || kind == LT_HUBER) p = ltL_optnum_field(L, 3, kind == LT_HUBER ? "delta" : "beta", 1.0);
   }
   LTL_TRY(L, ctx, lt_regression_loss(ctx, &r, (enum lt_regression)kind, x, t, reduction, p));
   ltL_push(L, r);
@@ -534,6 +536,7 @@ static int l_mse_loss(lua_State *L) { return regression_common(L, LT_MSE); }
 static int l_l1_loss(lua_State *L) { return regression_common(L, LT_L1); }
 static int l_smooth_l1_loss(lua_State *L) { return regression_common(L, LT_SMOOTH_L1); }
 static int l_huber_loss(lua_State *L) { return regression_common(L, LT_HUBER); }
+static int l_bce_logits(lua_State *L) { return regression_common(L, LT_BCE_LOGITS); }
 
 /* lt.resample(x, dim, i0, i1_or_nil, w1_or_nil): 1-based dim and positions */
 static int l_resample(lua_State *L) {
@@ -577,6 +580,7 @@ void ltL_open_nn(lua_State *L) {
       {"l1_loss", l_l1_loss, LTL_FN},
       {"smooth_l1_loss", l_smooth_l1_loss, LTL_FN},
       {"huber_loss", l_huber_loss, LTL_FN},
+      {"binary_cross_entropy_with_logits", l_bce_logits, LTL_FN},
       {NULL, NULL, 0},
   };
   ltL_register(L, regs);

@@ -126,9 +126,9 @@ static int s_regression_loss(lt_ctx *ctx, int kind, lt_tensor *out, double *sum,
                              const lt_tensor *a, const lt_tensor *b, double p) {
   return FAIL(ctx, "regression loss");
 }
-static void s_regression_loss_backward(lt_ctx *ctx, int kind, lt_tensor *da, const lt_tensor *g,
-                                       double scale, const lt_tensor *a, const lt_tensor *b,
-                                       double p) {
+static void s_regression_loss_backward(lt_ctx *ctx, int kind, int side, lt_tensor *da,
+                                       const lt_tensor *g, double scale, const lt_tensor *a,
+                                       const lt_tensor *b, double p) {
   PEND("regression loss backward");
 }
 static void s_uniform(lt_tensor *t, double lo, double hi, lt_generator *g) { PEND("uniform_"); }

@@ -1441,6 +1441,9 @@ function F.binary_cross_entropy_with_logits(input, target, opts)
     error("binary_cross_entropy_with_logits: target size (" .. util.size_str(target) ..
       ") must be the same as input size (" .. util.size_str(input) .. ")", 2)
   end
+  if opts.pos_weight == nil and opts.weight == nil and fused_pair(input, target) then
+    return lt.binary_cross_entropy_with_logits(input, target, { reduction = r })
+  end
   local softplus_neg = (-input:abs()):exp():log1p() + (-input):clamp(0, nil)
   local loss
   if opts.pos_weight ~= nil then
