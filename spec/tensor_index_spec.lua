@@ -184,6 +184,49 @@ describe("scatter / scatter_add", function()
     assert.are.same({ { 0, 2, 0 }, { 1, 0, 3 } }, self:tolist())
   end)
 
+  -- a dense self and src with an index of src's shape along the last dim go row by row: the
+  -- same adds in the same order as the general walk a strided self takes
+  it("along the last dim with a full index, gives the general walk's bits", function()
+    lt.manual_seed(6)
+    for _, shape in ipairs { { 3, 5, 9 }, { 40, 33 }, { 7 } } do
+      local n = #shape
+      local V = shape[n] + 2
+      local sshape = { table.unpack(shape) }
+      sshape[n] = V
+      local idx = lt.randint(1, V + 1, shape)
+      local src = lt.randn(table.unpack(shape))
+      local perm = {}
+      for d = n, 1, -1 do perm[#perm + 1] = d end
+      local rev = {}
+      for d = n, 1, -1 do rev[#rev + 1] = sshape[d] end
+      for _, add in ipairs { true, false } do
+        local fast = lt.zeros(sshape)
+        local walk = lt.zeros(rev):permute(table.unpack(perm))   -- self not contiguous
+        if add then
+          fast:scatter_add_(n, idx, src)
+          walk:scatter_add_(n, idx, src)
+        else
+          fast:scatter_(n, idx, src)
+          walk:scatter_(n, idx, src)
+        end
+        assert.are.same(walk:tolist(), fast:tolist(), table.concat(shape, "x"))
+        assert.is_true(n == 1 or not walk:is_contiguous())
+      end
+      -- against a Lua loop for the sums
+      if n == 2 then
+        local want = lt.zeros(sshape):tolist()
+        local iv, sv = idx:tolist(), src:tolist()
+        for r = 1, shape[1] do
+          for k = 1, shape[2] do
+            local v = want[r][iv[r][k]]
+            want[r][iv[r][k]] = (string.unpack("f", string.pack("f", v + sv[r][k])))
+          end
+        end
+        assert.are.same(want, lt.zeros(sshape):scatter_add(2, idx, src):tolist())
+      end
+    end
+  end)
+
   it("rejects bad input and leaves in-place targets untouched", function()
     local x = lt.zeros(2, 3)
     local err = err_of(x.scatter_add_, x, 2, I { { 1, 5 } }, lt.ones(1, 2))

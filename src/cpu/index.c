@@ -368,25 +368,27 @@ static void scatter_row(char **data, const int64_t *st, int64_t n, void *ud) {
   }
 }
 
-/* index_add and scatter along the last dim of a dense self and src with one index for every
-** row (index_select's backward: nearest upsampling's gradient): row by row, each row's K
-** values into its own row of self in k order, as the general walk adds them. That walk takes
-** the other dims as its inner loop, a stride apart, and took 4 ms for 2M floats. */
+/* index_add and scatter along the last dim of a dense self and src, with one index for every
+** row (index_select's backward: nearest upsampling's gradient) or a contiguous index of src's
+** shape (scatter_add): row by row, each row's K values into its own row of self in k order,
+** as the general walk adds them. That walk takes the other dims as its inner loop, a stride
+** apart: 4 ms for 2M floats with a shared index, 10.5 ms for scatter_add of 1M. */
 typedef struct {
   lt_dtype dt;
   bool add;
   char *self;
   const char *src;
   const int64_t *idx;
-  int64_t K, V, istride, base;   /* istride in elements */
+  int64_t K, V, istride, irow, base;   /* index strides in elements: along dim, a row */
 } last_job;
 
 #define SCAT_LAST(T, OP)                                                      \
   for (int64_t r = r0; r < r1; r++) {                                         \
     T *d = (T *)j->self + r * j->V;                                           \
     const T *x = (const T *)j->src + r * j->K;                                \
+    const int64_t *ix = j->idx + r * j->irow;                                 \
     for (int64_t k = 0; k < j->K; k++)                                        \
-      OP(d[j->idx[k * j->istride] - j->base], x[k]);                          \
+      OP(d[ix[k * j->istride] - j->base], x[k]);                              \
   }
 
 static void scatter_last(int64_t r0, int64_t r1, void *ud) {
@@ -416,14 +418,17 @@ static bool scatter_last_dim(lt_ctx *ctx, lt_tensor *self, int dim, const lt_ten
   if (nd < 1 || dim != nd - 1 || src->ndim != nd || index->ndim != nd ||
       !lt_is_contiguous(self) || !lt_is_contiguous(src))
     return false;
-  for (int d = 0; d < nd - 1; d++)
-    if (index->stride[d] != 0 || self->size[d] != src->size[d] || index->size[d] != src->size[d])
-      return false;
-  if (index->size[dim] != src->size[dim]) return false;
+  bool shared = true;   /* one index row for all (else a contiguous index, src's shape) */
+  for (int d = 0; d < nd - 1; d++) {
+    if (self->size[d] != src->size[d] || index->size[d] != src->size[d]) return false;
+    shared &= index->stride[d] == 0;
+  }
+  if (index->size[dim] != src->size[dim] || (!shared && !lt_is_contiguous(index))) return false;
   int64_t rows = 1;
   for (int d = 0; d < nd - 1; d++) rows *= src->size[d];
   last_job j = {self->dtype, accumulate, ltB_ptr(self), ltB_ptr(src), ltB_ptr(index),
-                src->size[dim], self->size[dim], index->stride[dim], base};
+                src->size[dim], self->size[dim], shared ? index->stride[dim] : 1,
+                shared ? 0 : src->size[dim], base};
   ltB_parallel_for(ctx, rows, ltC_grain(j.K), scatter_last, &j);
   return true;
 }
