@@ -615,7 +615,8 @@ function lt.cross_entropy(logits, target, opts) end
 -- @int dim 1-based
 -- @tparam Tensor i0 int64 1-d, 1-based positions along `dim`
 -- @tparam[opt] Tensor i1 int64, the same length
--- @tparam[opt] Tensor w1 x's dtype, the same length
+-- @tparam[opt] Tensor w1 x's dtype, the same length; a constant (one that requires grad is an
+-- error)
 -- @treturn Tensor x's shape with `dim` of `#i0`
 function lt.resample(x, dim, i0, i1, w1) end
 

@@ -144,4 +144,21 @@ describe("regression losses", function()
       end
     end
   end)
+
+  -- PyTorch's edge values: l1's gradient is 0 at a NaN or zero difference (smooth_l1's and
+  -- huber's NaN), |-0| is +0, and a zero gradient to the target is +0
+  it("give PyTorch's values at zero and NaN differences", function()
+    local a = lt.tensor({ 0 / 0, -0.0, 1.0 }):requires_grad_()
+    F.l1_loss(a, lt.zeros(3), { reduction = "sum" }):backward()
+    assert.are.same({ 0, 0, 1 }, a.grad:tolist())
+    local s = lt.tensor({ 0 / 0, 1.0 }):requires_grad_()
+    F.smooth_l1_loss(s, lt.zeros(2), { reduction = "sum" }):backward()
+    local g = s.grad:tolist()
+    assert.is_true(g[1] ~= g[1] and g[2] == 1)
+    local l = F.l1_loss(lt.tensor({ -0.0 }), lt.tensor({ 0.0 }), { reduction = "none" })
+    assert.are.equal("0x0p+0", string.format("%a", l[1]:item()))
+    local t = lt.zeros(2):requires_grad_()
+    F.mse_loss(lt.zeros(2), t, { reduction = "sum" }):backward()
+    assert.are.equal("0x0p+0", string.format("%a", t.grad[1]:item()))
+  end)
 end)

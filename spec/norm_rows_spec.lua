@@ -19,9 +19,9 @@ end
 cases[#cases + 1] = { x = lt.randn(300, 33) * 3 + 0.5, g = lt.randn(300, 33), w = lt.randn(33), b = lt.randn(33) }
 local planes = {}
 -- batch norm planes under 16 values walk rows in blocks of 256 columns: C = 300 and (40, 10)
--- take two blocks, split between the threads
+-- take two blocks, (2, 3000) twelve, split between the threads by block as well as by row
 for _, shape in ipairs { { 3, 6, 1 }, { 2, 6, 7, 3 }, { 4, 4, 17 }, { 2, 8, 32, 32 }, { 40, 4, 5 },
-  { 20, 300 }, { 6, 40, 10 } } do
+  { 20, 300 }, { 6, 40, 10 }, { 2, 3000 } } do
   local C = shape[2]
   planes[#planes + 1] = { x = lt.randn(table.unpack(shape)) * 2 - 1, g = lt.randn(table.unpack(shape)),
     C = C, w = lt.randn(C), b = lt.randn(C) }

@@ -188,7 +188,7 @@ describe("scatter / scatter_add", function()
   -- same adds in the same order as the general walk a strided self takes
   it("along the last dim with a full index, gives the general walk's bits", function()
     lt.manual_seed(6)
-    for _, shape in ipairs { { 3, 5, 9 }, { 40, 33 }, { 7 } } do
+    for _, shape in ipairs { { 3, 5, 9 }, { 40, 33 }, { 4, 1, 7 } } do
       local n = #shape
       local V = shape[n] + 2
       local sshape = { table.unpack(shape) }
@@ -210,7 +210,7 @@ describe("scatter / scatter_add", function()
           walk:scatter_(n, idx, src)
         end
         assert.are.same(walk:tolist(), fast:tolist(), table.concat(shape, "x"))
-        assert.is_true(n == 1 or not walk:is_contiguous())
+        assert.is_false(walk:is_contiguous())
       end
       -- against a Lua loop for the sums
       if n == 2 then

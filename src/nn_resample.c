@@ -73,6 +73,10 @@ int lt_resample(lt_ctx *ctx, lt_tensor **out, lt_tensor *x, int dim, lt_tensor *
   if (check_positions(ctx, "i0", x, i0, n, Nin, index_base) ||
       (i1 && check_positions(ctx, "i1", x, i1, n, Nin, index_base)))
     return -1;
+  lt_tensor *ws[1] = {w1};
+  if (w1 && ltG_needs_grad(ctx, 1, ws))
+    return ltB_fail(ctx, "resample: w1 takes no gradient (detach it, or interpolate with "
+                    "index_select and products)");
   if (w1 && (ltD_check_devices(ctx, "resample", x, w1) || w1->dtype != x->dtype ||
              w1->ndim != 1 || w1->size[0] != n))
     return ltB_fail(ctx, "resample: expected w1 of dtype %s and shape [%lld], got %s %s",

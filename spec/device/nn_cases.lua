@@ -711,6 +711,7 @@ case("resample", "linear and nearest along every dim against the definition, flo
     fails("i0 holds 4, out of range", 2, lt.tensor({ 1, 4 }, { dtype = "int64" }))
     fails("i1 holds 0, out of range", 2, i, lt.tensor({ 0, 1 }, { dtype = "int64" }), lt.zeros(2))
     fails("i1 and w1 go together", 2, i, i)
+    fails("w1 takes no gradient", 2, i, i, lt.zeros(2):requires_grad_())
     fails("expected w1 of dtype float32 and shape %[2%]", 2, i, i, lt.zeros(3))
     local ok, err = pcall(lt.resample, x:long(), 2, i)
     assert.is_false(ok)

@@ -267,15 +267,23 @@ static void bn_short_stats(int64_t c0, int64_t c1, void *ud) {
   }
 }
 
-/* Rows n0..n1 of y = x*a + b (apply) or dx = dy*k + x*a + b (backward), with per-channel
-** coefficients spread over each block's columns; float32 rows take float coefficients so that
-** the loop vectorises. */
-static void bn_short_rows(int64_t n0, int64_t n1, void *ud) {
+/* Units u0..u1 of y = x*a + b (apply) or dx = dy*k + x*a + b (backward): unit u is row
+** u % N of channel block u / N, so that few rows of many channels still split between threads;
+** the per-channel coefficients are spread over the block's columns once per run of rows, and
+** float32 rows take float coefficients so that the loop vectorises. */
+static int64_t bn_short_blocks(const bn_job *j) {
+  int64_t bc = BN_COLS / j->L;
+  return (j->C + bc - 1) / bc;
+}
+
+static void bn_short_rows(int64_t u0, int64_t u1, void *ud) {
   bn_job *j = ud;
   bool bwd = j->dx != NULL;
   int64_t L = j->L, row = j->C * L, bc = BN_COLS / L;
   double M = (double)(j->N * L);
-  for (int64_t cb = 0; cb < j->C; cb += bc) {
+  for (int64_t u = u0; u < u1;) {
+    int64_t cb = u / j->N * bc, n0 = u % j->N, n1 = n0 + (u1 - u < j->N - n0 ? u1 - u : j->N - n0);
+    u += n1 - n0;
     int64_t nc = j->C - cb < bc ? j->C - cb : bc, w = nc * L;
     double k[BN_COLS], a[BN_COLS], b[BN_COLS];
     for (int64_t c = 0; c < nc; c++) {
@@ -777,7 +785,7 @@ void ltC_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invst
       .momentum = momentum,
   };
   bn_dims(x, &j.N, &j.C, &j.L);
-  bool shortp = j.L < BN_SHORT_L;
+  bool shortp = j.L > 0 && j.L < BN_SHORT_L;   /* L == 0: no values, the per-plane loops */
   if (training) {
     ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
                      shortp ? bn_short_stats : j.dt == LT_FLOAT32 ? bn_stats_f32 : bn_stats_f64, &j);
@@ -788,7 +796,7 @@ void ltC_batch_norm(lt_ctx *ctx, lt_tensor *y, lt_tensor *mean, lt_tensor *invst
     }
   }
   if (shortp)
-    ltB_parallel_for(ctx, j.N, grain_of(j.C * j.L), bn_short_rows, &j);
+    ltB_parallel_for(ctx, j.N * bn_short_blocks(&j), grain_of(BN_COLS), bn_short_rows, &j);
   else
     ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_apply, &j);
 }
@@ -812,12 +820,12 @@ int ltC_batch_norm_backward(lt_ctx *ctx, lt_tensor *dx, lt_tensor *dw, lt_tensor
     return ltB_fail(ctx, "batch_norm: out of memory for %lld channel sums", (long long)j.C);
   j.sum_dy = sums;
   j.sum_dy_xhat = sums + j.C;
-  bool shortp = j.L < BN_SHORT_L;
+  bool shortp = j.L > 0 && j.L < BN_SHORT_L;   /* L == 0: no values, the per-plane loops */
   ltB_parallel_for(ctx, j.C, grain_of(j.N * j.L),
                    shortp ? bn_short_grad_sums
                           : j.dt == LT_FLOAT32 ? bn_grad_sums_f32 : bn_grad_sums_f64, &j);
   if (dx && shortp)
-    ltB_parallel_for(ctx, j.N, grain_of(j.C * j.L), bn_short_rows, &j);
+    ltB_parallel_for(ctx, j.N * bn_short_blocks(&j), grain_of(BN_COLS), bn_short_rows, &j);
   else if (dx)
     ltB_parallel_for(ctx, j.N * j.C, grain_of(j.L), bn_dx, &j);
   if (dw) store_sums(dw, j.sum_dy_xhat, j.C);

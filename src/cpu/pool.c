@@ -173,7 +173,8 @@ static inline void maxpool_rows_f32_plane(const ltK_pool_geom *g, const float *i
             if (jhi > w) jhi = w;
             if (jlo > jhi) jlo = jhi;
             float *cd = cand + i;
-            int32_t *ps = pos + i, p0 = (int32_t)(ih * W + c);
+            int32_t *ps = pos + i;
+            int64_t p0 = ih * W + c;   /* taps outside the input wrap in the cast, never read */
             for (int64_t j = 0; j < jlo; j++) cd[j] = -INFINITY;
             for (int64_t j = jhi; j < w; j++) cd[j] = -INFINITY;
             if (jlo < jhi) {   /* stride 1 and 2 as loops of constant stride, which vectorise */
@@ -187,7 +188,7 @@ static inline void maxpool_rows_f32_plane(const ltK_pool_geom *g, const float *i
               else
                 for (int64_t j = 0; j < len; j++) dst[j] = src[j * sw];
             }
-            for (int64_t j = 0; j < w; j++) ps[j] = p0 + (int32_t)(j * sw);
+            for (int64_t j = 0; j < w; j++) ps[j] = (int32_t)(p0 + j * sw);
           }
           for (i = 0; i < n; i++) {
             bool t = cand[i] > m[i] || cand[i] != cand[i];

@@ -10,7 +10,8 @@
 **   huber       |d| < p ? d^2 / 2 : p (|d| - p/2)         |d| < p ? d : p sign(d)   -dloss/da
 **   bce_logits  (1 - b) a + log1p(e^-|a|) + max(-a, 0)    sigmoid(a) - b            -a
 **
-** sign(d) keeps a zero's and a NaN's own value. Values are computed in the tensors' dtype
+** As PyTorch: |d| of -0 is +0; l1's sign(d) is 0 for a zero or a NaN d, smooth_l1's and
+** huber's NaN (they pass d through). Values are computed in the tensors' dtype
 ** (float32 exponentials and logarithms from vmath.h, within 2 ulp); the reduced forms sum
 ** chunks of REG_CHUNK elements in double lanes (lane = index mod REG_LANES) and add the chunks
 ** in order, so the sum does not depend on the thread count. Float32 loops are compiled for
@@ -27,7 +28,8 @@
 #define REG_LANES 16
 #define REG_INLINE static inline __attribute__((always_inline))
 
-#define SIGN(d) ((d) > 0 ? 1 : (d) < 0 ? -1 : (d))
+#define SIGN(d) ((d) > 0 ? 1 : (d) < 0 ? -1 : (d))       /* a zero's or NaN's own value */
+#define SIGN0(d) ((d) > 0 ? 1 : (d) < 0 ? -1 : 0)        /* 0 for both (l1's, as PyTorch) */
 
 /* log(1 + e^-|a|): e^-|a| is in (0, 1] (NaN for a NaN a, whose loss is NaN through (1 - b) a
 ** anyway), so the finite log1p serves; composed with vm_log1p_float's special cases, GCC 12
@@ -43,7 +45,7 @@ REG_INLINE double sigmoid_double(double x) { return 1 / (1 + exp(-x)); }
 /* The formulas of the table above for one type T. */
 #define DEF_FORMULAS(T)                                                                    \
   REG_INLINE T loss_##T(int kind, T a, T b, T p) {                                         \
-    T d = a - b, ad = d < 0 ? -d : d;                                                      \
+    T d = a - b, ad = d <= 0 ? (T)0 - d : d;                                               \
     switch (kind) {                                                                        \
       case LT_MSE: return d * d;                                                           \
       case LT_L1: return ad;                                                               \
@@ -56,15 +58,15 @@ REG_INLINE double sigmoid_double(double x) { return 1 / (1 + exp(-x)); }
     }                                                                                      \
   }                                                                                        \
   REG_INLINE T grad_##T(int kind, int side, T a, T b, T p) {                               \
-    T d = a - b, ad = d < 0 ? -d : d, g;                                                   \
+    T d = a - b, ad = d <= 0 ? (T)0 - d : d, g;                                            \
     switch (kind) {                                                                        \
       case LT_MSE: g = 2 * d; break;                                                       \
-      case LT_L1: g = SIGN(d); break;                                                      \
+      case LT_L1: g = SIGN0(d); break;                                                     \
       case LT_SMOOTH_L1: g = ad < p ? d / p : SIGN(d); break;                              \
       case LT_HUBER: g = ad < p ? d : p * SIGN(d); break;                                  \
-      default: return side ? -a : sigmoid_##T(a) - b;                                      \
+      default: return side ? (T)0 - a : sigmoid_##T(a) - b;                                \
     }                                                                                      \
-    return side ? -g : g;                                                                  \
+    return side ? (T)0 - g : g;   /* a zero gradient stays +0 */                           \
   }
 DEF_FORMULAS(float)
 DEF_FORMULAS(double)

@@ -1263,8 +1263,11 @@ function F.smooth_l1_loss(input, target, opts)
   check_pair("smooth_l1_loss", input, target)
   local r = reduction_of(opts, "smooth_l1_loss")
   local beta = opts.beta or 1.0
-  if beta < 0 then error("smooth_l1_loss: beta must be non-negative, got " .. beta, 2) end
-  if beta == 0 then return F.l1_loss(input, target, { reduction = r }) end
+  if not (beta >= 0) then error("smooth_l1_loss: beta must be non-negative, got " .. beta, 2) end
+  if beta == 0 then   -- l1_loss (its pair already checked)
+    if fused_pair(input, target) then return lt.l1_loss(input, target, { reduction = r }) end
+    return reduce((input - target):abs(), r)
+  end
   if fused_pair(input, target) then
     return lt.smooth_l1_loss(input, target, { reduction = r, beta = beta })
   end
@@ -1283,7 +1286,7 @@ function F.huber_loss(input, target, opts)
   check_pair("huber_loss", input, target)
   local r = reduction_of(opts, "huber_loss")
   local delta = opts.delta or 1.0
-  if delta <= 0 then error("huber_loss: delta must be positive, got " .. delta, 2) end
+  if not (delta > 0) then error("huber_loss: delta must be positive, got " .. delta, 2) end
   if fused_pair(input, target) then
     return lt.huber_loss(input, target, { reduction = r, delta = delta })
   end
