@@ -460,6 +460,22 @@ static int l_sdpa(lua_State *L) {
 
 /* ------------------------------------------------------------ losses */
 
+/* The `reduction` field of the options table at idx ("mean" when absent). */
+static enum lt_reduction opt_reduction(lua_State *L, int idx, const char *op) {
+  enum lt_reduction r = LT_REDUCTION_MEAN;
+  if (lua_getfield(L, idx, "reduction") != LUA_TNIL) {
+    const char *rs = luaL_checkstring(L, -1);
+    if (strcmp(rs, "none") == 0)
+      r = LT_REDUCTION_NONE;
+    else if (strcmp(rs, "sum") == 0)
+      r = LT_REDUCTION_SUM;
+    else if (strcmp(rs, "mean") != 0)
+      luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
+  }
+  lua_pop(L, 1);
+  return r;
+}
+
 static int loss_common(lua_State *L, const char *op, bool logits) {
   lt_ctx *ctx = LTL_CTX(L);
   static const char *const known_ce[] = {"weight", "ignore_index", "reduction",
@@ -474,18 +490,7 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
   if (lua_istable(L, 3)) {
     if (lua_getfield(L, 3, "weight") != LUA_TNIL) w = ltL_check(L, -1);
     lua_pop(L, 1);   /* the options table keeps it alive */
-    if (lua_getfield(L, 3, "reduction") != LUA_TNIL) {
-      const char *rs = luaL_checkstring(L, -1);
-      if (strcmp(rs, "none") == 0)
-        reduction = LT_REDUCTION_NONE;
-      else if (strcmp(rs, "mean") == 0)
-        reduction = LT_REDUCTION_MEAN;
-      else if (strcmp(rs, "sum") == 0)
-        reduction = LT_REDUCTION_SUM;
-      else
-        return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
-    }
-    lua_pop(L, 1);
+    reduction = opt_reduction(L, 3, op);
     int64_t ig[1];
     if (opt_ints(L, 3, op, "ignore_index", 1, -100, ig)) ignore = ig[0];
     ls = ltL_optnum_field(L, 3, "label_smoothing", 0.0);
@@ -498,8 +503,8 @@ static int loss_common(lua_State *L, const char *op, bool logits) {
   return 1;
 }
 
-/* lt.mse_loss / l1_loss / smooth_l1_loss / huber_loss (input, target, {reduction=, beta= or
-** delta=}) */
+/* lt.mse_loss / l1_loss / smooth_l1_loss / huber_loss / binary_cross_entropy_with_logits
+** (input, target, {reduction=, beta= or delta=}) */
 static int regression_common(lua_State *L, int kind) {
   static const char *const names[] = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
                                       "binary_cross_entropy_with_logits"};
@@ -514,19 +519,9 @@ static int regression_common(lua_State *L, int kind) {
   enum lt_reduction reduction = LT_REDUCTION_MEAN;
   double p = 1.0;
   if (lua_istable(L, 3)) {
-    if (lua_getfield(L, 3, "reduction") != LUA_TNIL) {
-      const char *rs = luaL_checkstring(L, -1);
-      if (strcmp(rs, "none") == 0)
-        reduction = LT_REDUCTION_NONE;
-      else if (strcmp(rs, "mean") == 0)
-        reduction = LT_REDUCTION_MEAN;
-      else if (strcmp(rs, "sum") == 0)
-        reduction = LT_REDUCTION_SUM;
-      else
-        return luaL_error(L, "%s: reduction must be 'mean', 'sum' or 'none', got '%s'", op, rs);
-    }
-    lua_pop(L, 1);
-    if (kind == LT_SMOOTH_L1 || kind == LT_HUBER) p = ltL_optnum_field(L, 3, kind == LT_HUBER ? "delta" : "beta", 1.0);
+    reduction = opt_reduction(L, 3, op);
+    if (kind == LT_SMOOTH_L1 || kind == LT_HUBER)
+      p = ltL_optnum_field(L, 3, kind == LT_HUBER ? "delta" : "beta", 1.0);
   }
   LTL_TRY(L, ctx, lt_regression_loss(ctx, &r, (enum lt_regression)kind, x, t, reduction, p));
   ltL_push(L, r);

@@ -56,23 +56,6 @@ typedef struct rs_job {
     }                                                                                      \
   }
 
-static void rows_f32(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_ROWS(float)
-}
-static void rows_f64(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_ROWS(double)
-}
-static void planes_f32(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_PLANES(float)
-}
-static void planes_f64(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_PLANES(double)
-}
-
 /* slabs o0..o1 of dx += the map's transpose applied to dy; single-value rows (inner == 1) in
 ** their own loops, a row loop per value costing more than the value */
 #define RS_BACK(T)                                                                         \
@@ -107,14 +90,19 @@ static void planes_f64(int64_t u0, int64_t u1, void *ud) {
     }                                                                                      \
   }
 
-static void back_f32(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_BACK(float)
-}
-static void back_f64(int64_t u0, int64_t u1, void *ud) {
-  const rs_job *j = ud;
-  RS_BACK(double)
-}
+/* NAME_f32 and NAME_f64: range callbacks running BODY for each type */
+#define DEF_TYPED(NAME, BODY)                                                              \
+  static void NAME##_f32(int64_t u0, int64_t u1, void *ud) {                               \
+    const rs_job *j = ud;                                                                  \
+    BODY(float)                                                                            \
+  }                                                                                        \
+  static void NAME##_f64(int64_t u0, int64_t u1, void *ud) {                               \
+    const rs_job *j = ud;                                                                  \
+    BODY(double)                                                                           \
+  }
+DEF_TYPED(rows, RS_ROWS)
+DEF_TYPED(planes, RS_PLANES)
+DEF_TYPED(back, RS_BACK)
 
 static rs_job job_of(const ltK_resample *g) {
   return (rs_job){.g = g, .i0 = ltB_ptr(g->i0), .i1 = g->i1 ? ltB_ptr(g->i1) : NULL,
