@@ -471,15 +471,18 @@ typedef struct {
   bool b;
 } mfill_ud;
 
-/* Contiguous rows, branch-free: the mask becomes an all-ones/all-zeros word that selects
-** the value's bits or the source's (a data-dependent branch mispredicts on random masks). */
+/* Contiguous rows, branch-free: the mask becomes an all-ones/all-zeros word that selects the
+** value's bits or the source's (a data-dependent branch mispredicts on random masks), through
+** typed pointers, which GCC vectorises (through char pointers, which may alias, the loop stayed
+** scalar: 590 us for 1M floats, against 160 for where). */
 #define MFILL_BITS(U, W)                                                              \
   static void mfill_bits##W(char *o, const char *s, const bool *m, U vb, int64_t n) { \
+    const U *src = (const U *)s;                                                    \
+    U *dst = (U *)o;                                                                \
+    const uint8_t *mb = (const uint8_t *)m;                                         \
     for (int64_t k = 0; k < n; k++) {                                               \
-      U x, mk = (U)0 - (U)m[k];                                                     \
-      memcpy(&x, s + k * (int64_t)sizeof(U), sizeof(U));                            \
-      x = (x & ~mk) | (vb & mk);                                                    \
-      memcpy(o + k * (int64_t)sizeof(U), &x, sizeof(U));                            \
+      U mk = (U)0 - (U)mb[k];                                                       \
+      dst[k] = (src[k] & ~mk) | (vb & mk);                                          \
     }                                                                               \
   }
 MFILL_BITS(uint32_t, 32)
