@@ -243,10 +243,12 @@ function lt.exp(x) end
 
 --- Activations: `lt.relu`, `lt.silu`, `lt.gelu(x, approximate)` (`"none"`, the default, or
 -- `"tanh"`), `lt.elu(x, alpha=1)`, `lt.leaky_relu(x, negative_slope=0.01)`,
--- `lt.softplus(x, beta=1, threshold=20)`; the parameters may also come as an options table
--- (`lt.elu(x, {alpha = 0.5})`). In place: `x:relu_()`, `x:silu_()`, `x:gelu_()`, `x:elu_()`,
--- `x:leaky_relu_()`.
--- Methods: `x:relu`, `x:silu`, `x:gelu`, `x:elu`, `x:leaky_relu`, `x:softplus`.
+-- `lt.softplus(x, beta=1, threshold=20)`, `lt.hardsigmoid`, `lt.hardswish`; the parameters
+-- may also come as an options table (`lt.elu(x, {alpha = 0.5})`). In place: `x:relu_()`,
+-- `x:silu_()`, `x:gelu_()`, `x:elu_()`, `x:leaky_relu_()`, `x:hardsigmoid_()`,
+-- `x:hardswish_()`.
+-- Methods: `x:relu`, `x:silu`, `x:gelu`, `x:elu`, `x:leaky_relu`, `x:softplus`,
+-- `x:hardsigmoid`, `x:hardswish`.
 -- @tparam Tensor x
 -- @param[opt] ... the activation's parameters
 -- @treturn Tensor

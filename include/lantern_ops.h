@@ -53,7 +53,8 @@ enum lt_unop {
   LT_TANH, LT_SIGMOID, LT_RELU, LT_GELU, LT_SILU, LT_LNOT, LT_ISNAN, LT_ISFINITE,
   LT_RECIPROCAL, LT_SQUARE, LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_EXPM1, LT_LOG2,
   LT_ERF, LT_LEAKY_RELU /* p0 = slope */, LT_ELU /* p0 = alpha */, LT_GELU_TANH,
-  LT_SOFTPLUS /* p0 = beta, p1 = threshold */, LT_TAN, LT_ASIN, LT_ACOS, LT_ATAN, LT_NUNOP
+  LT_SOFTPLUS /* p0 = beta, p1 = threshold */, LT_TAN, LT_ASIN, LT_ACOS, LT_ATAN,
+  LT_HARDSIGMOID, LT_HARDSWISH, LT_NUNOP
 };
 
 /* Reductions of lt_reduce. */

@@ -97,6 +97,7 @@ describe("gradcheck of unary ops", function()
     { "reciprocal", away }, { "square", away }, { "expm1", away }, { "log2", pos },
     { "erf", away }, { "leaky_relu", away }, { "elu", away }, { "softplus", away },
     { "tan", unit }, { "asin", unit }, { "acos", unit }, { "atan", away },
+    { "hardsigmoid", away }, { "hardswish", away },   -- within (-3, 3): off their corners
   }
   for _, c in ipairs(cases) do
     it(c[1] .. " (contiguous and transposed)", function()

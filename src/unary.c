@@ -8,11 +8,13 @@
 #include "backend.h"
 #include "elementwise.h"
 
-static const char *const unop_names[LT_NUNOP] = {
+static const char *const unop_names[] = {
     "neg", "abs", "sign", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
     "sigmoid", "relu", "gelu", "silu", "logical_not", "isnan", "isfinite", "reciprocal",
     "square", "floor", "ceil", "round", "trunc", "expm1", "log2", "erf", "leaky_relu", "elu",
-    "gelu", "softplus", "tan", "asin", "acos", "atan"};
+    "gelu", "softplus", "tan", "asin", "acos", "atan", "hardsigmoid", "hardswish"};
+/* an op added to enum lt_unop without its name here fails the build */
+_Static_assert(sizeof unop_names / sizeof *unop_names == LT_NUNOP, "unop_names: one per lt_unop");
 
 enum unop_rule { U_SAME, U_FLOAT, U_FLOATONLY, U_BOOLOUT };   /* output dtype rule */
 enum unop_save { S_NODIFF, S_IN, S_OUT, S_ZERO, S_NEG };      /* what backward needs */
@@ -42,7 +44,8 @@ static const unop_info uinfo[LT_NUNOP] = {
     [LT_ELU] = {U_FLOATONLY, S_IN, false},     [LT_GELU_TANH] = {U_FLOATONLY, S_IN, false},
     [LT_SOFTPLUS] = {U_FLOATONLY, S_IN, false}, [LT_TAN] = {U_FLOAT, S_OUT, true},
     [LT_ASIN] = {U_FLOAT, S_IN, true},         [LT_ACOS] = {U_FLOAT, S_IN, true},
-    [LT_ATAN] = {U_FLOAT, S_IN, true},
+    [LT_ATAN] = {U_FLOAT, S_IN, true},         [LT_HARDSIGMOID] = {U_FLOATONLY, S_IN, false},
+    [LT_HARDSWISH] = {U_FLOATONLY, S_IN, false},
 };
 
 static int unary_out_dtype(lt_ctx *ctx, const char *name, enum lt_unop op, lt_dtype in,
@@ -144,6 +147,8 @@ static const ltG_node_type un_types[LT_NUNOP] = {
     [LT_ASIN] = {"AsinBackward0", unary_backward, NULL},
     [LT_ACOS] = {"AcosBackward0", unary_backward, NULL},
     [LT_ATAN] = {"AtanBackward0", unary_backward, NULL},
+    [LT_HARDSIGMOID] = {"HardsigmoidBackward0", unary_backward, NULL},
+    [LT_HARDSWISH] = {"HardswishBackward0", unary_backward, NULL},
 };
 
 /* Records out = op(a); save_in replaces a as the saved input (in-place ops), deriv (f'(a) from

@@ -326,6 +326,8 @@ UNOP(e_tan, LT_TAN)
 UNOP(e_asin, LT_ASIN)
 UNOP(e_acos, LT_ACOS)
 UNOP(e_atan, LT_ATAN)
+UNOP(e_hardsigmoid, LT_HARDSIGMOID)
+UNOP(e_hardswish, LT_HARDSWISH)
 
 /* A numeric parameter given positionally at idx or as field `field` of an options table at
 ** idx, which may hold no other key. */
@@ -791,6 +793,8 @@ static const ltL_Reg elementwise_regs[] = {
     {"acos", e_acos, BOTH},
     {"arccos", e_acos, BOTH},
     {"atan", e_atan, BOTH},
+    {"hardsigmoid", e_hardsigmoid, BOTH},
+    {"hardswish", e_hardswish, BOTH},
     {"arctan", e_atan, BOTH},
     {"neg_", e_neg_, BOTH},
     {"negative_", e_neg_, BOTH},
@@ -806,6 +810,8 @@ static const ltL_Reg elementwise_regs[] = {
     {"tanh_", e_tanh_, BOTH},
     {"sigmoid_", e_sigmoid_, BOTH},
     {"relu_", e_relu_, BOTH},
+    {"hardsigmoid_", e_hardsigmoid_, BOTH},
+    {"hardswish_", e_hardswish_, BOTH},
     {"gelu_", e_gelu_, BOTH},
     {"silu_", e_silu_, BOTH},
     {"logical_not_", e_lnot_, BOTH},

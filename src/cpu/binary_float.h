@@ -111,6 +111,14 @@ LT_EW_INLINE LT_T TF(g_tan)(LT_T x, LT_T y, const P *p) { return x * (1 + y * y)
 LT_EW_INLINE LT_T TF(g_asin)(LT_T x, LT_T y, const P *p) { return x / M(sqrt)(1 - y * y); }
 LT_EW_INLINE LT_T TF(g_acos)(LT_T x, LT_T y, const P *p) { return -x / M(sqrt)(1 - y * y); }
 LT_EW_INLINE LT_T TF(g_atan)(LT_T x, LT_T y, const P *p) { return x / (1 + y * y); }
+/* PyTorch 1.13's: a sixth (rounded to float) strictly inside (-3, 3), else 0; hardswish's 0
+** below -3, x/3 + 1/2 on [-3, 3), else (NaN too) 1 */
+LT_EW_INLINE LT_T TF(g_hardsigmoid)(LT_T x, LT_T y, const P *p) {
+  return y > -3 && y < 3 ? x * (LT_T)(1.0f / 6.0f) : 0;
+}
+LT_EW_INLINE LT_T TF(g_hardswish)(LT_T x, LT_T y, const P *p) {
+  return y < -3 ? 0 : y < 3 ? x * (y / 3 + (LT_T)0.5) : x;
+}
 
 #pragma GCC diagnostic pop
 
@@ -180,6 +188,8 @@ LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t
     case LT_EW_BW + LT_ASIN: L(g_asin);
     case LT_EW_BW + LT_ACOS: L(g_acos);
     case LT_EW_BW + LT_ATAN: L(g_atan);
+    case LT_EW_BW + LT_HARDSIGMOID: L(g_hardsigmoid);
+    case LT_EW_BW + LT_HARDSWISH: L(g_hardswish);
     default: break;
   }
 #undef L

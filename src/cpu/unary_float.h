@@ -36,6 +36,14 @@ LT_EW_INLINE LT_T TF(u_tan)(LT_T x, const P *p) { return M(tan)(x); }
 LT_EW_INLINE LT_T TF(u_asin)(LT_T x, const P *p) { return M(asin)(x); }
 LT_EW_INLINE LT_T TF(u_acos)(LT_T x, const P *p) { return M(acos)(x); }
 LT_EW_INLINE LT_T TF(u_atan)(LT_T x, const P *p) { return M(atan)(x); }
+/* min(max(x + 3, 0), 6) / 6 and x times it, as PyTorch (NaN stays NaN) */
+LT_EW_INLINE LT_T TF(u_relu6p3)(LT_T x) {
+  LT_T t = x + 3;
+  t = t < 0 ? 0 : t;
+  return t > 6 ? 6 : t;
+}
+LT_EW_INLINE LT_T TF(u_hardsigmoid)(LT_T x, const P *p) { return TF(u_relu6p3)(x) / 6; }
+LT_EW_INLINE LT_T TF(u_hardswish)(LT_T x, const P *p) { return x * TF(u_relu6p3)(x) / 6; }
 LT_EW_INLINE LT_T TF(u_tanh)(LT_T x, const P *p) { return VM(tanh)(x); }
 LT_EW_INLINE LT_T TF(u_sigmoid)(LT_T x, const P *p) { return VM(sigmoid)(x); }
 LT_EW_INLINE LT_T TF(u_relu)(LT_T x, const P *p) { return (x > 0 || x != x) ? x : 0; }
@@ -106,6 +114,8 @@ LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t 
     case LT_ASIN: L(u_asin);
     case LT_ACOS: L(u_acos);
     case LT_ATAN: L(u_atan);
+    case LT_HARDSIGMOID: L(u_hardsigmoid);
+    case LT_HARDSWISH: L(u_hardswish);
     case LT_UCLAMP:
       if (prm.q0 != prm.q0 || prm.q1 != prm.q1) {
         L(u_nan);

@@ -958,8 +958,9 @@ function F.one_hot(t, num_classes) return t:one_hot(num_classes) end
 -- @section activations
 
 --- `max(0, x)`. Also `F.relu6(x)` (`min(max(0, x), 6)`), `F.silu`, `F.tanh`, `F.sigmoid`,
--- `F.mish`, `F.softsign`, `F.logsigmoid`, `F.hardsigmoid` (`clamp(x / 6 + 0.5, 0, 1)`) and
--- `F.hardswish` (`x * hardsigmoid(x)`).
+-- `F.mish`, `F.softsign`, `F.logsigmoid`, `F.hardsigmoid` (`min(max(x + 3, 0), 6) / 6`) and
+-- `F.hardswish` (`x * hardsigmoid(x)`), these two one C kernel each way (`lt.hardsigmoid`,
+-- `lt.hardswish`).
 -- @tparam Tensor x
 -- @treturn Tensor
 function F.relu(x) return x:relu() end
@@ -1022,8 +1023,8 @@ function F.logsigmoid(x)
 end
 function F.mish(x) return x * F.softplus(x):tanh() end
 function F.softsign(x) return x / (x:abs() + 1) end
-function F.hardsigmoid(x) return (x / 6 + 0.5):clamp(0, 1) end
-function F.hardswish(x) return x * F.hardsigmoid(x) end
+function F.hardsigmoid(x) return lt.hardsigmoid(x) end
+function F.hardswish(x) return lt.hardswish(x) end
 --- Gated linear unit: the halves a, b of `dim` give `a * sigmoid(b)`.
 -- @tparam Tensor x
 -- @int[opt=-1] dim
