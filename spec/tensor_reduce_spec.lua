@@ -527,6 +527,30 @@ describe("max/min/argmax/argmin", function()
     close(a:min(b), { 1, 2 })
   end)
 
+  -- a dim other than the last of a contiguous tensor is searched a block of columns at a
+  -- time; the same tensor with that dim moved last takes the row search: same answers
+  it("along an outer dim, answers as along the last one (ties, NaN, dtypes, blocks)", function()
+    lt.manual_seed(13)
+    for _, dt in ipairs { "float32", "float64", "int64" } do
+      for _, shape in ipairs { { 50, 300 }, { 3, 40, 9 }, { 7, 5 }, { 1, 2, 600 } } do
+        local x = (lt.randn(table.unpack(shape)) * 3):round():to(dt)   -- many ties
+        if dt ~= "int64" then
+          local flat = x:view(-1)
+          for i = 1, flat:numel(), 37 do flat[i] = 0 / 0 end
+        end
+        local dim = #shape - 1
+        local moved = x:movedim(dim, -1):contiguous()
+        for _, f in ipairs { "max", "min" } do
+          local v, i = x[f](x, dim)
+          local mv, mi = moved[f](moved, -1)
+          assert.are.same(mi:tolist(), i:tolist(), f .. " " .. dt .. " " .. table.concat(shape, "x"))
+          assert.is_true(v:equal(mv) or v:isnan():any():item(), f .. " values")
+          assert.are.same(mi:tolist(), x[f == "max" and "argmax" or "argmin"](x, dim):tolist())
+        end
+      end
+    end
+  end)
+
   it("finds the first best across chunks of a long tensor", function()
     local t = lt.zeros(100000)
     t[70001] = 2
