@@ -146,7 +146,8 @@ describe("regression losses", function()
   end)
 
   -- PyTorch's edge values: l1's gradient is 0 at a NaN or zero difference (smooth_l1's and
-  -- huber's NaN), |-0| is +0, and a zero gradient to the target is +0
+  -- huber's NaN), |-0| is +0; the target's gradient is l1's and bce's negated (-0 for a +0),
+  -- the others' formula at target - input
   it("give PyTorch's values at zero and NaN differences", function()
     local a = lt.tensor({ 0 / 0, -0.0, 1.0 }):requires_grad_()
     F.l1_loss(a, lt.zeros(3), { reduction = "sum" }):backward()
@@ -157,8 +158,14 @@ describe("regression losses", function()
     assert.is_true(g[1] ~= g[1] and g[2] == 1)
     local l = F.l1_loss(lt.tensor({ -0.0 }), lt.tensor({ 0.0 }), { reduction = "none" })
     assert.are.equal("0x0p+0", string.format("%a", l[1]:item()))
-    local t = lt.zeros(2):requires_grad_()
-    F.mse_loss(lt.zeros(2), t, { reduction = "sum" }):backward()
-    assert.are.equal("0x0p+0", string.format("%a", t.grad[1]:item()))
+    local function zero_sign(f, a, b)
+      local t = lt.tensor({ b }):requires_grad_()
+      f(lt.tensor({ a }), t, { reduction = "sum" }):backward()
+      return string.format("%a", t.grad[1]:item())
+    end
+    assert.are.equal("0x0p+0", zero_sign(F.mse_loss, 0.0, 0.0))
+    assert.are.equal("-0x0p+0", zero_sign(F.mse_loss, 0.0, -0.0))
+    assert.are.equal("-0x0p+0", zero_sign(F.l1_loss, 1.0, 1.0))
+    assert.are.equal("-0x0p+0", zero_sign(F.binary_cross_entropy_with_logits, 0.0, 0.5))
   end)
 end)

@@ -111,13 +111,14 @@ LT_EW_INLINE LT_T TF(g_tan)(LT_T x, LT_T y, const P *p) { return x * (1 + y * y)
 LT_EW_INLINE LT_T TF(g_asin)(LT_T x, LT_T y, const P *p) { return x / M(sqrt)(1 - y * y); }
 LT_EW_INLINE LT_T TF(g_acos)(LT_T x, LT_T y, const P *p) { return -x / M(sqrt)(1 - y * y); }
 LT_EW_INLINE LT_T TF(g_atan)(LT_T x, LT_T y, const P *p) { return x / (1 + y * y); }
-/* PyTorch 1.13's: a sixth (rounded to float) strictly inside (-3, 3), else 0; hardswish's 0
-** below -3, x/3 + 1/2 on [-3, 3), else (NaN too) 1 */
+/* PyTorch 1.13's (its vector path, where its scalar one differs): a sixth (rounded to float)
+** strictly inside (-3, 3), else 0; hardswish's 0 below -3, x/3 + 1/2 on [-3, 3), 1 above, NaN
+** at NaN */
 LT_EW_INLINE LT_T TF(g_hardsigmoid)(LT_T x, LT_T y, const P *p) {
   return y > -3 && y < 3 ? x * (LT_T)(1.0f / 6.0f) : 0;
 }
 LT_EW_INLINE LT_T TF(g_hardswish)(LT_T x, LT_T y, const P *p) {
-  return y < -3 ? 0 : y < 3 ? x * (y / 3 + (LT_T)0.5) : x;
+  return y < -3 ? 0 : y < 3 ? x * (y / 3 + (LT_T)0.5) : y == y ? x : y;
 }
 
 #pragma GCC diagnostic pop

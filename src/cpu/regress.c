@@ -4,10 +4,10 @@
 ** target b elementwise, d = a - b:
 **
 **   kind        loss                                      dloss/da                  dloss/db
-**   mse         d^2                                       2 d                       -dloss/da
+**   mse         d^2                                       2 d                       (at b - a)
 **   l1          |d|                                       sign(d)                   -dloss/da
-**   smooth_l1   |d| < p ? d^2 / (2p) : |d| - p/2          |d| < p ? d/p : sign(d)   -dloss/da
-**   huber       |d| < p ? d^2 / 2 : p (|d| - p/2)         |d| < p ? d : p sign(d)   -dloss/da
+**   smooth_l1   |d| < p ? d^2 / (2p) : |d| - p/2          |d| < p ? d/p : sign(d)   (at b - a)
+**   huber       |d| < p ? d^2 / 2 : p (|d| - p/2)         |d| < p ? d : p sign(d)   (at b - a)
 **   bce_logits  (1 - b) a + log1p(e^-|a|) + max(-a, 0)    sigmoid(a) - b            -a
 **
 ** As PyTorch: |d| of -0 is +0; l1's sign(d) is 0 for a zero or a NaN d, smooth_l1's and
@@ -57,16 +57,17 @@ REG_INLINE double sigmoid_double(double x) { return 1 / (1 + exp(-x)); }
       }                                                                                    \
     }                                                                                      \
   }                                                                                        \
+  /* the target side as PyTorch: l1's and bce's the negation, the others' their formula at   \
+  ** b - a (which differ from the negation only in the sign of a zero) */                   \
   REG_INLINE T grad_##T(int kind, int side, T a, T b, T p) {                               \
-    T d = a - b, ad = d <= 0 ? (T)0 - d : d, g;                                            \
+    T d = side && kind != LT_L1 ? b - a : a - b, ad = d <= 0 ? (T)0 - d : d;               \
     switch (kind) {                                                                        \
-      case LT_MSE: g = 2 * d; break;                                                       \
-      case LT_L1: g = SIGN0(d); break;                                                     \
-      case LT_SMOOTH_L1: g = ad < p ? d / p : SIGN(d); break;                              \
-      case LT_HUBER: g = ad < p ? d : p * SIGN(d); break;                                  \
-      default: return side ? (T)0 - a : sigmoid_##T(a) - b;                                \
+      case LT_MSE: return 2 * d;                                                           \
+      case LT_L1: return side ? -(T)SIGN0(d) : (T)SIGN0(d);                                \
+      case LT_SMOOTH_L1: return ad < p ? d / p : SIGN(d);                                  \
+      case LT_HUBER: return ad < p ? d : p * SIGN(d);                                      \
+      default: return side ? -a : sigmoid_##T(a) - b;                                      \
     }                                                                                      \
-    return side ? (T)0 - g : g;   /* a zero gradient stays +0 */                           \
   }
 DEF_FORMULAS(float)
 DEF_FORMULAS(double)
