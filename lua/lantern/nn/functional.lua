@@ -700,11 +700,13 @@ function F.batch_norm(input, running_mean, running_var, weight, bias, training, 
     end
   end
   if training then
-    local per = input:numel() // c
-    if per <= 1 then
+    local per = c > 0 and input:numel() // c or 0
+    if per == 1 then
       error("Expected more than 1 value per channel when training, got input size " ..
         util.torch_size(input), 2)
     end
+    -- no values: empty out, the running statistics untouched (as PyTorch)
+    if per == 0 then return input:clone() end
   end
   local k = kernel("batch_norm")
   if k then

@@ -98,7 +98,7 @@ function BatchNorm:forward(input)
     error(name .. ": expected input with " .. self.num_features .. " channels (dim 2), got input of size " ..
       util.shape_str(input), 2)
   end
-  if self.training and input:numel() // self.num_features <= 1 then
+  if self.training and input:numel() // self.num_features == 1 then   -- 0: empty out (as PyTorch)
     error(name .. ": Expected more than 1 value per channel when training, got input size " ..
       util.torch_size(input), 2)
   end
