@@ -133,15 +133,30 @@ static void bn_stats_f64(int64_t c0, int64_t c1, void *ud) {
   }
 }
 
-/* y = x * scale[c] + shift[c], planes (n, c) */
+/* Channel c's coefficients: forward y = x*a + b (k unused), backward dx = k*dy + a*x + b,
+** in training  k = w*invstd, a = -k*invstd*sum_dy_xhat/M, b = -k*sum_dy/M - a*mean
+** (in eval a = b = 0): dx = w*invstd*(dy - sum_dy/M - xhat*sum_dy_xhat/M). */
+static void bn_coefs(const bn_job *j, int64_t c, bool bwd, double *k, double *a, double *b) {
+  double w = j->w ? ld(j->w, j->dt, c) : 1.0, is = j->invstd[c], mu = j->mean[c];
+  double M = (double)(j->N * j->L);
+  if (!bwd) {
+    *k = 0;
+    *a = is * w;
+    *b = (j->b ? ld(j->b, j->dt, c) : 0.0) - mu * *a;
+    return;
+  }
+  *k = w * is;
+  *a = j->training ? -*k * is * j->sum_dy_xhat[c] / M : 0;
+  *b = j->training ? -*k * j->sum_dy[c] / M - *a * mu : 0;
+}
+
+/* y = x * a[c] + b[c], planes (n, c) */
 static void bn_apply(int64_t p0, int64_t p1, void *ud) {
   bn_job *j = ud;
   for (int64_t p = p0; p < p1; p++) {
-    int64_t c = p % j->C;
-    double w = j->w ? ld(j->w, j->dt, c) : 1.0, b = j->b ? ld(j->b, j->dt, c) : 0.0;
-    double scale = j->invstd[c] * w;
-    affine_row(j->dt, at(j->x, j->dt, p * j->L), at(j->y, j->dt, p * j->L), j->L, scale,
-               b - j->mean[c] * scale);
+    double k, a, b;
+    bn_coefs(j, p % j->C, false, &k, &a, &b);
+    affine_row(j->dt, at(j->x, j->dt, p * j->L), at(j->y, j->dt, p * j->L), j->L, a, b);
   }
 }
 
@@ -167,17 +182,9 @@ static void bn_grad_sums_f64(int64_t c0, int64_t c1, void *ud) {
 **            eval      dx = w*invstd*dy */
 static void bn_dx(int64_t p0, int64_t p1, void *ud) {
   bn_job *j = ud;
-  double M = (double)(j->N * j->L);
   for (int64_t p = p0; p < p1; p++) {
-    int64_t c = p % j->C;
-    double w = j->w ? ld(j->w, j->dt, c) : 1.0, is = j->invstd[c], mu = j->mean[c];
-    double k = w * is;
-    /* dx = k*dy + a*x + b with a = -k*is*sxh/M, b = -k*sdy/M - a*mu */
-    double a = 0, b = 0;
-    if (j->training) {
-      a = -k * is * j->sum_dy_xhat[c] / M;
-      b = -k * j->sum_dy[c] / M - a * mu;
-    }
+    double k, a, b;
+    bn_coefs(j, p % j->C, true, &k, &a, &b);
     int64_t off = p * j->L;
     if (j->dt == LT_FLOAT32) {
       const float *x = (const float *)j->x + off, *dy = (const float *)j->dy + off;
@@ -280,29 +287,16 @@ static void bn_short_rows(int64_t u0, int64_t u1, void *ud) {
   bn_job *j = ud;
   bool bwd = j->dx != NULL;
   int64_t L = j->L, row = j->C * L, bc = BN_COLS / L;
-  double M = (double)(j->N * L);
   for (int64_t u = u0; u < u1;) {
     int64_t cb = u / j->N * bc, n0 = u % j->N, n1 = n0 + (u1 - u < j->N - n0 ? u1 - u : j->N - n0);
     u += n1 - n0;
     int64_t nc = j->C - cb < bc ? j->C - cb : bc, w = nc * L;
-    double k[BN_COLS], a[BN_COLS], b[BN_COLS];
+    double kc[BN_COLS], ac[BN_COLS], bcol[BN_COLS];   /* each channel's, on its L columns */
     for (int64_t c = 0; c < nc; c++) {
-      int64_t ch = cb + c;
-      double wt = j->w ? ld(j->w, j->dt, ch) : 1.0, is = j->invstd[ch], mu = j->mean[ch];
-      if (!bwd) {   /* y = x*a + b */
-        a[c] = is * wt;
-        b[c] = (j->b ? ld(j->b, j->dt, ch) : 0.0) - mu * a[c];
-        k[c] = 0;
-      } else {      /* as bn_dx */
-        k[c] = wt * is;
-        a[c] = j->training ? -k[c] * is * j->sum_dy_xhat[ch] / M : 0;
-        b[c] = j->training ? -k[c] * j->sum_dy[ch] / M - a[c] * mu : 0;
-      }
+      double k, a, b;
+      bn_coefs(j, cb + c, bwd, &k, &a, &b);
+      for (int64_t l = 0; l < L; l++) kc[c * L + l] = k, ac[c * L + l] = a, bcol[c * L + l] = b;
     }
-    double kc[BN_COLS], ac[BN_COLS], bcol[BN_COLS];
-    spread_cols(k, nc, L, kc);
-    spread_cols(a, nc, L, ac);
-    spread_cols(b, nc, L, bcol);
     const void *src = bwd ? j->dy : j->x;
     void *dst = bwd ? j->dx : j->y;
     if (j->dt == LT_FLOAT32) {
