@@ -87,6 +87,8 @@ LT_EW_INLINE LT_T TF(g_sqrt)(LT_T x, LT_T y, const P *p) { return x / (y + y); }
 LT_EW_INLINE LT_T TF(g_rsqrt)(LT_T x, LT_T y, const P *p) { return -(LT_T)0.5 * x * y * y * y; }
 LT_EW_INLINE LT_T TF(g_sin)(LT_T x, LT_T y, const P *p) { return x * M(cos)(y); }
 LT_EW_INLINE LT_T TF(g_cos)(LT_T x, LT_T y, const P *p) { return -x * M(sin)(y); }
+LT_EW_INLINE LT_T TF(g_vsin)(LT_T x, LT_T y, const P *p) { return x * VM(cos)(y); }
+LT_EW_INLINE LT_T TF(g_vcos)(LT_T x, LT_T y, const P *p) { return -x * VM(sin)(y); }
 LT_EW_INLINE LT_T TF(g_tanh)(LT_T x, LT_T y, const P *p) { return x * (1 - y * y); }
 LT_EW_INLINE LT_T TF(g_sigmoid)(LT_T x, LT_T y, const P *p) { return x * y * (1 - y); }
 LT_EW_INLINE LT_T TF(g_relu)(LT_T x, LT_T y, const P *p) { return y > 0 ? x : 0; }
@@ -135,6 +137,30 @@ LT_EW_INLINE void TF(bin_pow)(char **d, int64_t so, int64_t sa, int64_t sb, int6
   else TF(bloop)(d, so, sa, sb, n, p, TF(b_pow));
 }
 
+/* The gradients of sin and cos: vmath's formula on blocks whose inputs y all lie in its range,
+** libm on a block that holds one outside (as unary_float.h's un_trig). */
+#define TRIG_BLK 256
+LT_EW_INLINE void TF(bin_trig_grad)(int op, char **d, int64_t so, int64_t sa, int64_t sb,
+                                    int64_t n, const P *p) {
+  for (int64_t i0 = 0; i0 < n; i0 += TRIG_BLK) {
+    int64_t m = n - i0 < TRIG_BLK ? n - i0 : TRIG_BLK;
+    char *db[3] = {d[0] + i0 * so, d[1] + i0 * sa, d[2] + i0 * sb};
+    bool ok = VM(trig_block_ok)(db[2], sb, m);
+    if (op == LT_SIN) {
+      if (ok)
+        TF(bloop)(db, so, sa, sb, m, p, TF(g_vsin));
+      else
+        TF(bloop)(db, so, sa, sb, m, p, TF(g_sin));
+    } else {
+      if (ok)
+        TF(bloop)(db, so, sa, sb, m, p, TF(g_vcos));
+      else
+        TF(bloop)(db, so, sa, sb, m, p, TF(g_cos));
+    }
+  }
+}
+#undef TRIG_BLK
+
 LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n,
                                double p0, double p1) {
   const P prm = {(LT_T)p0, (LT_T)p1}, *p = &prm;
@@ -169,8 +195,8 @@ LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t
     case LT_EW_BW + LT_LOG1P: L(g_log1p);
     case LT_EW_BW + LT_SQRT: L(g_sqrt);
     case LT_EW_BW + LT_RSQRT: L(g_rsqrt);
-    case LT_EW_BW + LT_SIN: L(g_sin);
-    case LT_EW_BW + LT_COS: L(g_cos);
+    case LT_EW_BW + LT_SIN: TF(bin_trig_grad)(LT_SIN, d, so, sa, sb, n, p); break;
+    case LT_EW_BW + LT_COS: TF(bin_trig_grad)(LT_COS, d, so, sa, sb, n, p); break;
     case LT_EW_BW + LT_TANH: L(g_tanh);
     case LT_EW_BW + LT_SIGMOID: L(g_sigmoid);
     case LT_EW_BW + LT_RELU: L(g_relu);

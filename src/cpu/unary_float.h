@@ -33,6 +33,9 @@ LT_EW_INLINE LT_T TF(u_rsqrt)(LT_T x, const P *p) { return 1 / M(sqrt)(x); }
 LT_EW_INLINE LT_T TF(u_sin)(LT_T x, const P *p) { return M(sin)(x); }
 LT_EW_INLINE LT_T TF(u_cos)(LT_T x, const P *p) { return M(cos)(x); }
 LT_EW_INLINE LT_T TF(u_tan)(LT_T x, const P *p) { return M(tan)(x); }
+LT_EW_INLINE LT_T TF(u_vsin)(LT_T x, const P *p) { return VM(sin)(x); }
+LT_EW_INLINE LT_T TF(u_vcos)(LT_T x, const P *p) { return VM(cos)(x); }
+LT_EW_INLINE LT_T TF(u_vtan)(LT_T x, const P *p) { return VM(tan)(x); }
 LT_EW_INLINE LT_T TF(u_asin)(LT_T x, const P *p) { return M(asin)(x); }
 LT_EW_INLINE LT_T TF(u_acos)(LT_T x, const P *p) { return M(acos)(x); }
 LT_EW_INLINE LT_T TF(u_atan)(LT_T x, const P *p) { return M(atan)(x); }
@@ -73,6 +76,33 @@ LT_EW_INLINE LT_T TF(u_clamp)(LT_T x, const P *p) {
 LT_EW_INLINE LT_T TF(u_nan)(LT_T x, const P *p) { return (LT_T)NAN; }
 #pragma GCC diagnostic pop
 
+/* sin, cos or tan: vmath's formula on blocks whose inputs all lie in its range, libm on a
+** block that holds one outside (inf, NaN or beyond 2^24: rare), so that the formula's loop
+** has no call in it. For float64 both are libm and the test folds away. */
+#define TRIG_BLK 256
+LT_EW_INLINE void TF(un_trig)(int op, char **d, int64_t so, int64_t sa, int64_t n, const P *p) {
+  for (int64_t i0 = 0; i0 < n; i0 += TRIG_BLK) {
+    int64_t m = n - i0 < TRIG_BLK ? n - i0 : TRIG_BLK;
+    char *db[2] = {d[0] + i0 * so, d[1] + i0 * sa};
+    bool ok = VM(trig_block_ok)(db[1], sa, m);
+#define TRIG_LOOP(fast, slow)                   \
+  do {                                          \
+    if (ok)                                     \
+      TF(uloop)(db, so, sa, m, p, TF(fast));    \
+    else                                        \
+      TF(uloop)(db, so, sa, m, p, TF(slow));    \
+  } while (0)
+    if (op == LT_SIN)
+      TRIG_LOOP(u_vsin, u_sin);
+    else if (op == LT_COS)
+      TRIG_LOOP(u_vcos, u_cos);
+    else
+      TRIG_LOOP(u_vtan, u_tan);
+#undef TRIG_LOOP
+  }
+}
+#undef TRIG_BLK
+
 LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
                               double p1) {
   const P prm = {(LT_T)p0, (LT_T)p1}, *p = &prm;
@@ -87,8 +117,9 @@ LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t 
     case LT_LOG1P: L(u_log1p);
     case LT_SQRT: L(u_sqrt);
     case LT_RSQRT: L(u_rsqrt);
-    case LT_SIN: L(u_sin);
-    case LT_COS: L(u_cos);
+    case LT_SIN:
+    case LT_COS:
+    case LT_TAN: TF(un_trig)(op, d, so, sa, n, p); break;
     case LT_TANH: L(u_tanh);
     case LT_SIGMOID: L(u_sigmoid);
     case LT_RELU: L(u_relu);
@@ -110,7 +141,6 @@ LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t 
     case LT_LEAKY_RELU: L(u_leaky_relu);
     case LT_ELU: L(u_elu);
     case LT_SOFTPLUS: L(u_softplus);
-    case LT_TAN: L(u_tan);
     case LT_ASIN: L(u_asin);
     case LT_ACOS: L(u_acos);
     case LT_ATAN: L(u_atan);

@@ -14,7 +14,7 @@
 ** Accuracy, measured against float64 libm of the same float32 input (spec/isa_spec.lua sweeps
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
-**   erf 2.4, erf' 2.1,
+**   erf 2.4, erf' 2.1, sin, cos and tan 0.501 (|x| <= 2^24; the kernels call libm beyond),
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
 **   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.4 over every float32 in (-4, 4), 1.8
@@ -270,6 +270,90 @@ LT_VM_INLINE float vm_softplus_grad_float(float g, float x, float beta, float th
   return z > threshold ? g : g * vm_sigmoid_float(z);
 }
 
+/* ---------------------------------------------------------------- sin, cos, tan */
+
+/* x - k pi/2 in float64 (k the nearest integer to x 2/pi; its low two bits, the quadrant, in
+** *q) for |x| <= VM_TRIG_MAX. pi/2 is cut in three: the first two parts have 29 significant
+** bits, so their products with k (24 bits) are exact, and x - k P1 is exact as well; the third
+** carries pi/2 to 2^-112. All three are below pi/2's true digits, so every step subtracts a
+** positive product and -0 stays -0. The float64 remainder is then within 2^-80 of the true
+** one, far below a float32 ulp of the result even where x nears a multiple of pi/2. */
+#define VM_TRIG_MAX 16777216.0f   /* 2^24; beyond, and for inf and NaN, callers use libm */
+#define VM_TRIG_MAGIC 0x1.8p52    /* 1.5 * 2^52: k + it - it rounds k to an integer */
+LT_VM_INLINE double vm_trig_reduce(float xf, uint32_t *q) {
+  double x = xf;
+  double k = x * 0x1.45f306dc9c883p-1 + VM_TRIG_MAGIC;   /* 2 / pi */
+  uint64_t kb;
+  memcpy(&kb, &k, sizeof kb);
+  *q = (uint32_t)kb;
+  k -= VM_TRIG_MAGIC;
+  double r = x - k * 0x1.921fb54p+0;
+  r = r - k * 0x1.10b4611p-30;
+  return r - k * 0x1.4c4c6628b80dcp-59;
+}
+/* sin r and cos r for |r| <= pi/4 + 2^-20, Taylor to degree 11 and 12 in float64 (truncation
+** below 1e-11 relative), so the float32 result is the float64 value rounded once: within
+** 0.501 ulp (every float32 up to 2^24 checked). r (1 + r^2 P) keeps -0. */
+LT_VM_INLINE double vm_sin_poly(double r, double r2) {
+  double p = -2.505210838544172e-08;
+  p = p * r2 + 2.7557319223985893e-06;
+  p = p * r2 - 1.984126984126984e-04;
+  p = p * r2 + 8.333333333333333e-03;
+  p = p * r2 - 1.6666666666666666e-01;
+  return r * (1.0 + r2 * p);
+}
+LT_VM_INLINE double vm_cos_poly(double r2) {
+  double p = 2.08767569878681e-09;
+  p = p * r2 - 2.755731922398589e-07;
+  p = p * r2 + 2.48015873015873e-05;
+  p = p * r2 - 1.388888888888889e-03;
+  p = p * r2 + 4.1666666666666664e-02;
+  p = p * r2 - 0.5;
+  return 1.0 + r2 * p;
+}
+/* v with its sign flipped where bit 1 of q is set */
+LT_VM_INLINE double vm_flip_q2(double v, uint32_t q) {
+  uint64_t b;
+  memcpy(&b, &v, sizeof b);
+  b ^= (uint64_t)(q & 2) << 62;
+  memcpy(&v, &b, sizeof v);
+  return v;
+}
+/* Whether vm_sin_float and the others below take all of x[0], x[s], ... x[(n-1) s] (s in
+** bytes): NaN, inf and |x| > 2^24 go to libm. An int and &: a bool and && left the loop
+** scalar. */
+LT_VM_INLINE bool vm_trig_block_ok_float(const char *x, int64_t s, int64_t n) {
+  int ok = 1;
+  if (s == (int64_t)sizeof(float)) {
+    const float *v = (const float *)x;
+    for (int64_t i = 0; i < n; i++) ok &= fabsf(v[i]) <= VM_TRIG_MAX;
+  } else {
+    for (int64_t i = 0; i < n; i++) ok &= fabsf(*(const float *)(x + i * s)) <= VM_TRIG_MAX;
+  }
+  return ok;
+}
+/* sin x: quadrant q gives sin r, cos r, -sin r, -cos r */
+LT_VM_INLINE float vm_sin_float(float x) {
+  uint32_t q;
+  double r = vm_trig_reduce(x, &q), r2 = r * r;
+  double s = vm_sin_poly(r, r2), c = vm_cos_poly(r2);
+  return (float)vm_flip_q2(q & 1 ? c : s, q);
+}
+/* cos x: cos r, -sin r, -cos r, sin r */
+LT_VM_INLINE float vm_cos_float(float x) {
+  uint32_t q;
+  double r = vm_trig_reduce(x, &q), r2 = r * r;
+  double s = vm_sin_poly(r, r2), c = vm_cos_poly(r2);
+  return (float)vm_flip_q2(q & 1 ? s : c, q + 1);
+}
+/* tan x: sin r / cos r, or -cos r / sin r in the odd quadrants; one division in float64 */
+LT_VM_INLINE float vm_tan_float(float x) {
+  uint32_t q;
+  double r = vm_trig_reduce(x, &q), r2 = r * r;
+  double s = vm_sin_poly(r, r2), c = vm_cos_poly(r2);
+  return (float)((q & 1 ? -c : s) / (q & 1 ? s : c));
+}
+
 /* ---------------------------------------------------------------- erf and GELU (erf form) */
 
 /* exp(hi + lo) * 2^64 for hi in [-128, 0] and |lo| <= 2^-12 |hi| (lo added to the reduced
@@ -485,6 +569,13 @@ LT_VM_INLINE double vm_log_double(double x) { return log(x); }
 LT_VM_INLINE double vm_log1p_double(double x) { return log1p(x); }
 LT_VM_INLINE double vm_tanh_double(double x) { return tanh(x); }
 LT_VM_INLINE double vm_erf_double(double x) { return erf(x); }
+LT_VM_INLINE bool vm_trig_block_ok_double(const char *x, int64_t s, int64_t n) {
+  (void)x, (void)s, (void)n;
+  return true;
+}
+LT_VM_INLINE double vm_sin_double(double x) { return sin(x); }
+LT_VM_INLINE double vm_cos_double(double x) { return cos(x); }
+LT_VM_INLINE double vm_tan_double(double x) { return tan(x); }
 LT_VM_INLINE double vm_sigmoid_double(double x) { return 1.0 / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_double(double x) { return x / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_grad_double(double g, double x) {
