@@ -222,6 +222,50 @@ describe("arithmetic by hand", function()
     close(i64({ -7, 7 }):remainder(i64({ -3, -3 })), { -1, -2 })
   end)
 
+  -- pow with one scalar exponent takes PyTorch's cheaper forms: x, x*x, x*x*x, sqrt x, 1/x,
+  -- 1/sqrt x, 1/(x*x); so -0 ^ -0.5 is -inf and -inf ^ -0.5 NaN (libm's pow: +inf and 0). The
+  -- gradient is g * (e * x^(e-1)) with x^(e-1) in the same forms (PyTorch 1.13's values).
+  it("takes pow's cheaper forms for scalar exponents, values and gradients as PyTorch", function()
+    local function bits(t)
+      local r = {}
+      for i, v in ipairs(t:double():tolist()) do r[i] = v ~= v and "nan" or string.format("%a", v) end
+      return table.concat(r, " ")
+    end
+    local xs = { -0.0, 0.0, -inf, inf, 4, -1, nan, 0.3, -2.5, 1e-20 }
+    local function form(x, e)   -- the value PyTorch's forms give, in float64
+      if e == 0.5 then return math.sqrt(x) elseif e == -0.5 then return 1 / math.sqrt(x)
+      elseif e == 1 then return x elseif e == 2 then return x * x elseif e == 3 then return x * x * x
+      elseif e == -1 then return 1 / x elseif e == -2 then return 1 / (x * x) end
+      return x ^ e
+    end
+    for _, e in ipairs { 1, 2, 3, 0.5, -1, -0.5, -2, 2.5, -3 } do
+      for _, dt in ipairs { "float64", "float32" } do
+        local x = lt.tensor(xs, { dtype = dt }):requires_grad_()
+        local y = x:pow(e)
+        y:sum():backward()
+        local want, dwant = {}, {}
+        for i, v in ipairs(x:detach():double():tolist()) do
+          want[i] = form(v, e)
+          dwant[i] = e * form(v, e - 1)
+        end
+        want = lt.tensor(want, { dtype = "float64" }):to(dt)
+        dwant = lt.tensor(dwant, { dtype = "float64" }):to(dt)
+        if dt == "float64" then
+          assert.are.equal(bits(want), bits(y), "pow " .. e)
+          assert.are.equal(bits(dwant), bits(x.grad), "pow " .. e .. " gradient")
+        else   -- float32 rounds each step: NaN, inf and zero signs as float64's, values close
+          close(y, want:double():tolist(), 1e-6)
+          close(x.grad, dwant:double():tolist(), 1e-6)
+          assert.are.equal(bits(want:sign()), bits(y:sign()), "pow " .. e .. " signs")
+        end
+      end
+    end
+    -- x^3 and x^-2 are x*x*x and 1/(x*x) bit for bit, as in PyTorch (powf would round once)
+    local x = lt.randn(4099) * 3
+    assert.are.equal(bits(x * x * x), bits(x:pow(3)))
+    assert.are.equal(bits((x * x):reciprocal()), bits(x:pow(-2)))
+  end)
+
   it("propagates NaN through maximum and minimum", function()
     local a, b = f64({ nan, 1, 2 }), f64({ 1, nan, 3 })
     close(a:maximum(b), { nan, nan, 3 })

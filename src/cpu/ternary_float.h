@@ -31,8 +31,23 @@ LT_EW_INLINE void TF(tloop)(char **d, const int64_t *st, int64_t n, TF(tfn) f) {
 }
 
 LT_EW_INLINE LT_T TF(t_div_b)(LT_T g, LT_T x, LT_T y) { return -g * x / (y * y); }
+/* g y x^(y-1), associated as PyTorch's g * (y * x.pow(y - 1)); with one scalar y, x^(y-1) takes
+** pow's cheaper forms (binary_float.h's bin_pow), as PyTorch's does */
 LT_EW_INLINE LT_T TF(t_pow_a)(LT_T g, LT_T x, LT_T y) {
-  return y == 0 ? 0 : g * y * M(pow)(x, y - 1);
+  return y == 0 ? 0 : g * (y * M(pow)(x, y - 1));
+}
+LT_EW_INLINE LT_T TF(t_pow_a2)(LT_T g, LT_T x, LT_T y) { return g * (y * x); }
+LT_EW_INLINE LT_T TF(t_pow_a3)(LT_T g, LT_T x, LT_T y) { return g * (y * (x * x)); }
+LT_EW_INLINE LT_T TF(t_pow_ahalf)(LT_T g, LT_T x, LT_T y) { return g * (y * (1 / M(sqrt)(x))); }
+LT_EW_INLINE LT_T TF(t_pow_am1)(LT_T g, LT_T x, LT_T y) { return g * (y * (1 / (x * x))); }
+LT_EW_INLINE void TF(ter_pow_a)(char **d, const int64_t *st, int64_t n) {
+  switch (st[3] == 0 ? ltC_pow_form(*(const LT_T *)d[3]) : LT_POW_ANY) {   /* a switch: see bin_pow */
+    case LT_POW_2: TF(tloop)(d, st, n, TF(t_pow_a2)); break;
+    case LT_POW_3: TF(tloop)(d, st, n, TF(t_pow_a3)); break;
+    case LT_POW_HALF: TF(tloop)(d, st, n, TF(t_pow_ahalf)); break;
+    case LT_POW_M1: TF(tloop)(d, st, n, TF(t_pow_am1)); break;
+    default: TF(tloop)(d, st, n, TF(t_pow_a)); break;
+  }
 }
 LT_EW_INLINE LT_T TF(t_pow_b)(LT_T g, LT_T x, LT_T y) {
   return (x == 0 && y >= 0) ? 0 : g * M(pow)(x, y) * M(log)(x);
@@ -53,7 +68,7 @@ LT_EW_INLINE void TF(ter_body)(enum ltK_ternary_op op, char **d, const int64_t *
 #define L(f) TF(tloop)(d, st, n, TF(f)); break
   switch (op) {
     case LT_T_DIV_B: L(t_div_b);
-    case LT_T_POW_A: L(t_pow_a);
+    case LT_T_POW_A: TF(ter_pow_a)(d, st, n); break;
     case LT_T_POW_B: L(t_pow_b);
     case LT_T_ATAN2_A: L(t_atan2_a);
     case LT_T_ATAN2_B: L(t_atan2_b);
