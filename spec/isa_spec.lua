@@ -406,7 +406,8 @@ local fns = {
   gelu_tanh = function(t) return t:gelu("tanh") end,
   elu = function(t) return t:elu() end,
   sin = function(t) return t:sin() end, cos = function(t) return t:cos() end,
-  tan = function(t) return t:tan() end,
+  tan = function(t) return t:tan() end, atan = function(t) return t:atan() end,
+  asin = function(t) return t:asin() end, acos = function(t) return t:acos() end,
 }
 -- finite edges of sin, cos and tan, in a first block of their own: a block holding NaN, inf or
 -- |x| > 2^24 goes to libm whole (src/cpu/unary_float.h)
@@ -420,7 +421,9 @@ for _, name in ipairs(names) do
   local f = fns[name]
   local input = x
   if name == "log" then input = lt.cat({ x, x:abs() }) end
-  if name == "log1p" then input = lt.cat({ x, lt.linspace(-1, 1, 1 << 21) }) end
+  if name == "log1p" or name == "asin" or name == "acos" then
+    input = lt.cat({ x, lt.linspace(-1, 1, 1 << 21) })
+  end
   local trig = name == "sin" or name == "cos" or name == "tan"
   if trig then   -- every block in range; then x, whose blocks with NaN, inf or huge go to libm
     input = lt.cat({ trig_edges, x:narrow(1, #edges + 1, x:size(1) - #edges) })
@@ -434,11 +437,21 @@ for _, name in ipairs(names) do
     ulp_report(name .. ">-3", y, ref, input:gt(-3))
   end
 end
+-- atan2 over every pair of edge values, then pairs from the sweep and the magnitudes
+do
+  local e = lt.tensor(edges)
+  local n = e:size(1)
+  local ey = e:reshape(n, 1):expand(n, n):reshape(-1)
+  local ex = e:reshape(1, n):expand(n, n):reshape(-1)
+  local a = lt.cat({ ey, x, mags })
+  local b = lt.cat({ ex, x:flip(1) * 0.37, -mags:roll(12345) })
+  ulp_report("atan2", lt.atan2(a, b), lt.atan2(a:double(), b:double()))
+end
 -- backward: g * f'(x) with g = 1 against the float64 gradient, the excess over
 -- 1e-6 |ref| + 1e-7 (<= 0 passes)
 local xs = lt.linspace(-12, 12, 1 << 20)
 for _, name in ipairs(names) do
-  if name ~= "log" and name ~= "log1p" then
+  if name ~= "log" and name ~= "log1p" and name ~= "asin" and name ~= "acos" then
     local a = xs:clone():requires_grad_()
     fns[name](a):sum():backward()
     local b = xs:double():requires_grad_()
@@ -454,6 +467,7 @@ local BOUNDS = {
   exp = 1.1, expm1 = 1.5, log = 1, log1p = 2.1, tanh = 1.5, sigmoid = 2.3, silu = 2.4,
   softplus = 2.6, erf = 2.4, elu = 1.5, gelu = 8, ["gelu>-0.5"] = 4, ["gelu>-3"] = 8,
   ["gelu_tanh>-0.5"] = 3, ["gelu_tanh>-3"] = 16, sin = 0.501, cos = 0.501, tan = 0.501,
+  atan = 0.501, asin = 0.501, acos = 0.501, atan2 = 0.501,
 }
 
 
@@ -475,13 +489,13 @@ describe("vectorised float32 functions", function()
             string.format("%s at %s: %s ulp, bound %g", name, isa, ulps, BOUNDS[name]))
         end
       end
-      assert.are.equal(22, seen, out)
+      assert.are.equal(26, seen, out)
       local grads = 0
       for name, excess in out:gmatch("grad ([%w_]+) (%S+)\n") do
         grads = grads + 1
         assert.is_true(tonumber(excess) <= 0, name .. "'s gradient at " .. isa .. ": " .. excess)
       end
-      assert.are.equal(13, grads, out)
+      assert.are.equal(14, grads, out)
     end)
   end
 end)

@@ -65,7 +65,7 @@ LT_EW_INLINE ltC_u8 TF(b_lt)(LT_T x, LT_T y, const P *p) { return x < y; }
 LT_EW_INLINE ltC_u8 TF(b_le)(LT_T x, LT_T y, const P *p) { return x <= y; }
 LT_EW_INLINE ltC_u8 TF(b_gt)(LT_T x, LT_T y, const P *p) { return x > y; }
 LT_EW_INLINE ltC_u8 TF(b_ge)(LT_T x, LT_T y, const P *p) { return x >= y; }
-LT_EW_INLINE LT_T TF(b_atan2)(LT_T x, LT_T y, const P *p) { return M(atan2)(x, y); }
+LT_EW_INLINE LT_T TF(b_atan2)(LT_T x, LT_T y, const P *p) { return VM(atan2)(x, y); }
 LT_EW_INLINE LT_T TF(b_fmod)(LT_T x, LT_T y, const P *p) { return M(fmod)(x, y); }
 LT_EW_INLINE LT_T TF(b_rem)(LT_T x, LT_T y, const P *p) { return TF(rem)(x, y); }
 LT_EW_INLINE LT_T TF(b_divtrunc)(LT_T x, LT_T y, const P *p) { return M(trunc)(x / y); }

@@ -41,7 +41,8 @@ LT_EW_INLINE LT_T TF(t_pow_a3)(LT_T g, LT_T x, LT_T y) { return g * (y * (x * x)
 LT_EW_INLINE LT_T TF(t_pow_ahalf)(LT_T g, LT_T x, LT_T y) { return g * (y * (1 / M(sqrt)(x))); }
 LT_EW_INLINE LT_T TF(t_pow_am1)(LT_T g, LT_T x, LT_T y) { return g * (y * (1 / (x * x))); }
 LT_EW_INLINE void TF(ter_pow_a)(char **d, const int64_t *st, int64_t n) {
-  switch (st[3] == 0 ? ltC_pow_form(*(const LT_T *)d[3]) : LT_POW_ANY) {   /* a switch: see bin_pow */
+  /* a switch, as binary_float.h's bin_pow */
+  switch (st[3] == 0 ? ltC_pow_form(*(const LT_T *)d[3]) : LT_POW_ANY) {
     case LT_POW_2: TF(tloop)(d, st, n, TF(t_pow_a2)); break;
     case LT_POW_3: TF(tloop)(d, st, n, TF(t_pow_a3)); break;
     case LT_POW_HALF: TF(tloop)(d, st, n, TF(t_pow_ahalf)); break;

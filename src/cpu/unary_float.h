@@ -36,9 +36,9 @@ LT_EW_INLINE LT_T TF(u_tan)(LT_T x, const P *p) { return M(tan)(x); }
 LT_EW_INLINE LT_T TF(u_vsin)(LT_T x, const P *p) { return VM(sin)(x); }
 LT_EW_INLINE LT_T TF(u_vcos)(LT_T x, const P *p) { return VM(cos)(x); }
 LT_EW_INLINE LT_T TF(u_vtan)(LT_T x, const P *p) { return VM(tan)(x); }
-LT_EW_INLINE LT_T TF(u_asin)(LT_T x, const P *p) { return M(asin)(x); }
-LT_EW_INLINE LT_T TF(u_acos)(LT_T x, const P *p) { return M(acos)(x); }
-LT_EW_INLINE LT_T TF(u_atan)(LT_T x, const P *p) { return M(atan)(x); }
+LT_EW_INLINE LT_T TF(u_asin)(LT_T x, const P *p) { return VM(asin)(x); }
+LT_EW_INLINE LT_T TF(u_acos)(LT_T x, const P *p) { return VM(acos)(x); }
+LT_EW_INLINE LT_T TF(u_atan)(LT_T x, const P *p) { return VM(atan)(x); }
 /* min(max(x + 3, 0), 6) / 6 and x times it, as PyTorch (NaN stays NaN) */
 LT_EW_INLINE LT_T TF(u_relu6p3)(LT_T x) {
   LT_T t = x + 3;

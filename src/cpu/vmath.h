@@ -15,6 +15,7 @@
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
 **   erf 2.4, erf' 2.1, sin, cos and tan 0.501 (|x| <= 2^24; the kernels call libm beyond),
+**   atan, atan2, asin and acos 0.501,
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
 **   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.4 over every float32 in (-4, 4), 1.8
@@ -354,6 +355,58 @@ LT_VM_INLINE float vm_tan_float(float x) {
   return (float)((q & 1 ? -c : s) / (q & 1 ? s : c));
 }
 
+/* ---------------------------------------------------------------- atan, atan2, asin, acos */
+
+/* atan(a / b) in [0, pi/2] for a, b >= 0 given in float64 (from float32 values, so a / b
+** neither overflows nor underflows; b may be 0, not both). One division leaves |u| <= tan(pi/8):
+**   a / b <= tan(pi/8):  atan u, u = a / b
+**   a / b <= tan(3pi/8): pi/4 + atan u, u = (a - b) / (a + b)   (a - b, a + b exact here)
+**   beyond:              pi/2 + atan u, u = -b / a
+** and atan u = u + u^3 P(u^2), P fitted by tools/fit_atan.py (relative error 2.6e-11 in
+** float64), so a float32 result is the float64 value rounded once: within 0.501 ulp. NaN in a
+** or b gives NaN. */
+#define VM_TAN_PI8 0.41421356237309503
+#define VM_TAN_3PI8 2.4142135623730949
+#define VM_PI_D 3.141592653589793116
+LT_VM_INLINE double vm_atan_core(double a, double b) {
+  bool mid = a > VM_TAN_PI8 * b, high = a > VM_TAN_3PI8 * b;
+  double num = high ? -b : mid ? a - b : a;
+  double den = high ? a : mid ? a + b : b;
+  double off = high ? VM_PI_D / 2 : mid ? VM_PI_D / 4 : 0.0;
+  double u = num / den, v = u * u;
+  double p = 0.047670934619903793;
+  p = p * v - 0.084881242368976789;
+  p = p * v + 0.11046973760134483;
+  p = p * v - 0.14282209103523133;
+  p = p * v + 0.1999991179435022;
+  p = p * v - 0.33333332603050819;
+  return off + (u + u * (v * p));
+}
+LT_VM_INLINE float vm_atan_float(float x) {
+  return vm_copysign((float)vm_atan_core(fabs((double)x), 1.0), x);
+}
+/* atan2 as C's, special values included: both zero gives 0 or pi, both infinite pi/4 or
+** 3pi/4, with y's sign; x's sign bit (so -0 too) picks pi - angle. */
+LT_VM_INLINE float vm_atan2_float(float y, float x) {
+  double ay = fabs((double)y), ax = fabs((double)x);
+  bool zeros = (ay == 0.0) & (ax == 0.0), infs = (ay == INFINITY) & (ax == INFINITY);
+  double a = zeros ? 0.0 : infs ? 1.0 : ay, b = zeros | infs ? 1.0 : ax;
+  double t = vm_atan_core(a, b);
+  t = vm_bits(x) >> 31 ? VM_PI_D - t : t;
+  return vm_copysign((float)t, y);
+}
+/* asin x = atan2(x, sqrt(1 - x^2)) and acos x = atan2(sqrt(1 - x^2), x), with 1 - x^2 as
+** (1 - x)(1 + x), exact in float64; |x| > 1 gives sqrt of a negative, NaN. */
+LT_VM_INLINE float vm_asin_float(float x) {
+  double a = fabs((double)x);
+  return vm_copysign((float)vm_atan_core(a, sqrt((1.0 - a) * (1.0 + a))), x);
+}
+LT_VM_INLINE float vm_acos_float(float x) {
+  double xd = x, s = sqrt((1.0 - xd) * (1.0 + xd));
+  double t = vm_atan_core(s, fabs(xd));
+  return (float)(vm_bits(x) >> 31 ? VM_PI_D - t : t);
+}
+
 /* ---------------------------------------------------------------- erf and GELU (erf form) */
 
 /* exp(hi + lo) * 2^64 for hi in [-128, 0] and |lo| <= 2^-12 |hi| (lo added to the reduced
@@ -576,6 +629,10 @@ LT_VM_INLINE bool vm_trig_block_ok_double(const char *x, int64_t s, int64_t n) {
 LT_VM_INLINE double vm_sin_double(double x) { return sin(x); }
 LT_VM_INLINE double vm_cos_double(double x) { return cos(x); }
 LT_VM_INLINE double vm_tan_double(double x) { return tan(x); }
+LT_VM_INLINE double vm_atan_double(double x) { return atan(x); }
+LT_VM_INLINE double vm_atan2_double(double y, double x) { return atan2(y, x); }
+LT_VM_INLINE double vm_asin_double(double x) { return asin(x); }
+LT_VM_INLINE double vm_acos_double(double x) { return acos(x); }
 LT_VM_INLINE double vm_sigmoid_double(double x) { return 1.0 / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_double(double x) { return x / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_grad_double(double g, double x) {
