@@ -446,6 +446,12 @@ do
   local a = lt.cat({ ey, x, mags })
   local b = lt.cat({ ex, x:flip(1) * 0.37, -mags:roll(12345) })
   ulp_report("atan2", lt.atan2(a, b), lt.atan2(a:double(), b:double()))
+  -- fmod is exact; remainder adds the divisor once, rounded as float32. Pairs in the vector
+  -- form's range (|a / b| < 2^29) and out of it (libm), in blocks of both kinds
+  local r = lt.randn(1 << 20) * 100
+  a, b = lt.cat({ a, r, r * 1e6 }), lt.cat({ b, r:roll(1) * 0.01, r:flip(1) })
+  ulp_report("fmod", a:fmod(b), a:double():fmod(b:double()))
+  ulp_report("remainder", a:remainder(b), a:double():remainder(b:double()))
 end
 -- backward: g * f'(x) with g = 1 against the float64 gradient, the excess over
 -- 1e-6 |ref| + 1e-7 (<= 0 passes)
@@ -467,7 +473,7 @@ local BOUNDS = {
   exp = 1.1, expm1 = 1.5, log = 1, log1p = 2.1, tanh = 1.5, sigmoid = 2.3, silu = 2.4,
   softplus = 2.6, erf = 2.4, elu = 1.5, gelu = 8, ["gelu>-0.5"] = 4, ["gelu>-3"] = 8,
   ["gelu_tanh>-0.5"] = 3, ["gelu_tanh>-3"] = 16, sin = 0.501, cos = 0.501, tan = 0.501,
-  atan = 0.501, asin = 0.501, acos = 0.501, atan2 = 0.501,
+  atan = 0.501, asin = 0.501, acos = 0.501, atan2 = 0.501, fmod = 0, remainder = 0.501,
 }
 
 
@@ -489,7 +495,7 @@ describe("vectorised float32 functions", function()
             string.format("%s at %s: %s ulp, bound %g", name, isa, ulps, BOUNDS[name]))
         end
       end
-      assert.are.equal(26, seen, out)
+      assert.are.equal(28, seen, out)
       local grads = 0
       for name, excess in out:gmatch("grad ([%w_]+) (%S+)\n") do
         grads = grads + 1

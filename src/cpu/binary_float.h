@@ -23,12 +23,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
-/* Python-style remainder: the result has the sign of the divisor. */
-LT_EW_INLINE LT_T TF(rem)(LT_T x, LT_T y) {
-  LT_T r = M(fmod)(x, y);
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
+/* Python-style remainder from a fmod: the result has the sign of the divisor. */
+LT_EW_INLINE LT_T TF(rem_of)(LT_T r, LT_T y) { return r != 0 && ((r < 0) != (y < 0)) ? r + y : r; }
+LT_EW_INLINE LT_T TF(rem)(LT_T x, LT_T y) { return TF(rem_of)(M(fmod)(x, y), y); }
 
 /* Python's float floor division, which PyTorch's rounding_mode="floor" follows: x - fmod(x, y)
 ** is an exact multiple of y, so dividing it by y and stepping down when fmod's sign differs
@@ -68,6 +65,8 @@ LT_EW_INLINE ltC_u8 TF(b_ge)(LT_T x, LT_T y, const P *p) { return x >= y; }
 LT_EW_INLINE LT_T TF(b_atan2)(LT_T x, LT_T y, const P *p) { return VM(atan2)(x, y); }
 LT_EW_INLINE LT_T TF(b_fmod)(LT_T x, LT_T y, const P *p) { return M(fmod)(x, y); }
 LT_EW_INLINE LT_T TF(b_rem)(LT_T x, LT_T y, const P *p) { return TF(rem)(x, y); }
+LT_EW_INLINE LT_T TF(b_vfmod)(LT_T x, LT_T y, const P *p) { return VM(fmod)(x, y); }
+LT_EW_INLINE LT_T TF(b_vrem)(LT_T x, LT_T y, const P *p) { return TF(rem_of)(VM(fmod)(x, y), y); }
 LT_EW_INLINE LT_T TF(b_divtrunc)(LT_T x, LT_T y, const P *p) { return M(trunc)(x / y); }
 LT_EW_INLINE LT_T TF(b_divfloor)(LT_T x, LT_T y, const P *p) { return TF(floordiv)(x, y); }
 /* |x - y| <= atol + |rtol * y|, q0 = rtol, q1 = atol */
@@ -146,6 +145,30 @@ LT_EW_INLINE void TF(bin_pow)(char **d, int64_t so, int64_t sa, int64_t sb, int6
   }
 }
 
+/* fmod and remainder: vmath's exact fmod on blocks whose pairs all lie in its range, libm on a
+** block that holds one outside (a zero or non-finite divisor, a quotient of 2^29 or more). */
+#define FMOD_BLK 256
+LT_EW_INLINE void TF(bin_fmod)(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n,
+                               const P *p) {
+  for (int64_t i0 = 0; i0 < n; i0 += FMOD_BLK) {
+    int64_t m = n - i0 < FMOD_BLK ? n - i0 : FMOD_BLK;
+    char *db[3] = {d[0] + i0 * so, d[1] + i0 * sa, d[2] + i0 * sb};
+    bool ok = VM(fmod_block_ok)(db[1], sa, db[2], sb, m);
+    if (op == LT_FMOD) {
+      if (ok)
+        TF(bloop)(db, so, sa, sb, m, p, TF(b_vfmod));
+      else
+        TF(bloop)(db, so, sa, sb, m, p, TF(b_fmod));
+    } else {
+      if (ok)
+        TF(bloop)(db, so, sa, sb, m, p, TF(b_vrem));
+      else
+        TF(bloop)(db, so, sa, sb, m, p, TF(b_rem));
+    }
+  }
+}
+#undef FMOD_BLK
+
 /* The gradients of sin and cos: vmath's formula on blocks whose inputs y all lie in its range,
 ** libm on a block that holds one outside (as unary_float.h's un_trig). */
 #define TRIG_BLK 256
@@ -190,8 +213,8 @@ LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t
     case LT_GT: LB(b_gt);
     case LT_GE: LB(b_ge);
     case LT_ATAN2: L(b_atan2);
-    case LT_FMOD: L(b_fmod);
-    case LT_REMAINDER: L(b_rem);
+    case LT_FMOD:
+    case LT_REMAINDER: TF(bin_fmod)(op, d, so, sa, sb, n, p); break;
     case LT_DIV_TRUNC: L(b_divtrunc);
     case LT_DIV_FLOOR:
     case LT_FLOOR_DIVIDE: L(b_divfloor);

@@ -15,7 +15,7 @@
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
 **   erf 2.4, erf' 2.1, sin, cos and tan 0.501 (|x| <= 2^24; the kernels call libm beyond),
-**   atan, atan2, asin and acos 0.501,
+**   atan, atan2, asin and acos 0.501, fmod exact (|a / b| < 2^29; the kernels call libm beyond),
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
 **   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.4 over every float32 in (-4, 4), 1.8
@@ -407,6 +407,45 @@ LT_VM_INLINE float vm_acos_float(float x) {
   return (float)(vm_bits(x) >> 31 ? VM_PI_D - t : t);
 }
 
+/* ---------------------------------------------------------------- fmod */
+
+/* fmod(a, b), exact as C's, for |a| < 2^29 |b| with b finite. In float64 the quotient's integer
+** part q has at most 29 bits, so q |b| (53 bits) and |a| - q |b| are exact. And the division
+** never rounds across an integer: for float32 a and b, |a| - k |b| is 0 or a multiple of b's
+** last place, so a / b is k or at least 2^-24 away from it, while float64's spacing below 2^29
+** is at most 2^-24 (half of it bounds the rounding). The sign is a's. */
+#define VM_FMOD_QMAX 536870912.0   /* 2^29 */
+LT_VM_INLINE float vm_fmod_float(float a, float b) {
+  double x = fabs((double)a), y = fabs((double)b);
+  double r = x - trunc(x / y) * y;
+  return vm_copysign((float)r, a);
+}
+/* Whether vm_fmod_float takes every pair a[i sa], b[i sb] (strides in bytes) of n: libm for
+** a block with a zero, infinite or NaN divisor, an infinite or NaN dividend, or a quotient of
+** 2^29 or more. */
+LT_VM_INLINE bool vm_fmod_block_ok_float(const char *a, int64_t sa, const char *b, int64_t sb,
+                                         int64_t n) {
+  int ok = 1;
+  if (sa == (int64_t)sizeof(float) && sb == (int64_t)sizeof(float)) {
+    const float *x = (const float *)a, *y = (const float *)b;
+    for (int64_t i = 0; i < n; i++) {
+      double ay = fabs((double)y[i]);
+      ok &= (fabs((double)x[i]) < VM_FMOD_QMAX * ay) & (ay < INFINITY);
+    }
+  } else if (sa == (int64_t)sizeof(float) && sb == 0) {   /* one divisor */
+    const float *x = (const float *)a;
+    double ay = fabs((double)*(const float *)b), lim = VM_FMOD_QMAX * ay;
+    for (int64_t i = 0; i < n; i++) ok &= fabs((double)x[i]) < lim;
+    ok &= ay < INFINITY;
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      double ay = fabs((double)*(const float *)(b + i * sb));
+      ok &= (fabs((double)*(const float *)(a + i * sa)) < VM_FMOD_QMAX * ay) & (ay < INFINITY);
+    }
+  }
+  return ok;
+}
+
 /* ---------------------------------------------------------------- erf and GELU (erf form) */
 
 /* exp(hi + lo) * 2^64 for hi in [-128, 0] and |lo| <= 2^-12 |hi| (lo added to the reduced
@@ -633,6 +672,12 @@ LT_VM_INLINE double vm_atan_double(double x) { return atan(x); }
 LT_VM_INLINE double vm_atan2_double(double y, double x) { return atan2(y, x); }
 LT_VM_INLINE double vm_asin_double(double x) { return asin(x); }
 LT_VM_INLINE double vm_acos_double(double x) { return acos(x); }
+LT_VM_INLINE double vm_fmod_double(double a, double b) { return fmod(a, b); }
+LT_VM_INLINE bool vm_fmod_block_ok_double(const char *a, int64_t sa, const char *b, int64_t sb,
+                                          int64_t n) {
+  (void)a, (void)sa, (void)b, (void)sb, (void)n;
+  return false;   /* float64 has no vector form: libm */
+}
 LT_VM_INLINE double vm_sigmoid_double(double x) { return 1.0 / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_double(double x) { return x / (1.0 + exp(-x)); }
 LT_VM_INLINE double vm_silu_grad_double(double g, double x) {
