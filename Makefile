@@ -29,7 +29,7 @@ $(BUILD)/%.o: %.c $(HDR)
 # has none, and float64 kernels are baseline code). nn.c: the cross_entropy rows; regress.c:
 # binary_cross_entropy_with_logits; search.c: the column search's compares and selects.
 VMATH_OBJ = $(addprefix $(BUILD)/src/cpu/,binary.o unary.o ternary.o softmax.o attention.o nn.o gelu.o \
-            gelu_avx512.o regress.o search.o)
+            gelu_avx512.o regress.o search.o conv_dw.o)
 $(VMATH_OBJ): KERNEL_CFLAGS = -fno-trapping-math -ffp-contract=fast
 
 # The Lua half compiled into the library, so `lantern_open` needs no files on disk, with the

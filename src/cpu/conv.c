@@ -607,6 +607,8 @@ static void bias_grad(lt_dtype dt, const void *dy, int64_t N, int64_t C, int64_t
 
 int ltC_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_tensor *y,
              const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+  if (ltC_dw_fits(g, x->dtype))
+    return ltC_dw_conv(ctx, name, g, ltB_ptr(y), ltB_ptr(x), ltB_ptr(w), b ? ltB_ptr(b) : NULL);
   if (ltC_winograd_fits(g, x->dtype)) {
     const float *bias = b ? ltB_ptr(b) : NULL;
     if (!g->transposed)
@@ -638,6 +640,12 @@ int ltC_conv_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, lt_
   ** padded by 2 - p; its weight gradient sums the image side's tiles against the column
   ** side's. A transposed convolution swaps the sides: its input gradient is the plain
   ** convolution of dy. */
+  if (ltC_dw_fits(g, dt)) {
+    if (ltC_dw_backward(ctx, name, g, dx ? ltB_ptr(dx) : NULL, dw ? ltB_ptr(dw) : NULL,
+                        ltB_ptr(x), ltB_ptr(w), ltB_ptr(dy)))
+      return -1;
+    dx = dw = NULL;
+  }
   if (ltC_winograd_fits(g, dt)) {
     const float *img = ltB_ptr(g->transposed ? dy : x), *col = ltB_ptr(g->transposed ? x : dy);
     int rc = 0;

@@ -99,6 +99,16 @@ void ltC_tile_transpose(const float *src, int64_t rows, int64_t cols, int64_t ld
 bool ltC_transpose_f32(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst,
                        int64_t dld);
 
+/* ================================================================ depthwise (conv_dw.c)
+** Convolutions whose groups are the input and the output channels (float32, not transposed,
+** kernels up to 128 taps): computed directly, per plane. ltC_dw_backward fills dx and dw where
+** not NULL (the bias gradient is the caller's). */
+bool ltC_dw_fits(const ltK_conv_geom *g, lt_dtype dt);
+int ltC_dw_conv(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, float *y, const float *x,
+                const float *w, const float *bias);
+int ltC_dw_backward(lt_ctx *ctx, const char *name, const ltK_conv_geom *g, float *dx, float *dw,
+                    const float *x, const float *w, const float *dy);
+
 /* ================================================================ Winograd (winograd.c)
 ** Whether a convolution takes the F(2x2, 3x3) path: float32, 3x3, stride and dilation 1, one
 ** group, padding at most 2, with channels enough that it pays (transposed or not). */
