@@ -6,11 +6,7 @@
 -- convolutions; and give the same bits at any thread count.
 local lt = require "lantern"
 local F = lt.nn.functional
-
-local function rel_err(got, want)
-  local scale = want:abs():max():item()
-  return (got:double() - want):abs():max():item() / (scale > 0 and scale or 1)
-end
+local rel_err = require("support").rel_err
 
 local cases = {
   -- N, C, H, W, kernel, options

@@ -7,12 +7,7 @@ local lt = require "lantern"
 local F = lt.nn.functional
 local support = require "support"
 
--- largest |got - want| over the largest |want|: float32 rounding of sums of a few hundred
--- products stays well under 1e-5 of the output's scale
-local function rel_err(got, want)
-  local scale = want:abs():max():item()
-  return (got:double() - want):abs():max():item() / (scale > 0 and scale or 1)
-end
+local rel_err = support.rel_err
 
 local cases = {
   -- N, C, O, H, W, padding

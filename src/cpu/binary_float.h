@@ -145,53 +145,35 @@ LT_EW_INLINE void TF(bin_pow)(char **d, int64_t so, int64_t sa, int64_t sb, int6
   }
 }
 
-/* fmod and remainder: vmath's exact fmod on blocks whose pairs all lie in its range, libm on a
-** block that holds one outside (a zero or non-finite divisor, a quotient of 2^29 or more). */
-#define FMOD_BLK 256
-LT_EW_INLINE void TF(bin_fmod)(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n,
-                               const P *p) {
-  for (int64_t i0 = 0; i0 < n; i0 += FMOD_BLK) {
-    int64_t m = n - i0 < FMOD_BLK ? n - i0 : FMOD_BLK;
+/* fmod, remainder and the gradients of sin and cos: vmath's vector form on blocks whose
+** operands all lie in its range, libm on a block that holds one outside (rare: for fmod a zero
+** or non-finite divisor or a quotient of 2^29 or more, for sin and cos an input beyond 2^24,
+** inf or NaN), so that the loops of the vector forms have no call in them. */
+#define BLK 256
+#define BLOCKED(fast, slow)                        \
+  do {                                             \
+    if (ok)                                        \
+      TF(bloop)(db, so, sa, sb, m, p, TF(fast));   \
+    else                                           \
+      TF(bloop)(db, so, sa, sb, m, p, TF(slow));   \
+  } while (0)
+LT_EW_INLINE void TF(bin_blocked)(int op, char **d, int64_t so, int64_t sa, int64_t sb,
+                                  int64_t n, const P *p) {
+  for (int64_t i0 = 0; i0 < n; i0 += BLK) {
+    int64_t m = n - i0 < BLK ? n - i0 : BLK;
     char *db[3] = {d[0] + i0 * so, d[1] + i0 * sa, d[2] + i0 * sb};
-    bool ok = VM(fmod_block_ok)(db[1], sa, db[2], sb, m);
-    if (op == LT_FMOD) {
-      if (ok)
-        TF(bloop)(db, so, sa, sb, m, p, TF(b_vfmod));
-      else
-        TF(bloop)(db, so, sa, sb, m, p, TF(b_fmod));
-    } else {
-      if (ok)
-        TF(bloop)(db, so, sa, sb, m, p, TF(b_vrem));
-      else
-        TF(bloop)(db, so, sa, sb, m, p, TF(b_rem));
+    bool ok = op == LT_FMOD || op == LT_REMAINDER ? VM(fmod_block_ok)(db[1], sa, db[2], sb, m)
+                                                  : VM(trig_block_ok)(db[2], sb, m);
+    switch (op) {
+      case LT_FMOD: BLOCKED(b_vfmod, b_fmod); break;
+      case LT_REMAINDER: BLOCKED(b_vrem, b_rem); break;
+      case LT_EW_BW + LT_SIN: BLOCKED(g_vsin, g_sin); break;
+      default: BLOCKED(g_vcos, g_cos); break;
     }
   }
 }
-#undef FMOD_BLK
-
-/* The gradients of sin and cos: vmath's formula on blocks whose inputs y all lie in its range,
-** libm on a block that holds one outside (as unary_float.h's un_trig). */
-#define TRIG_BLK 256
-LT_EW_INLINE void TF(bin_trig_grad)(int op, char **d, int64_t so, int64_t sa, int64_t sb,
-                                    int64_t n, const P *p) {
-  for (int64_t i0 = 0; i0 < n; i0 += TRIG_BLK) {
-    int64_t m = n - i0 < TRIG_BLK ? n - i0 : TRIG_BLK;
-    char *db[3] = {d[0] + i0 * so, d[1] + i0 * sa, d[2] + i0 * sb};
-    bool ok = VM(trig_block_ok)(db[2], sb, m);
-    if (op == LT_SIN) {
-      if (ok)
-        TF(bloop)(db, so, sa, sb, m, p, TF(g_vsin));
-      else
-        TF(bloop)(db, so, sa, sb, m, p, TF(g_sin));
-    } else {
-      if (ok)
-        TF(bloop)(db, so, sa, sb, m, p, TF(g_vcos));
-      else
-        TF(bloop)(db, so, sa, sb, m, p, TF(g_cos));
-    }
-  }
-}
-#undef TRIG_BLK
+#undef BLOCKED
+#undef BLK
 
 LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t sb, int64_t n,
                                double p0, double p1) {
@@ -214,7 +196,7 @@ LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t
     case LT_GE: LB(b_ge);
     case LT_ATAN2: L(b_atan2);
     case LT_FMOD:
-    case LT_REMAINDER: TF(bin_fmod)(op, d, so, sa, sb, n, p); break;
+    case LT_REMAINDER: TF(bin_blocked)(op, d, so, sa, sb, n, p); break;
     case LT_DIV_TRUNC: L(b_divtrunc);
     case LT_DIV_FLOOR:
     case LT_FLOOR_DIVIDE: L(b_divfloor);
@@ -227,8 +209,8 @@ LT_EW_INLINE void TF(bin_body)(int op, char **d, int64_t so, int64_t sa, int64_t
     case LT_EW_BW + LT_LOG1P: L(g_log1p);
     case LT_EW_BW + LT_SQRT: L(g_sqrt);
     case LT_EW_BW + LT_RSQRT: L(g_rsqrt);
-    case LT_EW_BW + LT_SIN: TF(bin_trig_grad)(LT_SIN, d, so, sa, sb, n, p); break;
-    case LT_EW_BW + LT_COS: TF(bin_trig_grad)(LT_COS, d, so, sa, sb, n, p); break;
+    case LT_EW_BW + LT_SIN:
+    case LT_EW_BW + LT_COS: TF(bin_blocked)(op, d, so, sa, sb, n, p); break;
     case LT_EW_BW + LT_TANH: L(g_tanh);
     case LT_EW_BW + LT_SIGMOID: L(g_sigmoid);
     case LT_EW_BW + LT_RELU: L(g_relu);
