@@ -408,6 +408,7 @@ local fns = {
   sin = function(t) return t:sin() end, cos = function(t) return t:cos() end,
   tan = function(t) return t:tan() end, atan = function(t) return t:atan() end,
   asin = function(t) return t:asin() end, acos = function(t) return t:acos() end,
+  log2 = function(t) return t:log2() end,
 }
 -- finite edges of sin, cos and tan, in a first block of their own: a block holding NaN, inf or
 -- |x| > 2^24 goes to libm whole (src/cpu/unary_float.h)
@@ -420,7 +421,7 @@ table.sort(names)
 for _, name in ipairs(names) do
   local f = fns[name]
   local input = x
-  if name == "log" then input = lt.cat({ x, x:abs() }) end
+  if name == "log" or name == "log2" then input = lt.cat({ x, x:abs() }) end
   if name == "log1p" or name == "asin" or name == "acos" then
     input = lt.cat({ x, lt.linspace(-1, 1, 1 << 21) })
   end
@@ -457,7 +458,7 @@ end
 -- 1e-6 |ref| + 1e-7 (<= 0 passes)
 local xs = lt.linspace(-12, 12, 1 << 20)
 for _, name in ipairs(names) do
-  if name ~= "log" and name ~= "log1p" and name ~= "asin" and name ~= "acos" then
+  if name ~= "log" and name ~= "log1p" and name ~= "asin" and name ~= "acos" and name ~= "log2" then
     local a = xs:clone():requires_grad_()
     fns[name](a):sum():backward()
     local b = xs:double():requires_grad_()
@@ -473,7 +474,7 @@ local BOUNDS = {
   exp = 1.1, expm1 = 1.5, log = 1, log1p = 2.1, tanh = 1.5, sigmoid = 2.3, silu = 2.4,
   softplus = 2.6, erf = 2.4, elu = 1.5, gelu = 8, ["gelu>-0.5"] = 4, ["gelu>-3"] = 8,
   ["gelu_tanh>-0.5"] = 3, ["gelu_tanh>-3"] = 16, sin = 0.501, cos = 0.501, tan = 0.501,
-  atan = 0.501, asin = 0.501, acos = 0.501, atan2 = 0.501, fmod = 0, remainder = 0.501,
+  atan = 0.501, asin = 0.501, acos = 0.501, atan2 = 0.501, fmod = 0, remainder = 0.501, log2 = 0.501,
 }
 
 
@@ -495,7 +496,7 @@ describe("vectorised float32 functions", function()
             string.format("%s at %s: %s ulp, bound %g", name, isa, ulps, BOUNDS[name]))
         end
       end
-      assert.are.equal(28, seen, out)
+      assert.are.equal(29, seen, out)
       local grads = 0
       for name, excess in out:gmatch("grad ([%w_]+) (%S+)\n") do
         grads = grads + 1

@@ -63,7 +63,7 @@ LT_EW_INLINE LT_T TF(u_ceil)(LT_T x, const P *p) { return M(ceil)(x); }
 LT_EW_INLINE LT_T TF(u_round)(LT_T x, const P *p) { return M(rint)(x); }
 LT_EW_INLINE LT_T TF(u_trunc)(LT_T x, const P *p) { return M(trunc)(x); }
 LT_EW_INLINE LT_T TF(u_expm1)(LT_T x, const P *p) { return VM(expm1)(x); }
-LT_EW_INLINE LT_T TF(u_log2)(LT_T x, const P *p) { return M(log2)(x); }
+LT_EW_INLINE LT_T TF(u_log2)(LT_T x, const P *p) { return VM(log2)(x); }
 LT_EW_INLINE LT_T TF(u_erf)(LT_T x, const P *p) { return VM(erf)(x); }
 LT_EW_INLINE LT_T TF(u_leaky_relu)(LT_T x, const P *p) { return x > 0 ? x : x * p->q0; }
 LT_EW_INLINE LT_T TF(u_elu)(LT_T x, const P *p) { return x > 0 ? x : p->q0 * VM(expm1)(x); }

@@ -15,7 +15,7 @@
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
 **   erf 2.4, erf' 2.1, sin, cos and tan 0.501 (|x| <= 2^24; the kernels call libm beyond),
-**   atan, atan2, asin and acos 0.501, fmod exact (|a / b| < 2^29; the kernels call libm beyond),
+**   atan, atan2, asin, acos and log2 0.501, fmod exact (|a / b| < 2^29; the kernels call libm beyond),
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
 **   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.4 over every float32 in (-4, 4), 1.8
@@ -446,6 +446,33 @@ LT_VM_INLINE bool vm_fmod_block_ok_float(const char *a, int64_t sa, const char *
   return ok;
 }
 
+/* ---------------------------------------------------------------- log2 */
+
+/* log2 x = k + ln(m) / ln 2 for x = m 2^k, m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2^23
+** first), with ln m = 2 atanh t, t = (m - 1) / (m + 1), |t| <= 0.172, summed to t^13 in float64
+** (truncation 1.3e-12 relative): one rounding to float32, within 0.501 ulp; x = 1 gives +0. */
+LT_VM_INLINE float vm_log2_float(float x) {
+  bool sub = x < 0x1p-126f;
+  uint32_t u = vm_bits(sub ? x * 0x1p23f : x);
+  int32_t k = (int32_t)((u >> 23) & 0xffu) - 127 - (sub ? 23 : 0);
+  float m = vm_from((u & 0x7fffffu) | 0x3f800000u);   /* [1, 2) */
+  bool big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  k += big;
+  double md = m, t = (md - 1.0) / (md + 1.0), t2 = t * t;
+  double p = 1.0 / 13;
+  p = p * t2 + 1.0 / 11;
+  p = p * t2 + 1.0 / 9;
+  p = p * t2 + 1.0 / 7;
+  p = p * t2 + 1.0 / 5;
+  p = p * t2 + 1.0 / 3;
+  double ln_m = 2.0 * (t + t * (t2 * p));
+  float r = (float)((double)k + ln_m * 1.4426950408889634074);
+  r = x == INFINITY ? x : r;
+  r = x == 0.0f ? -INFINITY : r;
+  return x < 0.0f || x != x ? NAN : r;
+}
+
 /* ---------------------------------------------------------------- erf and GELU (erf form) */
 
 /* exp(hi + lo) * 2^64 for hi in [-128, 0] and |lo| <= 2^-12 |hi| (lo added to the reduced
@@ -673,6 +700,7 @@ LT_VM_INLINE double vm_atan2_double(double y, double x) { return atan2(y, x); }
 LT_VM_INLINE double vm_asin_double(double x) { return asin(x); }
 LT_VM_INLINE double vm_acos_double(double x) { return acos(x); }
 LT_VM_INLINE double vm_fmod_double(double a, double b) { return fmod(a, b); }
+LT_VM_INLINE double vm_log2_double(double x) { return log2(x); }
 LT_VM_INLINE bool vm_fmod_block_ok_double(const char *a, int64_t sa, const char *b, int64_t sb,
                                           int64_t n) {
   (void)a, (void)sa, (void)b, (void)sb, (void)n;

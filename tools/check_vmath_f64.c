@@ -1,13 +1,14 @@
 /*
-** tools/check_trig.c -- vmath.h's float32 sin, cos and tan against float64 libm over every
-** float32 x with |x| <= 2^24 (their range; the kernels call libm beyond), atan over every
-** float32, asin and acos over every one in [-1, 1], all both signs, and atan2 over a grid of
-** 5 billion pairs and the special values: about 10 minutes a level. Too slow for the suite
+** tools/check_vmath_f64.c -- the float32 functions vmath.h computes in float64 and rounds once,
+** against float64 libm: sin, cos and tan over every float32 x with |x| <= 2^24 (their range;
+** the kernels call libm beyond), atan and log2 over every float32, asin and acos over every
+** one in [-1, 1], all both signs, and atan2 over a grid of 5 billion pairs and the special
+** values: about 12 minutes a level. Too slow for the suite
 ** (spec/isa_spec.lua sweeps millions of inputs instead); run it after changing a reduction or
 ** a polynomial, once per level the kernels are built for (the AVX2 and AVX-512 builds fuse
 ** multiply-adds):
 **   cc -O3 -march=x86-64-v2 -fno-math-errno -fno-trapping-math -ffp-contract=fast -Isrc \
-**     tools/check_trig.c -lm -o build/check_trig && build/check_trig
+**     tools/check_vmath_f64.c -lm -o build/check_vmath_f64 && build/check_vmath_f64
 ** and again with -march=x86-64-v3. Prints each function's largest error in float32 ulp of the
 ** float64 result, where it lies, and how many results differ from libm in NaN-ness or in the
 ** sign of a zero.
@@ -40,6 +41,9 @@ __attribute__((noinline)) static void run_cos(float *y, const float *x) {
 }
 __attribute__((noinline)) static void run_tan(float *y, const float *x) {
   for (int i = 0; i < B; i++) y[i] = vm_tan_float(x[i]);
+}
+__attribute__((noinline)) static void run_log2(float *y, const float *x) {
+  for (int i = 0; i < B; i++) y[i] = vm_log2_float(x[i]);
 }
 __attribute__((noinline)) static void run_atan(float *y, const float *x) {
   for (int i = 0; i < B; i++) y[i] = vm_atan_float(x[i]);
@@ -101,6 +105,7 @@ int main(void) {
   check("cos", run_cos, cos, two24);
   check("tan", run_tan, tan, two24);
   check("atan", run_atan, atan, all);   /* every float, inf and one NaN */
+  check("log2", run_log2, log2, all);
   check("asin", run_asin, asin, one);
   check("acos", run_acos, acos, one);
   /* atan2(y, x): every 4099th y against x of both signs at every 1048583rd float, then every
