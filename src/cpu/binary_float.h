@@ -86,8 +86,13 @@ LT_EW_INLINE LT_T TF(g_log)(LT_T x, LT_T y, const P *p) { return x / y; }
 LT_EW_INLINE LT_T TF(g_log1p)(LT_T x, LT_T y, const P *p) { return x / (y + 1); }
 LT_EW_INLINE LT_T TF(g_sqrt)(LT_T x, LT_T y, const P *p) { return x / (y + y); }
 LT_EW_INLINE LT_T TF(g_rsqrt)(LT_T x, LT_T y, const P *p) { return -(LT_T)0.5 * x * y * y * y; }
-LT_EW_INLINE LT_T TF(g_sin)(LT_T x, LT_T y, const P *p) { return x * M(cos)(y); }
-LT_EW_INLINE LT_T TF(g_cos)(LT_T x, LT_T y, const P *p) { return -x * M(sin)(y); }
+/* element by element, as unary_float.h's u_sin */
+LT_EW_INLINE LT_T TF(g_sin)(LT_T x, LT_T y, const P *p) {
+  return x * (VM(trig_in)(y) ? VM(cos)(y) : M(cos)(y));
+}
+LT_EW_INLINE LT_T TF(g_cos)(LT_T x, LT_T y, const P *p) {
+  return -x * (VM(trig_in)(y) ? VM(sin)(y) : M(sin)(y));
+}
 LT_EW_INLINE LT_T TF(g_vsin)(LT_T x, LT_T y, const P *p) { return x * VM(cos)(y); }
 LT_EW_INLINE LT_T TF(g_vcos)(LT_T x, LT_T y, const P *p) { return -x * VM(sin)(y); }
 LT_EW_INLINE LT_T TF(g_tanh)(LT_T x, LT_T y, const P *p) { return x * (1 - y * y); }
@@ -146,9 +151,10 @@ LT_EW_INLINE void TF(bin_pow)(char **d, int64_t so, int64_t sa, int64_t sb, int6
 }
 
 /* fmod, remainder and the gradients of sin and cos: vmath's vector form on blocks whose
-** operands all lie in its range, libm on a block that holds one outside (rare: for fmod a zero
-** or non-finite divisor or a quotient of 2^29 or more, for sin and cos an input beyond 2^24,
-** inf or NaN), so that the loops of the vector forms have no call in them. */
+** operands all lie in its range, a loop with libm calls on a block that holds one outside
+** (rare: for fmod a zero or non-finite divisor or a quotient of 2^29 or more, libm's exact
+** fmod then; for sin and cos an input beyond 2^24, inf or NaN, the vector form still taken
+** where it applies), so that the loops of the vector forms have no call in them. */
 #define BLK 256
 #define BLOCKED(fast, slow)                        \
   do {                                             \

@@ -176,20 +176,28 @@ static inline __attribute__((always_inline)) void dw_plane_fwd(const dw_geom *q,
 }
 
 /* acc[t] += sum over the plane of dy times the grid at tap t, in DW_VEC lanes. dy is the
-** plane padded to rows of OWr (a multiple of DW_VEC) with zeros, so that the blocks need no
-** tail; tap by tap, so that the lanes stay in registers. */
+** plane padded to rows of OWr (a multiple of DW_VEC), so that the blocks need no scalar tail;
+** tap by tap, so that the lanes stay in registers. */
 static inline __attribute__((always_inline)) void dw_plane_wgrad(const dw_geom *q,
                                                                  const float *grid,
                                                                  const float *dy, int64_t OWr,
                                                                  float *acc) {
-  const int64_t OH = q->OH, K = q->ntaps, step = q->sh * q->Wq;
+  const int64_t OH = q->OH, K = q->ntaps, step = q->sh * q->Wq, full = q->OW / DW_VEC * DW_VEC;
+  /* the last block's lanes past OW read grid columns that may hold inf or NaN: 0 * inf is NaN,
+  ** so those products are masked off rather than trusted to the zeros of dy */
+  dw_vi keep;
+  for (int v = 0; v < DW_VEC; v++) keep[v] = full + v < q->OW ? -1 : 0;
   for (int64_t t = 0; t < K; t++) {
     dw_v a[4] = {{0}, {0}, {0}, {0}};   /* four sums, as dw_block_fwd's rows */
     const float *tap = grid + q->off[t];
     for (int64_t oh = 0; oh < OH; oh++) {
       const float *s = tap + oh * step, *g = dy + oh * OWr;
-      for (int64_t ow0 = 0; ow0 < OWr; ow0 += DW_VEC)
+      for (int64_t ow0 = 0; ow0 < full; ow0 += DW_VEC)
         a[oh & 3] += *(const dw_vu *)(g + ow0) * *(const dw_vu *)(s + ow0);
+      if (full < OWr) {
+        dw_v prod = *(const dw_vu *)(g + full) * *(const dw_vu *)(s + full);
+        a[oh & 3] += (dw_v)((dw_vi)prod & keep);
+      }
     }
     *(dw_vu *)(acc + t * DW_VEC) += (a[0] + a[1]) + (a[2] + a[3]);
   }

@@ -333,6 +333,8 @@ LT_VM_INLINE bool vm_trig_block_ok_float(const char *x, int64_t s, int64_t n) {
   }
   return ok;
 }
+/* Whether vm_sin_float and the others take x (the per-element test of a block that failed). */
+LT_VM_INLINE bool vm_trig_in_float(float x) { return fabsf(x) <= VM_TRIG_MAX; }
 /* sin x: quadrant q gives sin r, cos r, -sin r, -cos r */
 LT_VM_INLINE float vm_sin_float(float x) {
   uint32_t q;
@@ -692,6 +694,7 @@ LT_VM_INLINE bool vm_trig_block_ok_double(const char *x, int64_t s, int64_t n) {
   (void)x, (void)s, (void)n;
   return true;
 }
+LT_VM_INLINE bool vm_trig_in_double(double x) { (void)x; return true; }
 LT_VM_INLINE double vm_sin_double(double x) { return sin(x); }
 LT_VM_INLINE double vm_cos_double(double x) { return cos(x); }
 LT_VM_INLINE double vm_tan_double(double x) { return tan(x); }
