@@ -195,7 +195,9 @@ function lt.Generator(seed) end
 
 --- `x + alpha * y`. Also `lt.sub` (`lt.subtract`), `lt.mul` (`lt.multiply`), `lt.pow`,
 -- `lt.maximum`, `lt.minimum`, `lt.atan2` (`lt.arctan2`), `lt.fmod` (the sign of the dividend,
--- C's fmod) and `lt.remainder` (the sign of the divisor, Lua's and Python's `%`).
+-- C's fmod) and `lt.remainder` (the sign of the divisor, Lua's and Python's `%`). `pow` by one
+-- number takes PyTorch's forms for the exponents 1, 2, 3, 0.5, -1, -0.5 and -2 (`x*x*x`,
+-- `sqrt(x)`, `1/sqrt(x)`...), in its gradient too, so `-0 ^ -0.5` is -inf as in PyTorch.
 -- In place: `x:add_(y)`, `x:sub_(y)` (`x:subtract_`), `x:mul_(y)` (`x:multiply_`),
 -- `x:pow_(y)`, `x:atan2_(y)`, `x:fmod_(y)`, `x:remainder_(y)`; each is also a function,
 -- `lt.add_(x, y)`.
