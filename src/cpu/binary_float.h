@@ -86,7 +86,7 @@ LT_EW_INLINE LT_T TF(g_log)(LT_T x, LT_T y, const P *p) { return x / y; }
 LT_EW_INLINE LT_T TF(g_log1p)(LT_T x, LT_T y, const P *p) { return x / (y + 1); }
 LT_EW_INLINE LT_T TF(g_sqrt)(LT_T x, LT_T y, const P *p) { return x / (y + y); }
 LT_EW_INLINE LT_T TF(g_rsqrt)(LT_T x, LT_T y, const P *p) { return -(LT_T)0.5 * x * y * y * y; }
-/* element by element, as unary_float.h's u_sin */
+/* element by element, as unary_float.h's u_sin (see bin_blocked) */
 LT_EW_INLINE LT_T TF(g_sin)(LT_T x, LT_T y, const P *p) {
   return x * (VM(trig_in)(y) ? VM(cos)(y) : M(cos)(y));
 }

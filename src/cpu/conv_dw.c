@@ -43,12 +43,11 @@ static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a +
 static int64_t dw_round(int64_t n) { return (n + DW_VEC - 1) / DW_VEC * DW_VEC; }
 
 static void dw_geom_init(dw_geom *q) {
-  int64_t Wp = (q->OW - 1) * q->sw + (q->kw - 1) * q->dw + 1;   /* grid columns read */
-  int64_t ow_room = dw_round(q->OW);
   q->Hp = (q->OH - 1) * q->sh + (q->kh - 1) * q->dh + 1;
-  q->Wq = ow_room + (q->kw - 1) * q->dw / q->sw + 1;
-  if (q->Wq < (Wp + q->sw - 1) / q->sw) q->Wq = (Wp + q->sw - 1) / q->sw;
-  q->Wq = dw_round(q->Wq);   /* whole vectors per phase row (dw_fill) */
+  /* every block's reads (up to the last tap's phase offset past a whole number of blocks),
+  ** which covers the (OW - 1) sw + (kw - 1) dw + 1 grid columns the outputs read; whole
+  ** vectors per phase row (dw_fill) */
+  q->Wq = dw_round(dw_round(q->OW) + (q->kw - 1) * q->dw / q->sw + 1);
   q->ntaps = q->kh * q->kw;
   for (int64_t ki = 0; ki < q->kh; ki++) {
     for (int64_t kj = 0; kj < q->kw; kj++) {
@@ -251,7 +250,8 @@ typedef struct dw_job {
   const float *src, *w, *bias, *dy;   /* src: x, or dy for DW_DX */
   float *out;                         /* y, dx or dw */
   float *wflip;                       /* DW_DX: each channel's kernel turned half a turn */
-  float *scratch;                     /* per part: the grid, then DW_DX/DW_DW's accumulators */
+  float *scratch;                     /* per part: the grid, a padded row, then DW_DW's
+                                      ** accumulators and its padded dy plane */
   int64_t tasks, parts, part_floats;
   dw_fill_fn fill;
   dw_fwd_fn fwd;
@@ -303,6 +303,8 @@ static int dw_run(lt_ctx *ctx, const char *name, dw_job *j) {
   dw_geom_init(&j->q);
   dw_kernels(&j->fill, &j->fwd, &j->wgrad);
   int nt = ctx->num_threads < 1 ? 1 : ctx->num_threads;
+  /* small work stays on the calling thread, in one part */
+  if ((double)j->tasks * (double)(j->q.OH * j->q.OW) * (double)j->q.ntaps < 2e5) nt = 1;
   j->parts = j->tasks < nt ? j->tasks : nt;
   if (j->parts < 1) return 0;
   j->part_floats = dw_grid_floats(&j->q) + dw_tmp_floats(&j->q) +
@@ -319,8 +321,8 @@ static int dw_run(lt_ctx *ctx, const char *name, dw_job *j) {
     for (int64_t c = 0; c < j->g->C; c++)
       for (int64_t t = 0; t < K; t++) j->wflip[c * K + t] = j->w[c * K + (K - 1 - t)];
   }
-  if (j->parts == 1 || (double)j->tasks * (double)(j->q.OH * j->q.OW) * (double)K < 2e5)
-    dw_parts(0, j->parts, j);
+  if (j->parts == 1)
+    dw_parts(0, 1, j);
   else
     ltB_parallel_for(ctx, j->parts, 1, dw_parts, j);
   ltB_cache_free(mem, got);

@@ -54,8 +54,8 @@ LT_EW_INLINE int64_t ltC_ew_wmul(int64_t x, int64_t y) {
   return (int64_t)((uint64_t)x * (uint64_t)y);
 }
 
-/* The exponents of pow with a cheaper form (as PyTorch's kernel has): 1 x, 2 x*x, 3 x*x*x,
-** 4 sqrt x, 5 1/x, 6 1/sqrt x, 7 1/(x*x); 0 for any other (libm's pow). */
+/* The exponents of pow with a cheaper form, as PyTorch's kernel has (x, x*x, x*x*x, sqrt x,
+** 1/x, 1/sqrt x, 1/(x*x)); LT_POW_ANY for any other (libm's pow). */
 enum { LT_POW_ANY, LT_POW_1, LT_POW_2, LT_POW_3, LT_POW_HALF, LT_POW_M1, LT_POW_MHALF, LT_POW_M2 };
 static inline int ltC_pow_form(double e) {
   return e == 1 ? LT_POW_1 : e == 2 ? LT_POW_2 : e == 3 ? LT_POW_3 : e == 0.5 ? LT_POW_HALF

@@ -80,30 +80,31 @@ LT_EW_INLINE LT_T TF(u_nan)(LT_T x, const P *p) { return (LT_T)NAN; }
 
 /* sin, cos or tan: vmath's formula on blocks whose inputs all lie in its range, element by
 ** element on a block that holds one outside (inf, NaN or beyond 2^24: rare), so that the
-** formula's loop has no call in it. For float64 both are libm and the test folds away. */
-#define TRIG_BLK 256
-LT_EW_INLINE void TF(un_trig)(int op, char **d, int64_t so, int64_t sa, int64_t n, const P *p) {
-  for (int64_t i0 = 0; i0 < n; i0 += TRIG_BLK) {
-    int64_t m = n - i0 < TRIG_BLK ? n - i0 : TRIG_BLK;
-    char *db[2] = {d[0] + i0 * so, d[1] + i0 * sa};
-    bool ok = VM(trig_block_ok)(db[1], sa, m);
-#define TRIG_LOOP(fast, slow)                   \
+** formula's loop has no call in it (as binary_float.h's bin_blocked). For float64 both are
+** libm and the test folds away. */
+#define BLK 256
+#define BLOCKED(fast, slow)                     \
   do {                                          \
     if (ok)                                     \
       TF(uloop)(db, so, sa, m, p, TF(fast));    \
     else                                        \
       TF(uloop)(db, so, sa, m, p, TF(slow));    \
   } while (0)
-    if (op == LT_SIN)
-      TRIG_LOOP(u_vsin, u_sin);
-    else if (op == LT_COS)
-      TRIG_LOOP(u_vcos, u_cos);
-    else
-      TRIG_LOOP(u_vtan, u_tan);
-#undef TRIG_LOOP
+LT_EW_INLINE void TF(un_blocked)(int op, char **d, int64_t so, int64_t sa, int64_t n,
+                                 const P *p) {
+  for (int64_t i0 = 0; i0 < n; i0 += BLK) {
+    int64_t m = n - i0 < BLK ? n - i0 : BLK;
+    char *db[2] = {d[0] + i0 * so, d[1] + i0 * sa};
+    bool ok = VM(trig_block_ok)(db[1], sa, m);
+    switch (op) {   /* a switch: GCC predicted an if chain's later arms cold (bin_pow) */
+      case LT_SIN: BLOCKED(u_vsin, u_sin); break;
+      case LT_COS: BLOCKED(u_vcos, u_cos); break;
+      default: BLOCKED(u_vtan, u_tan); break;
+    }
   }
 }
-#undef TRIG_BLK
+#undef BLOCKED
+#undef BLK
 
 LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t n, double p0,
                               double p1) {
@@ -121,7 +122,7 @@ LT_EW_INLINE void TF(un_body)(int op, char **d, int64_t so, int64_t sa, int64_t 
     case LT_RSQRT: L(u_rsqrt);
     case LT_SIN:
     case LT_COS:
-    case LT_TAN: TF(un_trig)(op, d, so, sa, n, p); break;
+    case LT_TAN: TF(un_blocked)(op, d, so, sa, n, p); break;
     case LT_TANH: L(u_tanh);
     case LT_SIGMOID: L(u_sigmoid);
     case LT_RELU: L(u_relu);

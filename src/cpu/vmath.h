@@ -15,7 +15,7 @@
 ** millions of inputs at every level; units of the last place of the float32 result):
 **   exp 1.1, expm1 1.5, log 1, log1p 2.1, tanh 1.5, sigmoid 2.3, silu 2.4, softplus 2.6,
 **   erf 2.4, erf' 2.1, sin, cos and tan 0.501 (|x| <= 2^24; the kernels call libm beyond),
-**   atan, atan2, asin, acos and log2 0.501, fmod exact (|a / b| < 2^29; the kernels call libm beyond),
+**   atan, atan2, asin, acos and log2 0.501, fmod exact (|a / b| < 2^29; libm beyond),
 **   gelu (erf form) 8 (7.2 near x = -9), 4 for x > -0.5 (3.6, from the float evaluation of
 **   its one rational; PyTorch 1.13's vectorised GELU is 9.7 there and 550 on [-3, -0.5]); from
 **   AVX2 up, |x| < 4 takes gelu.c's tables instead (2.4 over every float32 in (-4, 4), 1.8
@@ -320,21 +320,20 @@ LT_VM_INLINE double vm_flip_q2(double v, uint32_t q) {
   memcpy(&v, &b, sizeof v);
   return v;
 }
-/* Whether vm_sin_float and the others below take all of x[0], x[s], ... x[(n-1) s] (s in
-** bytes): NaN, inf and |x| > 2^24 go to libm. An int and &: a bool and && left the loop
-** scalar. */
+/* Whether vm_sin_float and the others below take x: NaN, inf and |x| > 2^24 go to libm. */
+LT_VM_INLINE bool vm_trig_in_float(float x) { return fabsf(x) <= VM_TRIG_MAX; }
+/* Whether they take all of x[0], x[s], ... x[(n-1) s] (s in bytes). An int and &: a bool and
+** && left the loop scalar. */
 LT_VM_INLINE bool vm_trig_block_ok_float(const char *x, int64_t s, int64_t n) {
   int ok = 1;
   if (s == (int64_t)sizeof(float)) {
     const float *v = (const float *)x;
-    for (int64_t i = 0; i < n; i++) ok &= fabsf(v[i]) <= VM_TRIG_MAX;
+    for (int64_t i = 0; i < n; i++) ok &= vm_trig_in_float(v[i]);
   } else {
-    for (int64_t i = 0; i < n; i++) ok &= fabsf(*(const float *)(x + i * s)) <= VM_TRIG_MAX;
+    for (int64_t i = 0; i < n; i++) ok &= vm_trig_in_float(*(const float *)(x + i * s));
   }
   return ok;
 }
-/* Whether vm_sin_float and the others take x (the per-element test of a block that failed). */
-LT_VM_INLINE bool vm_trig_in_float(float x) { return fabsf(x) <= VM_TRIG_MAX; }
 /* sin x: quadrant q gives sin r, cos r, -sin r, -cos r */
 LT_VM_INLINE float vm_sin_float(float x) {
   uint32_t q;
