@@ -8,6 +8,7 @@
 ** compare levels or to test each one on a machine that has them all.
 */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 static const char *const names[LT_NISA] = {"sse4", "avx2", "avx512"};
 static int level;
+static atomic_int chosen_level = -1;   /* level once chosen: small ops read it without a call */
 static bool byte_lookup;
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
@@ -78,7 +80,10 @@ static void choose(void) {
 }
 
 int ltB_cpu_isa(void) {
+  int lv = atomic_load_explicit(&chosen_level, memory_order_relaxed);
+  if (lv >= 0) return lv;
   pthread_once(&chosen, choose);
+  atomic_store_explicit(&chosen_level, level, memory_order_relaxed);
   return level;
 }
 

@@ -508,9 +508,28 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor 
   return 0;
 }
 
+/* The small op's path: arithmetic on two dense float tensors of one shape, dtype and device,
+** too small to split and with nothing to record. It is binary_run's flat case without the
+** broadcasting, promotion and device steps that cannot apply, which are a tenth of a 16-element
+** a + b called from Lua (most of the rest is the Lua VM's userdata and finaliser). */
+static bool binary_small(lt_ctx *ctx, enum lt_binop op, const lt_tensor *a, const lt_tensor *b,
+                         int64_t *n) {
+  int64_t nb;
+  return op <= LT_DIV && a->dtype == b->dtype && lt_dtype_is_float(a->dtype) &&
+         ltD_same_device(a, b) && ltB_same_shape(a, b) &&
+         !(ctx->grad_enabled && (a->requires_grad || b->requires_grad)) && ltB_dense(a, n) &&
+         *n < LT_PAR_MIN && ltB_dense(b, &nb);
+}
+
 int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
   if (!a || !b) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
+  int64_t n;
+  if (binary_small(ctx, op, a, b, &n)) {
+    if (ltO_empty_as(ctx, out, a, a->dtype, a->ndim, a->size)) return -1;
+    ltK_kernels(a)->binary_flat(op, a->dtype, n, ltB_ptr(*out), ltB_ptr(a), 1, ltB_ptr(b), 1);
+    return 0;
+  }
   return binary_impl(ctx, out, op, a, b, BIN_TENSORS, 0);
 }
 

@@ -78,7 +78,7 @@ static lt_tensor *binary_args(lua_State *L, lt_ctx *ctx, enum lt_binop op, const
 static int binop(lua_State *L, enum lt_binop op, const char *name) {
   lt_ctx *ctx = LTL_CTX(L);
   lt_tensor *r = binary_args(L, ctx, op, name);
-  ltL_push(L, r);
+  ltL_push_ctx(L, ctx, r);
   return 1;
 }
 
@@ -253,7 +253,7 @@ static int e_minimum(lua_State *L) { LTL_NOMORE(L, 2); return binop(L, LT_MINIMU
 #define META(fn, op, name)                                          \
   static int fn(lua_State *L) {                                     \
     lt_ctx *ctx = LTL_CTX(L);                                       \
-    ltL_push(L, binary_args(L, ctx, op, name));                     \
+    ltL_push_ctx(L, ctx, binary_args(L, ctx, op, name));            \
     return 1;                                                       \
   }
 

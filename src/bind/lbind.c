@@ -96,6 +96,10 @@ static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
 
 void ltL_push(lua_State *L, lt_tensor *t) { push_in(L, state_of(L), t); }
 
+void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t) {
+  push_in(L, ctx ? (ltL_state *)(ctx + 1) : NULL, t);
+}
+
 /* A view whose base's history changed since it was made is brought up to date before any op
 ** sees it, so that an op's "requires grad?" test is right (the engine also refreshes views it
 ** records; this covers the ops that decide not to record). A failure is left for the op. */

@@ -108,6 +108,8 @@ void ltL_nomore(lua_State *L, int n);
 
 /* Pushes a userdata that takes over the reference `t` (caller's reference is consumed). */
 void ltL_push(lua_State *L, lt_tensor *t);
+/* The same for a function that has its ctx (LTL_CTX) in hand already: one API call fewer. */
+void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t);
 
 /* lalloc.c: a free-list front for the state's allocator, installed when Lantern loads and
 ** removed (its blocks returned) when Lantern's context is collected. Install returns NULL, and
