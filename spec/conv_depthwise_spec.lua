@@ -22,6 +22,12 @@ local cases = {
   { 2, 4, 5, 70, { 1, 4 }, { padding = { 0, 1 }, stride = { 1, 2 } } },
   { 3, 16, 1, 1, { 3, 3 }, { padding = 1 } },                    -- one pixel
   { 2, 2, 20, 20, { 3, 3 }, { padding = 2, dilation = 2 } },
+  -- stride 2 splits rows straight from the plane, masking the lanes outside the row; a block
+  -- whose reads would leave the plane goes lane by lane
+  { 2, 3, 1, 37, { 1, 3 }, { padding = { 0, 1 }, stride = 2 } },   -- one row: every block
+  { 2, 5, 6, 5, { 3, 3 }, { padding = 1, stride = 2 } },            -- rows under a vector
+  { 2, 4, 32, 32, { 3, 3 }, { padding = 0, stride = 2 } },
+  { 1, 3, 9, 48, { 3, 3 }, { padding = 3, stride = 2 } },
 }
 
 local function run(N, C, H, W, k, opt, dtype, bias)
