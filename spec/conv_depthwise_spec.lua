@@ -25,7 +25,10 @@ local cases = {
   -- stride 2 splits rows straight from the plane, masking the lanes outside the row; a block
   -- whose reads would leave the plane goes lane by lane
   { 2, 3, 1, 37, { 1, 3 }, { padding = { 0, 1 }, stride = 2 } },   -- one row: every block
-  { 2, 5, 6, 5, { 3, 3 }, { padding = 1, stride = 2 } },            -- rows under a vector
+  { 2, 5, 6, 5, { 3, 3 }, { padding = 1, stride = 2 } },            -- plane under two vectors
+  { 2, 3, 8, 9, { 3, 3 }, { padding = 1, stride = 2 } },            -- masked on both sides
+  { 2, 3, 5, 1, { 3, 1 }, { padding = { 1, 0 }, stride = 2 } },     -- a phase past the row
+  { 1, 2, 3, 5, { 1, 3 }, { padding = { 0, 33 }, stride = 2 } },    -- a whole block of padding
   { 2, 4, 32, 32, { 3, 3 }, { padding = 0, stride = 2 } },
   { 1, 3, 9, 48, { 3, 3 }, { padding = 3, stride = 2 } },
 }

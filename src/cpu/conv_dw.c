@@ -137,7 +137,8 @@ static inline __attribute__((always_inline)) void dw_fill(const dw_geom *q, cons
       }
       continue;
     }
-    const float *srow = src + (q->uh == 1 ? sr : sr / q->uh) * q->SW;
+    const int64_t si = q->uh == 1 ? sr : sr / q->uh;   /* the source row */
+    const float *srow = src + si * q->SW;
     float *dst = grid + pr * Wq;
     if (q->uw != 1) {   /* the input gradient's (sw = 1): column t lands on t uw + pl */
       const int64_t uw = q->uw, pl = q->pl;
@@ -149,7 +150,7 @@ static inline __attribute__((always_inline)) void dw_fill(const dw_geom *q, cons
       dw_padded_row(q, srow, dst);
     } else if (sw == 2) {
       for (int64_t r = 0; r < 2; r++)
-        dw_phase_row(src, q->SH, q->SW, sr, r - q->pl, Wq, grid + (r * Hp + pr) * Wq, even);
+        dw_phase_row(src, q->SH, q->SW, si, r - q->pl, Wq, grid + (r * Hp + pr) * Wq, even);
     } else {
       dw_padded_row(q, srow, tmp);
       for (int64_t r = 0; r < sw; r++) {
