@@ -118,16 +118,28 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, enum lt_binop op, lt_dtyp
 
 /* ============================================================ helpers */
 
+/* Field by field, as ltB_tensor_wrap does: the size and stride arrays of a 0-dim tensor are
+** never read, and zeroing the whole struct (a `rep stos` of 344 bytes) was a twentieth of a
+** 16-element a * 2 called from Lua. */
 lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v) {
-  memset(&sb->t, 0, sizeof sb->t);
   memset(&sb->s, 0, sizeof sb->s);
   sb->s.refcount = 1;
   sb->s.data = &sb->v;
   sb->s.nbytes = sizeof sb->v;
   sb->s.device = LT_CPU;
-  sb->t.refcount = 1;
-  sb->t.storage = &sb->s;
-  sb->t.dtype = dt;
+  lt_tensor *t = &sb->t;
+  t->refcount = 1;
+  t->storage = &sb->s;
+  t->dtype = dt;
+  t->ndim = 0;
+  t->offset = 0;
+  t->requires_grad = t->retains_grad = t->grad_view = t->is_view = false;
+  t->output_nr = 0;
+  t->grad = NULL;
+  t->grad_fn = t->grad_acc = NULL;
+  t->hooks = NULL;
+  t->base = NULL;
+  t->base_epoch = t->view_epoch = 0;
   switch (dt) {
     case LT_FLOAT32: sb->v.f32 = (float)v; break;
     case LT_FLOAT64: sb->v.f64 = v; break;
@@ -508,28 +520,35 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor 
   return 0;
 }
 
-/* The small op's path: arithmetic on two dense float tensors of one shape, dtype and device,
-** too small to split and with nothing to record. It is binary_run's flat case without the
-** broadcasting, promotion and device steps that cannot apply, which are a tenth of a 16-element
-** a + b called from Lua (most of the rest is the Lua VM's userdata and finaliser). */
-static bool binary_small(lt_ctx *ctx, enum lt_binop op, const lt_tensor *a, const lt_tensor *b,
-                         int64_t *n) {
-  int64_t nb;
-  return op <= LT_DIV && a->dtype == b->dtype && lt_dtype_is_float(a->dtype) &&
-         ltD_same_device(a, b) && ltB_same_shape(a, b) &&
-         !(ctx->grad_enabled && (a->requires_grad || b->requires_grad)) && ltB_dense(a, n) &&
-         *n < LT_PAR_MIN && ltB_dense(b, &nb);
+/* The small op's path: arithmetic on dense float tensors of one dtype and device, too small to
+** split and with nothing to record, where u has t's shape or is a single element read at every
+** position (a number's box). It is binary_run's flat case without the broadcasting, promotion
+** and device steps that cannot apply, which are a tenth of a 16-element a + b called from Lua
+** (most of the rest is the Lua VM's userdata and finaliser). */
+static bool small_ok(lt_ctx *ctx, enum lt_binop op, const lt_tensor *t, const lt_tensor *u,
+                     int64_t *n) {
+  int64_t nu;
+  return op <= LT_DIV && t->dtype == u->dtype && lt_dtype_is_float(t->dtype) &&
+         ltD_same_device(t, u) && (u->ndim == 0 || ltB_same_shape(t, u)) &&
+         !(ctx->grad_enabled && (t->requires_grad || u->requires_grad)) && ltB_dense(t, n) &&
+         *n < LT_PAR_MIN && ltB_dense(u, &nu);
+}
+
+/* out = a op b where one of them is t (small_ok's) and the other u. */
+static int small_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b,
+                     const lt_tensor *t, int64_t n) {
+  if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
+  ltK_kernels(t)->binary_flat(op, t->dtype, n, ltB_ptr(*out), ltB_ptr(a), a->ndim == t->ndim,
+                              ltB_ptr(b), b->ndim == t->ndim);
+  return 0;
 }
 
 int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b) {
   if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
   if (!a || !b) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   int64_t n;
-  if (binary_small(ctx, op, a, b, &n)) {
-    if (ltO_empty_as(ctx, out, a, a->dtype, a->ndim, a->size)) return -1;
-    ltK_kernels(a)->binary_flat(op, a->dtype, n, ltB_ptr(*out), ltB_ptr(a), 1, ltB_ptr(b), 1);
-    return 0;
-  }
+  if (ltB_same_shape(a, b) && small_ok(ctx, op, a, b, &n))
+    return small_run(ctx, out, op, a, b, a, n);
   return binary_impl(ctx, out, op, a, b, BIN_TENSORS, 0);
 }
 
@@ -553,6 +572,9 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *
   if (!a) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   ltO_ew_scalar_box box;
   if (scalar_operand(ctx, binop_names[op], op, a, s, s_is_int, reverse, &box)) return -1;
+  int64_t n;
+  if (small_ok(ctx, op, a, &box.t, &n))
+    return reverse ? small_run(ctx, out, op, &box.t, a, a, n) : small_run(ctx, out, op, a, &box.t, a, n);
   return reverse ? binary_impl(ctx, out, op, &box.t, a, BIN_A_NUMBER, s)
                  : binary_impl(ctx, out, op, a, &box.t, BIN_B_NUMBER, s);
 }
