@@ -117,6 +117,24 @@ static inline bool ltB_dense(const lt_tensor *t, int64_t *n) {
   return true;
 }
 
+/* Sets every field of t but the size and stride arrays, of which only [0, ndim) is ever read:
+** one reference, over s (whose count it leaves alone), no autograd state. A recycled struct
+** or a 0-dim one on the stack is set this way rather than zeroed whole (344 bytes). */
+static inline void ltB_tensor_header(lt_tensor *t, lt_storage *s, lt_dtype dt, int ndim,
+                                     int64_t offset) {
+  t->requires_grad = t->retains_grad = t->grad_view = t->is_view = false;
+  t->output_nr = 0;
+  t->grad = NULL;
+  t->grad_fn = t->grad_acc = NULL;
+  t->hooks = NULL;
+  t->base = NULL;
+  t->base_epoch = t->view_epoch = 0;
+  t->refcount = 1;
+  t->storage = s;
+  t->dtype = dt;
+  t->ndim = ndim;
+  t->offset = offset;
+}
 /* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
 lt_tensor *ltB_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
                            const int64_t *stride, int64_t offset);

@@ -17,8 +17,7 @@
 #include "cpu_isa.h"
 
 static const char *const names[LT_NISA] = {"sse4", "avx2", "avx512"};
-static int level;
-static atomic_int chosen_level = -1;   /* level once chosen: small ops read it without a call */
+static atomic_int level = -1;   /* -1 until chosen; read by every small op without a call */
 static bool byte_lookup;
 static pthread_once_t chosen = PTHREAD_ONCE_INIT;
 
@@ -55,6 +54,21 @@ static void choose_lookup(void) {
 
 /* A bad LANTERN_ISA cannot be a Lua error (the choice is made inside a kernel, possibly in a
 ** host without Lua), so it is reported once on stderr and the best level is used instead. */
+static int wanted(int best) {
+  const char *want = getenv("LANTERN_ISA");
+  if (!want || !*want) return best;
+  for (int lv = 0; lv < LT_NISA; lv++) {
+    if (strcmp(want, names[lv]) != 0) continue;
+    if (ltB_cpu_isa_supported(lv)) return lv;
+    fprintf(stderr, "lantern: LANTERN_ISA=%s: this CPU does not support %s; using %s\n", want,
+            names[lv], names[best]);
+    return best;
+  }
+  fprintf(stderr, "lantern: LANTERN_ISA=%s: expected one of sse4, avx2, avx512; using %s\n", want,
+          names[best]);
+  return best;
+}
+
 static void choose(void) {
 #ifdef LT_ISA_DISPATCH
   __builtin_cpu_init();
@@ -63,28 +77,14 @@ static void choose(void) {
   int best = LT_ISA_SSE4;
   for (int lv = LT_ISA_SSE4 + 1; lv < LT_NISA; lv++)
     if (ltB_cpu_isa_supported(lv)) best = lv;
-  level = best;
-  const char *want = getenv("LANTERN_ISA");
-  if (!want || !*want) return;
-  for (int lv = 0; lv < LT_NISA; lv++) {
-    if (strcmp(want, names[lv]) != 0) continue;
-    if (ltB_cpu_isa_supported(lv))
-      level = lv;
-    else
-      fprintf(stderr, "lantern: LANTERN_ISA=%s: this CPU does not support %s; using %s\n", want,
-              names[lv], names[best]);
-    return;
-  }
-  fprintf(stderr, "lantern: LANTERN_ISA=%s: expected one of sse4, avx2, avx512; using %s\n", want,
-          names[best]);
+  atomic_store_explicit(&level, wanted(best), memory_order_relaxed);
 }
 
 int ltB_cpu_isa(void) {
-  int lv = atomic_load_explicit(&chosen_level, memory_order_relaxed);
+  int lv = atomic_load_explicit(&level, memory_order_relaxed);
   if (lv >= 0) return lv;
-  pthread_once(&chosen, choose);
-  atomic_store_explicit(&chosen_level, level, memory_order_relaxed);
-  return level;
+  pthread_once(&chosen, choose);   /* its return orders the store before this load */
+  return atomic_load_explicit(&level, memory_order_relaxed);
 }
 
 bool ltB_cpu_byte_lookup(void) {

@@ -118,28 +118,13 @@ static int binop_dtypes(lt_ctx *ctx, const char *name, enum lt_binop op, lt_dtyp
 
 /* ============================================================ helpers */
 
-/* Field by field, as ltB_tensor_wrap does: the size and stride arrays of a 0-dim tensor are
-** never read, and zeroing the whole struct (a `rep stos` of 344 bytes) was a twentieth of a
-** 16-element a * 2 called from Lua. */
 lt_tensor *ltO_ew_scalar_init(ltO_ew_scalar_box *sb, lt_dtype dt, double v) {
   memset(&sb->s, 0, sizeof sb->s);
   sb->s.refcount = 1;
   sb->s.data = &sb->v;
   sb->s.nbytes = sizeof sb->v;
   sb->s.device = LT_CPU;
-  lt_tensor *t = &sb->t;
-  t->refcount = 1;
-  t->storage = &sb->s;
-  t->dtype = dt;
-  t->ndim = 0;
-  t->offset = 0;
-  t->requires_grad = t->retains_grad = t->grad_view = t->is_view = false;
-  t->output_nr = 0;
-  t->grad = NULL;
-  t->grad_fn = t->grad_acc = NULL;
-  t->hooks = NULL;
-  t->base = NULL;
-  t->base_epoch = t->view_epoch = 0;
+  ltB_tensor_header(&sb->t, &sb->s, dt, 0, 0);
   switch (dt) {
     case LT_FLOAT32: sb->v.f32 = (float)v; break;
     case LT_FLOAT64: sb->v.f64 = v; break;
@@ -572,11 +557,10 @@ int lt_binary_scalar(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *
   if (!a) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   ltO_ew_scalar_box box;
   if (scalar_operand(ctx, binop_names[op], op, a, s, s_is_int, reverse, &box)) return -1;
+  lt_tensor *x = reverse ? &box.t : a, *y = reverse ? a : &box.t;
   int64_t n;
-  if (small_ok(ctx, op, a, &box.t, &n))
-    return reverse ? small_run(ctx, out, op, &box.t, a, a, n) : small_run(ctx, out, op, a, &box.t, a, n);
-  return reverse ? binary_impl(ctx, out, op, &box.t, a, BIN_A_NUMBER, s)
-                 : binary_impl(ctx, out, op, a, &box.t, BIN_B_NUMBER, s);
+  if (small_ok(ctx, op, a, &box.t, &n)) return small_run(ctx, out, op, x, y, a, n);
+  return binary_impl(ctx, out, op, x, y, reverse ? BIN_A_NUMBER : BIN_B_NUMBER, s);
 }
 
 /* ============================================================ binary: in place */

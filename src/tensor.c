@@ -252,20 +252,8 @@ lt_tensor *ltB_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *
                            const int64_t *stride, int64_t offset) {
   lt_tensor *t = take(&free_tensors, &n_free_tensors, sizeof *t);
   if (!t) return NULL;
-  /* every field but the geometry arrays is set here; only [0, ndim) of those is ever read */
-  t->requires_grad = t->retains_grad = t->grad_view = t->is_view = false;
-  t->output_nr = 0;
-  t->grad = NULL;
-  t->grad_fn = t->grad_acc = NULL;
-  t->hooks = NULL;
-  t->base = NULL;
-  t->base_epoch = t->view_epoch = 0;
-  t->refcount = 1;
-  t->storage = s;
+  ltB_tensor_header(t, s, dt, ndim, offset);
   s->refcount++;
-  t->dtype = dt;
-  t->ndim = ndim;
-  t->offset = offset;
   if (ndim > 0) {
     memcpy(t->size, size, (size_t)ndim * sizeof *size);
     if (stride)

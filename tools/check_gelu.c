@@ -17,17 +17,10 @@
 
 #include "cpu/cpu.h"
 #include "cpu_isa.h"
+#include "ulp.h"
 
 typedef void (*gelu_fn)(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
                         int64_t n);
-
-static double ulp_of(float r) {   /* spacing of float32 at r; subnormal spacing below 2^-126 */
-  int e;
-  float a = fabsf(r);
-  if (a < 0x1p-126f) return 0x1p-149;
-  frexpf(a, &e);
-  return ldexp(1.0, e - 24);
-}
 
 static void check(const char *name, gelu_fn fn) {
   enum { B = 1 << 16 };

@@ -19,41 +19,24 @@
 #include <string.h>
 
 #include "cpu/vmath.h"
+#include "ulp.h"
 
 enum { B = 1 << 16 };
 
 typedef double (*fn64)(double);
 
-static double ulp_of(float r) {   /* spacing of float32 at r; subnormal spacing below 2^-126 */
-  int e;
-  float a = fabsf(r);
-  if (a < 0x1p-126f) return 0x1p-149;
-  frexpf(a, &e);
-  return ldexp(1.0, e - 24);
-}
-
 /* kept out of line, so that each loop vectorises as the kernels' do */
-__attribute__((noinline)) static void run_sin(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_sin_float(x[i]);
-}
-__attribute__((noinline)) static void run_cos(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_cos_float(x[i]);
-}
-__attribute__((noinline)) static void run_tan(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_tan_float(x[i]);
-}
-__attribute__((noinline)) static void run_log2(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_log2_float(x[i]);
-}
-__attribute__((noinline)) static void run_atan(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_atan_float(x[i]);
-}
-__attribute__((noinline)) static void run_asin(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_asin_float(x[i]);
-}
-__attribute__((noinline)) static void run_acos(float *y, const float *x) {
-  for (int i = 0; i < B; i++) y[i] = vm_acos_float(x[i]);
-}
+#define DEF_RUN(F)                                                                    \
+  __attribute__((noinline)) static void run_##F(float *y, const float *x) {           \
+    for (int i = 0; i < B; i++) y[i] = vm_##F##_float(x[i]);                          \
+  }
+DEF_RUN(sin)
+DEF_RUN(cos)
+DEF_RUN(tan)
+DEF_RUN(log2)
+DEF_RUN(atan)
+DEF_RUN(asin)
+DEF_RUN(acos)
 static float atan2_x;   /* run_atan2's second operand */
 __attribute__((noinline)) static void run_atan2(float *y, const float *x) {
   for (int i = 0; i < B; i++) y[i] = vm_atan2_float(x[i], atan2_x);

@@ -58,7 +58,8 @@ static void dw_geom_init(dw_geom *q) {
 }
 
 static int64_t dw_grid_floats(const dw_geom *q) { return q->sw * q->Hp * q->Wq; }
-static int64_t dw_tmp_floats(const dw_geom *q) { return q->sw * q->Wq + DW_VEC; }
+/* the padded row of a stride above 2 (dw_fill); strides 1 and 2 fill the grid directly */
+static int64_t dw_tmp_floats(const dw_geom *q) { return q->sw > 2 ? q->sw * q->Wq + DW_VEC : 0; }
 
 /* DW_VEC floats as one GCC vector (lowered to two AVX2 or four SSE registers): written as
 ** loops over DW_VEC lanes, the blocks below came out scalar or vector depending on details. */
@@ -118,9 +119,9 @@ static inline __attribute__((always_inline)) void dw_phase_row(const float *plan
 }
 
 /* The grid of one source plane, row by row: small loops inline rather than memcpy and memset
-** calls (a 32 x 32 plane's rows made calls a tenth of a convolution). With sw > 1 each row is
-** padded into tmp (sw Wq floats), then split into its phases; sw = 2 splits straight from the
-** source (dw_phase_row), where the compiler's loop ran at a float per two cycles. */
+** calls (a 32 x 32 plane's rows made calls a tenth of a convolution). Stride 2 splits each row
+** into its two phases straight from the source (dw_phase_row); a larger stride pads the row
+** into tmp (sw Wq floats), then splits it. */
 static inline __attribute__((always_inline)) void dw_fill(const dw_geom *q, const float *src,
                                                           float *grid, float *tmp) {
   const int64_t Wq = q->Wq, sw = q->sw, Hp = q->Hp;
