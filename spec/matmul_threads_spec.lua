@@ -109,4 +109,31 @@ describe("matmul over several threads", function()
     local want = input:double() * 0.5 + a:double():mm(b:double()) * 2
     assert.is_true(maxdiff(two, want) <= tol(128, 100))
   end)
+
+  -- a bias row (n elements at unit stride, 1-D or 1 x n) is read where each block of C is
+  -- stored; any other input, or a product BLAS does not take (one row, an empty inner dim), is
+  -- copied into C first. Both give the bits of a full input copied into C.
+  it("addmm from a bias row: the bits of the bias copied into every row, at 1 and 2 threads",
+    function()
+    for _, dt in ipairs { "float32", "float64" } do
+      for _, s in ipairs { { 256, 128, 384 }, { 300, 600, 70 }, { 1, 40, 30 }, { 5, 0, 9 } } do
+        local m, k, n = s[1], s[2], s[3]
+        local a, b = lt.randn(m, k, { dtype = dt }), lt.randn(n, k, { dtype = dt }):t()
+        local wide = lt.randn(n, 2, { dtype = dt })
+        for _, bias in ipairs { lt.randn(n, { dtype = dt }), lt.randn(1, n, { dtype = dt }),
+                                wide:select(2, 1) } do
+          local full = bias:reshape(1, n):expand(m, n):contiguous()
+          for _, nt in ipairs { 1, 2 } do
+            for _, ab in ipairs { { 1, 1 }, { 0.5, -2 } } do
+              local f = function(i) return lt.addmm(i, a, b, { beta = ab[1], alpha = ab[2] }) end
+              local got, want = at(nt, f, bias), at(nt, f, full)
+              assert.is_true(lt.equal(got, want),
+                string.format("%s %dx%dx%d bias %s at %d threads", dt, m, k, n,
+                  table.concat(bias.shape, "x"), nt))
+            end
+          end
+        end
+      end
+    end
+  end)
 end)

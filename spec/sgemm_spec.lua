@@ -60,6 +60,19 @@ check("addmm", lt.addmm(c0, x, y, { beta = 0.5, alpha = 2 }), x, y, 300, functio
 end)
 local nan = lt.full({ 37, 45 }, 0 / 0)
 check("beta 0", lt.addmm(nan, x, y, { beta = 0 }), x, y, 300)
+-- addmm with a bias row (a Linear's bias, read where the tiles store) gives the bits of the same
+-- bias copied into every row of C first (a full input, which the kernel reads as C): one inner
+-- block and several, dot products of rows, transposed operands, tile edges
+for _, s in ipairs { { 37, 45, 300 }, { 64, 96, 128 }, { 13, 33, 257 }, { 6, 25, 3001 },
+                     { 100, 2100, 300 }, { 7, 47, 33 } } do
+  local m, n, k = s[1], s[2], s[3]
+  for _, ab in ipairs { { 1, 1 }, { 0.5, 2 } } do
+    local a, b, bias = lt.randn(m, k), lt.randn(n, k):t(), lt.randn(n)
+    local row = lt.addmm(bias, a, b, { beta = ab[1], alpha = ab[2] })
+    local full = lt.addmm(bias:expand(m, n):contiguous(), a, b, { beta = ab[1], alpha = ab[2] })
+    if not lt.equal(row, full) then bad[#bad + 1] = string.format("bias row %dx%dx%d", m, n, k) end
+  end
+end
 -- the linear layer's backward: both transposed products
 local lin = lt.nn.Linear(300, 45)
 local inp = x:detach():requires_grad_()

@@ -161,6 +161,14 @@ static int check_dtypes(lt_ctx *ctx, const char *op, const lt_tensor *a, const l
   return 0;
 }
 
+/* Whether addmm's input t is one row of the product's n columns at unit stride, the same in
+** every row: a Linear layer's bias, which the kernels can read as they store the product. */
+static bool bias_row(const lt_tensor *t, int64_t n) {
+  if (t->ndim == 0 || t->size[t->ndim - 1] != n || (t->ndim == 2 && t->size[0] != 1))
+    return false;
+  return n == 1 || t->stride[t->ndim - 1] == 1;
+}
+
 /* Computes the product described by e into a new tensor of shape (ndim,size), optionally
 ** starting from beta * input (addmm), and records `type`. */
 static int mm_run(lt_ctx *ctx, lt_tensor **out, const ltG_node_type *type, mm_extra e,
@@ -180,12 +188,17 @@ static int mm_run(lt_ctx *ctx, lt_tensor **out, const ltG_node_type *type, mm_ex
   if (ready(ctx, a, e.a_r, e.a_c, &ar)) return -1;
   if (ready(ctx, b, e.b_r, e.b_c, &br)) goto fail;
   if (ltO_empty_as(ctx, &o, a, e.dt, ndim, size)) goto fail;
-  double beta = 0;
-  if (input && e.beta != 0) {
-    ltK_kernels(o)->copy(ctx, o, input);
-    beta = e.beta;
+  const ltK_backend *K = ltK_kernels(o);
+  if (input && e.beta != 0 && K->addmm_row && bias_row(input, size[1])) {
+    K->addmm_row(ctx, e.alpha, ar, br, e.beta, input, o);
+  } else {
+    double beta = 0;
+    if (input && e.beta != 0) {
+      K->copy(ctx, o, input);
+      beta = e.beta;
+    }
+    mm_compute(ctx, &e, ar, br, o, input ? e.alpha : 1.0, beta);
   }
-  mm_compute(ctx, &e, ar, br, o, input ? e.alpha : 1.0, beta);
 
   lt_tensor *ins[3];
   int n_in = 0;

@@ -509,6 +509,47 @@ case("matmul", "matmul with transposed operands", function()
   end
 end)
 
+-- addmm with a bias row (a Linear layer's bias): 1-D, 1 x n and strided biases, beta and alpha,
+-- a transposed weight; gradients of every input
+case("addmm_row", "addmm from a bias row, with beta, alpha and gradients", function()
+  local m, k, n = 3, 4, 5
+  local av, wv, bv = distinct(m * k), distinct(n * k), distinct(2 * n)
+  for _, dt in ipairs(FLOATS) do
+    local a, w = make(av, { m, k }, dt), make(wv, { n, k }, dt)
+    local wide = make(bv, { n, 2 }, dt)
+    for _, bias in ipairs({ wide:select(2, 1):contiguous(), wide:select(2, 1):reshape(1, n),
+                            wide:select(2, 2) }) do
+      local biasv = values(bias)
+      for _, ab in ipairs({ { 1, 1 }, { 0.5, -2 } }) do
+        local beta, alpha = ab[1], ab[2]
+        local function ref(x, y, z)
+          local r = {}
+          for i = 1, m do
+            for j = 1, n do
+              local acc = 0
+              for l = 1, k do acc = acc + x[(i - 1) * k + l] * y[(j - 1) * k + l] end
+              r[(i - 1) * n + j] = beta * z[j] + alpha * acc
+            end
+          end
+          return r
+        end
+        local opts = { beta = beta, alpha = alpha }
+        check(lt.addmm(bias, a, w:t(), opts), { m, n }, dt, ref(av, wv, biasv), tol_of(dt) * 10,
+          "addmm bias row")
+        if dt == "float64" then
+          local bshape = bias.shape
+          check_grad(function(x) return lt.addmm(bias, x, w:t(), opts) end,
+            function(x) return ref(x, wv, biasv) end, av, { m, k }, "contiguous", "addmm input")
+          check_grad(function(x) return lt.addmm(bias, a, x:t(), opts) end,
+            function(x) return ref(av, x, biasv) end, wv, { n, k }, "noncontig", "addmm weight")
+          check_grad(function(x) return lt.addmm(x, a, w:t(), opts) end,
+            function(x) return ref(av, wv, x) end, biasv, bshape, "contiguous", "addmm bias")
+        end
+      end
+    end
+  end
+end)
+
 -- batched products: broadcast batch dims, vectors, and the gradient summed over a broadcast
 -- batch; inputs whose layout the kernel cannot read (every other column) go through a copy
 local function ref_bmm(av, bv, nb, m, k, n, bcast_b)

@@ -105,7 +105,7 @@ static void gemm(lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     return;
   }
   if (dt == LT_FLOAT32 && ltC_sgemm(ta, tb, m, n, k, (float)alpha, (const float *)a, lda,
-                                    (const float *)b, ldb, (float)beta, (float *)c, ldc))
+                                    (const float *)b, ldb, (float)beta, NULL, (float *)c, ldc))
     return;
   enum CBLAS_TRANSPOSE A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
   if (dt == LT_FLOAT32)

@@ -16,6 +16,7 @@ const ltK_backend ltC_backend = {
     .where = ltC_where,
     .matmul = ltC_matmul,
     .matmul_ready = ltC_matmul_ready,
+    .addmm_row = ltC_addmm_row,
     .reduce = ltC_reduce,
     .prod_backward = ltC_prod_backward,
     .has_nan = ltC_has_nan,
@@ -77,7 +78,7 @@ const ltK_backend ltC_backend = {
 const char *const ltC_backend_entries[] = {
     "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "addc", "where",
     "matmul",
-    "matmul_ready", "reduce", "prod_backward",
+    "matmul_ready", "addmm_row", "reduce", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     "sort", "searchsorted", "unique_few",
     /* -- indexing, gather/scatter, masked ops, embedding */

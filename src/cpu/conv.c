@@ -292,7 +292,7 @@ static void gemm(lt_ctx *ctx, bool par, lt_dtype dt, bool ta, bool tb, int64_t m
     return;
   }
   ltC_blas_gemm(ctx, par ? ctx->num_threads : 1, dt, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta,
-                c, ldc);
+                NULL, c, ldc);
 }
 
 static inline char *ptr_at(const void *base, lt_dtype dt, int64_t i) {

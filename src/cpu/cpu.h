@@ -34,10 +34,11 @@ static inline int64_t ltC_grain(int64_t work_per_unit) {
 ** Row-major C (m x n) = alpha op(A) @ op(B) + beta C for float32/float64, as cblas_?gemm (op
 ** transposes when ta / tb; leading dims in elements; m, n, k >= 1 and within int). OpenBLAS runs
 ** on one thread; a product large enough is cut into blocks of C over up to nt threads of
-** Lantern's pool (nt 1 from inside a parallel part). */
+** Lantern's pool (nt 1 from inside a parallel part). With bias (n elements of dt) and beta
+** non-zero, beta's term is beta * bias in every row instead of beta * C: C is not read. */
 void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                    int64_t k, double alpha, const void *a, int64_t lda, const void *b,
-                   int64_t ldb, double beta, void *c, int64_t ldc);
+                   int64_t ldb, double beta, const void *bias, void *c, int64_t ldc);
 /* Sets OpenBLAS to one thread (it never runs threads of its own). Call it before a parallel
 ** region whose parts call BLAS: setting the count is not safe from two threads at once. */
 void ltC_blas_single(void);
@@ -45,9 +46,10 @@ void ltC_blas_single(void);
 /* sgemm.c: Lantern's own float32 GEMM, for when OpenBLAS's kernels are below Lantern's level
 ** (chosen once; LANTERN_GEMM=openblas|lantern). As cblas_sgemm row-major on one thread; false
 ** (nothing done, so the caller uses OpenBLAS) when it is not the chosen GEMM or its packing
-** buffers cannot be had. */
+** buffers cannot be had. bias as ltC_blas_gemm's. */
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+               int64_t lda, const float *b, int64_t ldb, float beta, const float *bias, float *c,
+               int64_t ldc);
 
 /* ================================================================ attention tiles (tile_mm.c)
 ** Which part of a product a causal tile needs, row i of C (lim: the tile's causal_lim0):

@@ -241,15 +241,18 @@ GEMM_INLINE void pack_b(tpose_fn tpose, int lanes, float *pb, const float *b, in
       one_ ? LOOP((MR), 1, __VA_ARGS__) : LOOP((MR), 2, __VA_ARGS__);                  \
   } while (0)
 
-/* The loops around a kernel. kern(kc, pa, pb, bs, c, ldc, alpha, beta, rows, cols) adds one
-** tile, reading row k of B's panel at pb + k bs; pa and pb hold the packed blocks. */
+/* The loops around a kernel. kern(kc, pa, pb, bs, c, ldc, s, lds, alpha, beta, rows, cols)
+** stores one tile, C = alpha * sum + beta * S, reading row k of B's panel at pb + k bs and row i
+** of S at s + i lds (S is C itself, or addmm's bias with lds 0); pa and pb hold the packed
+** blocks. */
 typedef void (*tile_fn)(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
-                        int64_t ldc, float alpha, float beta, int rows, int cols);
+                        int64_t ldc, const float *s, int64_t lds, float alpha, float beta,
+                        int rows, int cols);
 
 GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, bool ta, bool tb,
                        int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
-                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc, float *pa,
-                       float *pb) {
+                       const float *b, int64_t ldb, float beta, const float *bias, float *c,
+                       int64_t ldc, float *pa, float *pb) {
   int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
   int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
   int64_t mc = (int64_t)MC_STRIPS * mr;
@@ -261,6 +264,7 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
     for (int64_t pc = 0; pc < k; pc += ks) {
       int64_t kc = ltC_min(ks, k - pc);
       float bt = pc == 0 ? beta : 1.0f;   /* later blocks add to what the first stored */
+      bool from_bias = pc == 0 && bias;
       const float *bb = b + pc * brs + jc * bcs;
       /* A of a few strips reuses a packed panel of B too few times to pay for packing it (the
       ** products of a convolution with few channels), and a block of B small enough to stay in
@@ -283,8 +287,10 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
           for (int64_t jr = 0; jr < nc; jr += nr) {
             bool in_place = jr < nfull;
             const float *panel = in_place ? bb + jr : pb + jr * kc;
-            kern(kc, pa + ir * kc, panel, in_place ? brs : nr, c + (ic + ir) * ldc + jc + jr,
-                 ldc, alpha, bt, (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
+            float *ct = c + (ic + ir) * ldc + jc + jr;
+            kern(kc, pa + ir * kc, panel, in_place ? brs : nr, ct, ldc,
+                 from_bias ? bias + jc + jr : ct, from_bias ? 0 : ldc, alpha, bt,
+                 (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
           }
       }
     }
@@ -326,6 +332,12 @@ GEMM_INLINE void dot_blocks(dots_fn dots, int rb, int cb, int64_t m, int64_t n, 
              ldc, alpha, p == 0 ? beta : 1.0f, (int)ltC_min(rb, m - i), (int)ltC_min(cb, n - j));
 }
 
+/* The dots read C for beta's term: a bias is copied into each row of C first. */
+GEMM_INLINE void bias_rows(const float *bias, float *c, int64_t ldc, int64_t m, int64_t n) {
+  if (bias)
+    for (int64_t i = 0; i < m; i++) memcpy(c + i * ldc, bias, (size_t)n * sizeof(float));
+}
+
 /* C = alpha * s + beta * C for one element, as the tiles store it (beta 0: C is not read) */
 GEMM_INLINE void store_dot(float *c, float s, float alpha, float beta) {
   if (beta == 0)
@@ -342,15 +354,15 @@ LT_ISA_BEGIN_AVX512
 #define MR5 12
 #define NR5 32
 
-/* C = alpha * acc + beta * C on the lanes of m (beta 0: C is not read) */
-GEMM_INLINE void store5(float *c, __m512 acc, __m512 al, float beta, __mmask16 m) {
+/* C = alpha * acc + beta * S on the lanes of m (beta 0: S is not read) */
+GEMM_INLINE void store5(float *c, const float *s, __m512 acc, __m512 al, float beta, __mmask16 m) {
   __m512 r;
   if (beta == 0)
     r = _mm512_mul_ps(al, acc);
   else if (beta == 1)
-    r = _mm512_fmadd_ps(al, acc, _mm512_maskz_loadu_ps(m, c));
+    r = _mm512_fmadd_ps(al, acc, _mm512_maskz_loadu_ps(m, s));
   else
-    r = _mm512_fmadd_ps(al, acc, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(m, c)));
+    r = _mm512_fmadd_ps(al, acc, _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(m, s)));
   _mm512_mask_storeu_ps(c, m, r);
 }
 
@@ -372,7 +384,8 @@ GEMM_INLINE void tile5_loop(int R, int V, int64_t kc, const float *pa, const flo
 }
 
 static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
-                        int64_t ldc, float alpha, float beta, int rows, int cols) {
+                        int64_t ldc, const float *s, int64_t lds, float alpha, float beta,
+                        int rows, int cols) {
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
@@ -383,8 +396,8 @@ static void tile_avx512(int64_t kc, const float *pa, const float *pb, int64_t bs
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) {
     if (i >= rows) break;
-    store5(c + i * ldc, lo[i], al, beta, m0);
-    if (m1) store5(c + i * ldc + 16, hi[i], al, beta, m1);
+    store5(c + i * ldc, s + i * lds, lo[i], al, beta, m0);
+    if (m1) store5(c + i * ldc + 16, s + i * lds + 16, hi[i], al, beta, m1);
   }
 }
 
@@ -462,11 +475,14 @@ static void dots_avx512(int64_t k, const float *a, int64_t lda, const float *bt,
 
 static void sgemm_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                         float *c, int64_t ldc, float *pa, float *pb) {
-  if (by_dots(ta, tb, m, n, k))
+                         const float *bias, float *c, int64_t ldc, float *pa, float *pb) {
+  if (by_dots(ta, tb, m, n, k)) {
+    bias_rows(bias, c, ldc, m, n);
     dot_blocks(dots_avx512, 4, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    drive(MR5, NR5, tile_avx512, tpose_avx512, 16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  } else {
+    drive(MR5, NR5, tile_avx512, tpose_avx512, 16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+          bias, c, ldc, pa, pb);
+  }
 }
 
 LT_ISA_END
@@ -482,9 +498,10 @@ GEMM_INLINE __m256i lanes2(int n) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-GEMM_INLINE void store2(float *c, __m256 acc, __m256 al, float beta, bool full, __m256i m) {
+GEMM_INLINE void store2(float *c, const float *s, __m256 acc, __m256 al, float beta, bool full,
+                        __m256i m) {
   __m256 r, old = _mm256_setzero_ps();
-  if (beta != 0) old = full ? _mm256_loadu_ps(c) : _mm256_maskload_ps(c, m);
+  if (beta != 0) old = full ? _mm256_loadu_ps(s) : _mm256_maskload_ps(s, m);
   if (beta == 0)
     r = _mm256_mul_ps(al, acc);
   else if (beta == 1)
@@ -512,7 +529,8 @@ GEMM_INLINE void tile2_loop(int R, int V, int64_t kc, const float *pa, const flo
 }
 
 static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, float *c,
-                      int64_t ldc, float alpha, float beta, int rows, int cols) {
+                      int64_t ldc, const float *s, int64_t lds, float alpha, float beta, int rows,
+                      int cols) {
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
@@ -523,8 +541,8 @@ static void tile_avx2(int64_t kc, const float *pa, const float *pb, int64_t bs, 
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) {
     if (i >= rows) break;
-    store2(c + i * ldc, lo[i], al, beta, full0, m0);
-    if (cols > 8) store2(c + i * ldc + 8, hi[i], al, beta, full1, m1);
+    store2(c + i * ldc, s + i * lds, lo[i], al, beta, full0, m0);
+    if (cols > 8) store2(c + i * ldc + 8, s + i * lds + 8, hi[i], al, beta, full1, m1);
   }
 }
 
@@ -602,18 +620,23 @@ static void dots_avx2(int64_t k, const float *a, int64_t lda, const float *bt, i
 
 static void sgemm_avx2(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                       float *c, int64_t ldc, float *pa, float *pb) {
-  if (by_dots(ta, tb, m, n, k))
+                       const float *bias, float *c, int64_t ldc, float *pa, float *pb) {
+  if (by_dots(ta, tb, m, n, k)) {
+    bias_rows(bias, c, ldc, m, n);
     dot_blocks(dots_avx2, 2, 4, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    drive(MR2, NR2, tile_avx2, tpose_avx2, 8, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+  } else {
+    drive(MR2, NR2, tile_avx2, tpose_avx2, 8, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+          bias, c, ldc, pa, pb);
+  }
 }
 
 LT_ISA_END
 
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+               int64_t lda, const float *b, int64_t ldb, float beta, const float *bias, float *c,
+               int64_t ldc) {
   if (!lantern_chosen()) return false;
+  if (beta == 0) bias = NULL;
   int lv = ltB_cpu_isa();   /* AVX2 at least: the choice needs it */
   int mr = lv >= LT_ISA_AVX512 ? MR5 : MR2, nr = lv >= LT_ISA_AVX512 ? NR5 : NR2;
   /* packing space for the blocks this product has, not the largest: small products (attention
@@ -628,9 +651,9 @@ bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
   if (!pa) return false;
   float *pb = pa + na;
   if (lv >= LT_ISA_AVX512)
-    sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+    sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, pa, pb);
   else
-    sgemm_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pa, pb);
+    sgemm_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, pa, pb);
   ltB_cache_free(pa, (na + nb) * sizeof(float));
   return true;
 }
@@ -638,9 +661,10 @@ bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 #else
 
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+               int64_t lda, const float *b, int64_t ldb, float beta, const float *bias, float *c,
+               int64_t ldc) {
   (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda, (void)b;
-  (void)ldb, (void)beta, (void)c, (void)ldc;
+  (void)ldb, (void)beta, (void)bias, (void)c, (void)ldc;
   return false;
 }
 

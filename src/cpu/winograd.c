@@ -455,7 +455,7 @@ static void gemm16_range(int64_t b, int64_t e, void *ud) {
       g->tn(g->k, g->m, g->n, a, bb, c, g->beta != 0);
     else
       ltC_blas_gemm(g->ctx, 1, LT_FLOAT32, g->ta, g->tb, g->m, g->n, g->k, 1.0, a, g->lda, bb,
-                    g->ldb, g->beta, c, g->ldc);
+                    g->ldb, g->beta, NULL, c, g->ldc);
   }
 }
 
