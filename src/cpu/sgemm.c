@@ -242,14 +242,14 @@ GEMM_INLINE void pack_b(tpose_fn tpose, int lanes, float *pb, const float *b, in
       one_ ? LOOP((MR), 1, __VA_ARGS__) : LOOP((MR), 2, __VA_ARGS__);                  \
   } while (0)
 
-/* The loops around a kernel. kern(kc, pa, lda, pb, bs, c, ldc, s, lds, alpha, beta, rows,
-** cols) stores one tile, C = alpha * sum + beta * S, reading the strip of A packed at pa (lda 0)
-** or, a whole strip, in place with its rows lda apart, row k of B's panel at pb + k bs, and row
-** i of S at s + i lds (S is C itself, or addmm's bias with lds 0); pa and pb hold the packed
-** blocks. */
-typedef void (*tile_fn)(int64_t kc, const float *pa, int64_t lda, const float *pb, int64_t bs,
-                        float *c, int64_t ldc, const float *s, int64_t lds, float alpha,
-                        float beta, int rows, int cols);
+/* The loops around a kernel. kern(kc, pa, ars, acs, pb, bs, c, ldc, s, lds, alpha, beta, rows,
+** cols) stores one tile, C = alpha * sum + beta * S, reading element (i, k) of A's strip at
+** pa[i ars + k acs] (packed: ars 1, acs MR; in place, a whole strip: ars or acs 1), row k of
+** B's panel at pb + k bs, and row i of S at s + i lds (S is C itself, or addmm's bias with lds
+** 0); pa and pb hold the packed blocks. */
+typedef void (*tile_fn)(int64_t kc, const float *pa, int64_t ars, int64_t acs, const float *pb,
+                        int64_t bs, float *c, int64_t ldc, const float *s, int64_t lds,
+                        float alpha, float beta, int rows, int cols);
 
 GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, bool ta, bool tb,
                        int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
@@ -278,12 +278,15 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr || kc * nc <= DIRECT_FLOATS ||
                                  brs < DIRECT_STRIDE);
       int64_t nfull = direct ? nc / nr * nr : 0;
-      /* A row-major (a forward product's X, a backward one's dY): its whole strips are read in
-      ** place too, the kernel broadcasting from each row, and only a ragged last strip is
-      ** packed. Packing them was a transpose of all of A for every block of B's columns, 2-3%
-      ** of a GPT step's products (its forward and dX products 2-4% faster so, Zen 4 EPYC).
-      ** Rows 4 KiB apart would fall in one set of L1, as for B. */
-      bool a_direct = acs == 1 && ars % DIRECT_STRIDE != 0;
+      /* A's whole strips are read in place too, and only a ragged last strip is packed:
+      ** row-major (a forward product's X, a backward one's dY) the kernel broadcasts from each
+      ** row; column-major (a weight gradient's dY^T) a strip's rows at each k lie side by side,
+      ** as packed. Packing was a transpose of all of A, or a copy, for every block of B's
+      ** columns: in paired runs on the Zen 4 EPYC a GPT step's forward and dX products were
+      ** 2-4% faster without it, its weight gradients 5-12%. Rows 4 KiB apart would fall in one
+      ** set of L1, as for B. */
+      bool a_direct = (acs == 1 && ars % DIRECT_STRIDE != 0) ||
+                      (ars == 1 && acs % DIRECT_STRIDE != 0);
       if (!direct)
         pack_b(tpose, lanes, pb, bb, brs, bcs, kc, nc, nr);
       else if (nfull < nc)
@@ -299,10 +302,10 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
             const float *panel = in_place ? bb + jr : pb + jr * kc;
             float *ct = c + (ic + ir) * ldc + jc + jr;
             bool a_place = ir < mfull;
-            kern(kc, a_place ? ab + ir * ars : pa + ir * kc, a_place ? ars : 0, panel,
-                 in_place ? brs : nr, ct, ldc, from_bias ? bias + jc + jr : ct,
-                 from_bias ? 0 : ldc, alpha, bt, (int)ltC_min(mr, mh - ir),
-                 (int)ltC_min(nr, nc - jr));
+            kern(kc, a_place ? ab + ir * ars : pa + ir * kc, a_place ? ars : 1,
+                 a_place ? acs : mr, panel, in_place ? brs : nr, ct, ldc,
+                 from_bias ? bias + jc + jr : ct, from_bias ? 0 : ldc, alpha, bt,
+                 (int)ltC_min(mr, mh - ir), (int)ltC_min(nr, nc - jr));
           }
       }
     }
@@ -381,10 +384,10 @@ GEMM_INLINE void store5(float *c, const float *s, __m512 acc, __m512 al, float b
 /* The k loop of a tile for its first R rows and first V vectors of columns (constants where it
 ** is inlined): a strip of A's last few rows or a panel's last few columns, a convolution's 6 or
 ** 16 output channels or a classifier's 10 outputs, runs only the multiply-adds it stores,
-** each element the same chain as in a whole tile. */
-GEMM_INLINE void tile5_loop(int R, int V, int64_t kc, const float *pa, const float *pb, int64_t bs,
-                            __m512 lo[MR5], __m512 hi[MR5]) {
-  for (int64_t k = 0; k < kc; k++, pa += MR5, pb += bs) {
+** each element the same chain as in a whole tile. A strip's rows at k: pa + k acs, side by side. */
+GEMM_INLINE void tile5_loop(int R, int V, int64_t kc, const float *pa, int64_t acs,
+                            const float *pb, int64_t bs, __m512 lo[MR5], __m512 hi[MR5]) {
+  for (int64_t k = 0; k < kc; k++, pa += acs, pb += bs) {
     __m512 b0 = _mm512_loadu_ps(pb), b1 = V > 1 ? _mm512_loadu_ps(pb + 16) : b0;
 #pragma GCC unroll 12
     for (int i = 0; i < R; i++) {
@@ -412,17 +415,17 @@ GEMM_INLINE void tile5_direct(int V, int64_t kc, const float *a, int64_t lda, co
   }
 }
 
-static void tile_avx512(int64_t kc, const float *pa, int64_t lda, const float *pb, int64_t bs,
-                        float *c, int64_t ldc, const float *s, int64_t lds, float alpha,
-                        float beta, int rows, int cols) {
+static void tile_avx512(int64_t kc, const float *pa, int64_t ars, int64_t acs, const float *pb,
+                        int64_t bs, float *c, int64_t ldc, const float *s, int64_t lds,
+                        float alpha, float beta, int rows, int cols) {
   __m512 lo[MR5], hi[MR5];
 #pragma GCC unroll 12
   for (int i = 0; i < MR5; i++) lo[i] = hi[i] = _mm512_setzero_ps();
-  if (lda)
-    cols <= 16 ? tile5_direct(1, kc, pa, lda, pb, bs, lo, hi)
-               : tile5_direct(2, kc, pa, lda, pb, bs, lo, hi);
+  if (acs == 1)
+    cols <= 16 ? tile5_direct(1, kc, pa, ars, pb, bs, lo, hi)
+               : tile5_direct(2, kc, pa, ars, pb, bs, lo, hi);
   else
-    RUN_TILE(tile5_loop, MR5, 16, rows, cols, kc, pa, pb, bs, lo, hi);
+    RUN_TILE(tile5_loop, MR5, 16, rows, cols, kc, pa, acs, pb, bs, lo, hi);
   __m512 al = _mm512_set1_ps(alpha);
   __mmask16 m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
   __mmask16 m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
@@ -548,9 +551,9 @@ GEMM_INLINE void store2(float *c, const float *s, __m256 acc, __m256 al, float b
 }
 
 /* tile5_loop at AVX2 */
-GEMM_INLINE void tile2_loop(int R, int V, int64_t kc, const float *pa, const float *pb, int64_t bs,
-                            __m256 lo[MR2], __m256 hi[MR2]) {
-  for (int64_t k = 0; k < kc; k++, pa += MR2, pb += bs) {
+GEMM_INLINE void tile2_loop(int R, int V, int64_t kc, const float *pa, int64_t acs,
+                            const float *pb, int64_t bs, __m256 lo[MR2], __m256 hi[MR2]) {
+  for (int64_t k = 0; k < kc; k++, pa += acs, pb += bs) {
     __m256 b0 = _mm256_loadu_ps(pb), b1 = V > 1 ? _mm256_loadu_ps(pb + 8) : b0;
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++) {
@@ -576,17 +579,17 @@ GEMM_INLINE void tile2_direct(int V, int64_t kc, const float *a, int64_t lda, co
   }
 }
 
-static void tile_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb, int64_t bs,
-                      float *c, int64_t ldc, const float *s, int64_t lds, float alpha,
-                      float beta, int rows, int cols) {
+static void tile_avx2(int64_t kc, const float *pa, int64_t ars, int64_t acs, const float *pb,
+                      int64_t bs, float *c, int64_t ldc, const float *s, int64_t lds,
+                      float alpha, float beta, int rows, int cols) {
   __m256 lo[MR2], hi[MR2];
 #pragma GCC unroll 6
   for (int i = 0; i < MR2; i++) lo[i] = hi[i] = _mm256_setzero_ps();
-  if (lda)
-    cols <= 8 ? tile2_direct(1, kc, pa, lda, pb, bs, lo, hi)
-              : tile2_direct(2, kc, pa, lda, pb, bs, lo, hi);
+  if (acs == 1)
+    cols <= 8 ? tile2_direct(1, kc, pa, ars, pb, bs, lo, hi)
+              : tile2_direct(2, kc, pa, ars, pb, bs, lo, hi);
   else
-    RUN_TILE(tile2_loop, MR2, 8, rows, cols, kc, pa, pb, bs, lo, hi);
+    RUN_TILE(tile2_loop, MR2, 8, rows, cols, kc, pa, acs, pb, bs, lo, hi);
   __m256 al = _mm256_set1_ps(alpha);
   bool full0 = cols >= 8, full1 = cols >= 16;
   __m256i m0 = lanes2(cols), m1 = lanes2(cols - 8);
