@@ -62,15 +62,25 @@ local nan = lt.full({ 37, 45 }, 0 / 0)
 check("beta 0", lt.addmm(nan, x, y, { beta = 0 }), x, y, 300)
 -- addmm with a bias row (a Linear's bias, read where the tiles store) gives the bits of the same
 -- bias copied into every row of C first (a full input, which the kernel reads as C): one inner
--- block and several, dot products of rows, transposed operands, tile edges
+-- block and several, dot products of rows, A and B transposed or not, tile edges, and at 1 and
+-- 2 threads (blocks of columns start the bias at their own column)
 for _, s in ipairs { { 37, 45, 300 }, { 64, 96, 128 }, { 13, 33, 257 }, { 6, 25, 3001 },
-                     { 100, 2100, 300 }, { 7, 47, 33 } } do
+                     { 100, 2100, 300 }, { 7, 47, 33 }, { 256, 520, 300 } } do
   local m, n, k = s[1], s[2], s[3]
-  for _, ab in ipairs { { 1, 1 }, { 0.5, 2 } } do
-    local a, b, bias = lt.randn(m, k), lt.randn(n, k):t(), lt.randn(n)
-    local row = lt.addmm(bias, a, b, { beta = ab[1], alpha = ab[2] })
-    local full = lt.addmm(bias:expand(m, n):contiguous(), a, b, { beta = ab[1], alpha = ab[2] })
-    if not lt.equal(row, full) then bad[#bad + 1] = string.format("bias row %dx%dx%d", m, n, k) end
+  for _, ta in ipairs { false, true } do
+    for _, ab in ipairs { { 1, 1 }, { 0.5, 2 } } do
+      local a = ta and lt.randn(k, m):t() or lt.randn(m, k)
+      local b, bias = lt.randn(n, k):t(), lt.randn(n)
+      local full = bias:expand(m, n):contiguous()
+      for _, nt in ipairs { 1, 2 } do
+        lt.set_num_threads(nt)
+        local row = lt.addmm(bias, a, b, { beta = ab[1], alpha = ab[2] })
+        local want = lt.addmm(full, a, b, { beta = ab[1], alpha = ab[2] })
+        if not lt.equal(row, want) then
+          bad[#bad + 1] = string.format("bias row %dx%dx%d %s at %d threads", m, n, k, ta, nt)
+        end
+      end
+    end
   end
 end
 -- the linear layer's backward: both transposed products

@@ -517,8 +517,8 @@ case("addmm_row", "addmm from a bias row, with beta, alpha and gradients", funct
   for _, dt in ipairs(FLOATS) do
     local a, w = make(av, { m, k }, dt), make(wv, { n, k }, dt)
     local wide = make(bv, { n, 2 }, dt)
-    for _, bias in ipairs({ wide:select(2, 1):contiguous(), wide:select(2, 1):reshape(1, n),
-                            wide:select(2, 2) }) do
+    for _, bias in ipairs({ wide:select(2, 1):contiguous(),
+                            wide:select(2, 1):contiguous():reshape(1, n), wide:select(2, 2) }) do
       local biasv = values(bias)
       for _, ab in ipairs({ { 1, 1 }, { 0.5, -2 } }) do
         local beta, alpha = ab[1], ab[2]

@@ -35,7 +35,8 @@ static inline int64_t ltC_grain(int64_t work_per_unit) {
 ** transposes when ta / tb; leading dims in elements; m, n, k >= 1 and within int). OpenBLAS runs
 ** on one thread; a product large enough is cut into blocks of C over up to nt threads of
 ** Lantern's pool (nt 1 from inside a parallel part). With bias (n elements of dt) and beta
-** non-zero, beta's term is beta * bias in every row instead of beta * C: C is not read. */
+** non-zero, beta's term is beta * bias in every row instead of beta * C: C's previous contents
+** are not read. */
 void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                    int64_t k, double alpha, const void *a, int64_t lda, const void *b,
                    int64_t ldb, double beta, const void *bias, void *c, int64_t ldc);

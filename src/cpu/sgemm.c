@@ -30,8 +30,9 @@
 ** A long inner dimension against a small C takes dot products of rows instead (by_dots).
 ** Each element of C is one chain of multiply-adds in k order per block of k, blocks in order
 ** (or, by dots, one per vector lane and stretch of DOTS_K, the lanes' fixed sum), then C =
-** alpha * sum + beta * C (beta = 0 never reads C): the bits do not depend on where a tile or a
-** block starts, so on how the product is cut over threads.
+** alpha * sum + beta * C (beta = 0 never reads C; addmm's bias row, where given, stands in for
+** C in the first block): the bits do not depend on where a tile or a block starts, so on how
+** the product is cut over threads.
 */
 #include <cblas.h>
 #include <immintrin.h>
@@ -45,7 +46,7 @@
 #include "cpu.h"
 
 #define KC 256          /* inner block: a strip of A is MR x KC, a panel of B KC x NR */
-#define MC_STRIPS 32    /* rows of A packed per block, in strips of MR */
+#define MC_STRIPS 32    /* rows of A per block, in strips of MR (packed or read in place) */
 #define NC_MIN 256      /* columns of B per block: KC x nc floats fill half of L2 (choose) */
 #define NC_MAX 2048
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
