@@ -1,6 +1,7 @@
 -- The float32 vector kernels of layer_norm, rms_norm, group_norm and batch_norm (src/cpu/norm.c):
 -- forward, dx, dweight and dbias give the same bits at every ISA level the CPU supports and at 1
--- and 2 threads (the sums run in fixed double lanes), match the float64 norms within float32
+-- and 2 threads (the sums run in fixed lanes: double, or float for the backward of layer and rms
+-- norm with a weight), match the float64 norms within float32
 -- rounding for lengths around the lane count, and treat constant rows, huge values, NaN and
 -- infinities as the float64 kernels do.
 local lt = require "lantern"
