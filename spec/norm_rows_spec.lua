@@ -117,12 +117,23 @@ describe("float32 layer_norm and rms_norm", function()
       close(x32.grad, x64.grad, x64.grad:abs():max():item() * math.sqrt(d) + 1e-30, "dx " .. d)
       close(w32.grad, w64.grad, (g:abs() * 4):sum(1):max():item(), "dw " .. d)
       close(b32.grad, b64.grad, g:abs():sum(1):max():item(), "db " .. d)
-      local r32, r64 = x:clone():requires_grad_(), x:double():requires_grad_()
-      local q32, q64 = lt.rms_norm(r32, d, w, 1e-6), lt.rms_norm(r64, d, w:double(), 1e-6)
-      q32:backward(g)
-      q64:backward(g:double())
-      close(q32, q64, q64:abs():max():item() + 1, "rms_norm " .. d)
-      close(r32.grad, r64.grad, r64.grad:abs():max():item() * math.sqrt(d) + 1e-30, "rms dx " .. d)
+      -- with the weight's gradient (the fused float pass) and without (dx alone: the same kernel)
+      for _, wgrad in ipairs { true, false } do
+        local r32, r64 = x:clone():requires_grad_(), x:double():requires_grad_()
+        local v32, v64 = w:clone(), w:double()
+        if wgrad then v32:requires_grad_(); v64:requires_grad_() end
+        local q32, q64 = lt.rms_norm(r32, d, v32, 1e-6), lt.rms_norm(r64, d, v64, 1e-6)
+        q32:backward(g)
+        q64:backward(g:double())
+        close(q32, q64, q64:abs():max():item() + 1, "rms_norm " .. d)
+        -- float32 arithmetic rounds the terms rstd * g * w, which cancel where g lies along x
+        -- (always at d = 1): the error's scale is theirs, not the result's
+        local terms = (g:double() * w:double()):abs():div(
+          (x:double():pow(2):mean(2, true) + 1e-6):sqrt()):max():item()
+        close(r32.grad, r64.grad, math.max(r64.grad:abs():max():item(), terms) * math.sqrt(d) + 1e-30,
+          "rms dx " .. d)
+        if wgrad then close(v32.grad, v64.grad, (g:abs() * 4):sum(1):max():item(), "rms dw " .. d) end
+      end
     end
   end)
 
@@ -154,6 +165,24 @@ describe("float32 layer_norm and rms_norm", function()
     end
   end)
 
+  it("give dx the same bits whether or not the weight and bias want gradients", function()
+    lt.manual_seed(13)
+    for _, d in ipairs { 9, 128, 300 } do
+      local x, g, w, b = lt.randn(70, d), lt.randn(70, d), lt.randn(d), lt.randn(d)
+      for _, f in ipairs { "layer_norm", "rms_norm" } do
+        local got = {}
+        for _, wants in ipairs { true, false } do
+          local xx, ww, bb = x:clone():requires_grad_(), w:clone(), b:clone()
+          if wants then ww:requires_grad_(); bb:requires_grad_() end
+          local y = f == "layer_norm" and lt.layer_norm(xx, d, ww, bb) or lt.rms_norm(xx, d, ww)
+          y:backward(g)
+          got[#got + 1] = xx.grad
+        end
+        assert.is_true(lt.equal(got[1], got[2]), f .. " " .. d)
+      end
+    end
+  end)
+
   it("treat constant rows, huge values, NaN and infinities as the float64 kernels", function()
     local inf, nan = 1 / 0, 0 / 0
     local rows = {
@@ -178,6 +207,28 @@ describe("float32 layer_norm and rms_norm", function()
               math.abs(a[i] - b[i]) <= 4e-7 * math.abs(b[i])
           assert.is_true(ok, string.format("%s row %d element %d: %s, float64 gives %s", f, r, i,
             tostring(a[i]), tostring(b[i])))
+        end
+        -- the backward with a weight (the float32 kernel): NaN where float64 has NaN, else
+        -- within float32 rounding of the terms rstd * dy * w
+        local w, dy = lt.tensor({ { 0.5, -1, 2, 1, -0.25, 3, 1, -2, 0.75 } }), lt.ones(1, 9)
+        local function dx_of(t, ww)
+          t = t:clone():requires_grad_()
+          ww = ww:reshape(9):clone():requires_grad_()
+          local y = f == "rms_norm" and lt.rms_norm(t, 9, ww, 1e-6)
+            or lt.layer_norm(t, 9, ww, nil, 1e-5)
+          y:backward(dy:to(t.dtype))
+          return t.grad
+        end
+        local ga = dx_of(x, w):reshape(-1):tolist()
+        local g64 = dx_of(x:double(), w:double())
+        local gb = g64:reshape(-1):tolist()
+        local scale = 0
+        for i = 1, 9 do if gb[i] == gb[i] then scale = math.max(scale, math.abs(gb[i])) end end
+        for i = 1, 9 do
+          local ok = (gb[i] ~= gb[i] and ga[i] ~= ga[i]) or
+              (gb[i] == gb[i] and math.abs(ga[i] - gb[i]) <= 1e-5 * (scale + 1e-30))
+          assert.is_true(ok, string.format("%s backward row %d element %d: %s, float64 gives %s",
+            f, r, i, tostring(ga[i]), tostring(gb[i])))
         end
       end
     end

@@ -365,9 +365,9 @@ static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
 
 /* ------------------------------------------------------------ float32 vector kernels
 ** One set per ISA level, for layer, rms and group norm rows and for batch norm's channel sums.
-** Their sums (but those of f32_rows_dxw, below) run in NORM_LANES double lanes (lane = index mod NORM_LANES within each contiguous
-** run, totalled in a fixed order): GCC vectorises them, keeps double accumulation, and the
-** result is the same at every vector width and thread count. The per-element formulas are those
+** Their sums (except f32_rows_dxw's, below) run in NORM_LANES double lanes (lane = index mod
+** NORM_LANES within each contiguous run, totalled in a fixed order): GCC vectorises them, keeps
+** double accumulation, and the result is the same at every vector width and thread count. The per-element formulas are those
 ** of the generic loops. Sixteen lanes (two AVX-512 vectors of doubles) make each sum a chain of
 ** D/16 dependent adds: LayerNorm(128) over 1024 rows on the Zen 4 EPYC, one thread, forward
 ** 78 -> 69 us, with backward 226 -> 181 (eight lanes before). */
@@ -624,12 +624,13 @@ NORM_INLINE void f32_bn_grad_sums(bn_job *j, int64_t c0, int64_t c1) {
 }
 
 /* Layer and rms norm backward with a weight, in float32 arithmetic: dx of rows r0..r1, and
-** their dweight and dbias terms added into fw and fb (D floats each). The double lanes above
-** cost this backward 1.7x PyTorch's time (LayerNorm(128) over 1024 rows, one thread, Zen 4
-** EPYC: 144 us against 86), half of it converting to double and back; PyTorch's kernel sums in
-** float32 too. The sums run in sixteen float lanes totalled by halves, then the tail in order,
-** so the bits are the same at every vector width. With xh = (x - mean) rstd and g = dy w,
-** dx = rstd (g - mean(g) - xh mean(g xh)) (rms norm: no mean(g)). */
+** their dweight and dbias terms added into fw and fb (D floats each) unless fw is NULL. The
+** double lanes above cost this backward 1.7x PyTorch's time (LayerNorm(128) over 1024 rows,
+** one thread, Zen 4 EPYC: about 140 us against 86), half of it converting to double and back;
+** PyTorch's kernel sums in float32 too. The sums run in sixteen float lanes totalled by halves,
+** then the tail in order, so the bits are the same at every vector width. With xh = (x - mean)
+** rstd (the mean rounded to float, as the forward has it) and g = dy w, dx = rstd (g - mean(g)
+** - xh mean(g xh)) (rms norm: no mean(g)). */
 typedef float norm_v16f __attribute__((vector_size(64)));
 typedef float norm_v4f __attribute__((vector_size(16)));
 
@@ -641,7 +642,8 @@ NORM_INLINE float v16_total(const norm_v16f *pv) {
   norm_v16f v = *pv;
   norm_v8f h = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  norm_v4f q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+  norm_v4f q =
+      __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
   return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
@@ -675,10 +677,13 @@ NORM_INLINE void f32_rows_dxw(const row_job *j, int64_t r0, int64_t r1, float *f
       V16_AT(d, dy + i);
       V16_AT(wv, w + i);
       V16_AT(xv, x + i);
-      V16_AT(aw, fw + i);
-      V16_AT(ab, fb + i);
+      if (fw) {
+        V16_AT(aw, fw + i);
+        V16_AT(ab, fb + i);
+      }
       norm_v16f xh = (xv - mu) * rs, v = rs * ((d * wv - m1) - xh * m2);
       V16_PUT(dx + i, v);
+      if (!fw) continue;
       aw += d * xh;
       ab += d;
       V16_PUT(fw + i, aw);
@@ -687,6 +692,7 @@ NORM_INLINE void f32_rows_dxw(const row_job *j, int64_t r0, int64_t r1, float *f
     for (int64_t i = V; i < D; i++) {
       float d = dy[i], xh = (x[i] - mu) * rs;
       dx[i] = rs * ((d * w[i] - m1) - xh * m2);
+      if (!fw) continue;
       fw[i] += d * xh;
       fb[i] += d;
     }
@@ -797,8 +803,15 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
 
 /* dx for rows: g = dy*w; LN/GN: dx = rs*(g - mean(g) - xhat*mean(g*xhat));
 ** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
+/* Whether float32 rows take f32_rows_dxw: layer and rms norm with a weight. */
+static bool f32_dxw(const row_job *j) { return j->kind != LT_NORM_GROUP && j->w; }
+
 static void row_dx(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
+  if (j->dt == LT_FLOAT32 && f32_dxw(j)) {   /* the dx of the fused pass, whatever is asked */
+    norm_f32_for_isa().dxw(j, r0, r1, NULL, NULL);
+    return;
+  }
   if (j->dt == LT_FLOAT32) {
     norm_f32_for_isa().dx(j, r0, r1, NULL, NULL);
     return;
@@ -951,20 +964,30 @@ static void f64_rows_dw(const row_job *j, double *aw, double *ab) {
 typedef struct {
   row_job *j;
   int64_t chunk, nw;
-  bool f32;       /* layer and rms norm with a weight: f32_rows_dxw's float partials */
-  void *part;     /* (chunks, 2, nw) doubles, or floats with f32 */
+  double *part;   /* (chunks, 2, nw) */
+  float *fsum;    /* (chunks, 2, nw): f32_rows_dxw's sums of a block of rows, or NULL */
 } dxw_job;
 
 static void row_dx_dw(int64_t c0, int64_t c1, void *ud) {
   const dxw_job *q = ud;
+  const int64_t nw = q->nw;
   for (int64_t c = c0; c < c1; c++) {
     int64_t r0 = c * q->chunk, r1 = r0 + q->chunk < q->j->R ? r0 + q->chunk : q->j->R;
-    if (q->f32) {
-      float *fw = (float *)q->part + c * 2 * q->nw;
-      norm_f32_for_isa().dxw(q->j, r0, r1, fw, fw + q->nw);
-    } else {
-      double *aw = (double *)q->part + c * 2 * q->nw;
-      norm_f32_for_isa().dx(q->j, r0, r1, aw, aw + q->nw);
+    double *aw = q->part + c * 2 * nw, *ab = aw + nw;
+    if (!q->fsum) {
+      norm_f32_for_isa().dx(q->j, r0, r1, aw, ab);
+      continue;
+    }
+    /* DW_CHUNK_MIN rows at a time in floats, each block's sums then added in double, so that
+    ** a long chunk (R / DW_CHUNKS rows) does not sum in float */
+    float *f = q->fsum + c * 2 * nw;
+    for (int64_t b = r0; b < r1; b += DW_CHUNK_MIN) {
+      memset(f, 0, (size_t)(2 * nw) * sizeof *f);
+      norm_f32_for_isa().dxw(q->j, b, b + DW_CHUNK_MIN < r1 ? b + DW_CHUNK_MIN : r1, f, f + nw);
+      for (int64_t i = 0; i < nw; i++) {
+        aw[i] += f[i];
+        ab[i] += f[nw + i];
+      }
     }
   }
 }
@@ -973,18 +996,22 @@ static bool fused_dx_dw(lt_ctx *ctx, row_job *j, int64_t nw, double *aw, double 
   int64_t chunk = (j->R + DW_CHUNKS - 1) / DW_CHUNKS;
   if (chunk < DW_CHUNK_MIN) chunk = DW_CHUNK_MIN;
   int64_t n = (j->R + chunk - 1) / chunk;
-  bool f32 = j->kind != LT_NORM_GROUP && j->w;
-  void *part = calloc((size_t)(n * 2 * nw + 1), f32 ? sizeof(float) : sizeof(double));
-  if (!part) return false;
-  dxw_job q = {j, chunk, nw, f32, part};
+  double *part = calloc((size_t)(n * 2 * nw + 1), sizeof *part);
+  float *fsum = f32_dxw(j) ? malloc((size_t)(n * 2 * nw + 1) * sizeof *fsum) : NULL;
+  if (!part || (f32_dxw(j) && !fsum)) {
+    free(part);
+    free(fsum);
+    return false;
+  }
+  dxw_job q = {j, chunk, nw, part, fsum};
   ltB_parallel_for(ctx, n, 1, row_dx_dw, &q);
   for (int64_t c = 0; c < n; c++)
     for (int64_t i = 0; i < nw; i++) {
-      int64_t k = c * 2 * nw + i;
-      aw[i] += f32 ? (double)((float *)part)[k] : ((double *)part)[k];
-      ab[i] += f32 ? (double)((float *)part)[k + nw] : ((double *)part)[k + nw];
+      aw[i] += part[c * 2 * nw + i];
+      ab[i] += part[c * 2 * nw + nw + i];
     }
   free(part);
+  free(fsum);
   return true;
 }
 
