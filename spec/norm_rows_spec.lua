@@ -130,9 +130,11 @@ describe("float32 layer_norm and rms_norm", function()
         -- (always at d = 1): the error's scale is theirs, not the result's
         local terms = (g:double() * w:double()):abs():div(
           (x:double():pow(2):mean(2, true) + 1e-6):sqrt()):max():item()
-        close(r32.grad, r64.grad, math.max(r64.grad:abs():max():item(), terms) * math.sqrt(d) + 1e-30,
-          "rms dx " .. d)
-        if wgrad then close(v32.grad, v64.grad, (g:abs() * 4):sum(1):max():item(), "rms dw " .. d) end
+        local dx_scale = math.max(r64.grad:abs():max():item(), terms) * math.sqrt(d) + 1e-30
+        close(r32.grad, r64.grad, dx_scale, "rms dx " .. d)
+        if wgrad then
+          close(v32.grad, v64.grad, (g:abs() * 4):sum(1):max():item(), "rms dw " .. d)
+        end
       end
     end
   end)

@@ -183,6 +183,8 @@ describe("arithmetic by hand", function()
         { function(p, q) return p * q end, "a * b" }, { function(p, q) return p / q end, "a / b" },
         { function(p) return p * 0.1 end, "a * 0.1" }, { function(p) return 0.1 / p end, "0.1 / a" },
         { function(p) return 3 - p end, "3 - a" }, { function(p) return p / 7 end, "a / 7" },
+        { function(p) return p * lt.tensor(0.1, { dtype = dt }) end, "a * 0-dim" },
+        { function(p) return lt.tensor(3, { dtype = dt }) - p end, "0-dim - a" },
       }
       for _, c in ipairs(cases) do
         assert.are.same(c[1](x, y):narrow(1, 1, n):tolist(), c[1](xs, ys):tolist(), dt .. " " .. c[2])

@@ -373,9 +373,10 @@ typedef struct ltK_backend {
   bool (*matmul_ready)(const lt_tensor *t, ltK_mat_dims d);
   /* c = alpha * a @ b + beta * bias in every row of c (addmm with a Linear layer's bias): a, b,
   ** c 2-D as matmul_ready has them, bias c's n columns at unit stride, beta non-zero; the bits
-  ** of copying bias into c and calling matmul with beta. NULL where a backend has none: the
-  ** op layer then does just that */
-  void (*addmm_row)(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
+  ** of copying bias into c and calling matmul with beta. False (nothing written) for a layout
+  ** the backend does not take this way, and NULL where it has none: the op layer then does
+  ** just that */
+  bool (*addmm_row)(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
                     double beta, const lt_tensor *bias, lt_tensor *c);
   /* out = op folded over the dims of a marked in mask; out is contiguous with the kept dims
   ** in order (keepdim or not), of the dtype the op layer chose; `name` is for messages */
@@ -583,7 +584,7 @@ void ltC_matmul(lt_ctx *ctx, int nb, const int64_t *batch, double alpha, const l
                 ltK_mat_dims da, const lt_tensor *b, ltK_mat_dims db, double beta, lt_tensor *c,
                 ltK_mat_dims dc);
 bool ltC_matmul_ready(const lt_tensor *t, ltK_mat_dims d);
-void ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
+bool ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
                    double beta, const lt_tensor *bias, lt_tensor *c);
 int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
                const lt_tensor *a, const bool *mask);

@@ -506,10 +506,10 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor 
 }
 
 /* The small op's path: arithmetic on dense float tensors of one dtype and device, too small to
-** split and with nothing to record, where u has t's shape or is a single element read at every
-** position (a number's box). It is binary_run's flat case without the broadcasting, promotion
-** and device steps that cannot apply, which are a tenth of a 16-element a + b called from Lua
-** (most of the rest is the Lua VM's userdata and finaliser). */
+** split and with nothing to record, where u has t's shape or is 0-dim, its element read at every
+** position (a number's box, or a 0-dim tensor). It is binary_run's flat case without the
+** broadcasting, promotion and device steps that cannot apply, which are a tenth of a 16-element
+** a + b called from Lua (most of the rest is the Lua VM's userdata and finaliser). */
 static bool small_ok(lt_ctx *ctx, enum lt_binop op, const lt_tensor *t, const lt_tensor *u,
                      int64_t *n) {
   int64_t nu;
@@ -532,8 +532,7 @@ int lt_binary(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_t
   if (op < 0 || op >= LT_NBINOP) return ltB_fail(ctx, "binary: unknown op %d", op);
   if (!a || !b) return ltB_fail(ctx, "%s: missing operand", binop_names[op]);
   int64_t n;
-  if (ltB_same_shape(a, b) && small_ok(ctx, op, a, b, &n))
-    return small_run(ctx, out, op, a, b, a, n);
+  if (small_ok(ctx, op, a, b, &n)) return small_run(ctx, out, op, a, b, a, n);
   return binary_impl(ctx, out, op, a, b, BIN_TENSORS, 0);
 }
 

@@ -189,9 +189,8 @@ static int mm_run(lt_ctx *ctx, lt_tensor **out, const ltG_node_type *type, mm_ex
   if (ready(ctx, b, e.b_r, e.b_c, &br)) goto fail;
   if (ltO_empty_as(ctx, &o, a, e.dt, ndim, size)) goto fail;
   const ltK_backend *K = ltK_kernels(o);
-  if (input && e.beta != 0 && K->addmm_row && bias_row(input, size[1])) {
-    K->addmm_row(ctx, e.alpha, ar, br, e.beta, input, o);
-  } else {
+  if (!(input && e.beta != 0 && K->addmm_row && bias_row(input, size[1]) &&
+        K->addmm_row(ctx, e.alpha, ar, br, e.beta, input, o))) {
     double beta = 0;
     if (input && e.beta != 0) {
       K->copy(ctx, o, input);

@@ -35,10 +35,10 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
 
 const char ltL_tensor_tag = 'T';
 
-static ltL_state *state_of(lua_State *L) {
-  lt_ctx *ctx = lua_touserdata(L, lua_upvalueindex(1));
-  return ctx ? (ltL_state *)(ctx + 1) : NULL;
-}
+/* The binding's state lies right after the ctx in the same userdata. */
+static ltL_state *state_in(lt_ctx *ctx) { return ctx ? (ltL_state *)(ctx + 1) : NULL; }
+
+static ltL_state *state_of(lua_State *L) { return state_in(LTL_CTX(L)); }
 
 ltL_state *ltL_state_of(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
@@ -96,9 +96,7 @@ static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
 
 void ltL_push(lua_State *L, lt_tensor *t) { push_in(L, state_of(L), t); }
 
-void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t) {
-  push_in(L, ctx ? (ltL_state *)(ctx + 1) : NULL, t);
-}
+void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t) { push_in(L, state_in(ctx), t); }
 
 /* A view whose base's history changed since it was made is brought up to date before any op
 ** sees it, so that an op's "requires grad?" test is right (the engine also refreshes views it

@@ -47,7 +47,7 @@ void ltC_blas_single(void);
 /* sgemm.c: Lantern's own float32 GEMM, for when OpenBLAS's kernels are below Lantern's level
 ** (chosen once; LANTERN_GEMM=openblas|lantern). As cblas_sgemm row-major on one thread; false
 ** (nothing done, so the caller uses OpenBLAS) when it is not the chosen GEMM or its packing
-** buffers cannot be had. bias as ltC_blas_gemm's. */
+** buffers cannot be had. bias as ltC_blas_gemm's, given only with beta non-zero. */
 bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                int64_t lda, const float *b, int64_t ldb, float beta, const float *bias, float *c,
                int64_t ldc);

@@ -117,7 +117,7 @@ static void gemm_block(const gemm_job *j, int64_t i0, int64_t i1, int64_t j0, in
   const char *a = j->a + (size_t)(j->ta ? i0 : i0 * j->lda) * es;
   const char *b = j->b + (size_t)(j->tb ? j0 * j->ldb : j0) * es;
   char *c = j->c + (size_t)(i0 * j->ldc + j0) * es;
-  const char *bias = j->bias && j->beta != 0 ? j->bias + (size_t)j0 * es : NULL;
+  const char *bias = j->bias ? j->bias + (size_t)j0 * es : NULL;
   enum CBLAS_TRANSPOSE A = j->ta ? CblasTrans : CblasNoTrans, B = j->tb ? CblasTrans : CblasNoTrans;
   int m = (int)(i1 - i0), n = (int)(j1 - j0), k = (int)j->k;
   if (j->dt == LT_FLOAT32 &&
@@ -166,8 +166,8 @@ void ltC_blas_gemm(lt_ctx *ctx, int nt, lt_dtype dt, bool ta, bool tb, int64_t m
                    int64_t k, double alpha, const void *a, int64_t lda, const void *b,
                    int64_t ldb, double beta, const void *bias, void *c, int64_t ldc) {
   gemm_job j = {.dt = dt, .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
-                .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b, .bias = bias, .c = c,
-                .bm = m, .bn = n, .pn = 1};
+                .ldc = ldc, .alpha = alpha, .beta = beta, .a = a, .b = b,
+                .bias = beta != 0 ? bias : NULL, .c = c, .bm = m, .bn = n, .pn = 1};
   ltC_blas_single();
   nt = par_threads(nt, (double)m * (double)n * (double)k);
   /* the grid pm x pn = nt whose blocks repack the least: each block packs its rows of A and its
@@ -522,10 +522,11 @@ bool ltC_matmul_ready(const lt_tensor *t, ltK_mat_dims d) {
   return true;
 }
 
-/* The table's addmm_row. A float product that BLAS layouts allow reads the bias where its
-** blocks are stored: copied into C first, the bias was written and read back once more (a
-** GPT step's forward products took 3-8% longer than the plain product so). Others copy. */
-void ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
+/* The table's addmm_row: a float product of BLAS layouts (gemm_raw's general case, C
+** row-major) reads the bias where its blocks are stored. Copied into C first, the bias was
+** written and read back once more (a GPT step's forward products took 3-8% longer than the
+** plain product so). */
+bool ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tensor *b,
                    double beta, const lt_tensor *bias, lt_tensor *c) {
   mat_t A = describe(a, true, true, 0, false), B = describe(b, true, true, 0, false);
   mat_t C = describe(c, true, true, 0, false);
@@ -535,14 +536,10 @@ void ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tenso
               fits_int(m) && fits_int(n) && fits_int(k) && layout(m, n, C.rs, C.cs, &ldc) == 1 &&
               (ka = layout(A.rows, A.cols, A.rs, A.cs, &lda)) &&
               (kb = layout(B.rows, B.cols, B.rs, B.cs, &ldb));
-  if (blas) {
-    ltC_blas_gemm(ctx, ctx->num_threads < 1 ? 1 : ctx->num_threads, c->dtype, ka != 1, kb != 1,
-                  m, n, k, alpha, A.p, lda, B.p, ldb, beta, lt_data(bias), C.p, ldc);
-    return;
-  }
-  ltK_mat_dims d = {.has_rows = true, .has_cols = true, .transposed = false};
-  ltC_copy(ctx, c, bias);
-  ltC_matmul(ctx, 0, NULL, alpha, a, d, b, d, beta, c, d);
+  if (!blas) return false;
+  ltC_blas_gemm(ctx, ctx->num_threads < 1 ? 1 : ctx->num_threads, c->dtype, ka != 1, kb != 1, m,
+                n, k, alpha, A.p, lda, B.p, ldb, beta, lt_data(bias), C.p, ldc);
+  return true;
 }
 
 /* The table's batched product over the nb batch dims `batch`. */

@@ -367,10 +367,10 @@ static inline int64_t widx(const row_job *j, int64_t r, int64_t i) {
 ** One set per ISA level, for layer, rms and group norm rows and for batch norm's channel sums.
 ** Their sums (except f32_rows_dxw's, below) run in NORM_LANES double lanes (lane = index mod
 ** NORM_LANES within each contiguous run, totalled in a fixed order): GCC vectorises them, keeps
-** double accumulation, and the result is the same at every vector width and thread count. The per-element formulas are those
-** of the generic loops. Sixteen lanes (two AVX-512 vectors of doubles) make each sum a chain of
-** D/16 dependent adds: LayerNorm(128) over 1024 rows on the Zen 4 EPYC, one thread, forward
-** 78 -> 69 us, with backward 226 -> 181 (eight lanes before). */
+** double accumulation, and the result is the same at every vector width and thread count. The
+** per-element formulas are those of the generic loops. Sixteen lanes (two AVX-512 vectors of
+** doubles) make each sum a chain of D/16 dependent adds: LayerNorm(128) over 1024 rows on the
+** Zen 4 EPYC, one thread, forward 78 -> 69 us, with backward 226 -> 181 (eight lanes before). */
 #define NORM_LANES 16
 #define NORM_INLINE static inline __attribute__((always_inline))
 
@@ -407,14 +407,14 @@ NORM_INLINE void f32_m2_into(double *l, const float *x, int64_t n, double mu) {
   }
 }
 
-/* lg += g, lgx += g (x - mu) with g = dy (times w[i] when w) */
+/* lg += dy, lgx += dy (x - mu) */
 typedef float norm_v8f __attribute__((vector_size(32)));
 typedef double norm_v8d __attribute__((vector_size(64)));
 
-NORM_INLINE void f32_dot_into(double *lg, double *lgx, const float *dy, const float *w,
-                              const float *x, int64_t n, double mu) {
+NORM_INLINE void f32_dot_into(double *lg, double *lgx, const float *dy, const float *x, int64_t n,
+                              double mu) {
   int64_t i = 0;
-  if (!w && n >= NORM_LANES) {
+  if (n >= NORM_LANES) {
     /* spelled in vectors of eight lanes: GCC 12 left the loop below scalar where it was inlined
     ** with short-lived lanes (GroupNorm's channel sums), at 5x PyTorch's time; same sums */
     norm_v8d g0, g1, q0, q1, m = (norm_v8d){0} + mu;
@@ -439,14 +439,8 @@ NORM_INLINE void f32_dot_into(double *lg, double *lgx, const float *dy, const fl
     memcpy(lgx, &q0, sizeof q0);
     memcpy(lgx + 8, &q1, sizeof q1);
   }
-  for (; i + NORM_LANES <= n; i += NORM_LANES)
-    for (int k = 0; k < NORM_LANES; k++) {
-      double g = w ? (double)dy[i + k] * (double)w[i + k] : (double)dy[i + k];
-      lg[k] += g;
-      lgx[k] += g * ((double)x[i + k] - mu);
-    }
   for (int k = 0; i < n; i++, k++) {
-    double g = w ? (double)dy[i] * (double)w[i] : (double)dy[i];
+    double g = dy[i];
     lg[k] += g;
     lgx[k] += g * ((double)x[i] - mu);
   }
@@ -501,8 +495,9 @@ NORM_INLINE void f32_row_forward(const row_job *j, int64_t r) {
     f32_affine(y, x, D, (float)rs, (float)(-mu * rs));
 }
 
-/* dx of one row: dx = rs*g + a*x + b, g = dy*w; w (layer, rms: per position; group: one per
-** channel) a constant pointer test at each call, so that each loop has no branch */
+/* dx of one row: dx = rs*g + a*x + b, g = dy*w; w group norm's, one per channel (layer and rms
+** norm with a weight take f32_rows_dxw, below), a constant pointer test at each call, so that
+** each loop has no branch */
 NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w, double *aw, double *ab) {
   const int64_t D = j->D;
   const float *x = (const float *)j->x + r * D, *dy = (const float *)j->dy + r * D;
@@ -516,7 +511,7 @@ NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w, double *a
     if (group && w) {   /* the channel's weight scales its whole run */
       double l1[NORM_LANES] = {0}, l2[NORM_LANES] = {0};
       double wc = w[(r % j->G) * j->Cg + c];
-      f32_dot_into(l1, l2, dy + c * len, NULL, x + c * len, len, mu);
+      f32_dot_into(l1, l2, dy + c * len, x + c * len, len, mu);
       for (int k = 0; k < NORM_LANES; k++) {
         lg[k] += wc * l1[k];
         lgx[k] += wc * l2[k];
@@ -527,7 +522,7 @@ NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w, double *a
         ab[ch] += lanes_total(l1);
       }
     } else {
-      f32_dot_into(lg, lgx, dy + c * len, group ? NULL : w, x + c * len, len, mu);
+      f32_dot_into(lg, lgx, dy + c * len, x + c * len, len, mu);
     }
   }
   double sg = lanes_total(lg), sgx = lanes_total(lgx), Dd = (double)D;
@@ -539,18 +534,16 @@ NORM_INLINE void f32_row_dx_w(const row_job *j, int64_t r, bool has_w, double *a
     if (group) {
       double k = rs * (w ? (double)w[(r % j->G) * j->Cg + c] : 1.0);
       for (int64_t i = 0; i < len; i++) dxc[i] = (float)(k * (double)dyc[i] + a * (double)xc[i] + bb);
-    } else if (aw) {   /* layer and rms norm: dw and db of this row in the same pass */
+    } else if (aw) {   /* layer norm with a bias and no weight: db in the same pass */
       for (int64_t i = 0; i < len; i++) {
-        double d = dyc[i], g = w ? d * (double)w[i] : d, xv = xc[i];
-        dxc[i] = (float)(rs * g + a * xv + bb);
+        double d = dyc[i], xv = xc[i];
+        dxc[i] = (float)(rs * d + a * xv + bb);
         aw[i] += d * (xv - mu) * rs;
         ab[i] += d;
       }
     } else {
-      for (int64_t i = 0; i < len; i++) {
-        double g = w ? (double)dyc[i] * (double)w[i] : (double)dyc[i];
-        dxc[i] = (float)(rs * g + a * (double)xc[i] + bb);
-      }
+      for (int64_t i = 0; i < len; i++)
+        dxc[i] = (float)(rs * (double)dyc[i] + a * (double)xc[i] + bb);
     }
   }
 }
@@ -565,7 +558,7 @@ NORM_INLINE void f32_rows_dw(const row_job *j, double *aw, double *ab) {
       for (int64_t c = 0; c < j->Cg; c++) {
         double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
         int64_t ch = (r % j->G) * j->Cg + c;
-        f32_dot_into(lg, lgx, dy + c * j->L, NULL, x + c * j->L, j->L, mu);
+        f32_dot_into(lg, lgx, dy + c * j->L, x + c * j->L, j->L, mu);
         aw[ch] += lanes_total(lgx) * rs;
         ab[ch] += lanes_total(lg);
       }
@@ -615,7 +608,7 @@ NORM_INLINE void f32_bn_grad_sums(bn_job *j, int64_t c0, int64_t c1) {
     double lg[NORM_LANES] = {0}, lgx[NORM_LANES] = {0};
     for (int64_t n = 0; n < j->N; n++) {
       int64_t off = (n * j->C + c) * j->L;
-      f32_dot_into(lg, lgx, (const float *)j->dy + off, NULL, (const float *)j->x + off, j->L,
+      f32_dot_into(lg, lgx, (const float *)j->dy + off, (const float *)j->x + off, j->L,
                    j->mean[c]);
     }
     j->sum_dy[c] = lanes_total(lg);
@@ -801,11 +794,11 @@ static void row_forward(int64_t r0, int64_t r1, void *ud) {
   }
 }
 
-/* dx for rows: g = dy*w; LN/GN: dx = rs*(g - mean(g) - xhat*mean(g*xhat));
-** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
 /* Whether float32 rows take f32_rows_dxw: layer and rms norm with a weight. */
 static bool f32_dxw(const row_job *j) { return j->kind != LT_NORM_GROUP && j->w; }
 
+/* dx for rows: g = dy*w; LN/GN: dx = rs*(g - mean(g) - xhat*mean(g*xhat));
+** RMS: dx = rs*(g - x*rs^2*mean(g*x)). */
 static void row_dx(int64_t r0, int64_t r1, void *ud) {
   row_job *j = ud;
   if (j->dt == LT_FLOAT32 && f32_dxw(j)) {   /* the dx of the fused pass, whatever is asked */

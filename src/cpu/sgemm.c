@@ -692,7 +692,6 @@ bool ltC_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
                int64_t lda, const float *b, int64_t ldb, float beta, const float *bias, float *c,
                int64_t ldc) {
   if (!lantern_chosen()) return false;
-  if (beta == 0) bias = NULL;
   int lv = ltB_cpu_isa();   /* AVX2 at least: the choice needs it */
   int mr = lv >= LT_ISA_AVX512 ? MR5 : MR2, nr = lv >= LT_ISA_AVX512 ? NR5 : NR2;
   /* packing space for the blocks this product has, not the largest: small products (attention
