@@ -199,6 +199,37 @@ describe("arithmetic by hand", function()
     lt.no_grad(function() assert.is_nil((w * 3).grad_fn) end)
   end)
 
+  it("leaves operands that are not dense and of one shape to the general path", function()
+    -- the short path checks shape and strides of both operands in one pass; what it refuses
+    -- must still come out right, and what it takes must have contiguous strides
+    local function sum2(p, q)
+      local r = {}
+      for i, row in ipairs(p:tolist()) do
+        r[i] = {}
+        for j, v in ipairs(row) do r[i][j] = v + q:tolist()[i][j] end
+      end
+      return r
+    end
+    lt.manual_seed(5)
+    local a = lt.randn(3, 4, { dtype = "float64" })
+    local bt = lt.randn(4, 3, { dtype = "float64" }):t()        -- same shape, transposed strides
+    local be = lt.randn(3, 1, { dtype = "float64" }):expand(3, 4) -- same shape, a zero stride
+    assert.are.same(sum2(a, bt), (a + bt):tolist())
+    assert.are.same(sum2(bt, a), (bt + a):tolist())
+    assert.are.same(sum2(a, be), (a + be):tolist())
+    assert.are.same({ 4, 1 }, (a + bt):stride())
+    -- a size-1 dimension's stride does not matter: still dense, and the result is contiguous
+    local c = lt.randn(1, 5):t()
+    local d = c + c
+    assert.are.same({ 5, 1 }, d:size())
+    assert.are.same({ 1, 1 }, d:stride())
+    for i = 1, 5 do assert.are.equal(2 * c[i][1]:item(), d[i][1]:item()) end
+    -- the same element count in other shapes is a broadcast error, not a flat add
+    assert.has_error(function() return lt.zeros(2, 6) + lt.zeros(3, 4) end)
+    assert.are.same({ 1, 4 }, (lt.ones(4) + lt.ones(1, 4)):size())
+    assert.are.same({ 0, 3 }, (lt.zeros(0, 3) + lt.zeros(0, 3)):size())
+  end)
+
   it("takes numbers on either side of every operator", function()
     local x = f64({ 1, 2, 4 })
     close(x + 1, { 2, 3, 5 })

@@ -135,6 +135,9 @@ static inline void ltB_tensor_header(lt_tensor *t, lt_storage *s, lt_dtype dt, i
   t->ndim = ndim;
   t->offset = offset;
 }
+/* A new contiguous cpu tensor of nbytes (the caller checked the shape and computed them),
+** uninitialised; NULL on out-of-memory. lt_empty without the checks, for hot paths. */
+lt_tensor *ltB_new_dense(lt_dtype dt, int ndim, const int64_t *size, size_t nbytes);
 /* A new tensor struct viewing `s` (retains s). Sizes/strides copied. NULL on OOM. */
 lt_tensor *ltB_tensor_wrap(lt_storage *s, lt_dtype dt, int ndim, const int64_t *size,
                            const int64_t *stride, int64_t offset);

@@ -512,17 +512,34 @@ static int binary_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor 
 ** a + b called from Lua (most of the rest is the Lua VM's userdata and finaliser). */
 static bool small_ok(lt_ctx *ctx, enum lt_binop op, const lt_tensor *t, const lt_tensor *u,
                      int64_t *n) {
-  int64_t nu;
-  return op <= LT_DIV && t->dtype == u->dtype && lt_dtype_is_float(t->dtype) &&
-         ltD_same_device(t, u) && (u->ndim == 0 || ltB_same_shape(t, u)) &&
-         !(ctx->grad_enabled && (t->requires_grad || u->requires_grad)) && ltB_dense(t, n) &&
-         *n < LT_PAR_MIN && ltB_dense(u, &nu);
+  if (op > LT_DIV || t->dtype != u->dtype || (t->dtype != LT_FLOAT32 && t->dtype != LT_FLOAT64) ||
+      (ctx->grad_enabled && (t->requires_grad || u->requires_grad)) || !ltD_same_device(t, u))
+    return false;
+  /* shapes and strides in one pass; a dense empty tensor with odd strides takes the long path */
+  bool scalar = u->ndim == 0;
+  if (!scalar && u->ndim != t->ndim) return false;
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    int64_t m = t->size[i];
+    if (!scalar && (u->size[i] != m || (m != 1 && u->stride[i] != s))) return false;
+    if (m != 1 && t->stride[i] != s) return false;
+    s *= m;
+  }
+  *n = s;
+  return s < LT_PAR_MIN;
 }
 
 /* out = a op b where one of them is t (small_ok's) and the other u. */
 static int small_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b,
                      const lt_tensor *t, int64_t n) {
-  if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) return -1;
+  if (t->storage->device == LT_CPU) {
+    size_t nbytes = (size_t)n * ltB_esize(t->dtype);
+    *out = ltB_new_dense(t->dtype, t->ndim, t->size, nbytes);
+    if (!*out)
+      return ltB_fail(ctx, "%s: out of memory allocating %zu bytes", binop_names[op], nbytes);
+  } else if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) {
+    return -1;
+  }
   ltK_kernels(t)->binary_flat(op, t->dtype, n, ltB_ptr(*out), ltB_ptr(a), a->ndim == t->ndim,
                               ltB_ptr(b), b->ndim == t->ndim);
   return 0;

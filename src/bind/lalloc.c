@@ -52,6 +52,17 @@ static void flush(ltL_pool *p) {
   p->bytes = 0;
 }
 
+/* The state's own allocator, for what the lists cannot serve. Out of line, so that the two
+** list operations below need no registers saved: they are most of a small op's allocator calls. */
+static __attribute__((noinline)) void *through(ltL_pool *p, void *ptr, size_t osize, size_t nsize) {
+  void *r = p->f0(p->ud0, ptr, osize, nsize);
+  if (!r && nsize && p->bytes) {   /* give the lists back and try once more before Lua's emergency GC */
+    flush(p);
+    r = p->f0(p->ud0, ptr, osize, nsize);
+  }
+  return r;
+}
+
 /* Lua's allocator contract: nsize 0 frees ptr (of osize bytes); a NULL ptr allocates, and then
 ** osize names the kind of object, not a size. */
 static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -65,21 +76,14 @@ static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
       p->bytes += osize;
       return NULL;
     }
-    return p->f0(p->ud0, ptr, osize, 0);
-  }
-  if (!ptr && nsize >= sizeof(pool_block) && nsize <= POOL_SIZE && p->free[nsize]) {
+  } else if (!ptr && nsize >= sizeof(pool_block) && nsize <= POOL_SIZE && p->free[nsize]) {
     pool_block *b = p->free[nsize];
     UNPOISON(b, nsize);
     p->free[nsize] = b->next;
     p->bytes -= nsize;
     return b;
   }
-  void *r = p->f0(p->ud0, ptr, osize, nsize);
-  if (!r && p->bytes) {   /* give the lists back and try once more before Lua's emergency GC */
-    flush(p);
-    r = p->f0(p->ud0, ptr, osize, nsize);
-  }
-  return r;
+  return through(p, ptr, osize, nsize);
 }
 
 ltL_pool *ltL_pool_install(lua_State *L) {
