@@ -279,6 +279,35 @@ describe("release scopes and free", function()
     assert.are.equal(10, outer_result:sum():item())
   end)
 
+  it("keeps scopes apart when their 32-bit serials wrap", function()
+    -- a handle records its scope's serial in 32 bits: past 2^32 - 1 they start again at 1,
+    -- skipping 0 (no scope) and any serial an open scope still holds
+    lt._scope_serial(0xfffffffe)
+    local outer_made, inner_made, inner2_made, outer_result
+    outer_result = lt.tidy(function()
+      outer_made = lt.ones(2)                         -- serial 2^32 - 1
+      lt.tidy(function() inner_made = lt.ones(2) end) -- serial 1 (0 skipped)
+      assert.is_true(lt.is_released(inner_made))
+      assert.is_false(lt.is_released(outer_made))
+      lt._scope_serial(0xfffffffe)                    -- next would be the outer scope's serial
+      local r = lt.tidy(function()
+        inner2_made = lt.ones(3)
+        return lt.ones(4)
+      end)
+      assert.is_true(lt.is_released(inner2_made))
+      assert.is_false(lt.is_released(outer_made))     -- not taken for the inner scope's
+      assert.is_false(lt.is_released(r))
+      return r * 2
+    end)
+    assert.is_true(lt.is_released(outer_made))
+    assert.are.same({ 2, 2, 2, 2 }, outer_result:tolist())
+    assert.are.equal(0, lt._scope_depth())
+    local id = lt._scope_begin()
+    assert.are.equal(2, id)                          -- serials went on from the wrap
+    lt._scope_end(id)
+    assert.has_error(function() lt._scope_end(id + 2 ^ 32) end, "tidy: scope 4294967298 is not open")
+  end)
+
   it("ends the scope when the function raises", function()
     local made
     local ok, err = pcall(lt.tidy, function()

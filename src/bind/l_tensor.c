@@ -11,13 +11,17 @@
 ** no check (a name check here would hash a string for every collected tensor). During a
 ** slice's collector step the release waits in the state's dead list (lmem.c's ltL_gc_slice).
 ** A tensor made before the last slice was alive then: the tensor bytes made since, up to the
-** bytes in use, are a lower bound of its life, which lmem.c's span keeps the longest of. */
+** bytes in use, are a lower bound of its life, which lmem.c's span keeps the longest of. Only
+** the low 32 bits of the clock in KiB are kept per box, so a difference of 2^31 KiB or more
+** (2 TiB of allocation) reads as born after the slice and is not counted; a life that long
+** would be clamped to the bytes in use anyway. */
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   ltL_state *st = ctx ? (ltL_state *)(ctx + 1) : NULL;
-  if (box->t && st && st->last_clock > box->born) {
-    uint64_t life = st->last_clock - box->born, in_use = ltB_cache_in_use();
+  uint32_t kib = st ? LTL_BORN(st->last_clock) - box->born : 0;
+  if (box->t && kib - 1 < UINT32_C(1) << 31) {
+    uint64_t life = (uint64_t)kib << 10, in_use = ltB_cache_in_use();
     if (life > in_use) life = in_use;
     if (life > st->span) st->span = life;
   }

@@ -70,7 +70,7 @@ static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
   box->tag = &ltL_tensor_tag;
   box->t = t;
   box->scope = 0;
-  box->born = st ? st->clock : 0;
+  box->born = st ? LTL_BORN(st->clock) : 0;
   if (st)
     lua_rawgeti(L, LUA_REGISTRYINDEX, st->tensor_mt_ref);
   else

@@ -194,14 +194,26 @@ void ltL_scope_track(lua_State *L, ltL_state *st, ltL_box *box) {
   track_in(L, &st->scopes[st->nscopes - 1], box);
 }
 
+/* Serials are 32 bits (the box has room for no more) and wrap: one is skipped while a scope
+** that holds it is still open, so a handle's serial names one open scope. */
+static uint32_t next_serial(ltL_state *st) {
+  for (;;) {
+    uint32_t s = ++st->scope_serial;
+    bool taken = s == 0;
+    for (int k = 0; k < st->nscopes && !taken; k++) taken = st->scopes[k].serial == s;
+    if (!taken) return s;
+  }
+}
+
 static int l_scope_begin(lua_State *L) {
   ltL_state *st = state_up(L);
   if (st->nscopes == LTL_MAX_SCOPES)
     return luaL_error(L, "tidy: scopes nested more than %d deep", LTL_MAX_SCOPES);
   lua_createtable(L, 32, 0);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  uint32_t serial = next_serial(st);   /* before the new scope counts as open */
   ltL_scope *s = &st->scopes[st->nscopes++];
-  s->serial = ++st->scope_serial;
+  s->serial = serial;
   s->list_ref = ref;
   s->n = 0;
   lua_pushinteger(L, (lua_Integer)s->serial);
@@ -210,7 +222,7 @@ static int l_scope_begin(lua_State *L) {
 
 /* Moves the handles of scope `serial` found in the value at idx (tensors, and tables of them
 ** at any depth) to `to` (NULL: no scope). `seen` (a table at seen_idx) stops cycles. */
-static void adopt(lua_State *L, int idx, uint64_t serial, ltL_scope *to, int seen_idx,
+static void adopt(lua_State *L, int idx, uint32_t serial, ltL_scope *to, int seen_idx,
                   int depth) {
   ltL_box *box = ltL_testbox(L, idx);
   if (box) {
@@ -248,10 +260,11 @@ static void adopt(lua_State *L, int idx, uint64_t serial, ltL_scope *to, int see
 ** other handle made inside the scope is dropped. Returns nothing; lt.tidy returns the values. */
 static int l_scope_end(lua_State *L) {
   ltL_state *st = state_up(L);
-  uint64_t serial = (uint64_t)luaL_checkinteger(L, 1);
-  int k = st->nscopes - 1;
+  lua_Integer given = luaL_checkinteger(L, 1);
+  uint32_t serial = (uint32_t)given;
+  int k = given == (lua_Integer)serial ? st->nscopes - 1 : -1;
   while (k >= 0 && st->scopes[k].serial != serial) k--;
-  if (k < 0) return luaL_error(L, "tidy: scope %d is not open", (int)serial);
+  if (k < 0) return luaL_error(L, "tidy: scope %I is not open", (LUAI_UACINT)given);
   int top = lua_gettop(L);
   /* a coroutine may leave an inner scope open; the enclosing one is then k - 1 all the same */
   ltL_scope *to = k > 0 ? &st->scopes[k - 1] : NULL;
@@ -270,6 +283,13 @@ static int l_scope_end(lua_State *L) {
   }
   lua_pop(L, 1);
   luaL_unref(L, LUA_REGISTRYINDEX, s.list_ref);
+  return 0;
+}
+
+/* _scope_serial(n): the next scope gets serial n + 1 (mod 2^32); lets the specs cross the wrap,
+** four billion scopes away otherwise. */
+static int l_scope_serial(lua_State *L) {
+  state_up(L)->scope_serial = (uint32_t)luaL_checkinteger(L, 1);
   return 0;
 }
 
@@ -372,6 +392,7 @@ static const ltL_Reg mem_regs[] = {
     {"_scope_begin", l_scope_begin, LTL_FN},
     {"_scope_end", l_scope_end, LTL_FN},
     {"_scope_depth", l_scope_depth, LTL_FN},
+    {"_scope_serial", l_scope_serial, LTL_FN},
     {"keep", l_keep, LTL_FN},
     {"free", t_free, LTL_METHOD},
     {"is_released", l_is_released, LTL_FN},
