@@ -179,6 +179,33 @@ static void sync_dir(const char *dir) {
   close(fd);
 }
 
+/* The disk is told to start writing every WRITEBACK bytes (sync_file_range, which returns at
+** once), so that it works while the rest is produced and commit's fsync waits for the last
+** stretch only. Written all at the end, a 100 MB checkpoint waited 43 ms in fsync after 25 ms
+** of writing (ext4 on the Zen 4 EPYC's disk here). Large buffers go out in pieces of that
+** size, so one big tensor is handed over as it is written too. */
+#define WRITEBACK ((size_t)4 << 20)
+
+bool ltS_afile_write(ltS_afile *a, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    size_t k = n < WRITEBACK ? n : WRITEBACK;
+    if (fwrite(c, 1, k, a->f) != k) return false;
+    c += k;
+    n -= k;
+    a->written += k;
+    if (a->written - a->started >= WRITEBACK) {
+      if (fflush(a->f) != 0) return false;
+      /* advice only: where it fails (not Linux, or a filesystem without it) commit's fsync
+      ** does all the work, as before */
+      (void)sync_file_range(fileno(a->f), (off_t)a->started, (off_t)(a->written - a->started),
+                            SYNC_FILE_RANGE_WRITE);
+      a->started = a->written;
+    }
+  }
+  return true;
+}
+
 int ltS_afile_commit(lt_ctx *ctx, const char *op, ltS_afile *a) {
   /* The data must be on disk before the rename publishes it, or a crash could leave path
   ** naming a file with missing blocks. */

@@ -345,7 +345,7 @@ int ltS_pt_save(lt_ctx *ctx, const char *path, ltS_sval *root) {
     return -1;
   }
   ltS_zwriter w;
-  ltS_zw_init(&w, a.f);
+  ltS_zw_init(&w, &a);
   int rc = ltS_zw_add(ctx, "save", &w, "archive/data.pkl", pkl, npkl);
   if (!rc) rc = ltS_zw_add(ctx, "save", &w, "archive/byteorder", "little", 6);
   char name[64];

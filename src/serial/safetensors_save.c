@@ -176,15 +176,15 @@ static void put_header(sbuf *b, const went *e, size_t ne, const ltS_sval *meta) 
   while (b->n % ST_ALIGN) sputs(b, " ");
 }
 
-static bool write_header(FILE *f, const sbuf *b) {
+static bool write_header(ltS_afile *a, const sbuf *b) {
   uint8_t hn[ST_LEN_BYTES];
   for (int i = 0; i < ST_LEN_BYTES; i++) hn[i] = (uint8_t)((uint64_t)b->n >> (8 * i));
-  return fwrite(hn, 1, sizeof hn, f) == sizeof hn && fwrite(b->p, 1, b->n, f) == b->n;
+  return ltS_afile_write(a, hn, sizeof hn) && ltS_afile_write(a, b->p, b->n);
 }
 
 /* Writes t's bytes in C order; a device tensor from a copy on the host. Fails (with the
 ** message set) when that copy or a buffer cannot be made; *bad on a short write. */
-static int write_tensor(lt_ctx *ctx, const char *op, FILE *f, lt_tensor *t, bool *bad) {
+static int write_tensor(lt_ctx *ctx, const char *op, ltS_afile *a, lt_tensor *t, bool *bad) {
   size_t nb = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
   if (!nb) return 0;
   lt_tensor *host = NULL;
@@ -197,12 +197,12 @@ static int write_tensor(lt_ctx *ctx, const char *op, FILE *f, lt_tensor *t, bool
   }
   int rc = 0;
   if (lt_is_contiguous(t)) {
-    *bad = fwrite(lt_data(t), 1, nb, f) != nb;
+    *bad = !ltS_afile_write(a, lt_data(t), nb);
   } else {
     uint8_t *tmp = malloc(nb);
     if (tmp) {
       gather(t, tmp);
-      *bad = fwrite(tmp, 1, nb, f) != nb;
+      *bad = !ltS_afile_write(a, tmp, nb);
       free(tmp);
     } else {
       rc = ltB_fail(ctx, "%s: out of memory", op);
@@ -229,9 +229,9 @@ int ltS_st_save(lt_ctx *ctx, const char *path, ltS_sval *tensors, ltS_sval *meta
     goto done;
   }
   if (ltS_afile_open(ctx, op, &a, path)) goto done;
-  bool bad = !write_header(a.f, &b);
+  bool bad = !write_header(&a, &b);
   for (size_t i = 0; !bad && i < ne; i++)
-    if (write_tensor(ctx, op, a.f, e[i].t, &bad)) {
+    if (write_tensor(ctx, op, &a, e[i].t, &bad)) {
       ltS_afile_abort(&a);
       goto done;
     }

@@ -248,27 +248,14 @@ int ltS_zip_inflate(lt_ctx *ctx, const char *op, const ltS_src *src, const char 
 int ltS_zip_read_all(lt_ctx *ctx, const char *op, const ltS_zip *z, const ltS_zentry *e,
                      bool verify, uint8_t **out, size_t *n);
 
-/* Writer: stored entries, data 64-byte aligned through an "FB" extra field, zip64 end
-** records (and zip64 extra fields for entries past 4 GiB). */
-typedef struct ltS_zwriter {
-  FILE *f;
-  uint64_t pos;
-  struct ltS_zwent { char *name; uint64_t off, size; uint32_t crc; } *e;
-  size_t n, cap;
-} ltS_zwriter;
-
-void ltS_zw_init(ltS_zwriter *w, FILE *f);
-int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, const void *data,
-               size_t n);
-int ltS_zw_finish(lt_ctx *ctx, const char *op, ltS_zwriter *w);
-void ltS_zw_free(ltS_zwriter *w);
-
 /* ============================================================ atomic output file */
 
 typedef struct ltS_afile {
   FILE *f;
   char *tmp, *path, *dir;
-  bool named; /* tmp names a file on disk (otherwise f is an unnamed O_TMPFILE inode) */
+  bool named;        /* tmp names a file on disk (otherwise f is an unnamed O_TMPFILE inode) */
+  uint64_t written;  /* bytes written so far */
+  uint64_t started;  /* of them, those the disk was told to write (ltS_afile_write) */
 } ltS_afile;
 
 /* Creates a temporary file next to path; commit renames it over path, abort removes it.
@@ -276,8 +263,25 @@ typedef struct ltS_afile {
 ** leaves nothing behind; otherwise it is `path.tmp-PID-n`, and open removes those of processes
 ** that no longer exist. LANTERN_NO_O_TMPFILE=1 in the environment forces the named kind. */
 int ltS_afile_open(lt_ctx *ctx, const char *op, ltS_afile *a, const char *path);
+/* Appends n bytes at p; false on a write error (errno set). */
+bool ltS_afile_write(ltS_afile *a, const void *p, size_t n);
 int ltS_afile_commit(lt_ctx *ctx, const char *op, ltS_afile *a);
 void ltS_afile_abort(ltS_afile *a);
+
+/* Writer: stored entries, data 64-byte aligned through an "FB" extra field, zip64 end
+** records (and zip64 extra fields for entries past 4 GiB). */
+typedef struct ltS_zwriter {
+  ltS_afile *out;
+  uint64_t pos;
+  struct ltS_zwent { char *name; uint64_t off, size; uint32_t crc; } *e;
+  size_t n, cap;
+} ltS_zwriter;
+
+void ltS_zw_init(ltS_zwriter *w, ltS_afile *out);
+int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, const void *data,
+               size_t n);
+int ltS_zw_finish(lt_ctx *ctx, const char *op, ltS_zwriter *w);
+void ltS_zw_free(ltS_zwriter *w);
 
 /* ============================================================ pickle */
 

@@ -357,9 +357,9 @@ static uint8_t *wr64(uint8_t *p, uint64_t v) { return wr32(wr32(p, (uint32_t)v),
 #define DOS_DATE 0x21   /* 1980-01-01 */
 #define SAT32 0xffffffffu
 
-void ltS_zw_init(ltS_zwriter *w, FILE *f) {
+void ltS_zw_init(ltS_zwriter *w, ltS_afile *out) {
   memset(w, 0, sizeof *w);
-  w->f = f;
+  w->out = out;
 }
 
 void ltS_zw_free(ltS_zwriter *w) {
@@ -370,7 +370,7 @@ void ltS_zw_free(ltS_zwriter *w) {
 }
 
 static int put(lt_ctx *ctx, const char *op, ltS_zwriter *w, const void *p, size_t n) {
-  if (n && fwrite(p, 1, n, w->f) != n) return ltB_fail(ctx, "%s: write error", op);
+  if (n && !ltS_afile_write(w->out, p, n)) return ltB_fail(ctx, "%s: write error", op);
   w->pos += n;
   return 0;
 }
