@@ -515,33 +515,35 @@ static bool small_ok(lt_ctx *ctx, enum lt_binop op, const lt_tensor *t, const lt
   if (op > LT_DIV || t->dtype != u->dtype || (t->dtype != LT_FLOAT32 && t->dtype != LT_FLOAT64) ||
       (ctx->grad_enabled && (t->requires_grad || u->requires_grad)) || !ltD_same_device(t, u))
     return false;
-  /* shapes and strides in one pass; a dense empty tensor with odd strides takes the long path */
+  /* shapes and strides in one pass (an empty tensor may take the long path: its strides need
+  ** not follow its sizes); unsigned, as the sizes of an empty tensor may overflow a product */
   bool scalar = u->ndim == 0;
   if (!scalar && u->ndim != t->ndim) return false;
-  int64_t s = 1;
+  uint64_t s = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     int64_t m = t->size[i];
-    if (!scalar && (u->size[i] != m || (m != 1 && u->stride[i] != s))) return false;
-    if (m != 1 && t->stride[i] != s) return false;
-    s *= m;
+    if (!scalar && (u->size[i] != m || (m != 1 && (uint64_t)u->stride[i] != s))) return false;
+    if (m != 1 && (uint64_t)t->stride[i] != s) return false;
+    s *= (uint64_t)m;
   }
-  *n = s;
+  *n = (int64_t)s;
   return s < LT_PAR_MIN;
 }
 
 /* out = a op b where one of them is t (small_ok's) and the other u. */
 static int small_run(lt_ctx *ctx, lt_tensor **out, enum lt_binop op, lt_tensor *a, lt_tensor *b,
                      const lt_tensor *t, int64_t n) {
+  lt_tensor *o;
   if (t->storage->device == LT_CPU) {
     size_t nbytes = (size_t)n * ltB_esize(t->dtype);
-    *out = ltB_new_dense(t->dtype, t->ndim, t->size, nbytes);
-    if (!*out)
-      return ltB_fail(ctx, "%s: out of memory allocating %zu bytes", binop_names[op], nbytes);
-  } else if (ltO_empty_as(ctx, out, t, t->dtype, t->ndim, t->size)) {
+    o = ltB_new_dense(t->dtype, t->ndim, t->size, nbytes);
+    if (!o) return ltB_fail(ctx, "%s: out of memory allocating %zu bytes", binop_names[op], nbytes);
+  } else if (ltO_empty_as(ctx, &o, t, t->dtype, t->ndim, t->size)) {
     return -1;
   }
-  ltK_kernels(t)->binary_flat(op, t->dtype, n, ltB_ptr(*out), ltB_ptr(a), a->ndim == t->ndim,
+  ltK_kernels(t)->binary_flat(op, t->dtype, n, ltB_ptr(o), ltB_ptr(a), a->ndim == t->ndim,
                               ltB_ptr(b), b->ndim == t->ndim);
+  *out = o;
   return 0;
 }
 

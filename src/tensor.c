@@ -240,11 +240,13 @@ int64_t ltB_shape_numel(int ndim, const int64_t *size) {
   return n;
 }
 
+/* Unsigned: an empty tensor's other sizes may overflow the product (its strides are never used
+** to address anything). */
 void ltB_contiguous_strides(int ndim, const int64_t *size, int64_t *stride) {
-  int64_t s = 1;
+  uint64_t s = 1;
   for (int i = ndim - 1; i >= 0; i--) {
-    stride[i] = s;
-    s *= size[i] > 1 ? size[i] : 1;
+    stride[i] = (int64_t)s;
+    s *= size[i] > 1 ? (uint64_t)size[i] : 1;
   }
 }
 
@@ -325,11 +327,11 @@ lt_tensor *ltB_new_dense(lt_dtype dt, int ndim, const int64_t *size, size_t nbyt
     return NULL;
   }
   ltB_tensor_header(t, s, dt, ndim, 0);
-  int64_t st = 1;
+  uint64_t st = 1;   /* unsigned as in ltB_contiguous_strides */
   for (int i = ndim - 1; i >= 0; i--) {
     t->size[i] = size[i];
-    t->stride[i] = st;
-    st *= size[i] > 1 ? size[i] : 1;
+    t->stride[i] = (int64_t)st;
+    st *= size[i] > 1 ? (uint64_t)size[i] : 1;
   }
   return t;
 }

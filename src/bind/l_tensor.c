@@ -11,16 +11,17 @@
 ** no check (a name check here would hash a string for every collected tensor). During a
 ** slice's collector step the release waits in the state's dead list (lmem.c's ltL_gc_slice).
 ** A tensor made before the last slice was alive then: the tensor bytes made since, up to the
-** bytes in use, are a lower bound of its life, which lmem.c's span keeps the longest of. Only
-** the low 32 bits of the clock in KiB are kept per box, so a difference of 2^31 KiB or more
-** (2 TiB of allocation) reads as born after the slice and is not counted; a life that long
-** would be clamped to the bytes in use anyway. */
+** bytes in use, are a lower bound of its life (to the KiB), which lmem.c's span keeps the
+** longest of. A box keeps the clock in KiB modulo 2^32, so lives are read modulo 4 TiB of
+** allocation, and one that reads as 2 TiB or more is taken for a birth after the slice and not
+** counted: a life that long says nothing of the temporaries (it is clamped to the bytes in use
+** where it is counted). */
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
   ltL_state *st = ctx ? (ltL_state *)(ctx + 1) : NULL;
   uint32_t kib = st ? LTL_BORN(st->last_clock) - box->born : 0;
-  if (box->t && kib - 1 < UINT32_C(1) << 31) {
+  if (box->t && kib != 0 && kib < UINT32_C(1) << 31) {
     uint64_t life = (uint64_t)kib << 10, in_use = ltB_cache_in_use();
     if (life > in_use) life = in_use;
     if (life > st->span) st->span = life;

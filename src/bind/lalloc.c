@@ -52,11 +52,12 @@ static void flush(ltL_pool *p) {
   p->bytes = 0;
 }
 
-/* The state's own allocator, for what the lists cannot serve. Out of line, so that the two
-** list operations below need no registers saved: they are most of a small op's allocator calls. */
-static __attribute__((noinline)) void *through(ltL_pool *p, void *ptr, size_t osize, size_t nsize) {
+/* The state's own allocator, for what the lists cannot serve. Out of line, so that the two list
+** operations below need no registers saved: they are most of a small op's allocator calls. */
+static __attribute__((noinline)) void *through(ltL_pool *p, void *ptr, size_t osize,
+                                               size_t nsize) {
   void *r = p->f0(p->ud0, ptr, osize, nsize);
-  if (!r && nsize && p->bytes) {   /* give the lists back and try once more before Lua's emergency GC */
+  if (!r && nsize && p->bytes) {   /* give the lists back, try once more before the emergency GC */
     flush(p);
     r = p->f0(p->ud0, ptr, osize, nsize);
   }

@@ -22,7 +22,8 @@
 ** userdata can hold that address unless it copies it from here. t is NULL once collected or
 ** released (lmem.c); scope is the serial of the release scope that owns it, 0 for none.
 ** 24 bytes, so that the userdata is 56 and takes one 64-byte malloc chunk: at 32 (an 80-byte
-** chunk) a loop of 16-element adds ran 8% slower, the collector's sweeps touching more lines. */
+** chunk) a loop of 16-element adds ran up to 8% slower (alternated runs, which vary by a few
+** percent with the build's code layout alone). */
 typedef struct ltL_box {
   const void *tag;
   lt_tensor *t;
