@@ -259,6 +259,14 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
   int64_t ars = ta ? 1 : lda, acs = ta ? lda : 1;
   int64_t brs = tb ? 1 : ldb, bcs = tb ? ldb : 1;
   int64_t mc = (int64_t)MC_STRIPS * mr;
+  /* The AVX2 tile (6 x 16) does half the multiply-adds of the AVX-512 one (12 x 32) per line of
+  ** B and per strip of A it loads, and reads in place pay it less. On the Zen 4 EPYC at
+  ** LANTERN_ISA=avx2, B packed whatever its size or stride (unless A is a few strips) and a
+  ** column-major A packed where it meets more than 16 panels: the weight gradients of an MLP
+  ** (512 x 128 by 128 x 512) 87-89 -> 106-108 GFLOP/s, of a GPT's Linear layers (batch 1024)
+  ** 87-101 -> 99-103, forward and dX products unchanged (101-105); AVX-512 is best with both
+  ** in place (108-113 on all of these). */
+  bool wide = mr >= 12;
   /* blocks of k as equal as they can be: 784 = 4 x 196, not 3 x 256 + 16, whose last block
   ** loads and stores every tile of C for 16 multiply-adds */
   int64_t kb = (k + KC - 1) / KC, ks = (k + kb - 1) / kb;
@@ -276,8 +284,8 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s); rows 4 KiB apart fall in one set of L1 and
       ** a page each (1024^3 read in place: 75-119 against 135). With unit column stride, B's
       ** whole panels are then read in place and only a ragged last one is packed */
-      bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr || kc * nc <= DIRECT_FLOATS ||
-                                 brs < DIRECT_STRIDE);
+      bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr ||
+                                 (wide && (kc * nc <= DIRECT_FLOATS || brs < DIRECT_STRIDE)));
       int64_t nfull = direct ? nc / nr * nr : 0;
       /* A's whole strips are read in place too, and only a ragged last strip is packed:
       ** row-major (a forward product's X, a backward one's dY) the kernel broadcasts from each
@@ -287,7 +295,7 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** 2-4% faster without it, its weight gradients 5-12%. Rows 4 KiB apart would fall in one
       ** set of L1, as for B. */
       bool a_direct = (acs == 1 && ars % DIRECT_STRIDE != 0) ||
-                      (ars == 1 && acs % DIRECT_STRIDE != 0);
+                      (ars == 1 && acs % DIRECT_STRIDE != 0 && (wide || nc <= 16 * nr));
       if (!direct)
         pack_b(tpose, lanes, pb, bb, brs, bcs, kc, nc, nr);
       else if (nfull < nc)
