@@ -1,20 +1,19 @@
 #!/usr/bin/python3
 """Fits the tables of src/cpu/gelu.c: on each of the four intervals [k, k + 1), k = 0..3, a
-degree-9 polynomial in u = a - b_k for G(a) = a Phi(-a) (so that gelu(x) is max(x, 0) - G(|x|))
-and for its derivative G'(a) = Phi(-a) - a phi(a) (gelu'(x) is G'(|x|) below 0, 1 - G'(x)
-above), Phi and phi the standard normal's distribution and density. G is weighted for relative
+degree-9 polynomial in u = a - b_k for P(a) = Phi(-a) (so that gelu(x) is max(x, 0) - |x| P(|x|),
+one multiply-add) and for G'(a) = Phi(-a) - a phi(a) (gelu'(x) is G'(|x|) below 0, 1 - G'(x)
+above), Phi and phi the standard normal's distribution and density. P is weighted for relative
 error; G', which crosses zero near a = 0.75 where only an absolute error means anything, for
 error relative to max(|G'|, 0.02); both reweighted toward minimax. The anchors b_k are 0, 2,
 3, 4: the right end of every interval but the first, so that u <= 0 and, the derivatives
 alternating in sign there, the leading terms c_j u^j have one sign and the float32 sum does not
-cancel (centred anchors lost 10 ulp on [3, 4), where G falls 32-fold); the first interval keeps
-u = a exact, and its G is a times a degree-8 fit of Phi(-a), so that its constant term is 0 and
-G keeps its relative accuracy down to the smallest a. The reference is mpmath at 40 digits.
-Prints the two C tables ([coefficient][lane]: the four intervals twice, one copy per 128-bit
-half for vpermilps) and the error of the kernel's own evaluation (poly32 below, multiply-adds
-rounded once) over a dense sweep: for G in float32 ulp,
-for G' as a fraction of the tolerance spec/isa_spec.lua allows a gradient (1e-6 relative plus
-1e-7).
+cancel (centred anchors lost 10 ulp on [3, 4)); the first interval keeps u = a exact and a
+constant term of exactly 1/2 (a degree-8 fit of (P(a) - 1/2) / a above it), so that tiny
+inputs give x/2 in one rounding. The reference is mpmath at 40 digits. Prints the two C tables
+([coefficient][lane]: the four intervals twice, one copy per 128-bit half for vpermilps) and
+the error of the kernel's own evaluation (poly32 below, multiply-adds rounded once) over a
+dense sweep: for gelu in float32 ulp, both signs, for G' as a fraction of the tolerance
+spec/isa_spec.lua allows a gradient (1e-6 relative plus 1e-7).
 
 With the argument avx512 it fits the tables of src/cpu/gelu_avx512.c instead: on each of 32
 intervals [k/8, (k + 1)/8), anchored at its left end (u = a - k/8 >= 0), a degree-5
@@ -39,10 +38,6 @@ ANCHORS = [0.0, 2.0, 3.0, 4.0]
 
 def cdf_neg(a):
     return mp.erfc(mp.mpf(a) / mp.sqrt(2)) / 2
-
-
-def g(a):
-    return mp.mpf(a) * cdf_neg(a)
 
 
 def dg(a):
@@ -90,12 +85,20 @@ def poly32(c, u):
     return fma(u3, fma(ho, u, he), low)
 
 
+def q0(a):
+    """(Phi(-a) - 1/2) / a, whose fit makes the first interval's P(u) = 1/2 + u Q(u)"""
+    a = mp.mpf(a)
+    if a == 0:
+        return -1 / mp.sqrt(2 * mp.pi)
+    return (cdf_neg(a) - mp.mpf(1) / 2) / a
+
+
 def coefficients(name, k):
     lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
-    if name == "g_tab" and k == 0:   # a Phi(-a): the fit of Phi(-a) shifted up one power
-        return [0.0] + list(fit(cdf_neg, lo, hi, anchor, DEG - 1, 0.0))
-    if name == "g_tab":
-        return fit(g, lo, hi, anchor, DEG, 0.0)
+    if name == "p_tab" and k == 0:   # 1/2 exactly, then the fit of Q shifted up one power
+        return [0.5] + list(fit(q0, lo, hi, anchor, DEG - 1, 0.0))
+    if name == "p_tab":
+        return fit(cdf_neg, lo, hi, anchor, DEG, 0.0)
     return fit(dg, lo, hi, anchor, DEG, 0.02)
 
 
@@ -119,7 +122,7 @@ def print_table(name, rows, lanes, per_line=4):
 
 
 def main_avx2():
-    for name, fn in (("g_tab", g), ("dg_tab", dg)):
+    for name, fn in (("p_tab", cdf_neg), ("dg_tab", dg)):
         coefs, worst = [], 0.0
         for k in range(4):
             c32 = [np.float32(v) for v in coefficients(name, k)]
@@ -127,13 +130,18 @@ def main_avx2():
             lo, hi, anchor = EDGES[k], EDGES[k + 1], ANCHORS[k]
             a = f32(np.linspace(lo, hi, 20001, endpoint=False))[1::3]
             p = poly32(c32, f32(a - np.float32(anchor))).astype(np.float64)   # a - b_k: exact
-            ex = np.array([float(fn(float(v))) for v in a])
-            if name == "g_tab":
-                err = np.abs(p - ex) / np.spacing(f32(ex)).astype(np.float64)
+            if name == "p_tab":   # gelu itself, both signs: max(x, 0) - a P in one rounding
+                for x in (a, -a):
+                    y = f32(np.maximum(x, 0).astype(np.float64) - a.astype(np.float64) * p)
+                    ex = np.array([float(mp.mpf(float(v)) * mp.ncdf(float(v))) for v in x])
+                    err = np.abs(y - ex) / np.spacing(np.abs(f32(ex))).astype(np.float64)
+                    worst = max(worst, float(err.max()))
             else:
+                ex = np.array([float(fn(float(v))) for v in a])
                 err = np.abs(p - ex) / (np.abs(ex) * 1e-6 + 1e-7)
-            worst = max(worst, float(err.max()))
-        unit = "ulp in float32" if name == "g_tab" else "of the gradient tolerance"
+                worst = max(worst, float(err.max()))
+        unit = "ulp of gelu in float32, both signs" if name == "p_tab" else \
+            "of the gradient tolerance"
         print("/* %s: worst %.2f %s */" % (name, worst, unit))
         print("static const float %s[%d][8] __attribute__((aligned(32))) = {" % (name, DEG + 1))
         for j in range(DEG + 1):

@@ -4,31 +4,36 @@
 **
 ** Why a table: vmath.h's vm_gelu_float is one rational fit times an exponential over the whole
 ** line, about 30 multiplies and a division per vector, where PyTorch's shorter form is 550 ulp
-** off. Here |x| < 4, nearly every activation, takes G(|x|) = |x| Phi(-|x|) from one of four
+** off. Here |x| < 4, nearly every activation, takes P(|x|) = Phi(-|x|) from one of four
 ** degree-9 polynomials, one per interval [k, k + 1), each coefficient picked for its lane by
 ** one in-lane vpermilps (vpshufb on Zen 1 and 2, see pick) from a table that holds the four
-** intervals in both 128-bit halves; then gelu(x) is max(x, 0) - G(|x|): x - G above 0 and -G
-** below, one rounding, no product.
+** intervals in both 128-bit halves; then gelu(x) is max(x, 0) - |x| P in one multiply-add: one
+** rounding, and for tiny x exactly x/2 rounded once (P(0) = 1/2 is the first interval's
+** constant term), so subnormal results need no care.
 ** On AMD's Zen 3 the permutes and the multiply-adds issue to the same two pipes, two a cycle,
 ** and bound the loop: ten permutes, nine multiply-adds and two products a vector. Eight
 ** half-width intervals need the lane-crossing vpermps, which issues at one a cycle: that
-** version of this kernel ran 1.7 times longer. Tabulating Phi(-|x|) and multiplying by x cost
-** two more operations of that kind (the product and a blend), 11% of the loop.
+** version of this kernel ran 1.7 times longer.
 ** The polynomials are anchored at the right end of each interval but the first (u = |x| - b,
 ** b = 2, 3, 4), where the derivatives alternate in sign, so that the leading terms of the sum
-** have one sign and the float32 evaluation does not cancel (centred, it lost 10 ulp on [3, 4));
-** the first interval keeps u = |x| and a zero constant term, so that G keeps its relative
-** accuracy down to the subnormals. The derivative, G'(|x|) below 0 and 1 - G'(x) above, takes
-** G' from four more polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like
-** with mpmath as reference) are 1e-8 relative; evaluated in float32, G is within 1.9 ulp and
-** G' within half the gradient tolerance (the script's own measures), which keeps gelu inside
-** vmath.h's bounds (8 ulp, 4 for x > -0.5) as spec/isa_spec.lua asserts.
+** have one sign and the float32 evaluation does not cancel (centred, it lost 10 ulp on [3, 4)).
+** The derivative, G'(|x|) below 0 and 1 - G'(x) above (G(a) = a P(a)), takes G' from four more
+** polynomials. The fits (tools/fit_gelu_tables.py, relative minimax-like with mpmath as
+** reference) are 1e-8 relative; evaluated in float32, P is within 1.7 ulp of P, gelu within
+** 3.1 ulp of float64 gelu over every float32 in (-4, 4) (1.8 for x > -0.5; tools/check_gelu.c)
+** and gelu' within 0.51 of the gradient tolerance, inside vmath.h's bounds (8 ulp, 4 for x >
+** -0.5) as spec/isa_spec.lua asserts. Tabulating G = |x| P instead, x - G above 0 and -G below,
+** was 2.3 ulp, but x - G rounds twice where x/2 is subnormal, so each vector tested its lanes
+** for tiny inputs as well as for the range: 7% longer (Zen 4 at LANTERN_ISA=avx2, 1M floats,
+** 517 -> 478 us; with LANTERN_LOOKUP=bytes 555 -> 521).
 **
-** Lanes with |x| >= 4, NaN or infinite take vm_gelu_float, and so do those with 0 < |x| <
-** 2^-125, where x/2 is subnormal and x - G would round twice where x Phi(x) rounds once: the
-** choice depends on the value only, never on the neighbours a lane shares a vector with, so
-** results do not depend on the thread count or on where a row is cut. A tail shorter than a
-** vector goes through masked loads and stores of the same vector code.
+** The range: |x| >= 4, infinities and NaN take vm_gelu_float (which keeps a NaN's sign and
+** payload). The loop keeps the largest |x| of each block of GELU_BLOCK elements in a register
+** (one integer max a vector: as integers NaN is above infinity) and passes over the block
+** again, lane by lane, only when it reached 4. Which formula a lane takes depends on its value
+** only, never on its neighbours or on where a row is cut, so results do not depend on the
+** thread count. A tail shorter than a vector goes through masked loads and stores of the same
+** vector code.
 */
 #include <immintrin.h>
 
@@ -40,32 +45,34 @@
 LT_ISA_BEGIN_AVX2
 
 #define GELU_XMAX 4.0f       /* the tables cover |x| < 4 */
-#define GELU_XMIN 0x1p-125f  /* and |x| >= 2^-125, where x/2 is normal (0 itself is in range) */
+#define GELU_BLOCK 256       /* elements per range test */
 #define GELU_INLINE static inline __attribute__((always_inline))
 
-/* [coefficient j][lane] of G(a) = a Phi(-a) and of G'(a) in u = a - b_k for a in [k, k + 1),
-** anchors b_k = 0, 2, 3, 4; the four intervals twice, one copy per 128-bit half */
-static const float g_tab[10][8] __attribute__((aligned(32))) = {
-    {0.000000000e+00f, 4.550026357e-02f, 4.049694166e-03f, 1.266849722e-04f,
-     0.000000000e+00f, 4.550026357e-02f, 4.049694166e-03f, 1.266849722e-04f},
-    {5.000000000e-01f, -8.523179591e-02f, -1.194564719e-02f, -5.036497605e-04f,
-     5.000000000e-01f, -8.523179591e-02f, -1.194564719e-02f, -5.036497605e-04f},
-    {-3.989422619e-01f, 5.399104208e-02f, 1.551145781e-02f, 9.368071333e-04f,
-     -3.989422619e-01f, 5.399104208e-02f, 1.551145781e-02f, 9.368071333e-04f},
-    {-8.149769428e-07f, 1.199416374e-06f, -1.107982919e-02f, -1.070705126e-03f,
-     -8.149769428e-07f, 1.199416374e-06f, -1.107982919e-02f, -1.070705126e-03f},
-    {6.649960577e-02f, -1.798728667e-02f, 4.060679115e-03f, 8.248586673e-04f,
-     6.649960577e-02f, -1.798728667e-02f, 4.060679115e-03f, 8.248586673e-04f},
-    {-5.345215686e-05f, 9.043501690e-03f, -9.352657798e-06f, -4.386937653e-04f,
-     -5.345215686e-05f, 9.043501690e-03f, -9.352657798e-06f, -4.386937653e-04f},
-    {-9.794810787e-03f, -3.221358056e-04f, -8.043276612e-04f, 1.455580496e-04f,
-     -9.794810787e-03f, -3.221358056e-04f, -8.043276612e-04f, 1.455580496e-04f},
-    {-3.638121416e-04f, -8.865447016e-04f, 3.089828824e-04f, -2.143001620e-05f,
-     -3.638121416e-04f, -8.865447016e-04f, 3.089828824e-04f, -2.143001620e-05f},
-    {1.641253475e-03f, 5.987108452e-04f, -1.108889192e-04f, -8.244253877e-06f,
-     1.641253475e-03f, 5.987108452e-04f, -1.108889192e-04f, -8.244253877e-06f},
-    {-3.304610145e-04f, 1.989821758e-04f, -6.780346303e-05f, 1.044915371e-05f,
-     -3.304610145e-04f, 1.989821758e-04f, -6.780346303e-05f, 1.044915371e-05f},
+/* [coefficient j][lane] of P(a) = Phi(-a) and of G'(a) = P(a) - a phi(a) in u = a - b_k for
+** a in [k, k + 1), anchors b_k = 0, 2, 3, 4; the four intervals twice, one copy per 128-bit
+** half */
+/* p_tab: worst 2.51 ulp of gelu in float32, both signs */
+static const float p_tab[10][8] __attribute__((aligned(32))) = {
+    {5.000000000e-01f, 2.275013179e-02f, 1.349898055e-03f, 3.167124305e-05f,
+     5.000000000e-01f, 2.275013179e-02f, 1.349898055e-03f, 3.167124305e-05f},
+    {-3.989422917e-01f, -5.399096385e-02f, -4.431849346e-03f, -1.338301372e-04f,
+     -3.989422917e-01f, -5.399096385e-02f, -4.431849346e-03f, -1.338301372e-04f},
+    {-3.834311357e-08f, 5.399108306e-02f, 6.647741888e-03f, 2.676644654e-04f,
+     -3.834311357e-08f, 5.399108306e-02f, 6.647741888e-03f, 2.676644654e-04f},
+    {6.649138778e-02f, -2.699380741e-02f, -5.909603555e-03f, -3.345094447e-04f,
+     6.649138778e-02f, -2.699380741e-02f, -5.909603555e-03f, -3.345094447e-04f},
+    {-1.014552618e-05f, 4.511306994e-03f, 3.320303746e-03f, 2.904990688e-04f,
+     -1.014552618e-05f, 4.511306994e-03f, 3.320303746e-03f, 2.904990688e-04f},
+    {-9.922467172e-03f, 2.298446139e-03f, -1.123156631e-03f, -1.793886040e-04f,
+     -9.922467172e-03f, 2.298446139e-03f, -1.123156631e-03f, -1.793886040e-04f},
+    {-1.434678707e-04f, -1.232004841e-03f, 7.255021046e-05f, 8.890822937e-05f,
+     -1.434678707e-04f, -1.232004841e-03f, 7.255021046e-05f, 8.890822937e-05f},
+    {1.420130138e-03f, 2.889345924e-04f, 2.652332842e-05f, -1.529480141e-05f,
+     1.420130138e-03f, 2.889345924e-04f, 2.652332842e-05f, -1.529480141e-05f},
+    {-2.110252826e-04f, 2.583634341e-04f, -9.421196592e-05f, 1.347797570e-05f,
+     -2.110252826e-04f, 2.583634341e-04f, -9.421196592e-05f, 1.347797570e-05f},
+    {-2.683833736e-05f, 2.101617065e-05f, -1.576386785e-05f, 5.345906629e-06f,
+     -2.683833736e-05f, 2.101617065e-05f, -1.576386785e-05f, 5.345906629e-06f},
 };
 static const float dg_tab[10][8] __attribute__((aligned(32))) = {
     {5.000000000e-01f, -8.523180336e-02f, -1.194564719e-02f, -5.036496441e-04f,
@@ -126,17 +133,12 @@ GELU_INLINE __m256 table_poly(const float (*t)[8], __m256i sel, bool bytes, __m2
   return _mm256_fmadd_ps(u3, _mm256_fmadd_ps(ho, u, he), low);
 }
 
-/* y = gelu(x) and, when want_d, d = gelu'(x), for the lanes of x the tables serve (|x| < 4, and
-** |x| = 0 or >= 2^-125); *inr gets the mask of those lanes (NaN is not one). */
-GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, bool bytes, __m256 *d, int *inr) {
+/* y = gelu(x) and, when want_d, d = gelu'(x), for the lanes of x with |x| < 4; *amax keeps the
+** largest bits of |x| seen */
+GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, bool bytes, __m256 *d, __m256i *amax) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 a = _mm256_and_ps(x, absmask);
-  /* out: |x| >= 4 or NaN, or 0 < |x| < 2^-125 (float compares: they issue beside the FMAs;
-  ** GCC rebuilt the integer ones' constants in the loop through a broadcast, which does not) */
-  __m256 big = _mm256_cmp_ps(a, _mm256_set1_ps(GELU_XMAX), _CMP_NLT_UQ);
-  __m256 tiny = _mm256_and_ps(_mm256_cmp_ps(a, _mm256_set1_ps(GELU_XMIN), _CMP_LT_OQ),
-                              _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_GT_OQ));
-  *inr = ~_mm256_movemask_ps(_mm256_or_ps(big, tiny)) & 0xff;
+  *amax = _mm256_max_epi32(_mm256_castps_si256(a), *amax);   /* as integers: NaN is above inf */
   /* interval k = floor(a), anchor k + min(k, 1); u = a - b_k is exact (a and b_k are within a
   ** factor of two, or b_k = 0) */
   __m256i idx = _mm256_cvttps_epi32(a);
@@ -144,12 +146,10 @@ GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, bool bytes, __m256 *d, int *i
   __m256 u = _mm256_sub_ps(a, _mm256_add_ps(k, _mm256_min_ps(k, _mm256_set1_ps(1.0f))));
   __m256 u2 = _mm256_mul_ps(u, u);
   __m256i sel = bytes ? pick_bytes(idx) : idx;
-  __m256 g = table_poly(g_tab, sel, bytes, u, u2);   /* G(|x|) = |x| Phi(-|x|) */
-  /* max(0, x) - G: x - G above 0, -G below, one rounding either way; the sign bit of x or-ed
-  ** in keeps gelu(-0) = -0 whichever zero max returns */
-  const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
-  __m256 y = _mm256_sub_ps(_mm256_max_ps(_mm256_setzero_ps(), x), g);
-  y = _mm256_or_ps(y, _mm256_and_ps(x, signmask));
+  __m256 p = table_poly(p_tab, sel, bytes, u, u2);   /* P(|x|) = Phi(-|x|) */
+  /* max(0, x) - |x| P in one rounding: x - |x| P above 0, -|x| P below; max returns x when both
+  ** are zeros, so that gelu(-0) = -0 - 0 = -0 */
+  __m256 y = _mm256_fnmadd_ps(a, p, _mm256_max_ps(_mm256_setzero_ps(), x));
   if (want_d) {   /* gelu' is G'(|x|) below 0, 1 - G'(x) above */
     __m256 dg = table_poly(dg_tab, sel, bytes, u, u2);
     *d = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), dg), dg, x);
@@ -157,41 +157,44 @@ GELU_INLINE __m256 gelu_vec(__m256 x, bool want_d, bool bytes, __m256 *d, int *i
   return y;
 }
 
-/* one vector of up to 8 elements at x (w of them: masked when w < 8) into y and d */
-GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w, bool bytes) {
-  __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256 v = w == 8 ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, m);
-  __m256 dv = _mm256_setzero_ps();
-  int inr;
-  __m256 yv = gelu_vec(v, d != NULL, bytes, &dv, &inr);
-  if (w == 8) {
-    _mm256_storeu_ps(y, yv);
-    if (d) _mm256_storeu_ps(d, dv);
-  } else {
-    _mm256_maskstore_ps(y, m, yv);
-    if (d) _mm256_maskstore_ps(d, m, dv);
-  }
-  if (((inr | ~((1 << w) - 1)) & 0xff) != 0xff) {   /* a lane outside the tables */
-    float xs[8];   /* the input as loaded: y may be x (gelu_ in place) */
-    _mm256_storeu_ps(xs, v);
-    for (int k = 0; k < w; k++) {
-      if (inr >> k & 1) continue;
+/* the lanes of a block that the tables do not serve, by vmath.h's formula */
+static __attribute__((noinline)) void gelu_wide(float *y, float *d, const float *x, int w) {
+  for (int k = 0; k < w; k++) {
+    if (!(fabsf(x[k]) < GELU_XMAX)) {   /* NaN too */
       if (d)
-        y[k] = vm_gelu_pair_float(xs[k], &d[k]);
+        y[k] = vm_gelu_pair_float(x[k], &d[k]);
       else
-        y[k] = vm_gelu_float(xs[k]);
+        y[k] = vm_gelu_float(x[k]);
     }
   }
 }
 
-/* n contiguous floats; two loops, as GCC does not take the test of d out of one */
-GELU_INLINE void gelu_run(float *y, float *d, const float *x, int64_t n, bool bytes) {
-  int64_t i = 0;
-  if (d)
-    for (; i + 8 <= n; i += 8) gelu_block(y + i, d + i, x + i, 8, bytes);
-  else
-    for (; i + 8 <= n; i += 8) gelu_block(y + i, NULL, x + i, 8, bytes);
-  if (i < n) gelu_block(y + i, d ? d + i : NULL, x + i, (int)(n - i), bytes);
+/* w <= GELU_BLOCK contiguous elements; y may be x (gelu_ in place) */
+GELU_INLINE void gelu_block(float *y, float *d, const float *x, int w, bool bytes) {
+  float xs[GELU_BLOCK];
+  if (ltC_overlap(y, x, (size_t)w * sizeof(float))) {   /* gelu_wide reads x after the stores */
+    memcpy(xs, x, (size_t)w * sizeof(float));
+    x = xs;
+  }
+  __m256i amax = _mm256_setzero_si256();
+  __m256 dv = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= w; i += 8) {
+    __m256 yv = gelu_vec(_mm256_loadu_ps(x + i), d != NULL, bytes, &dv, &amax);
+    _mm256_storeu_ps(y + i, yv);
+    if (d) _mm256_storeu_ps(d + i, dv);
+  }
+  if (i < w) {   /* the tail through masked loads and stores (absent lanes read as 0) */
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(w - i),
+                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 yv = gelu_vec(_mm256_maskload_ps(x + i, m), d != NULL, bytes, &dv, &amax);
+    _mm256_maskstore_ps(y + i, m, yv);
+    if (d) _mm256_maskstore_ps(d + i, m, dv);
+  }
+  __m128i h = _mm_max_epi32(_mm256_castsi256_si128(amax), _mm256_extracti128_si256(amax, 1));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+  if (_mm_cvtsi128_si32(h) >= 0x40800000) gelu_wide(y, d, x, w);   /* 4.0f */
 }
 
 /* gelu_block as functions that can be passed (it is always inlined where it is called) */
@@ -200,6 +203,17 @@ static void gelu_block_lanes(float *y, float *d, const float *x, int w) {
 }
 static void gelu_block_bytes(float *y, float *d, const float *x, int w) {
   gelu_block(y, d, x, w, true);
+}
+
+/* n contiguous floats in blocks; GCC does not take the tests of d and bytes out of one loop */
+GELU_INLINE void gelu_run(float *y, float *d, const float *x, int64_t n, bool bytes) {
+  for (int64_t i = 0; i < n; i += GELU_BLOCK) {
+    int w = (int)ltC_min(GELU_BLOCK, n - i);
+    if (d)
+      gelu_block(y + i, d + i, x + i, w, bytes);
+    else
+      gelu_block(y + i, NULL, x + i, w, bytes);
+  }
 }
 
 void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int64_t sx,
@@ -213,7 +227,8 @@ void ltC_gelu_avx2(char *y, int64_t sy, char *d, int64_t sd, const char *x, int6
       gelu_run((float *)y, (float *)d, (const float *)x, n, false);
     return;
   }
-  ltC_block_strided(bytes ? gelu_block_bytes : gelu_block_lanes, 8, y, sy, d, sd, x, sx, n);
+  ltC_block_strided(bytes ? gelu_block_bytes : gelu_block_lanes, GELU_BLOCK, y, sy, d, sd, x, sx,
+                    n);
 }
 
 LT_ISA_END
