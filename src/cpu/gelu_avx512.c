@@ -45,6 +45,7 @@ LT_ISA_BEGIN_AVX512
 
 #define GELU_XMAX 4.0f     /* the tables cover |x| < 4 */
 #define GELU_BLOCK 256     /* elements per range test */
+_Static_assert(GELU_BLOCK <= 256, "ltC_block_strided's buffers hold 256 floats");
 #define GELU_INLINE static inline __attribute__((always_inline))
 
 /* [coefficient j][interval k] of P(a) = Phi(-a) and of G'(a) = P(a) - a phi(a) in u = a - k/8

@@ -51,7 +51,7 @@
 #define NC_MAX 2048
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
 #define DIRECT_FLOATS (1 << 16)   /* and so does a block of B of at most this many floats */
-#define DIRECT_STRIDE 1024        /* or one whose rows lie less than 4 KiB apart */
+#define DIRECT_STRIDE 1024        /* or one whose rows lie less than 4 KiB apart (AVX-512) */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -263,9 +263,10 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
   ** B and per strip of A it loads, and reads in place pay it less. On the Zen 4 EPYC at
   ** LANTERN_ISA=avx2, B packed whatever its size or stride (unless A is a few strips) and a
   ** column-major A packed where it meets more than 16 panels: the weight gradients of an MLP
-  ** (512 x 128 by 128 x 512) 87-89 -> 106-108 GFLOP/s, of a GPT's Linear layers (batch 1024)
-  ** 87-101 -> 99-103, forward and dX products unchanged (101-105); AVX-512 is best with both
-  ** in place (108-113 on all of these). */
+  ** (512 x 128 by 128 x 512) 84-89 -> 93-108 GFLOP/s, of a GPT's Linear layers (batch 1024)
+  ** 87-101 -> 98-103 (one, 128 x 1024 by 1024 x 128, 104-107 -> 96-103), forward and dX
+  ** products within the noise (101-105); AVX-512 is best with both in place (108-113 on all of
+  ** these). */
   bool wide = mr >= 12;
   /* blocks of k as equal as they can be: 784 = 4 x 196, not 3 x 256 + 16, whose last block
   ** loads and stores every tile of C for 16 multiply-adds */
@@ -283,7 +284,8 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** whose rows are less than a page apart, as the panels stream from L2 either way (an
       ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s); rows 4 KiB apart fall in one set of L1 and
       ** a page each (1024^3 read in place: 75-119 against 135). With unit column stride, B's
-      ** whole panels are then read in place and only a ragged last one is packed */
+      ** whole panels are then read in place and only a ragged last one is packed. (The last two
+      ** reasons hold for the AVX-512 tile only: see wide.) */
       bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr ||
                                  (wide && (kc * nc <= DIRECT_FLOATS || brs < DIRECT_STRIDE)));
       int64_t nfull = direct ? nc / nr * nr : 0;
@@ -293,7 +295,8 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** as packed. Packing was a transpose of all of A, or a copy, for every block of B's
       ** columns: in paired runs on the Zen 4 EPYC a GPT step's forward and dX products were
       ** 2-4% faster without it, its weight gradients 5-12%. Rows 4 KiB apart would fall in one
-      ** set of L1, as for B. */
+      ** set of L1, as for B. At the AVX2 tile a column-major A that meets more than 16 panels
+      ** is packed after all (see wide). */
       bool a_direct = (acs == 1 && ars % DIRECT_STRIDE != 0) ||
                       (ars == 1 && acs % DIRECT_STRIDE != 0 && (wide || nc <= 16 * nr));
       if (!direct)
