@@ -130,7 +130,21 @@ LT_ISA_BEGIN_AVX2
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
 LT_CONV_INLINE void fill_row_f32_avx2(float *dst, const float *row, int64_t lo, int64_t hi,
                                       int64_t OW, int64_t sw, int64_t room, int64_t rest) {
-  if (sw == 2) {   /* a constant stride, which the compiler turns into vector shuffles */
+  if (sw == 2) {
+    /* whole vectors as below: the even elements of two loads, in order (shuffle, then the
+    ** 64-bit quarters swapped into place); the last load of the stretch reads up to 2 hi + 13 */
+    if (room >= 8 && rest >= hi + 14) {
+      const __m256 z = _mm256_setzero_ps();
+      for (int64_t o = 0; o < lo; o += 8) _mm256_storeu_ps(dst + o, z);
+      for (int64_t o = lo; o < hi; o += 8) {
+        __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(row + 2 * o), _mm256_loadu_ps(row + 2 * o + 8),
+                                     0x88);
+        _mm256_storeu_ps(dst + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e),
+                                                                         0xd8)));
+      }
+      for (int64_t o = hi; o < OW; o += 8) _mm256_storeu_ps(dst + o, z);
+      return;
+    }
     for (int64_t o = 0; o < lo; o++) dst[o] = 0;
     for (int64_t o = lo; o < hi; o++) dst[o] = row[2 * o];
     for (int64_t o = hi; o < OW; o++) dst[o] = 0;
