@@ -19,7 +19,7 @@
 static int t_gc(lua_State *L) {
   ltL_box *box = lua_touserdata(L, 1);
   lt_ctx *ctx = LTL_CTX(L);
-  ltL_state *st = ctx ? (ltL_state *)(ctx + 1) : NULL;
+  ltL_state *st = ltL_state_in(ctx);
   uint32_t kib = st ? LTL_BORN(st->last_clock) - box->born : 0;
   if (box->t && kib != 0 && kib < UINT32_C(1) << 31) {
     uint64_t life = (uint64_t)kib << 10, in_use = ltB_cache_in_use();

@@ -35,16 +35,13 @@ int ltL_raise(lua_State *L, lt_ctx *ctx) {
 
 const char ltL_tensor_tag = 'T';
 
-/* The binding's state lies right after the ctx in the same userdata. */
-static ltL_state *state_in(lt_ctx *ctx) { return ctx ? (ltL_state *)(ctx + 1) : NULL; }
-
-static ltL_state *state_of(lua_State *L) { return state_in(LTL_CTX(L)); }
+static ltL_state *state_of(lua_State *L) { return ltL_state_in(LTL_CTX(L)); }
 
 ltL_state *ltL_state_of(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
   lt_ctx *ctx = lua_touserdata(L, -1);
   lua_pop(L, 1);
-  return ctx ? (ltL_state *)(ctx + 1) : NULL;
+  return ltL_state_in(ctx);
 }
 
 /* Bytes are reported in slices (256 KiB at least, so small ops stay cheap); lmem.c decides
@@ -96,7 +93,7 @@ static void push_in(lua_State *L, ltL_state *st, lt_tensor *t) {
 
 void ltL_push(lua_State *L, lt_tensor *t) { push_in(L, state_of(L), t); }
 
-void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t) { push_in(L, state_in(ctx), t); }
+void ltL_push_ctx(lua_State *L, lt_ctx *ctx, lt_tensor *t) { push_in(L, ltL_state_in(ctx), t); }
 
 /* A view whose base's history changed since it was made is brought up to date before any op
 ** sees it, so that an op's "requires grad?" test is right (the engine also refreshes views it
@@ -415,7 +412,7 @@ static int ctx_gc(lua_State *L) {
   lt_ctx *ctx = lua_touserdata(L, 1);
   ltB_generator_free(ctx->gen);
   ctx->gen = NULL;
-  ltL_state *st = (ltL_state *)(ctx + 1);
+  ltL_state *st = ltL_state_in(ctx);
   ltL_pool_remove(L, st->pool);
   st->pool = NULL;
   return 0;
@@ -441,9 +438,10 @@ int luaopen_lantern_core(lua_State *L) {
   if (lua_getfield(L, LUA_REGISTRYINDEX, "lantern.ctx") == LUA_TNIL) {
     lua_pop(L, 1);
     lt_ctx *ctx = lua_newuserdatauv(L, sizeof(lt_ctx) + sizeof(ltL_state), 0);
-    memset(ctx + 1, 0, sizeof(ltL_state));
-    ((ltL_state *)(ctx + 1))->slice = LTL_SLICE_MIN;
-    ((ltL_state *)(ctx + 1))->span = LTL_SLICE_MAX;   /* no lifetimes seen yet */
+    ltL_state *st = ltL_state_in(ctx);
+    memset(st, 0, sizeof *st);
+    st->slice = LTL_SLICE_MIN;
+    st->span = LTL_SLICE_MAX;   /* no lifetimes seen yet */
     if (ltB_ctx_init(ctx)) return luaL_error(L, "lantern: out of memory");
     lua_newtable(L);
     lua_pushcfunction(L, ctx_gc);
@@ -451,8 +449,8 @@ int luaopen_lantern_core(lua_State *L) {
     lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     lua_setfield(L, LUA_REGISTRYINDEX, "lantern.ctx");
-    ((ltL_state *)(ctx + 1))->pool = ltL_pool_install(L);
-    ltL_gc_rebase(L, (ltL_state *)(ctx + 1));
+    st->pool = ltL_pool_install(L);
+    ltL_gc_rebase(L, st);
   }
   lua_pop(L, 1);
   lua_newtable(L);                                 /* module */

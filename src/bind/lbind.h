@@ -77,6 +77,9 @@ typedef struct ltL_state {
   int size_mt_ref;           /* registry integer key of the metatable of x:size() lists */
 } ltL_state;
 
+/* The binding's state of a ctx: it lies right after the ctx in the same userdata. */
+static inline ltL_state *ltL_state_in(lt_ctx *ctx) { return ctx ? (ltL_state *)(ctx + 1) : NULL; }
+
 /* The state of L, found through the registry (valid from any C function). */
 ltL_state *ltL_state_of(lua_State *L);
 

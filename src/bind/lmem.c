@@ -59,7 +59,7 @@
 #define SHRINK_FROM ((size_t)8 << 20)
 #define MINOR_SHARE 5   /* a minor collection waits for a debt of heap / 5 (Lua's genminormul) */
 
-static ltL_state *state_up(lua_State *L) { return (ltL_state *)(LTL_CTX(L) + 1); }
+static ltL_state *state_up(lua_State *L) { return ltL_state_in(LTL_CTX(L)); }
 
 /* ------------------------------------------------------------ pacing */
 

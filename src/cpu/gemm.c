@@ -313,6 +313,21 @@ static bool blas_gemv(lt_ctx *ctx, int nt, lt_dtype dt, const mat_t *M, double a
   return true;
 }
 
+/* C = alpha * A @ B + beta * (bias in every row, or C) by ltC_blas_gemm, when C is row-major and
+** A and B have BLAS layouts (m, n, k >= 1 and within int); false (nothing done) otherwise. */
+static bool blas_rows(lt_ctx *ctx, int nt, lt_dtype dt, int64_t m, int64_t n, int64_t k,
+                      double alpha, const mat_t *A, const mat_t *B, double beta, const void *bias,
+                      const mat_t *C) {
+  int64_t lda, ldb, ldc;
+  if (layout(m, n, C->rs, C->cs, &ldc) != 1) return false;
+  int ka = layout(A->rows, A->cols, A->rs, A->cs, &lda);
+  int kb = ka ? layout(B->rows, B->cols, B->rs, B->cs, &ldb) : 0;
+  if (!kb) return false;
+  ltC_blas_gemm(ctx, nt, dt, ka != 1, kb != 1, m, n, k, alpha, A->p, lda, B->p, ldb, beta, bias,
+                C->p, ldc);
+  return true;
+}
+
 /* C (m x n) = alpha * A (m x k) @ B (k x n) + beta * C, all strided, pointers at batch 0. */
 static void gemm_raw(lt_ctx *ctx, int nt, lt_dtype dt, int64_t m, int64_t n, int64_t k,
                      double alpha, const mat_t *A, const mat_t *B, double beta, const mat_t *C) {
@@ -349,26 +364,10 @@ static void gemm_raw(lt_ctx *ctx, int nt, lt_dtype dt, int64_t m, int64_t n, int
     int ix = vec_inc(k, A->cs), iy = vec_inc(n, C->cs);
     if (ix && iy && blas_gemv(ctx, nt, dt, &bt, alpha, A->p, ix, beta, C->p, iy)) return;
   } else {
-    int64_t lda, ldb, ldc;
-    int kc = layout(m, n, C->rs, C->cs, &ldc);
-    const mat_t *a = A, *b = B;
-    mat_t at, bt;
-    int64_t mm = m, nn = n;
-    if (kc == 2) {   /* column-major C: compute C^T = B^T A^T, which is row-major */
-      at = mat_transposed(B);
-      bt = mat_transposed(A);
-      a = &at;
-      b = &bt;
-      mm = n;
-      nn = m;
-    }
-    int ka = kc ? layout(a->rows, a->cols, a->rs, a->cs, &lda) : 0;
-    int kb = kc ? layout(b->rows, b->cols, b->rs, b->cs, &ldb) : 0;
-    if (kc && ka && kb) {
-      ltC_blas_gemm(ctx, nt, dt, ka != 1, kb != 1, mm, nn, k, alpha, a->p, lda, b->p, ldb, beta,
-                    NULL, C->p, ldc);
-      return;
-    }
+    if (blas_rows(ctx, nt, dt, m, n, k, alpha, A, B, beta, NULL, C)) return;
+    /* column-major C: compute C^T = B^T A^T, which is row-major */
+    mat_t at = mat_transposed(B), bt = mat_transposed(A), ct = mat_transposed(C);
+    if (blas_rows(ctx, nt, dt, n, m, k, alpha, &at, &bt, beta, NULL, &ct)) return;
   }
   gemm_naive(dt, m, n, k, alpha, A, B, beta, C);
 }
@@ -530,16 +529,11 @@ bool ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tenso
                    double beta, const lt_tensor *bias, lt_tensor *c) {
   mat_t A = describe(a, true, true, 0, false), B = describe(b, true, true, 0, false);
   mat_t C = describe(c, true, true, 0, false);
-  int64_t m = C.rows, n = C.cols, k = A.cols, lda, ldb, ldc;
-  int ka = 0, kb = 0;
-  bool blas = (c->dtype == LT_FLOAT32 || c->dtype == LT_FLOAT64) && m > 1 && n > 1 && k > 0 &&
-              fits_int(m) && fits_int(n) && fits_int(k) && layout(m, n, C.rs, C.cs, &ldc) == 1 &&
-              (ka = layout(A.rows, A.cols, A.rs, A.cs, &lda)) &&
-              (kb = layout(B.rows, B.cols, B.rs, B.cs, &ldb));
-  if (!blas) return false;
-  ltC_blas_gemm(ctx, ctx->num_threads < 1 ? 1 : ctx->num_threads, c->dtype, ka != 1, kb != 1, m,
-                n, k, alpha, A.p, lda, B.p, ldb, beta, lt_data(bias), C.p, ldc);
-  return true;
+  int64_t m = C.rows, n = C.cols, k = A.cols;
+  return (c->dtype == LT_FLOAT32 || c->dtype == LT_FLOAT64) && m > 1 && n > 1 && k > 0 &&
+         fits_int(m) && fits_int(n) && fits_int(k) &&
+         blas_rows(ctx, ctx->num_threads < 1 ? 1 : ctx->num_threads, c->dtype, m, n, k, alpha, &A,
+                   &B, beta, lt_data(bias), &C);
 }
 
 /* The table's batched product over the nb batch dims `batch`. */

@@ -271,8 +271,7 @@ void ltS_afile_abort(ltS_afile *a);
 /* Writer: stored entries, data 64-byte aligned through an "FB" extra field, zip64 end
 ** records (and zip64 extra fields for entries past 4 GiB). */
 typedef struct ltS_zwriter {
-  ltS_afile *out;
-  uint64_t pos;
+  ltS_afile *out;   /* its bytes written so far are the archive's offset */
   struct ltS_zwent { char *name; uint64_t off, size; uint32_t crc; } *e;
   size_t n, cap;
 } ltS_zwriter;

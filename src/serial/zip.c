@@ -371,7 +371,6 @@ void ltS_zw_free(ltS_zwriter *w) {
 
 static int put(lt_ctx *ctx, const char *op, ltS_zwriter *w, const void *p, size_t n) {
   if (n && !ltS_afile_write(w->out, p, n)) return ltB_fail(ctx, "%s: write error", op);
-  w->pos += n;
   return 0;
 }
 
@@ -391,7 +390,7 @@ int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, co
   memcpy(nm, name, nl + 1);
   bool z64 = (uint64_t)n >= SAT32;
   size_t x64 = z64 ? 20 : 0;
-  size_t pad = (ALIGN - (size_t)((w->pos + 30 + nl + x64 + 4) % ALIGN)) % ALIGN;
+  size_t pad = (ALIGN - (size_t)((w->out->written + 30 + nl + x64 + 4) % ALIGN)) % ALIGN;
   uint32_t crc = ltS_crc32(0, data, n);
   uint8_t h[30 + 20 + 4 + ALIGN], *p = h;
   p = wr32(p, SIG_LOCAL);
@@ -405,7 +404,7 @@ int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, co
   p = wr32(p, z64 ? SAT32 : (uint32_t)n);
   p = wr16(p, (uint16_t)nl);
   p = wr16(p, (uint16_t)(x64 + 4 + pad));
-  w->e[w->n] = (struct ltS_zwent){nm, w->pos, n, crc};
+  w->e[w->n] = (struct ltS_zwent){nm, w->out->written, n, crc};
   w->n++;
   if (put(ctx, op, w, h, (size_t)(p - h)) || put(ctx, op, w, name, nl)) return -1;
   p = h;
@@ -424,7 +423,7 @@ int ltS_zw_add(lt_ctx *ctx, const char *op, ltS_zwriter *w, const char *name, co
 }
 
 int ltS_zw_finish(lt_ctx *ctx, const char *op, ltS_zwriter *w) {
-  uint64_t cd_off = w->pos;
+  uint64_t cd_off = w->out->written;
   for (size_t i = 0; i < w->n; i++) {
     struct ltS_zwent *e = &w->e[i];
     bool zs = e->size >= SAT32, zo = e->off >= SAT32;
@@ -461,7 +460,7 @@ int ltS_zw_finish(lt_ctx *ctx, const char *op, ltS_zwriter *w) {
       if (put(ctx, op, w, h, (size_t)(p - h))) return -1;
     }
   }
-  uint64_t cd_size = w->pos - cd_off, eocd64 = w->pos;
+  uint64_t cd_size = w->out->written - cd_off, eocd64 = w->out->written;
   uint8_t t[56 + 20 + 22], *p = t;
   p = wr32(p, SIG_EOCD64);
   p = wr64(p, 44);
