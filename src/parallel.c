@@ -1,11 +1,12 @@
 /*
 ** parallel.c -- the worker pool behind ltB_parallel_for.
 **
-** A job is cut into chunks (a few per thread) that the caller and the workers take one at a
-** time from a shared counter: the caller starts at once, and a worker that wakes late (a
-** sleeping worker takes tens of microseconds to wake on a VM) finds less left rather than
-** holding the caller up for a whole share. Which thread runs a chunk never matters: kernels
-** write each element from one chunk, and their results do not depend on where chunks end.
+** A job is cut into chunks (a few per thread). Each thread owns a run of them, the same part of
+** every job of that size, and takes the chunks of the others' runs once its own is done: the
+** caller starts at once, and a worker that wakes late (a sleeping worker takes tens of
+** microseconds to wake on a VM) finds less left rather than holding the caller up for a whole
+** share. Which thread runs a chunk never matters to the result: kernels write each element from
+** one chunk, and their results do not depend on where chunks end.
 **
 ** Workers poll for SPIN_NS after a job and then sleep on a condition variable, so an idle worker
 ** never takes a core from the caller's serial work. (OpenMP's default spin-wait did exactly that
@@ -36,39 +37,59 @@ static int nworkers;                 /* started so far (grows, never shrinks) */
 /* bumped once per job, with the number of workers called in the low 8 bits */
 static _Atomic uint64_t generation;
 #define GEN_WORKERS(g) ((int)((g) & 0xff))
-/* The current job's chunk counter: job number, chunk count and the next chunk to take, in one
-** word, so that a worker that arrives after its job ended (it was called for that one) can tell
-** from the word alone that it must not take anything, and a chunk is taken by one successful
-** compare-and-swap on it. */
+/* Each thread of a job owns a run of its chunks, the caller the first: thread t of nt owns
+** [t k / nt, (t+1) k / nt) of the k chunks and takes them from the front, so a thread meets the
+** same part of every operand from one op to the next and finds it in its own cache (2 threads
+** on the Intel Xeon: a + b on 256K floats in place 47 -> ~15 us, where chunks taken in turn from
+** one counter moved both halves between the cores' L2). A thread whose run is done takes the
+** other runs' chunks from the back, so a worker that wakes late still costs the caller little.
+** A run is one word: job number, front and back; a chunk is taken by one successful
+** compare-and-swap on it, and a thread that holds the word of an earlier job fails that swap. */
 #define CH_BITS 20
 #define CH_MASK ((UINT64_C(1) << CH_BITS) - 1)
-#define CH_WORD(id, k, c) ((uint64_t)(id) << (2 * CH_BITS) | (uint64_t)(k) << CH_BITS | (uint64_t)(c))
-static _Atomic uint64_t next_chunk;
+#define RUN_WORD(id, f, b) ((uint64_t)(id) << (2 * CH_BITS) | (uint64_t)(f) << CH_BITS | (uint64_t)(b))
+static struct {
+  _Atomic uint64_t w;
+  char pad[64 - sizeof(uint64_t)];   /* one cache line each: threads swap on their own */
+} runs[MAX_WORKERS + 1] __attribute__((aligned(64)));
 static uint64_t job_id;              /* the caller's count of jobs (it holds `owner`) */
 static _Atomic int64_t remaining;    /* chunks of the current job not finished */
 static struct {
   ltK_range_fn fn;
   void *ud;
-  int64_t n;
+  int64_t n, k;                      /* elements, chunks */
 } job;
 
-/* Takes and runs chunks of the current job until none is left. job.fn, ud and n are read only
-** after a chunk was taken: the caller wrote them before it published the counter, and cannot
-** write the next job's until that chunk is finished. */
-static void run_chunks(void) {
-  uint64_t w = atomic_load(&next_chunk);
+/* Takes the next chunk of run t from its front (or back); -1 when the run is empty. */
+static int64_t take(int t, bool back) {
+  uint64_t w = atomic_load(&runs[t].w);
   for (;;) {
-    int64_t k = (int64_t)(w >> CH_BITS & CH_MASK), c = (int64_t)(w & CH_MASK);
-    if (c >= k) return;
-    if (!atomic_compare_exchange_weak(&next_chunk, &w, w + 1)) continue;   /* w reloaded */
-    int64_t b = job.n * c / k, e = job.n * (c + 1) / k;
-    if (b < e) job.fn(b, e, job.ud);
-    if (atomic_fetch_sub(&remaining, 1) == 1) {
-      pthread_mutex_lock(&lock);
-      pthread_cond_signal(&done);
-      pthread_mutex_unlock(&lock);
-    }
-    w = atomic_load(&next_chunk);
+    int64_t f = (int64_t)(w >> CH_BITS & CH_MASK), b = (int64_t)(w & CH_MASK);
+    if (f >= b) return -1;
+    uint64_t next = back ? w - 1 : w + (UINT64_C(1) << CH_BITS);
+    if (atomic_compare_exchange_weak(&runs[t].w, &w, next)) return back ? b - 1 : f;
+  }
+}
+
+/* job.fn, ud, n and k are read only after a chunk was taken: the caller wrote them before it
+** published the runs, and cannot write the next job's until that chunk is finished. */
+static void run_chunk(int64_t c) {
+  int64_t b = job.n * c / job.k, e = job.n * (c + 1) / job.k;
+  if (b < e) job.fn(b, e, job.ud);
+  if (atomic_fetch_sub(&remaining, 1) == 1) {
+    pthread_mutex_lock(&lock);
+    pthread_cond_signal(&done);
+    pthread_mutex_unlock(&lock);
+  }
+}
+
+/* Thread `home` of nt: its own run, then what is left of the others'. */
+static void run_chunks(int home, int nt) {
+  int64_t c;
+  while ((c = take(home, false)) >= 0) run_chunk(c);
+  for (int d = 1; d < nt; d++) {
+    int t = (home + d) % nt;
+    while ((c = take(t, true)) >= 0) run_chunk(c);
   }
 }
 
@@ -127,7 +148,7 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&lock);
     }
     seen = g;
-    if (id <= GEN_WORKERS(g)) run_chunks();
+    if (id <= GEN_WORKERS(g)) run_chunks(id, GEN_WORKERS(g) + 1);
   }
   return NULL;
 }
@@ -170,14 +191,16 @@ void ltB_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, ltK_range_fn fn, vo
   job.fn = fn;
   job.ud = ud;
   job.n = n;
+  job.k = chunks;
   atomic_store(&remaining, chunks);
   job_id = (job_id + 1) & ((UINT64_C(1) << (64 - 2 * CH_BITS)) - 1);
-  atomic_store(&next_chunk, CH_WORD(job_id, chunks, 0));
+  for (int t = 0; t < nt; t++)
+    atomic_store(&runs[t].w, RUN_WORD(job_id, chunks * t / nt, chunks * (t + 1) / nt));
   pthread_mutex_lock(&lock);
   atomic_store(&generation, ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)(nt - 1));
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  run_chunks();
+  run_chunks(0, nt);
   if (!spin_for_parts()) {
     pthread_mutex_lock(&lock);
     while (atomic_load(&remaining) > 0) pthread_cond_wait(&done, &lock);
