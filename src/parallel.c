@@ -37,22 +37,18 @@ static int nworkers;                 /* started so far (grows, never shrinks) */
 /* bumped once per job, with the number of workers called in the low 8 bits */
 static _Atomic uint64_t generation;
 #define GEN_WORKERS(g) ((int)((g) & 0xff))
-/* Each thread of a job owns a run of its chunks, the caller the first: thread t of nt owns
-** [t k / nt, (t+1) k / nt) of the k chunks and takes them from the front, so a thread meets the
-** same part of every operand from one op to the next and finds it in its own cache (2 threads
-** on the Intel Xeon: a + b on 256K floats in place 47 -> ~15 us, where chunks taken in turn from
-** one counter moved both halves between the cores' L2). A thread whose run is done takes the
-** other runs' chunks from the back, so a worker that wakes late still costs the caller little.
-** A run is one word: job number, front and back; a chunk is taken by one successful
-** compare-and-swap on it, and a thread that holds the word of an earlier job fails that swap. */
-#define CH_BITS 20
+/* Thread t of a job of nt threads (the caller is 0) owns the run [t k / nt, (t+1) k / nt) of
+** its k chunks. A run is one word, (job number, front, back), changed only by a successful
+** compare-and-swap; a thread gives up on a word that holds another job's number, so a worker
+** that finishes one job late cannot start on the next as though it owned the next one's runs. */
+#define CH_BITS 16
 #define CH_MASK ((UINT64_C(1) << CH_BITS) - 1)
+#define RUN_ID(g) ((g) >> 8 & UINT32_MAX)   /* a job's number, from its generation */
 #define RUN_WORD(id, f, b) ((uint64_t)(id) << (2 * CH_BITS) | (uint64_t)(f) << CH_BITS | (uint64_t)(b))
+_Static_assert((MAX_WORKERS + 1) * CHUNKS_PER_THREAD <= CH_MASK, "a run's ends fit CH_BITS");
 static struct {
-  _Atomic uint64_t w;
-  char pad[64 - sizeof(uint64_t)];   /* one cache line each: threads swap on their own */
-} runs[MAX_WORKERS + 1] __attribute__((aligned(64)));
-static uint64_t job_id;              /* the caller's count of jobs (it holds `owner`) */
+  _Alignas(64) _Atomic uint64_t w;   /* a cache line each: threads swap on their own */
+} runs[MAX_WORKERS + 1];
 static _Atomic int64_t remaining;    /* chunks of the current job not finished */
 static struct {
   ltK_range_fn fn;
@@ -60,12 +56,14 @@ static struct {
   int64_t n, k;                      /* elements, chunks */
 } job;
 
-/* Takes the next chunk of run t from its front (or back); -1 when the run is empty. */
-static int64_t take(int t, bool back) {
+/* Takes the next chunk of run t of job id, from the front (its owner) or the back (any other
+** thread: owner and thief then contend only for a run's last chunk, and the owner keeps the
+** front, whose data it has just had in cache); -1 when there is none. */
+static int64_t take(int t, bool back, uint64_t id) {
   uint64_t w = atomic_load(&runs[t].w);
   for (;;) {
     int64_t f = (int64_t)(w >> CH_BITS & CH_MASK), b = (int64_t)(w & CH_MASK);
-    if (f >= b) return -1;
+    if (w >> (2 * CH_BITS) != id || f >= b) return -1;
     uint64_t next = back ? w - 1 : w + (UINT64_C(1) << CH_BITS);
     if (atomic_compare_exchange_weak(&runs[t].w, &w, next)) return back ? b - 1 : f;
   }
@@ -83,13 +81,19 @@ static void run_chunk(int64_t c) {
   }
 }
 
-/* Thread `home` of nt: its own run, then what is left of the others'. */
-static void run_chunks(int home, int nt) {
+/* Thread `home` of job g: its own run first, so that from one op to the next a thread meets the
+** same part of the operands and finds it in its own core's cache (2 threads on the Intel Xeon:
+** when every chunk came from one counter, a:add_(b) on 256K floats took 47 us, more than one
+** thread's 36, as each op moved the halves between the cores' L2; now 14); then what is left of
+** the others' runs, starting with the next thread's, so that thieves spread over the runs. */
+static void run_chunks(int home, uint64_t g) {
+  int nt = GEN_WORKERS(g) + 1;
+  uint64_t id = RUN_ID(g);
   int64_t c;
-  while ((c = take(home, false)) >= 0) run_chunk(c);
+  while ((c = take(home, false, id)) >= 0) run_chunk(c);
   for (int d = 1; d < nt; d++) {
     int t = (home + d) % nt;
-    while ((c = take(t, true)) >= 0) run_chunk(c);
+    while ((c = take(t, true, id)) >= 0) run_chunk(c);
   }
 }
 
@@ -148,7 +152,7 @@ static void *worker(void *arg) {
       pthread_mutex_unlock(&lock);
     }
     seen = g;
-    if (id <= GEN_WORKERS(g)) run_chunks(id, GEN_WORKERS(g) + 1);
+    if (id <= GEN_WORKERS(g)) run_chunks(id, g);
   }
   return NULL;
 }
@@ -193,14 +197,14 @@ void ltB_parallel_for(lt_ctx *ctx, int64_t n, int64_t grain, ltK_range_fn fn, vo
   job.n = n;
   job.k = chunks;
   atomic_store(&remaining, chunks);
-  job_id = (job_id + 1) & ((UINT64_C(1) << (64 - 2 * CH_BITS)) - 1);
+  uint64_t g = ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)(nt - 1);
   for (int t = 0; t < nt; t++)
-    atomic_store(&runs[t].w, RUN_WORD(job_id, chunks * t / nt, chunks * (t + 1) / nt));
+    atomic_store(&runs[t].w, RUN_WORD(RUN_ID(g), chunks * t / nt, chunks * (t + 1) / nt));
   pthread_mutex_lock(&lock);
-  atomic_store(&generation, ((atomic_load(&generation) >> 8) + 1) << 8 | (uint64_t)(nt - 1));
+  atomic_store(&generation, g);
   pthread_cond_broadcast(&wake);
   pthread_mutex_unlock(&lock);
-  run_chunks(0, nt);
+  run_chunks(0, g);
   if (!spin_for_parts()) {
     pthread_mutex_lock(&lock);
     while (atomic_load(&remaining) > 0) pthread_cond_wait(&done, &lock);
