@@ -50,8 +50,8 @@
 #define NC_MIN 256      /* columns of B per block: KC x nc floats fill half of L2 (choose) */
 #define NC_MAX 2048
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
-#define DIRECT_FLOATS (1 << 16)   /* and so does a block of B of at most this many floats */
-#define DIRECT_STRIDE 1024        /* or one whose rows lie less than 4 KiB apart (AVX-512) */
+#define DIRECT_FLOATS (1 << 14)   /* and so does a block of B of at most this many floats */
+#define DIRECT_STRIDE 1024        /* A's rows this many apart are packed (one set of L1) */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -265,8 +265,8 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
   ** column-major A packed where it meets more than 16 panels: the weight gradients of an MLP
   ** (512 x 128 by 128 x 512) 84-89 -> 93-108 GFLOP/s, of a GPT's Linear layers (batch 1024)
   ** 87-101 -> 98-103 (one, 128 x 1024 by 1024 x 128, 104-107 -> 96-103), forward and dX
-  ** products within the noise (101-105); AVX-512 is best with both in place (108-113 on all of
-  ** these). */
+  ** products within the noise (101-105); AVX-512 was best with both in place (108-113 on all of
+  ** these, each product in a loop of its own; a large B is now packed at every level, below). */
   bool wide = mr >= 12;
   /* blocks of k as equal as they can be: 784 = 4 x 196, not 3 x 256 + 16, whose last block
   ** loads and stores every tile of C for 16 multiply-adds */
@@ -279,15 +279,19 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       bool from_bias = pc == 0 && bias;
       const float *bb = b + pc * brs + jc * bcs;
       /* A of a few strips reuses a packed panel of B too few times to pay for packing it (the
-      ** products of a convolution with few channels), and a block of B small enough to stay in
-      ** L2 gains little from being packed (attention's products of one head); nor does one
-      ** whose rows are less than a page apart, as the panels stream from L2 either way (an
-      ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s); rows 4 KiB apart fall in one set of L1 and
-      ** a page each (1024^3 read in place: 75-119 against 135). With unit column stride, B's
-      ** whole panels are then read in place and only a ragged last one is packed. (The last two
-      ** reasons hold for the AVX-512 tile only: see wide.) */
+      ** products of a convolution with few channels), and a block of B of at most 64 KiB gains
+      ** little from being packed (attention's products of one head; at the AVX-512 tile only:
+      ** see wide). With unit column stride, B's whole panels are then read in place and only a
+      ** ragged last one is packed. A larger B is packed even where its rows lie close enough
+      ** for its panels to stream from L2 in place, as they did in a loop of one product (an
+      ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s): in a training step B is a weight that the
+      ** optimiser has just written, half of it from the other core at 2 threads, and a panel
+      ** read in place walks it a row at a time, a cache miss each, where packing copies whole
+      ** rows in order. The MLP step at 2 threads on the Intel Xeon, both read in place (rows
+      ** 2 KiB apart, and a thread's block of 196 x 256 under the 64K floats this bound was):
+      ** 2.02-2.07 ms, packed 1.83-1.86, its products alone the same 1.48-1.50. */
       bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr ||
-                                 (wide && (kc * nc <= DIRECT_FLOATS || brs < DIRECT_STRIDE)));
+                                 (wide && kc * nc <= DIRECT_FLOATS));
       int64_t nfull = direct ? nc / nr * nr : 0;
       /* A's whole strips are read in place too, and only a ragged last strip is packed:
       ** row-major (a forward product's X, a backward one's dY) the kernel broadcasts from each
