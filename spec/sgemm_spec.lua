@@ -21,13 +21,14 @@ local function check(what, c, a, b, k, extra)
 end
 -- sizes around the tiles (12 x 32 and 6 x 16), the inner blocks (256, cut into equal parts), the
 -- packed rows (32 strips) and columns (256 to 2048, by the size of L2); B is read in place when A
--- has few strips or a block is at most 16K floats (400 x 40 x 70), and packed otherwise (128 x 512
--- x 784, 100 x 2100 x 300, and every B transposed); with B transposed, a C of at most 1024 elements
--- and an inner dimension of at least 8 (m + n) take dot products of rows (6 x 25 x 3001, 5 x 3 x
--- 70, 9 x 6 x 2500, 17 x 9 x 3001, 33 x 31 x 600; stretches of 1024), a larger C or a shorter one
--- the tiles (41 x 25 x 600, 32 x 32 x 400); half-height and half-width tiles take a last strip of
--- at most 6 rows or panel of at most 16 columns (18 x 48 x 40, 7 x 47 x 33), and at AVX-512 one of
--- 7 or 8 rows an 8-row tile (128 x 512 x 784, 20 x 40 x 50, 7 x 47 x 33)
+-- has few strips or, at AVX-512, a block is at most 16K floats (400 x 40 x 70), and packed
+-- otherwise (128 x 512 x 784 at up to six threads, most of 100 x 2100 x 300, and every B
+-- transposed); with B transposed, a C of at most 1024 elements and an inner dimension of at least 8
+-- (m + n) take dot products of rows (6 x 25 x 3001, 5 x 3 x 70, 9 x 6 x 2500, 17 x 9 x 3001, 33 x
+-- 31 x 600; stretches of 1024), a larger C or a shorter one the tiles (41 x 25 x 600, 32 x 32 x
+-- 400); half-height and half-width tiles take a last strip of at most 6 rows or panel of at most 16
+-- columns (18 x 48 x 40, 7 x 47 x 33), and at AVX-512 one of 7 or 8 rows an 8-row tile (128 x 512 x
+-- 784, 20 x 40 x 50, 7 x 47 x 33)
 local shapes = { { 1, 1, 1 }, { 5, 7, 3 }, { 6, 16, 8 }, { 12, 32, 256 }, { 13, 33, 257 },
   { 11, 17, 255 }, { 128, 512, 784 }, { 100, 65, 512 }, { 400, 40, 70 }, { 3, 2100, 20 },
   { 37, 2049, 513 }, { 100, 2100, 300 }, { 6, 25, 3001 }, { 5, 3, 70 }, { 9, 6, 2500 },

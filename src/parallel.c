@@ -15,6 +15,7 @@
 ** another thread) runs its loop inline instead of waiting.
 */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -109,22 +110,25 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Polls until the generation differs from seen (true, *g set) or SPIN_NS has passed since the
-** last job ended (false). The clock is read once per 32 pauses: a vDSO call costs about as much
-** as a few pauses. Counted from the job's end, not from this thread's last chunk: the halves of
-** a product can end 50-100 us apart, and a worker that slept while the caller finished its half
-** took 25-45 us to wake for the next op (2 threads on the Intel Xeon: half the MLP step's context
-** switches, its mean 2.05 -> 2.01 ms). */
-static bool spin_for_job(uint64_t seen, uint64_t *g) {
+/* Polls until the generation differs from seen (true, *g set) or SPIN_NS has passed (false).
+** The clock is read once per 32 pauses: a vDSO call costs about as much as a few pauses. A worker
+** that took part in job seen counts from that job's end, not from its own last chunk: the halves
+** of a product can end 50-100 us apart, and a worker that slept while the caller finished its
+** half took 25-45 us to wake for the next op (2 threads on the Intel Xeon: half the MLP step's
+** context switches, its mean 2.05 -> 2.01 ms). Until then it yields its core between polls, so
+** that a thread of the job it shares a core with runs. */
+static bool spin_for_job(uint64_t seen, uint64_t *g, bool in_job) {
   int64_t deadline = 0;
   for (unsigned k = 0;; k++) {
     if ((*g = atomic_load(&generation)) != seen) return true;
     if ((k & 31) == 0) {
       int64_t t = now_ns();
-      if (deadline == 0 || atomic_load(&remaining) > 0)
+      bool running = in_job && atomic_load(&remaining) > 0;
+      if (deadline == 0 || running)
         deadline = t + SPIN_NS;
       else if (t > deadline)
         return false;
+      if (running) sched_yield();
     }
     cpu_relax();
   }
@@ -150,7 +154,7 @@ static void *worker(void *arg) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t g;
-    if (!spin_for_job(seen, &g)) {
+    if (!spin_for_job(seen, &g, id <= GEN_WORKERS(seen))) {
       pthread_mutex_lock(&lock);
       while ((g = atomic_load(&generation)) == seen) pthread_cond_wait(&wake, &lock);
       pthread_mutex_unlock(&lock);

@@ -51,7 +51,8 @@
 #define NC_MAX 2048
 #define DIRECT_STRIPS 4 /* A of at most this many strips reads B in place (see drive) */
 #define DIRECT_FLOATS (1 << 14)   /* and so does a block of B of at most this many floats */
-#define DIRECT_STRIDE 1024        /* A's rows this many apart are packed (one set of L1) */
+#define DIRECT_STRIDE 1024        /* A whose rows (or columns) lie a multiple of this apart is
+                                  ** packed: each would fall in one set of L1 */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------ which GEMM */
@@ -285,9 +286,11 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** ragged last one is packed. A larger B is packed even where its rows lie close enough
       ** for its panels to stream from L2 in place, as they did in a loop of one product (an
       ** MLP's 128 x 512 x 512: 141 -> 153 GFLOP/s): in a training step B is a weight that the
-      ** optimiser has just written, half of it from the other core at 2 threads, and a panel
-      ** read in place walks it a row at a time, a cache miss each, where packing copies whole
-      ** rows in order. The MLP step at 2 threads on the Intel Xeon, both read in place (rows
+      ** optimiser has just written (at 2 threads, half the rows of each thread's columns from
+      ** the other core). Packing walks those rows as the kernel would, but in a loop of copies
+      ** that keeps many misses in flight, where the kernel's first pass over a panel in place
+      ** meets one row of misses per twelve multiply-adds. The MLP step at 2 threads on the
+      ** Intel Xeon, both read in place (rows
       ** 2 KiB apart, and a thread's block of 196 x 256 under the 64K floats this bound was):
       ** 2.02-2.07 ms, packed 1.83-1.86, its products alone the same 1.48-1.50. */
       bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr ||
@@ -298,9 +301,9 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** row; column-major (a weight gradient's dY^T) a strip's rows at each k lie side by side,
       ** as packed. Packing was a transpose of all of A, or a copy, for every block of B's
       ** columns: in paired runs on the Zen 4 EPYC a GPT step's forward and dX products were
-      ** 2-4% faster without it, its weight gradients 5-12%. Rows 4 KiB apart would fall in one
-      ** set of L1, as for B. At the AVX2 tile a column-major A that meets more than 16 panels
-      ** is packed after all (see wide). */
+      ** 2-4% faster without it, its weight gradients 5-12%. Rows a multiple of 4 KiB apart
+      ** would fall in one set of L1 (DIRECT_STRIDE). At the AVX2 tile a column-major A that
+      ** meets more than 16 panels is packed after all (see wide). */
       bool a_direct = (acs == 1 && ars % DIRECT_STRIDE != 0) ||
                       (ars == 1 && acs % DIRECT_STRIDE != 0 && (wide || nc <= 16 * nr));
       if (!direct)
