@@ -39,11 +39,48 @@ local function openblas_settled()
   return false
 end
 
+-- CPU ticks of each of this process's threads, by thread id
+local function thread_ticks()
+  local pid = assert(io.open("/proc/self/stat")):read("n")
+  local ls = assert(io.popen("ls /proc/" .. pid .. "/task"))
+  local t = {}
+  for tid in ls:lines() do
+    local ok, n = pcall(ticks, "/proc/" .. pid .. "/task/" .. tid .. "/stat")
+    if ok then t[tid] = n end
+  end
+  ls:close()
+  return t
+end
+
 describe("idle threads", function()
   local saved
   setup(function() assert.is_true(openblas_settled(), "OpenBLAS's threads never went idle") end)
   before_each(function() saved = lt.get_num_threads() end)
   after_each(function() lt.set_num_threads(saved) end)
+
+  it("include a worker the job did not call, which sleeps while the others work", function()
+    -- three workers started, then jobs of two threads: the third is woken by each job and must
+    -- go back to sleep, not poll until the job ends
+    lt.set_num_threads(4)
+    local a, b = lt.randn(1024, 1024), lt.randn(1024, 1024)
+    local _ = a:matmul(b)
+    lt.set_num_threads(2)
+    local x, y = lt.randn(2048, 2048), lt.randn(2048, 2048)
+    local before = thread_ticks()
+    local c
+    for _ = 1, 4 do c = x:matmul(y) end
+    local after = thread_ticks()
+    assert.is_true(math.abs(c[7][9]:item() - (x[7] * y:select(2, 9)):sum():item()) < 1e-2)
+    local used = {}
+    for tid, n in pairs(after) do
+      if before[tid] then used[#used + 1] = n - before[tid] end
+    end
+    table.sort(used, function(p, q) return p > q end)
+    -- the caller and one worker did the products; every other thread used (almost) nothing
+    assert.is_true(used[2] >= 10, string.format("second busiest thread used %d ticks", used[2]))
+    assert.is_true((used[3] or 0) <= 3, string.format("a third thread used %d ticks " ..
+      "(the busiest two: %d, %d)", used[3] or 0, used[1], used[2]))
+  end)
 
   for _, nt in ipairs { 1, 2 } do
     it("use no CPU while the main thread runs Lua after parallel work, at " .. nt .. " threads",
