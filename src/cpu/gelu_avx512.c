@@ -45,6 +45,11 @@ LT_ISA_BEGIN_AVX512
 
 #define GELU_XMAX 4.0f     /* the tables cover |x| < 4 */
 #define GELU_BLOCK 256     /* elements per range test */
+/* Elements ahead of a block whose lines are asked into L1 before it runs. The loop does enough
+** arithmetic per line that the hardware's prefetch alone let it wait on memory: 1M floats on one
+** thread of the Intel Xeon (family 6 model 207), 323-333 -> 309-316 us (1 KB to 2 KB ahead; 4 KB
+** and 8 KB gained less, prefetching the output for writing lost 3-15%). */
+#define GELU_AHEAD 512
 _Static_assert(GELU_BLOCK <= 256, "ltC_block_strided's buffers hold 256 floats");
 #define GELU_INLINE static inline __attribute__((always_inline))
 
@@ -223,6 +228,9 @@ void ltC_gelu_avx512(char *y, int64_t sy, char *d, int64_t sd, const char *x, in
     const float *xf = (const float *)x;
     for (int64_t i = 0; i < n; i += GELU_BLOCK) {
       int w = (int)ltC_min(GELU_BLOCK, n - i);
+      if (i + GELU_AHEAD + GELU_BLOCK <= n)
+        for (int k = 0; k < GELU_BLOCK; k += 16)
+          _mm_prefetch((const char *)(xf + i + GELU_AHEAD + k), _MM_HINT_T0);
       if (df)   /* two calls: GCC does not take the test of d out of one loop */
         gelu_block(yf + i, df + i, xf + i, w);
       else
