@@ -41,7 +41,9 @@ end
 
 -- CPU ticks of each of this process's threads, by thread id
 local function thread_ticks()
-  local pid = assert(io.open("/proc/self/stat")):read("n")
+  local f = assert(io.open("/proc/self/stat"))
+  local pid = f:read("n")
+  f:close()
   local ls = assert(io.popen("ls /proc/" .. pid .. "/task"))
   local t = {}
   for tid in ls:lines() do

@@ -8,9 +8,10 @@
 ** share. Which thread runs a chunk never matters to the result: kernels write each element from
 ** one chunk, and their results do not depend on where chunks end.
 **
-** Workers poll for SPIN_NS after a job and then sleep on a condition variable, so an idle worker
-** never takes a core from the caller's serial work. (OpenMP's default spin-wait did exactly that
-** here: a 2-thread training step took twice as long.)
+** Workers poll for SPIN_NS after the last job they took part in ends and then sleep on a
+** condition variable (spin_for_job), so an idle worker never takes a core from the caller's
+** serial work. (OpenMP's default spin-wait did exactly that here: a 2-thread training step took
+** twice as long.)
 ** One caller uses the pool at a time; a second caller that finds it busy (another lua_State in
 ** another thread) runs its loop inline instead of waiting.
 */

@@ -290,9 +290,9 @@ GEMM_INLINE void drive(int mr, int nr, tile_fn kern, tpose_fn tpose, int lanes, 
       ** the other core). Packing walks those rows as the kernel would, but in a loop of copies
       ** that keeps many misses in flight, where the kernel's first pass over a panel in place
       ** meets one row of misses per twelve multiply-adds. The MLP step at 2 threads on the
-      ** Intel Xeon, both read in place (rows
-      ** 2 KiB apart, and a thread's block of 196 x 256 under the 64K floats this bound was):
-      ** 2.02-2.07 ms, packed 1.83-1.86, its products alone the same 1.48-1.50. */
+      ** Intel Xeon, B read in place (rows 2 KiB apart, and a thread's block of 196 x 256 under
+      ** the 64K floats this bound was): 2.02-2.07 ms; packed 1.83-1.86; its products alone
+      ** 1.48-1.50 either way. */
       bool direct = bcs == 1 && (m <= (int64_t)DIRECT_STRIPS * mr ||
                                  (wide && kc * nc <= DIRECT_FLOATS));
       int64_t nfull = direct ? nc / nr * nr : 0;
