@@ -558,6 +558,56 @@ describe("autograd.Function", function()
   end)
 end)
 
+describe("gradients written over the incoming one", function()
+  -- An elementwise backward (relu, tanh, sigmoid, gelu...) writes its result over the gradient
+  -- it was given when nothing but the engine holds that gradient.
+  it("lets a chain of elementwise backwards reuse one buffer", function()
+    local n = 1 << 20
+    local x = lt.randn(n, { requires_grad = true })
+    -- every intermediate held here, so that no saved tensor freed during the pass hides a
+    -- fresh buffer in the peak
+    local a = x:gelu()
+    local t = a:tanh()
+    local s = t:sigmoid()
+    local r = s:relu()
+    local loss = r:sum()
+    lt.reset_peak_memory_stats()
+    local before = lt.memory_stats().in_use
+    loss:backward()
+    local grew = lt.memory_stats().peak_in_use - before
+    -- relu's backward takes a fresh buffer (its incoming gradient is a broadcast scalar), the
+    -- three after it write over it: one gradient's bytes at a time, not two
+    assert.is_true(grew >= 4 * n and grew < 6 * n, "peak grew by " .. grew .. " bytes")
+    local x64, t64, s64 = x:detach():double(), t:detach():double(), s:detach():double()
+    local dgelu = ((x64 / math.sqrt(2)):erf() + 1) * 0.5 +
+      x64 * (x64 * x64 * -0.5):exp() / math.sqrt(2 * math.pi)
+    local expect = s64:gt(0):double() * s64 * (1 - s64) * (1 - t64 * t64) * dgelu
+    assert.is_true((x.grad:double() - expect):abs():max():item() < 1e-5)
+  end)
+
+  it("leaves alone a gradient that a hook kept", function()
+    local x = lt.randn(64, { requires_grad = true })
+    local y = x:tanh()
+    local kept, copy
+    y:register_hook(function(g) kept = g; copy = g:clone() end)
+    ;(y:relu() * 3):sum():backward()
+    assert.are.equal(0, (kept - copy):abs():max():item())
+    local t = x:detach():tanh()
+    close(x.grad, (t:gt(0)):float() * 3 * (1 - t * t))
+  end)
+
+  it("leaves alone a gradient that autograd.grad returns", function()
+    local x = lt.randn(64, { requires_grad = true })
+    local y = x:tanh()
+    local z = y:sigmoid()
+    local g = lt.autograd.grad((z * 5):sum(), { y, x })   -- y's gradient, then tanh's backward
+    local t = x:detach():tanh()
+    local s = t:sigmoid()
+    close(g[1], s * (1 - s) * 5)
+    close(g[2], s * (1 - s) * 5 * (1 - t * t))
+  end)
+end)
+
 describe("graph memory", function()
   local rss_kb = require("support").rss_kb
 

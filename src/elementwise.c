@@ -218,6 +218,29 @@ int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tenso
   return 0;
 }
 
+/* Whether f(g, y) may be written over g: g is held by its one reference (the engine's), shares
+** its storage with nothing, is dense, of the result's dtype and shape, and outside any graph. */
+static bool grad_reusable(const lt_tensor *g, const lt_tensor *y, lt_dtype dt) {
+  int64_t n;
+  if (g->refcount != 1 || g->storage->refcount != 1 || g->base || g->requires_grad ||
+      g->grad_fn || g->dtype != dt || y->storage == g->storage ||
+      y->storage->device != g->storage->device || y->ndim > g->ndim || !ltB_dense(g, &n))
+    return false;
+  for (int i = 0; i < y->ndim; i++) {
+    int64_t ys = y->size[y->ndim - 1 - i];
+    if (ys != 1 && ys != g->size[g->ndim - 1 - i]) return false;
+  }
+  return true;
+}
+
+int ltO_ew_grad_binary_over(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
+                            lt_tensor *y, lt_dtype dt, double p0, double p1) {
+  if (!grad_reusable(g, y, dt)) return ltO_ew_grad_binary(ctx, out, op, g, y, dt, p0, p1);
+  ltK_kernels(g)->binary(ctx, op, g, g, y, dt, p0, p1);
+  *out = lt_retain(g);
+  return 0;
+}
+
 /* ============================================================ questions about every element
 ** The op layer reads no tensor data: such a question is a reduction on the tensor's device, and
 ** only its one-byte answer comes to the host, through the device's to_host (as item() does). */
