@@ -241,7 +241,8 @@ static int clamp_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
   lt_tensor *x;
   if (!gout[0]) return 0;
   if (ltG_saved_get(ctx, self, 0, &x)) return -1;
-  return ltO_ew_grad_binary(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo, e->hi);
+  return ltO_ew_grad_binary_over(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo,
+                                 e->hi);
 }
 
 LT_EW_NODE_TYPE(clamp_type, "ClampBackward1", clamp_backward);
