@@ -93,6 +93,52 @@ describe("cross_entropy rows", function()
     end
   end)
 
+  -- fewer classes than vector lanes: rows side by side, one per lane
+  it("of few classes treat masked, infinite and NaN scores as float64, beside ordinary rows", function()
+    local inf, nan = 1 / 0, 0 / 0
+    local rows = {
+      { 1.5, -inf, 2, -inf, 3 }, { 0.5, 1, nan, 3, 2 }, { 0.5, 1, 2, 3, inf },
+      { 100, -100, 88.5, -88.5, 0 }, { -inf, -inf, -inf, -inf, -inf }, { nan, -inf, -inf, -inf, -inf },
+      { -inf, -inf, 7, -inf, -inf }, { 0.25, -1, 2, 0, 1 },
+    }
+    for k = 1, 11 do rows[#rows + 1] = { k / 3, -k, k % 4, 1, -2 } end   -- 19 rows: two blocks
+    local x = lt.tensor(rows, { dtype = "float32" })
+    local t = lt.randint(1, 6, { #rows })
+    t[7] = 3
+    for _, o in ipairs { { reduction = "none" }, { reduction = "none", ignore_index = 2 } } do
+      local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+      local la, lb = F.cross_entropy(a, t, o), F.cross_entropy(b, t, o)
+      la:sum():backward()
+      lb:sum():backward()
+      for _, p in ipairs { { la, lb }, { a.grad:reshape(-1), b.grad:reshape(-1) } } do
+        local u, v = p[1]:tolist(), p[2]:float():tolist()
+        for i = 1, #v do
+          local ok = (v[i] ~= v[i] and u[i] ~= u[i]) or u[i] == v[i] or
+              math.abs(u[i] - v[i]) <= 4e-6 * math.abs(v[i]) + 1e-7
+          assert.is_true(ok, string.format("element %d: %s, float64 gives %s", i, tostring(u[i]),
+            tostring(v[i])))
+        end
+      end
+    end
+  end)
+
+  it("of few classes give each row the bits it has alone", function()
+    lt.manual_seed(8)
+    for _, C in ipairs { 1, 3, 10, 15 } do
+      local x, t = lt.randn(37, C) * 3, lt.randint(1, C + 1, { 37 })
+      local a = x:clone():requires_grad_()
+      local l = F.cross_entropy(a, t, { reduction = "none" })
+      l:sum():backward()
+      for i = 1, 37, 5 do
+        local ai = x:narrow(1, i, 1):clone():requires_grad_()
+        local li = F.cross_entropy(ai, t:narrow(1, i, 1), { reduction = "none" })
+        li:sum():backward()
+        assert.are.equal(string.format("%a", l[i]:item()), string.format("%a", li[1]:item()))
+        assert.are.equal(0, (a.grad:narrow(1, i, 1) - ai.grad):abs():max():item())
+      end
+    end
+  end)
+
   -- (N, C, d1, d2) float32 input moves its classes last and takes the vector rows
   it("of spatial inputs match float64 for every reduction and option, with the gradient", function()
     lt.manual_seed(1)
