@@ -829,3 +829,34 @@ print(#out[1] > 10000 and out[1] == out[2] and "same" or "differ")
     prints_same_at_every_level(THREADS)
   end)
 end)
+
+describe("cross_entropy over few classes", function()
+  -- fewer classes than lanes: 16 rows side by side (src/cpu/nn.c); each row's loss and gradient
+  -- must be the bits the row has alone, and within float32 rounding of float64, at every level
+  it("gives each row its own bits and float64's values at every ISA level", function()
+    local FEW = [[
+local lt = require "lantern"
+local F = lt.nn.functional
+lt.manual_seed(5)
+local ok = true
+for _, C in ipairs { 2, 10, 15 } do
+  local x, t = lt.randn(40, C) * 3, lt.randint(1, C + 1, { 40 })
+  local a, b = x:clone():requires_grad_(), x:double():requires_grad_()
+  local la, lb = F.cross_entropy(a, t, { reduction = "none" }), F.cross_entropy(b, t, { reduction = "none" })
+  la:sum():backward()
+  lb:sum():backward()
+  ok = ok and (la:double() - lb):abs():max():item() <= 2e-6 * (lb:abs():max():item() + 1)
+  ok = ok and (a.grad:double() - b.grad):abs():max():item() <= 1e-6
+  for i = 1, 40, 3 do
+    local ai = x:narrow(1, i, 1):clone():requires_grad_()
+    local li = F.cross_entropy(ai, t:narrow(1, i, 1), { reduction = "none" })
+    li:sum():backward()
+    ok = ok and string.format("%a", li[1]:item()) == string.format("%a", la[i]:item())
+    ok = ok and (ai.grad - a.grad:narrow(1, i, 1)):abs():max():item() == 0
+  end
+end
+print(ok and "same" or "differ")
+]]
+    prints_same_at_every_level(FEW)
+  end)
+end)
