@@ -224,7 +224,9 @@ static bool grad_reusable(const lt_tensor *g, const lt_tensor *y, lt_dtype dt) {
   int64_t n;
   if (g->refcount != 1 || g->storage->refcount != 1 || g->base || g->requires_grad ||
       g->grad_fn || g->dtype != dt || y->storage == g->storage ||
-      y->storage->device != g->storage->device || y->ndim > g->ndim || !ltB_dense(g, &n))
+      y->storage->device != g->storage->device ||
+      y->storage->device_index != g->storage->device_index || y->ndim > g->ndim ||
+      !ltB_dense(g, &n))
     return false;
   for (int i = 0; i < y->ndim; i++) {
     int64_t ys = y->size[y->ndim - 1 - i];

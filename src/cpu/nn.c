@@ -109,10 +109,11 @@ CE_INLINE void f32_rows_lse(double *out, const float *x, int64_t C, int n) {
     for (int r = 0; r < CE_LANES; r++) m[r] = t[c][r] > m[r] ? t[c][r] : m[r];
   for (int64_t c = 0; c < C; c++)
     for (int r = 0; r < CE_LANES; r++) s[r] += (double)vm_exp_float(t[c][r] - m[r]);
-  /* a NaN score makes its row's sum NaN, as the row kernel's test does, except in a row whose
-  ** maximum is -inf, where -inf - -inf is NaN too: those take the row kernel */
+  /* rows whose sum is NaN (a NaN score, or inf - inf) or whose maximum is -inf take the row
+  ** kernel, which gives them its own NaN or -inf */
   for (int r = 0; r < n; r++)
-    out[r] = m[r] == -INFINITY ? f32_row_lse(x + r * C, C) : (double)m[r] + log(s[r]);
+    out[r] = m[r] == -INFINITY || s[r] != s[r] ? f32_row_lse(x + r * C, C)
+                                               : (double)m[r] + log(s[r]);
 }
 
 /* dx of a contiguous float32 row: caw (p - [c == t]) + cb (W p - w[c]), p = e^(x - lse). lse
@@ -315,25 +316,46 @@ static void lse_pair(double lse, float *hi, float *lo) {
   if (*hi != *hi || *hi == INFINITY || *hi == -INFINITY) *lo = 0;   /* inf - inf would be NaN */
 }
 
-/* Rows of fewer classes than lanes without label smoothing, CE_LANES at a time */
+/* Rows of fewer classes than lanes without label smoothing, CE_LANES at a time. A row whose
+** smoothing coefficient is not 0 all the same (0 times an infinite incoming gradient is NaN)
+** takes the row kernel after the block, as it would alone. */
 static void grad_row_blocks(const ce_job *j, int64_t i0, int64_t i1) {
   const int64_t C = j->a->C;
   for (int64_t i = i0; i < i1; i += CE_LANES) {
-    int n = (int)ltC_min(CE_LANES, i1 - i);
-    float hi[CE_LANES], lo[CE_LANES], caw[CE_LANES];
-    int64_t tc[CE_LANES];
+    int n = (int)ltC_min(CE_LANES, i1 - i), nodd = 0;
+    float hi[CE_LANES], lo[CE_LANES], caw[CE_LANES], cbs[CE_LANES];
+    int64_t tc[CE_LANES], odd[CE_LANES];
+    for (int r = 0; r < CE_LANES; r++) hi[r] = lo[r] = caw[r] = 0;
     for (int r = 0; r < n; r++) {
       double ca, cb, wt;
-      hi[r] = lo[r] = caw[r] = 0;
       if (!row_coeffs(j, i + r, &ca, &cb, &wt, &tc[r])) {
         tc[r] = -1;
         continue;
       }
-      lse_pair(j->lse[i + r], &hi[r], &lo[r]);
+      float h, l;
+      lse_pair(j->lse[i + r], &h, &l);
+      cbs[r] = (float)cb;
+      if (cbs[r] != 0) {   /* written by the row kernel below */
+        odd[nodd++] = r;
+        tc[r] = -1;
+        continue;
+      }
+      hi[r] = h;
+      lo[r] = l;
       caw[r] = (float)(ca * wt);
     }
-    for (int r = n; r < CE_LANES; r++) hi[r] = lo[r] = caw[r] = 0;
-    j->k.grad_rows((float *)j->dx + i * C, (const float *)j->x + i * C, C, n, hi, lo, caw, tc);
+    float *d = (float *)j->dx + i * C;
+    const float *x = (const float *)j->x + i * C;
+    j->k.grad_rows(d, x, C, n, hi, lo, caw, tc);
+    for (int k = 0; k < nodd; k++) {
+      int r = odd[k];
+      double ca, cb, wt;
+      int64_t t;
+      float h, l;
+      row_coeffs(j, i + r, &ca, &cb, &wt, &t);
+      lse_pair(j->lse[i + r], &h, &l);
+      j->k.grad(d + r * C, x + r * C, C, h, l, (float)(ca * wt), cbs[r], (float)j->W, j->w, t);
+    }
   }
 }
 
