@@ -6,10 +6,13 @@
 
 #include "reduce.h"
 
-/* The cpu column kernel reads float32 data whose dim is not innermost as [outer, n, inner]
-** and needs it contiguous; other layouts go row by row and may be strided. */
+/* The cpu column kernel reads float32 data whose dim is not innermost as [outer, n, inner],
+** and the short-row kernel rows of fewer than 16 elements 16 at a time; both need it
+** contiguous (the gradient of a sum arrives expanded). Other layouts go row by row and may be
+** strided. */
 static bool wants_dense(const lt_tensor *t, int dim) {
-  return t->dtype == LT_FLOAT32 && t->ndim > 0 && dim < t->ndim - 1;
+  return t->dtype == LT_FLOAT32 && t->ndim > 0 &&
+         (dim < t->ndim - 1 || (t->size[dim] >= 2 && t->size[dim] < 16));
 }
 
 static int softmax_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout,

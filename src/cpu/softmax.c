@@ -231,10 +231,9 @@ SM_INLINE void smfew_block(const smfew *c, int64_t r0, int r) {
   double s[SM_LANES];
   const float *a = c->a + r0 * n, *b = c->b ? c->b + r0 * n : NULL;
   for (int k = 0; k < SM_LANES; k++) {
-    for (int64_t i = 0; i < n; i++) {
-      A[i][k] = k < r ? a[k * n + i] : 0.0f;
-      B[i][k] = b && k < r ? b[k * n + i] : 0.0f;
-    }
+    for (int64_t i = 0; i < n; i++) A[i][k] = k < r ? a[k * n + i] : 0.0f;
+    if (b)
+      for (int64_t i = 0; i < n; i++) B[i][k] = k < r ? b[k * n + i] : 0.0f;
     s[k] = 0;
   }
   if (!c->back) {
@@ -321,12 +320,13 @@ LT_ISA_END
 static sm_kernels sm_kernels_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return (sm_kernels){row_avx512, cols_avx512, few_avx512};
-    case LT_ISA_AVX2: return (sm_kernels){row_avx2, cols_avx2, few_avx2};
+    case LT_ISA_AVX512:
+      return (sm_kernels){.row = row_avx512, .cols = cols_avx512, .few = few_avx512};
+    case LT_ISA_AVX2: return (sm_kernels){.row = row_avx2, .cols = cols_avx2, .few = few_avx2};
     default: break;
   }
 #endif
-  return (sm_kernels){row_sse4, cols_sse4, few_sse4};
+  return (sm_kernels){.row = row_sse4, .cols = cols_sse4, .few = few_sse4};
 }
 
 /* ================================================================ float64 rows */
@@ -425,8 +425,8 @@ static void smfew_run(int64_t u0, int64_t u1, void *ud) {
   j->k.few(&j->c, u0, u1);
 }
 
-/* Runs the short-row kernel when it applies (contiguous float32, dim innermost and shorter than
-** SM_LANES, more than one row); returns false if not. */
+/* Runs the short-row kernel when it applies (contiguous float32, dim innermost of 2 to
+** SM_LANES - 1 elements, more than one row); returns false if not. */
 static bool smfew_try(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a, const lt_tensor *b,
                       int dim, bool log_, bool back) {
   if (out->dtype != LT_FLOAT32 || out->ndim == 0 || dim != out->ndim - 1) return false;
@@ -439,7 +439,7 @@ static bool smfew_try(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a, const lt_
             .n = n, .log_ = log_, .back = back},
       .k = sm_kernels_for_isa(),
   };
-  ltB_parallel_for(ctx, (rows + SM_LANES - 1) / SM_LANES, ltC_grain(SM_LANES * n * 8),
+  ltB_parallel_for(ctx, (rows + SM_LANES - 1) / SM_LANES, ltC_grain(SM_LANES * n * 4),
                    smfew_run, &j);
   return true;
 }
