@@ -1303,18 +1303,19 @@ local function class_dim(input) return input:dim() == 1 and 1 or 2 end
 
 local function check_class_target(where, input, target)
   local cd = class_dim(input)
-  local si, st = sizes(input), sizes(target)
-  local ok = (#st == #si - 1)
-  if ok then
+  local nd = input:dim()
+  local ok = target:dim() == nd - 1
+  if ok then   -- size by size, no tables: a training step's loss passes here every step
     local j = 1
-    for i = 1, #si do
+    for i = 1, nd do
       if i ~= cd then
-        if st[j] ~= si[i] then ok = false break end
+        if target:size(j) ~= input:size(i) then ok = false break end
         j = j + 1
       end
     end
   end
   if not ok then
+    local si = sizes(input)
     error(where .. ": expected target of shape " .. (function()
       local e = {}
       for i = 1, #si do if i ~= cd then e[#e + 1] = si[i] end end

@@ -37,7 +37,8 @@ optim.Optimizer = Optimizer
 -- group). Number and boolean defaults fix the type of their option; optional members:
 -- `MyOpt.check_group(group, where)` raises for values the class refuses, `state_tensors` (the
 -- names of state buffers shaped like the parameter) and `MyOpt.required_state(group)` (the
--- state keys a loaded state_dict must have).
+-- state keys a loaded state_dict must have), and `MyOpt:group_options(group)`, whose table
+-- `step` makes once per group and passes to `update` as a fifth argument.
 -- @string name
 -- @tab defaults option name -> default value
 -- @return the class; `MyOpt(params, opts)` constructs
@@ -208,8 +209,11 @@ function Optimizer:zero_grad(set_to_none)
   if set_to_none == nil then set_to_none = true end
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
-      if p.grad then
-        if set_to_none then p.grad = nil else p.grad:zero_() end
+      if set_to_none then
+        p.grad = nil   -- without reading it first: a read makes a handle for the collector
+      else
+        local grad = p.grad
+        if grad then grad:zero_() end
       end
     end
   end
@@ -220,6 +224,26 @@ local function keep_state(st)
   for _, v in pairs(st) do lt.keep(v) end
 end
 
+-- The updates of every group. A class with `group_options` gets one options table per group
+-- and step, passed to its update as a fifth argument, rather than one per parameter.
+local function step_groups(self)
+  for _, group in ipairs(self.param_groups) do
+    local o = self.group_options and self:group_options(group)
+    for _, p in ipairs(group.params) do
+      local grad = p.grad
+      if grad then
+        local st = self.state[p]
+        if not st then
+          st = {}
+          self.state[p] = st
+        end
+        self:update(p, grad, st, group, o)
+        if lt._scope_depth() > 0 then keep_state(st) end
+      end
+    end
+  end
+end
+
 --- One update of every parameter that has a gradient. `closure` (optional) re-evaluates the
 -- model under grad mode and returns the loss, which step returns.
 -- @func[opt] closure
@@ -227,22 +251,10 @@ end
 function Optimizer:step(closure)
   local loss
   if closure then loss = lt.enable_grad(closure) end
-  lt.no_grad(function()
-    for _, group in ipairs(self.param_groups) do
-      for _, p in ipairs(group.params) do
-        local grad = p.grad
-        if grad then
-          local st = self.state[p]
-          if not st then
-            st = {}
-            self.state[p] = st
-          end
-          self:update(p, grad, st, group)
-          if lt._scope_depth() > 0 then keep_state(st) end
-        end
-      end
-    end
-  end)
+  local old = core.set_grad_enabled(false)   -- lt.no_grad without its closure and result table
+  local ok, err = pcall(step_groups, self)
+  core.set_grad_enabled(old)
+  if not ok then error(err, 0) end
   return loss
 end
 
@@ -469,34 +481,43 @@ function SGD.check_group(g, where)
 end
 SGD.state_tensors = { "momentum_buffer" }
 
-function SGD:update(p, grad, st, g)
-  local first = false
+function SGD:group_options(g)
+  return { lr = g.lr, momentum = g.momentum, dampening = g.dampening,
+    weight_decay = g.weight_decay, nesterov = g.nesterov, maximize = g.maximize, first = false }
+end
+
+function SGD:update(p, grad, st, g, o)
+  o = o or self:group_options(g)
+  o.first = false
   if g.momentum ~= 0 and not st.momentum_buffer then
     st.momentum_buffer = lt.empty_like(p)
-    first = true
+    o.first = true
   end
-  core._sgd_step(p, grad:contiguous(), g.momentum ~= 0 and st.momentum_buffer or nil, {
-    lr = g.lr, momentum = g.momentum, dampening = g.dampening, weight_decay = g.weight_decay,
-    nesterov = g.nesterov, maximize = g.maximize, first = first })
+  core._sgd_step(p, grad:contiguous(), g.momentum ~= 0 and st.momentum_buffer or nil, o)
 end
 optim.SGD = SGD
 
 -- Adam / AdamW ---------------------------------------------------------------------
 
-local function adam_update(decoupled)
-  return function(self, p, grad, st, g)
-    if not st.exp_avg then
-      st.step = 0
-      st.exp_avg = zeros_like(p)
-      st.exp_avg_sq = zeros_like(p)
-      if g.amsgrad then st.max_exp_avg_sq = zeros_like(p) end
-    end
-    st.step = st.step + 1
-    core._adam_step(p, grad:contiguous(), st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, {
-      lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
+local function adam_options(decoupled)
+  return function(_, g)
+    return { lr = g.lr, beta1 = g.betas[1], beta2 = g.betas[2], eps = g.eps,
       weight_decay = g.weight_decay, amsgrad = g.amsgrad, maximize = g.maximize,
-      decoupled = decoupled, step = st.step })
+      decoupled = decoupled, step = 0 }
   end
+end
+
+local function adam_update(self, p, grad, st, g, o)
+  if not st.exp_avg then
+    st.step = 0
+    st.exp_avg = zeros_like(p)
+    st.exp_avg_sq = zeros_like(p)
+    if g.amsgrad then st.max_exp_avg_sq = zeros_like(p) end
+  end
+  st.step = st.step + 1
+  o = o or self:group_options(g)
+  o.step = st.step
+  core._adam_step(p, grad:contiguous(), st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, o)
 end
 
 local ADAM_STATE = { "exp_avg", "exp_avg_sq", "max_exp_avg_sq" }
@@ -516,7 +537,7 @@ end
 --                                  {params = head:parameters()}}, {lr = 1e-3})
 local Adam = Optimizer:extend("Adam", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 0, amsgrad = false, maximize = false })
-Adam.update = adam_update(false)
+Adam.group_options, Adam.update = adam_options(false), adam_update
 Adam.state_tensors, Adam.required_state = ADAM_STATE, adam_required
 optim.Adam = Adam
 
@@ -529,7 +550,7 @@ optim.Adam = Adam
 -- (1e-2), `amsgrad` (false), `maximize` (false)
 local AdamW = Optimizer:extend("AdamW", { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8,
   weight_decay = 1e-2, amsgrad = false, maximize = false })
-AdamW.update = adam_update(true)
+AdamW.group_options, AdamW.update = adam_options(true), adam_update
 AdamW.state_tensors, AdamW.required_state = ADAM_STATE, adam_required
 optim.AdamW = AdamW
 
