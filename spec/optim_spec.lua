@@ -119,6 +119,51 @@ describe("optimiser behaviour", function()
     end
   end)
 
+  it("takes a group's options afresh at every step and each parameter's own first step", function()
+    -- SGD with momentum 0.5 and lr 0.1, 0.2, 0.3 over three steps: the buffer is g, 1.5 g, 1.75 g
+    local g = lt.tensor({ 1.0, -2.0, 0.5 })
+    local p = lt.zeros(3, { requires_grad = true })
+    local late = lt.zeros(3, { requires_grad = true })   -- its first gradient comes at step 3
+    local opt = optim.SGD({ late, p }, { lr = 0.1, momentum = 0.5 })
+    for k = 1, 3 do
+      p.grad = g:clone()
+      if k == 3 then late.grad = g:clone() end
+      opt.param_groups[1].lr = 0.1 * k
+      opt:step()
+    end
+    local want = (g * -(0.1 + 0.2 * 1.5 + 0.3 * 1.75)):tolist()
+    local got = p:detach():tolist()
+    for i = 1, 3 do assert.is_true(math.abs(got[i] - want[i]) < 1e-6, tostring(got[i])) end
+    -- late's buffer starts as its gradient in the same step as p's goes on from its own
+    assert.are.same((g * -0.3):tolist(), late:detach():tolist())
+  end)
+
+  it("runs a class made with Optimizer:extend, with or without group_options", function()
+    local Sign = optim.Optimizer:extend("Sign", { lr = 0.01 })
+    function Sign:update(p, grad, state, group, o)
+      assert.is_nil(o)
+      state.n = (state.n or 0) + 1
+      p:sub_(grad:sign() * group.lr)
+    end
+    local p = lt.tensor({ 1.0, 1.0 }, { requires_grad = true })
+    local opt = Sign({ p }, { lr = 0.25 })
+    p.grad = lt.tensor({ 3.0, -2.0 })
+    opt:step()
+    opt:step()
+    assert.are.same({ 0.5, 1.5 }, p:detach():tolist())
+    assert.are.equal(2, opt.state[p].n)
+    local Scaled = optim.Optimizer:extend("Scaled", { lr = 0.5 })
+    local made = 0
+    function Scaled:group_options(group) made = made + 1; return { lr = group.lr } end
+    function Scaled:update(p_, grad, _, _, o) p_:sub_(grad * o.lr) end
+    local x, y = lt.ones(2, { requires_grad = true }), lt.ones(2, { requires_grad = true })
+    local s = Scaled({ x, y })
+    x.grad, y.grad = lt.ones(2), lt.ones(2)
+    s:step()
+    assert.are.equal(1, made)   -- once for the group, not once per parameter
+    assert.are.same({ 0.5, 0.5 }, y:detach():tolist())
+  end)
+
   it("refuses optimiser state that shares memory with the parameter", function()
     local core = require "lantern.core"
     local p = lt.ones(4)
