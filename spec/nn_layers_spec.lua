@@ -203,6 +203,16 @@ describe("bad input gives clear errors and leaves the module unchanged", functio
   it("losses with mismatched targets", function()
     expect_error(function() F.cross_entropy(lt.randn(3, 4), lt.tensor { 1, 2 }) end, "cross_entropy", "target")
     expect_error(function() F.cross_entropy(lt.randn(3, 4), lt.tensor { 1, 2, 5 }) end, "out of bounds")
+    -- the target's sizes compared one by one, the class dim skipped
+    local ok, err = pcall(F.cross_entropy, lt.randn(2, 4, 5), lt.ones(2, 6, { dtype = "int64" }))
+    assert.is_false(ok)
+    assert.matches("cross_entropy: expected target of shape [2, 5] (class indices) for input of shape "
+      .. "[2, 4, 5], got target of shape [2, 6]", err, 1, true)
+    ok, err = pcall(F.cross_entropy, lt.randn(2, 4, 5), lt.ones(2, 5, 1, { dtype = "int64" }))
+    assert.is_false(ok)
+    assert.matches("got target of shape [2, 5, 1]", err, 1, true)
+    ok = pcall(F.cross_entropy, lt.randn(2, 4, 5), lt.ones(2, 5, { dtype = "int64" }))
+    assert.is_true(ok)
     expect_error(function() F.nll_loss(lt.randn(3, 4), lt.randn(3)) end, "nll_loss", "int64")
     expect_error(function() F.binary_cross_entropy(lt.rand(3), lt.rand(4)) end, "binary_cross_entropy", "target size")
     expect_error(function() F.binary_cross_entropy_with_logits(lt.rand(3), lt.rand(2, 3)) end, "target size")

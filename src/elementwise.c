@@ -206,25 +206,13 @@ done:
   return rc;
 }
 
-/* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
-int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
-                       lt_tensor *y, lt_dtype dt, double p0, double p1) {
-  int nd;
-  int64_t size[LT_MAX_DIMS];
-  if (ltB_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
-    return -1;
-  if (ltO_empty_as(ctx, out, g, dt, nd, size)) return -1;
-  ltK_kernels(*out)->binary(ctx, op, *out, g, y, dt, p0, p1);
-  return 0;
-}
-
 /* Whether f(g, y) may be written over g: g is held by its one reference (the engine's), shares
-** its storage with nothing, is dense, of the result's dtype and shape, and outside any graph. */
+** its storage with nothing (so not with y either), is dense, of the result's dtype and shape,
+** and outside any graph. */
 static bool grad_reusable(const lt_tensor *g, const lt_tensor *y, lt_dtype dt) {
   int64_t n;
   if (g->refcount != 1 || g->storage->refcount != 1 || g->base || g->requires_grad ||
-      g->grad_fn || g->dtype != dt || y->storage == g->storage ||
-      y->storage->device != g->storage->device ||
+      g->grad_fn || g->dtype != dt || y->storage->device != g->storage->device ||
       y->storage->device_index != g->storage->device_index || y->ndim > g->ndim ||
       !ltB_dense(g, &n))
     return false;
@@ -235,11 +223,20 @@ static bool grad_reusable(const lt_tensor *g, const lt_tensor *y, lt_dtype dt) {
   return true;
 }
 
-int ltO_ew_grad_binary_over(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
-                            lt_tensor *y, lt_dtype dt, double p0, double p1) {
-  if (!grad_reusable(g, y, dt)) return ltO_ew_grad_binary(ctx, out, op, g, y, dt, p0, p1);
-  ltK_kernels(g)->binary(ctx, op, g, g, y, dt, p0, p1);
-  *out = lt_retain(g);
+/* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
+int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
+                       lt_tensor *y, lt_dtype dt, double p0, double p1) {
+  if (grad_reusable(g, y, dt)) {
+    ltK_kernels(g)->binary(ctx, op, g, g, y, dt, p0, p1);
+    *out = lt_retain(g);
+    return 0;
+  }
+  int nd;
+  int64_t size[LT_MAX_DIMS];
+  if (ltB_broadcast_shapes(ctx, "backward", g->ndim, g->size, y->ndim, y->size, &nd, size))
+    return -1;
+  if (ltO_empty_as(ctx, out, g, dt, nd, size)) return -1;
+  ltK_kernels(*out)->binary(ctx, op, *out, g, y, dt, p0, p1);
   return 0;
 }
 

@@ -59,13 +59,11 @@ int ltO_ew_as_dtype(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, lt_dtype dt);
 /* grad (broadcast shape) -> summed to (nd,size), negated if asked, converted to dt. */
 int ltO_ew_finish_grad(lt_ctx *ctx, lt_tensor **out, lt_tensor *full, int nd,
                        const int64_t *size, lt_dtype dt, bool negate);
-/* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. */
+/* out = f(g, y) for a private binary op (gradient formulas), in dtype dt over g's shape. The
+** result is written over g itself where nothing but the caller's reference holds g (a backward
+** formula's incoming gradient, which the engine drops after the call): no fresh buffer, and one
+** the cache still holds. The caller must not read g afterwards. */
 int ltO_ew_grad_binary(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
                        lt_tensor *y, lt_dtype dt, double p0, double p1);
-/* The same, written over g where nothing but the caller's reference holds it (a backward
-** formula's incoming gradient, which the engine drops after the call): no fresh buffer, and
-** one the cache still holds. The caller must not read g afterwards. */
-int ltO_ew_grad_binary_over(lt_ctx *ctx, lt_tensor **out, enum ltK_ew_op op, lt_tensor *g,
-                            lt_tensor *y, lt_dtype dt, double p0, double p1);
 
 #endif

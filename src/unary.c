@@ -108,9 +108,9 @@ static int unary_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
     default:
       if (ltG_saved_get(ctx, self, 0, &s)) return -1;
       if (e->saved_deriv)
-        return ltO_ew_grad_binary_over(ctx, &gin[0], (enum ltK_ew_op)LT_MUL, g, s, e->da, 0, 0);
-      return ltO_ew_grad_binary_over(ctx, &gin[0], (enum ltK_ew_op)(LT_EW_BW + e->op), g, s,
-                                     e->da, e->p0, e->p1);
+        return ltO_ew_grad_binary(ctx, &gin[0], (enum ltK_ew_op)LT_MUL, g, s, e->da, 0, 0);
+      return ltO_ew_grad_binary(ctx, &gin[0], (enum ltK_ew_op)(LT_EW_BW + e->op), g, s, e->da,
+                                e->p0, e->p1);
   }
 }
 
@@ -241,8 +241,7 @@ static int clamp_backward(lt_ctx *ctx, lt_node *self, lt_tensor *const *gout, lt
   lt_tensor *x;
   if (!gout[0]) return 0;
   if (ltG_saved_get(ctx, self, 0, &x)) return -1;
-  return ltO_ew_grad_binary_over(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo,
-                                 e->hi);
+  return ltO_ew_grad_binary(ctx, &gin[0], LT_EW_BW_CLAMP, gout[0], x, e->da, e->lo, e->hi);
 }
 
 LT_EW_NODE_TYPE(clamp_type, "ClampBackward1", clamp_backward);

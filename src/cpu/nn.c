@@ -192,12 +192,17 @@ LT_ISA_END
 static ce_kernels ce_for_isa(void) {
 #ifdef LT_ISA_DISPATCH
   switch (ltB_cpu_isa()) {
-    case LT_ISA_AVX512: return (ce_kernels){lse_avx512, lse_rows_avx512, grad_avx512, grad_rows_avx512};
-    case LT_ISA_AVX2: return (ce_kernels){lse_avx2, lse_rows_avx2, grad_avx2, grad_rows_avx2};
+    case LT_ISA_AVX512:
+      return (ce_kernels){.lse = lse_avx512, .lse_rows = lse_rows_avx512, .grad = grad_avx512,
+                          .grad_rows = grad_rows_avx512};
+    case LT_ISA_AVX2:
+      return (ce_kernels){.lse = lse_avx2, .lse_rows = lse_rows_avx2, .grad = grad_avx2,
+                          .grad_rows = grad_rows_avx2};
     default: break;
   }
 #endif
-  return (ce_kernels){lse_sse4, lse_rows_sse4, grad_sse4, grad_rows_sse4};
+  return (ce_kernels){.lse = lse_sse4, .lse_rows = lse_rows_sse4, .grad = grad_sse4,
+                      .grad_rows = grad_rows_sse4};
 }
 
 /* One forward or backward over the rows. */
@@ -318,44 +323,28 @@ static void lse_pair(double lse, float *hi, float *lo) {
 
 /* Rows of fewer classes than lanes without label smoothing, CE_LANES at a time. A row whose
 ** smoothing coefficient is not 0 all the same (0 times an infinite incoming gradient is NaN)
-** takes the row kernel after the block, as it would alone. */
+** is left to the block as ignored and written by the row kernel after it, as it would be alone. */
 static void grad_row_blocks(const ce_job *j, int64_t i0, int64_t i1) {
   const int64_t C = j->a->C;
   for (int64_t i = i0; i < i1; i += CE_LANES) {
-    int n = (int)ltC_min(CE_LANES, i1 - i), nodd = 0;
-    float hi[CE_LANES], lo[CE_LANES], caw[CE_LANES], cbs[CE_LANES];
-    int64_t tc[CE_LANES], odd[CE_LANES];
-    for (int r = 0; r < CE_LANES; r++) hi[r] = lo[r] = caw[r] = 0;
+    int n = (int)ltC_min(CE_LANES, i1 - i);
+    float hi[CE_LANES] = {0}, lo[CE_LANES] = {0}, caw[CE_LANES] = {0}, cb[CE_LANES] = {0};
+    int64_t tc[CE_LANES], tblock[CE_LANES];   /* tblock: -1 where the block writes zeros */
     for (int r = 0; r < n; r++) {
-      double ca, cb, wt;
-      if (!row_coeffs(j, i + r, &ca, &cb, &wt, &tc[r])) {
-        tc[r] = -1;
-        continue;
-      }
-      float h, l;
-      lse_pair(j->lse[i + r], &h, &l);
-      cbs[r] = (float)cb;
-      if (cbs[r] != 0) {   /* written by the row kernel below */
-        odd[nodd++] = r;
-        tc[r] = -1;
-        continue;
-      }
-      hi[r] = h;
-      lo[r] = l;
+      double ca, cbd, wt;
+      tblock[r] = -1;
+      if (!row_coeffs(j, i + r, &ca, &cbd, &wt, &tc[r])) continue;
+      lse_pair(j->lse[i + r], &hi[r], &lo[r]);
       caw[r] = (float)(ca * wt);
+      cb[r] = (float)cbd;
+      if (cb[r] == 0) tblock[r] = tc[r];
     }
     float *d = (float *)j->dx + i * C;
     const float *x = (const float *)j->x + i * C;
-    j->k.grad_rows(d, x, C, n, hi, lo, caw, tc);
-    for (int k = 0; k < nodd; k++) {
-      int r = odd[k];
-      double ca, cb, wt;
-      int64_t t;
-      float h, l;
-      row_coeffs(j, i + r, &ca, &cb, &wt, &t);
-      lse_pair(j->lse[i + r], &h, &l);
-      j->k.grad(d + r * C, x + r * C, C, h, l, (float)(ca * wt), cbs[r], (float)j->W, j->w, t);
-    }
+    j->k.grad_rows(d, x, C, n, hi, lo, caw, tblock);
+    for (int r = 0; r < n; r++)
+      if (cb[r] != 0)
+        j->k.grad(d + r * C, x + r * C, C, hi[r], lo[r], caw[r], cb[r], (float)j->W, j->w, tc[r]);
   }
 }
 

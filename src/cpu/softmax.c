@@ -386,14 +386,19 @@ static void sm_row(const ltC_rowit *it, char **p, void *ud) {
     sm_backward_f64(it, p, j->mode.log_);
 }
 
-typedef struct smcol_job {
-  smcol c;
+/* A parallel run of the column kernel (col set) or the short-row kernel (few set). */
+typedef struct sm_span_job {
+  const smcol *col;
+  const smfew *few;
   sm_kernels k;
-} smcol_job;
+} sm_span_job;
 
-static void smcol_run(int64_t u0, int64_t u1, void *ud) {
-  const smcol_job *j = ud;
-  j->k.cols(&j->c, u0, u1);
+static void sm_span_run(int64_t u0, int64_t u1, void *ud) {
+  const sm_span_job *j = ud;
+  if (j->col)
+    j->k.cols(j->col, u0, u1);
+  else
+    j->k.few(j->few, u0, u1);
 }
 
 /* Runs the column kernel when it applies (float32, dim not innermost); returns false if not. */
@@ -405,24 +410,12 @@ static bool smcol_try(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a, const lt_
   for (int d = 0; d < dim; d++) outer *= out->size[d];
   if (inner < 4 || !lt_is_contiguous(out) || !lt_is_contiguous(a) || (b && !lt_is_contiguous(b)))
     return false;
-  smcol_job j = {
-      .c = {.out = lt_data(out), .a = lt_data(a), .b = b ? lt_data(b) : NULL, .outer = outer,
-            .n = out->size[dim], .inner = inner, .nb = (inner + SMCOLS - 1) / SMCOLS,
-            .log_ = log_, .back = back},
-      .k = sm_kernels_for_isa(),
-  };
-  ltB_parallel_for(ctx, outer * j.c.nb, ltC_grain(j.c.n * SMCOLS * 4), smcol_run, &j);
+  smcol c = {.out = lt_data(out), .a = lt_data(a), .b = b ? lt_data(b) : NULL, .outer = outer,
+             .n = out->size[dim], .inner = inner, .nb = (inner + SMCOLS - 1) / SMCOLS,
+             .log_ = log_, .back = back};
+  sm_span_job j = {.col = &c, .k = sm_kernels_for_isa()};
+  ltB_parallel_for(ctx, outer * c.nb, ltC_grain(c.n * SMCOLS * 4), sm_span_run, &j);
   return true;
-}
-
-typedef struct smfew_job {
-  smfew c;
-  sm_kernels k;
-} smfew_job;
-
-static void smfew_run(int64_t u0, int64_t u1, void *ud) {
-  const smfew_job *j = ud;
-  j->k.few(&j->c, u0, u1);
 }
 
 /* Runs the short-row kernel when it applies (contiguous float32, dim innermost of 2 to
@@ -434,13 +427,11 @@ static bool smfew_try(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a, const lt_
   if (n < 2 || n >= SM_LANES || rows < 2 || !lt_is_contiguous(out) || !lt_is_contiguous(a) ||
       (b && !lt_is_contiguous(b)))
     return false;
-  smfew_job j = {
-      .c = {.out = lt_data(out), .a = lt_data(a), .b = b ? lt_data(b) : NULL, .rows = rows,
-            .n = n, .log_ = log_, .back = back},
-      .k = sm_kernels_for_isa(),
-  };
+  smfew c = {.out = lt_data(out), .a = lt_data(a), .b = b ? lt_data(b) : NULL, .rows = rows,
+             .n = n, .log_ = log_, .back = back};
+  sm_span_job j = {.few = &c, .k = sm_kernels_for_isa()};
   ltB_parallel_for(ctx, (rows + SM_LANES - 1) / SM_LANES, ltC_grain(SM_LANES * n * 4),
-                   smfew_run, &j);
+                   sm_span_run, &j);
   return true;
 }
 
