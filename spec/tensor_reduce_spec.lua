@@ -164,6 +164,29 @@ describe("dtype rules", function()
     assert.is_true(lt.equal(b1, b2))
     assert.is_true(lt.equal(c1, c2))
   end)
+
+  -- one wide matrix reduced down its rows is a single block of columns at one thread; at two
+  -- the columns are cut into narrower blocks (the narrow kernel takes blocks of 256 or fewer)
+  it("gives the same bits down the rows of one wide matrix at 1 or 2 threads", function()
+    local old = lt.get_num_threads()
+    finally(function() lt.set_num_threads(old) end)
+    for _, cols in ipairs({ 1000, 300, 37 * 16 + 5 }) do
+      local x = lt.randn(1500, cols) * 1e3
+      local xi = (x * 10):to("int64")
+      local function all()
+        return { x:sum(1), x:mean(1), x:amax(1), x:amin(1), x:prod(1), x:sum(1, true), xi:sum(1),
+          xi:amax(1), (x:narrow(2, 2, cols - 1)):sum(1) }
+      end
+      lt.set_num_threads(1)
+      local one = all()
+      lt.set_num_threads(2)
+      local two = all()
+      for k = 1, #one do assert.is_true(lt.equal(one[k], two[k]), cols .. " case " .. k) end
+      -- and the sums are right, against float64's
+      local want = x:double():sum(1)
+      assert.is_true((two[1]:double() - want):abs():max():item() <= 1e-6 * x:abs():sum(1):max():item())
+    end
+  end)
 end)
 
 -- Reference reduction in plain Lua over a contiguous copy: every element is folded into the

@@ -228,6 +228,38 @@ describe("contiguous copies of transposed views", function()
   end
 end)
 
+-- dense copies of one dtype are cut into 64 KB blocks over the pool (src/cpu/copy.c): every
+-- byte arrives, at the sizes around a block and around the 256 KB a thread takes at least, and
+-- a copy between overlapping parts of one storage still moves as memmove does
+describe("dense copies", function()
+  it("copy every element at 1 and 2 threads, with clone, copy_ and cat", function()
+    local before = lt.get_num_threads()
+    finally(function() lt.set_num_threads(before) end)
+    for _, threads in ipairs { 1, 2 } do
+      lt.set_num_threads(threads)
+      for _, n in ipairs { 16383, 16384, 65535, 65537, 131072 + 5, 1000003 } do
+        local x = lt.arange(n, { dtype = "float32" })
+        local y = x:clone()
+        assert.is_true(lt.equal(x, y), n .. " clone")
+        local z = lt.zeros(n):copy_(x)
+        assert.are.equal(n - 1, z[n]:item())
+        assert.is_true(lt.equal(x, z), n .. " copy_")
+        local c = lt.cat({ x, x * 2 }, 1)
+        assert.is_true(lt.equal(c:narrow(1, n + 1, n), x * 2), n .. " cat")
+        local d = lt.arange(n):to("float64"):clone()
+        assert.are.equal((n - 1) * n / 2, d:sum():item())
+      end
+      local n = 300000
+      local base = lt.arange(n + 70000, { dtype = "float32" })
+      base:narrow(1, 1, n):copy_(base:narrow(1, 70001, n))   -- overlapping, forward
+      assert.is_true(lt.equal(base:narrow(1, 1, n), lt.arange(70000, n + 70000, { dtype = "float32" })))
+      base = lt.arange(n + 70000, { dtype = "float32" })
+      base:narrow(1, 70001, n):copy_(base:narrow(1, 1, n))   -- overlapping, backward
+      assert.is_true(lt.equal(base:narrow(1, 70001, n), lt.arange(0, n, { dtype = "float32" })))
+    end
+  end)
+end)
+
 describe("expand", function()
   it("broadcasts size-1 dims with stride 0 and adds leading dims", function()
     local x = lt.tensor({ { 1.0 }, { 2.0 } })

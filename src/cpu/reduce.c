@@ -926,6 +926,21 @@ static void run_combine(int64_t o0, int64_t o1, void *ud) {
   }
 }
 
+/* Column mode with fewer units than threads (a sum down the rows of one wide matrix is one
+** unit): narrower blocks of columns, so that every thread gets some (a float32 sum over the
+** first dim of 1024 x 1024 took 0.149 ms at one thread and at two alike). A column's bits do
+** not depend on the block it sits in, the row chunks that fix them were set from the full
+** width, so the result is the same at every thread count. */
+static void split_columns(plan *p, int nt) {
+  int64_t outer = p->nout / p->L * p->nchunk;   /* units per block of columns */
+  if (nt < 2 || outer * p->nb >= nt || p->N * p->L < LT_PAR_MIN) return;
+  int64_t nb = (nt + outer - 1) / outer;
+  int64_t w = ((p->L + nb - 1) / nb + 15) / 16 * 16;
+  if (w >= p->W) return;
+  p->W = w;
+  p->nb = (p->L + w - 1) / w;
+}
+
 /* ================================================================ table entries */
 
 int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
@@ -939,6 +954,7 @@ int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
   }
   int64_t span = ltC_min(p.N, p.cr);
   if (p.col) {
+    split_columns(&p, ctx->num_threads);
     int64_t units = p.nout / p.L * p.nb * p.nchunk;
     ltB_parallel_for(ctx, units, ltC_grain(span * p.W), run_col, &p);
   } else {
