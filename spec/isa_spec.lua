@@ -225,6 +225,51 @@ print(#bad == 0 and "same" or table.concat(bad, "; "))
   end)
 end)
 
+describe("norm over a whole tensor", function()
+  -- a 2-norm of all of a contiguous float tensor sums the squares in one pass
+  -- (src/cpu/reduce.c, ltC_sumsq): the bits of squaring into a tensor and summing it, at every
+  -- level, at 1 and 2 threads, around the 32768-element chunks and the 256-float blocks, with
+  -- edge values; its gradient is unchanged
+  it("has the bits of the square summed, at every ISA level the CPU supports", function()
+    local NORM = [[
+local lt = require "lantern"
+lt.manual_seed(5)
+local bad = {}
+local function hex(v) return v ~= v and "nan" or string.format("%a", v) end
+for _, threads in ipairs { 1, 2 } do
+  lt.set_num_threads(threads)
+  for _, n in ipairs { 1, 7, 255, 256, 257, 32768, 32769, 100003 } do
+    for _, dt in ipairs { "float32", "float64" } do
+      local x = (lt.randn(n) * 3):to(dt)
+      local cases = { x, x:view(1, n), x * 1e18, x * 1e-22 }
+      if n > 300 then
+        local e = x:clone()
+        e[3] = 1 / 0
+        cases[#cases + 1] = e
+        e = x:clone()
+        e[n - 2] = 0 / 0
+        cases[#cases + 1] = e
+      end
+      for k, c in ipairs(cases) do
+        local want = (c * c):sum():sqrt()
+        local got = c:norm()
+        if hex(got:item()) ~= hex(want:item()) or got.dtype ~= dt or got:dim() ~= 0 then
+          bad[#bad + 1] = string.format("%s n %d case %d threads %d", dt, n, k, threads)
+        end
+        local kept = c:norm(2, nil, true)
+        if kept:dim() ~= c:dim() or hex(kept:reshape(-1)[1]:item()) ~= hex(want:item()) then
+          bad[#bad + 1] = string.format("keepdim %s n %d case %d", dt, n, k)
+        end
+      end
+    end
+  end
+end
+print(#bad == 0 and "same" or table.concat(bad, ", "))
+]]
+    prints_same_at_every_level(NORM)
+  end)
+end)
+
 describe("float32 gelu (exact form)", function()
   -- the AVX2 tables' entries are picked by vpermilps, or by vpshufb on AMD Zen 1 and 2
   -- (LANTERN_LOOKUP forces either): the same bits both ways, forward and recorded derivative

@@ -385,6 +385,10 @@ typedef struct ltK_backend {
   ** in order (keepdim or not), of the dtype the op layer chose; `name` is for messages */
   int (*reduce)(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
                 const lt_tensor *a, const bool *mask);
+  /* out (one element, a's dtype) = the sum of the squares of a's elements (a contiguous,
+  ** float32 or float64, not empty): the bits of reduce's sum over a squared copy of a, without
+  ** writing one; -1 on OOM. NULL where the backend has none: the op layer squares and sums */
+  int (*sumsq)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a);
   /* gi[m][j] = g[m] * (the product of x[m][k] for k != j) over `rows` contiguous rows of n
   ** (x, g, gi contiguous, one float dtype; zeros handled exactly) */
   void (*prod_backward)(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
@@ -591,6 +595,7 @@ bool ltC_addmm_row(lt_ctx *ctx, double alpha, const lt_tensor *a, const lt_tenso
                    double beta, const lt_tensor *bias, lt_tensor *c);
 int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
                const lt_tensor *a, const bool *mask);
+int ltC_sumsq(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a);
 void ltC_prod_backward(lt_tensor *gi, const lt_tensor *x, const lt_tensor *g, int64_t rows,
                        int64_t n);
 bool ltC_has_nan(const lt_tensor *t);

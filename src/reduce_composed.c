@@ -201,6 +201,27 @@ done:
 
 static const ltG_node_type norm_type = {"NormBackward1", norm_backward, NULL};
 
+/* The sum of squares of all of a contiguous float tensor in one pass where the backend has it
+** (a norm over everything, as clip_grad_norm_ takes of each gradient: squaring into a tensor
+** and summing it read and wrote twice as much, 1.9 ms for 4M floats against PyTorch's 0.74).
+** *out stays NULL where it does not apply. */
+static int whole_sumsq(lt_ctx *ctx, lt_tensor **out, const lt_tensor *a, const bool *mask,
+                       bool keepdim) {
+  *out = NULL;
+  const ltK_backend *K = ltK_kernels(a);
+  if (!K->sumsq || lt_numel(a) == 0 || !lt_is_contiguous(a)) return 0;
+  int64_t ones[LT_MAX_DIMS];
+  for (int d = 0; d < a->ndim; d++) {
+    if (!mask[d]) return 0;
+    ones[d] = 1;
+  }
+  if (ltO_empty_as(ctx, out, a, a->dtype, keepdim ? a->ndim : 0, ones)) return -1;
+  if (!K->sumsq(ctx, *out, a)) return 0;
+  lt_release(*out);
+  *out = NULL;
+  return -1;
+}
+
 int lt_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, double p, int ndims, const int *dims,
             bool keepdim) {
   if (!lt_dtype_is_float(a->dtype))
@@ -213,8 +234,11 @@ int lt_norm(lt_ctx *ctx, lt_tensor **out, lt_tensor *a, double p, int ndims, con
   lt_tensor *t[3] = {NULL};   /* elementwise term, reduced, out */
   int rc = -1;
   if (p == 2) {
-    if (lt_unary(ctx, &t[0], LT_SQUARE, a, 0, 0)) goto done;
-    if (lt_reduce(ctx, &t[2], LT_RSUM, t[0], ndims, dims, keepdim)) goto done;
+    if (whole_sumsq(ctx, &t[2], a, mask, keepdim)) goto done;
+    if (!t[2]) {
+      if (lt_unary(ctx, &t[0], LT_SQUARE, a, 0, 0)) goto done;
+      if (lt_reduce(ctx, &t[2], LT_RSUM, t[0], ndims, dims, keepdim)) goto done;
+    }
     if (lt_unary_(ctx, LT_SQRT, t[2], 0, 0)) goto done;
   } else if (p == 1) {
     if (lt_unary(ctx, &t[0], LT_ABS, a, 0, 0)) goto done;

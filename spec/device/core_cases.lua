@@ -615,6 +615,30 @@ end)
 local DIMSETS = { {}, { 1 }, { -1 }, { 1, 3 }, { 2 } }
 
 -- reduce: every reduction, dims subset, keepdim, dtype, layout, empty and 0-d inputs
+-- a 2-norm over a whole tensor: the backend's sum of squares where it has one (contiguous),
+-- the squares summed otherwise; gradients in float64
+case("sumsq", "norm of a whole tensor, every layout, keepdim, with its gradient", function()
+  local shape = { 2, 3, 4 }
+  for _, kind in ipairs(LAYOUTS) do
+    for _, dt in ipairs(FLOATS) do
+      local vals = distinct(24)
+      local t, v = input(vals, shape, dt, kind)
+      local acc = 0
+      for _, x in ipairs(v) do acc = acc + x * x end
+      check(t:norm(), {}, dt, { math.sqrt(acc) }, tol_of(dt) * 10, "norm " .. kind)
+      check(t:norm(2, nil, true), { 1, 1, 1 }, dt, { math.sqrt(acc) }, tol_of(dt) * 10,
+        "norm keepdim " .. kind)
+      if dt == "float64" then
+        check_grad(function(x) return x:norm() end, function(x)
+          local a = 0
+          for _, y in ipairs(x) do a = a + y * y end
+          return { math.sqrt(a) }
+        end, vals, shape, kind, "norm " .. kind)
+      end
+    end
+  end
+end)
+
 case("reduce", "sum mean prod amax amin all any over dims, layouts and dtypes", function()
   local shape = { 2, 3, 4 }
   for _, kind in ipairs(LAYOUTS) do

@@ -18,6 +18,7 @@ const ltK_backend ltC_backend = {
     .matmul_ready = ltC_matmul_ready,
     .addmm_row = ltC_addmm_row,
     .reduce = ltC_reduce,
+    .sumsq = ltC_sumsq,
     .prod_backward = ltC_prod_backward,
     .has_nan = ltC_has_nan,
     .search_dim = ltC_search_dim,
@@ -78,7 +79,7 @@ const ltK_backend ltC_backend = {
 const char *const ltC_backend_entries[] = {
     "copy", "fill", "binary", "binary_flat", "unary", "unary_pair", "ternary", "addc", "where",
     "matmul",
-    "matmul_ready", "addmm_row", "reduce", "prod_backward",
+    "matmul_ready", "addmm_row", "reduce", "sumsq", "prod_backward",
     "has_nan", "search_dim", "search_flat", "softmax", "softmax_backward", "cumsum",
     "sort", "searchsorted", "unique_few",
     /* -- indexing, gather/scatter, masked ops, embedding */

@@ -96,17 +96,20 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
   return t;
 
 /* Every element in the lanes' doubles: float64 sums, and float32 sums whose float partials
-** overflowed (sum_f32) */
-#define SUM_WIDE(T)                                                        \
+** overflowed (sum_f32). F is applied to each element (contiguous only): AS_IS, or SQUARE for
+** the sums of squares of norm(), each square rounded to T as a squared tensor holds it. */
+#define AS_IS(v) (v)
+#define SQUARE(v) ((v) * (v))
+#define SUM_WIDE(T, F)                                                     \
   double a[SUM_LANES] = {0};                                               \
   int64_t i = 0;                                                           \
   if (s == 1) {                                                            \
     for (; i + SUM_LANES <= n; i += SUM_LANES)                             \
-      for (int k = 0; k < SUM_LANES; k++) a[k] += x[i + k];                \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += F(x[i + k]);             \
     if (i < n) { /* the tail in the lanes too, through a block of zeros */  \
       T z[SUM_LANES] = {0};                                                \
       memcpy(z, x + i, (size_t)(n - i) * sizeof(T));                       \
-      for (int k = 0; k < SUM_LANES; k++) a[k] += z[k];                    \
+      for (int k = 0; k < SUM_LANES; k++) a[k] += F(z[k]);                 \
       i = n;                                                               \
     }                                                                      \
   } else {                                                                 \
@@ -114,7 +117,7 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
   }                                                                        \
   SUM_TREE
 
-static double sum_f64(const double *x, int64_t s, int64_t n) { SUM_WIDE(double) }
+static double sum_f64(const double *x, int64_t s, int64_t n) { SUM_WIDE(double, AS_IS) }
 
 /* Contiguous float32 goes through float lanes first: each lane adds the SUM_BLOCK floats it gets
 ** from a block of SUM_BLOCK * SUM_LANES as a fixed tree in float32, then that partial joins the
@@ -126,7 +129,7 @@ static double sum_f64(const double *x, int64_t s, int64_t n) { SUM_WIDE(double) 
 ** with zeros, which change no sum but the sign of a zero partial, and the doubles start at +0. */
 #define SUM_BLOCK 8
 #define TREE8(r) ((((r)[0] + (r)[1]) + ((r)[2] + (r)[3])) + (((r)[4] + (r)[5]) + ((r)[6] + (r)[7])))
-SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) {
+SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n, bool sq) {
   double a[SUM_LANES] = {0};
   int64_t i = 0;
   if (s == 1) {
@@ -139,8 +142,10 @@ SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) {
         b = z;
       }
       for (int k = 0; k < SUM_LANES; k++) {
-        const float r[SUM_BLOCK] = {b[k], b[32 + k], b[64 + k], b[96 + k],
-                                    b[128 + k], b[160 + k], b[192 + k], b[224 + k]};
+        float r[SUM_BLOCK] = {b[k], b[32 + k], b[64 + k], b[96 + k],
+                              b[128 + k], b[160 + k], b[192 + k], b[224 + k]};
+        if (sq)
+          for (int q = 0; q < SUM_BLOCK; q++) r[q] = r[q] * r[q];
         a[k] += TREE8(r);
       }
     }
@@ -151,7 +156,9 @@ SUM_INLINE double sum_body_f32(const float *x, int64_t s, int64_t n) {
   SUM_TREE
 }
 
-static double sum_f32_sse4(const float *x, int64_t s, int64_t n) { return sum_body_f32(x, s, n); }
+static double sum_f32_sse4(const float *x, int64_t s, int64_t n) {
+  return sum_body_f32(x, s, n, false);
+}
 #ifdef LT_ISA_DISPATCH
 /* The contiguous sum at AVX2 and AVX-512 in intrinsics, lane for lane sum_body_f32's: GCC
 ** spilled its tree to the stack and stored its tail's block a float at a time before reading it
@@ -166,7 +173,7 @@ SUM_INLINE double sum_last4(__m256d v) {
 
 /* lanes 8g .. 8g + 7 of the block at x: its rows' floats there, summed as TREE8; the last
 ** block (w < 256 floats left) through masked loads, which give zeros past the end */
-SUM_INLINE __m256 block_avx2(const float *x, int g, int64_t w) {
+SUM_INLINE __m256 block_avx2(const float *x, int g, int64_t w, bool sq) {
   __m256 r[SUM_BLOCK];
   if (w >= SUM_LANES * SUM_BLOCK) {
     for (int q = 0; q < SUM_BLOCK; q++) r[q] = _mm256_loadu_ps(x + 32 * q + 8 * g);
@@ -178,16 +185,18 @@ SUM_INLINE __m256 block_avx2(const float *x, int g, int64_t w) {
       r[q] = v > 0 ? _mm256_maskload_ps(x + 32 * q + 8 * g, m) : _mm256_setzero_ps();
     }
   }
+  if (sq)
+    for (int q = 0; q < SUM_BLOCK; q++) r[q] = _mm256_mul_ps(r[q], r[q]);
   return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r[0], r[1]), _mm256_add_ps(r[2], r[3])),
                        _mm256_add_ps(_mm256_add_ps(r[4], r[5]), _mm256_add_ps(r[6], r[7])));
 }
 
-SUM_INLINE double sum_row_avx2(const float *x, int64_t n) {
+SUM_INLINE double sum_row_avx2(const float *x, int64_t n, bool sq) {
   __m256d a[8];   /* a[q] holds lanes 4q .. 4q + 3 */
   for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_pd();
   for (int64_t i = 0; i < n; i += SUM_LANES * SUM_BLOCK)
     for (int g = 0; g < 4; g++) {
-      __m256 p = block_avx2(x + i, g, n - i);
+      __m256 p = block_avx2(x + i, g, n - i, sq);
       a[2 * g] = _mm256_add_pd(a[2 * g], _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
       a[2 * g + 1] = _mm256_add_pd(a[2 * g + 1], _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
     }
@@ -198,12 +207,14 @@ SUM_INLINE double sum_row_avx2(const float *x, int64_t n) {
 }
 
 static double sum_f32_avx2(const float *x, int64_t s, int64_t n) {
-  return s == 1 ? sum_row_avx2(x, n) : sum_body_f32(x, s, n);
+  return s == 1 ? sum_row_avx2(x, n, false) : sum_body_f32(x, s, n, false);
 }
 
 static void sum_rows_avx2(const float *const *x, int rows, int64_t n, double *out) {
-  for (int r = 0; r < rows; r++) out[r] = sum_row_avx2(x[r], n);
+  for (int r = 0; r < rows; r++) out[r] = sum_row_avx2(x[r], n, false);
 }
+
+static double sumsq_f32_avx2(const float *x, int64_t n) { return sum_row_avx2(x, n, true); }
 LT_ISA_END
 LT_ISA_BEGIN_AVX512
 SUM_INLINE __m512d widen_hi(__m512 v) {
@@ -211,7 +222,7 @@ SUM_INLINE __m512d widen_hi(__m512 v) {
 }
 
 /* as block_avx2, lanes 16h .. 16h + 15 */
-SUM_INLINE __m512 block_avx512(const float *x, int h, int64_t w) {
+SUM_INLINE __m512 block_avx512(const float *x, int h, int64_t w, bool sq) {
   __m512 r[SUM_BLOCK];
   if (w >= SUM_LANES * SUM_BLOCK) {
     for (int q = 0; q < SUM_BLOCK; q++) r[q] = _mm512_loadu_ps(x + 32 * q + 16 * h);
@@ -222,15 +233,17 @@ SUM_INLINE __m512 block_avx512(const float *x, int h, int64_t w) {
       r[q] = v > 0 ? _mm512_maskz_loadu_ps(m, x + 32 * q + 16 * h) : _mm512_setzero_ps();
     }
   }
+  if (sq)
+    for (int q = 0; q < SUM_BLOCK; q++) r[q] = _mm512_mul_ps(r[q], r[q]);
   return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[0], r[1]), _mm512_add_ps(r[2], r[3])),
                        _mm512_add_ps(_mm512_add_ps(r[4], r[5]), _mm512_add_ps(r[6], r[7])));
 }
 
-SUM_INLINE double sum_row_avx512(const float *x, int64_t n) {
+SUM_INLINE double sum_row_avx512(const float *x, int64_t n, bool sq) {
   __m512d a[4];   /* a[q] holds lanes 8q .. 8q + 7 */
   for (int q = 0; q < 4; q++) a[q] = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += SUM_LANES * SUM_BLOCK) {
-    __m512 p0 = block_avx512(x + i, 0, n - i), p1 = block_avx512(x + i, 1, n - i);
+    __m512 p0 = block_avx512(x + i, 0, n - i, sq), p1 = block_avx512(x + i, 1, n - i, sq);
     a[0] = _mm512_add_pd(a[0], _mm512_cvtps_pd(_mm512_castps512_ps256(p0)));
     a[1] = _mm512_add_pd(a[1], widen_hi(p0));
     a[2] = _mm512_add_pd(a[2], _mm512_cvtps_pd(_mm512_castps512_ps256(p1)));
@@ -245,18 +258,20 @@ SUM_INLINE double sum_row_avx512(const float *x, int64_t n) {
 }
 
 static double sum_f32_avx512(const float *x, int64_t s, int64_t n) {
-  return s == 1 ? sum_row_avx512(x, n) : sum_body_f32(x, s, n);
+  return s == 1 ? sum_row_avx512(x, n, false) : sum_body_f32(x, s, n, false);
 }
 
 static void sum_rows_avx512(const float *const *x, int rows, int64_t n, double *out) {
-  for (int r = 0; r < rows; r++) out[r] = sum_row_avx512(x[r], n);
+  for (int r = 0; r < rows; r++) out[r] = sum_row_avx512(x[r], n, false);
 }
+
+static double sumsq_f32_avx512(const float *x, int64_t n) { return sum_row_avx512(x, n, true); }
 LT_ISA_END
 #endif
 /* A float32 partial of 8 can overflow where the sum in double is finite (8 x 3e38): a sum that
 ** comes out infinite or NaN is taken again with every element in the lanes' doubles, at the
 ** baseline, so at every level alike (inputs with an infinity or a NaN pay twice). */
-static double sum_f32_wide(const float *x, int64_t s, int64_t n) { SUM_WIDE(float) }
+static double sum_f32_wide(const float *x, int64_t s, int64_t n) { SUM_WIDE(float, AS_IS) }
 
 static double sum_f32(const float *x, int64_t s, int64_t n) {
   double t;
@@ -270,6 +285,32 @@ static double sum_f32(const float *x, int64_t s, int64_t n) {
   t = sum_f32_sse4(x, s, n);
 #endif
   return isfinite(t) ? t : sum_f32_wide(x, s, n);
+}
+
+/* The sums of squares of n contiguous elements, for norm(): the bits of sum_f32 and sum_f64 over
+** the squared elements (as a squared tensor holds them), without writing the squares. */
+static double sumsq_f32_wide(const float *x, int64_t n) {
+  const int64_t s = 1;
+  SUM_WIDE(float, SQUARE)
+}
+
+static double sumsq_f32(const float *x, int64_t n) {
+  double t;
+#ifdef LT_ISA_DISPATCH
+  switch (ltB_cpu_isa()) {
+    case LT_ISA_AVX512: t = sumsq_f32_avx512(x, n); break;
+    case LT_ISA_AVX2: t = sumsq_f32_avx2(x, n); break;
+    default: t = sum_body_f32(x, 1, n, true); break;
+  }
+#else
+  t = sum_body_f32(x, 1, n, true);
+#endif
+  return isfinite(t) ? t : sumsq_f32_wide(x, n);
+}
+
+static double sumsq_f64(const double *x, int64_t n) {
+  const int64_t s = 1;
+  SUM_WIDE(double, SQUARE)
 }
 
 /* sum_f32 of each of `rows` contiguous rows of n, the level chosen once for all of them: rows
@@ -964,6 +1005,40 @@ int ltC_reduce(lt_ctx *ctx, const char *name, enum lt_redop op, lt_tensor *out,
     ltB_parallel_for(ctx, p.nout, ltC_grain(p.nchunk * 4), run_combine, &p);
     free(p.part);
   }
+  return 0;
+}
+
+/* The sum of squares of a whole contiguous float tensor (norm()): the chunks, partials and
+** order of combining of ltC_reduce's sum, so the bits of summing a squared copy. */
+typedef struct sumsq_job {
+  const char *x;
+  lt_dtype dt;
+  int64_t n;
+  double *part;
+} sumsq_job;
+
+static void sumsq_range(int64_t c0, int64_t c1, void *ud) {
+  const sumsq_job *j = ud;
+  for (int64_t c = c0; c < c1; c++) {
+    int64_t i0 = c * CHUNK, m = ltC_min(CHUNK, j->n - i0);
+    j->part[c] = 0.0 + (j->dt == LT_FLOAT32 ? sumsq_f32((const float *)j->x + i0, m)
+                                             : sumsq_f64((const double *)j->x + i0, m));
+  }
+}
+
+int ltC_sumsq(lt_ctx *ctx, lt_tensor *out, const lt_tensor *a) {
+  int64_t n = lt_numel(a), nchunk = n > CHUNK ? (n + CHUNK - 1) / CHUNK : 1;
+  double one, *part = nchunk > 1 ? malloc((size_t)nchunk * sizeof *part) : &one;
+  if (!part) return ltB_fail(ctx, "norm: out of memory");
+  sumsq_job j = {lt_data(a), a->dtype, n, part};
+  ltB_parallel_for(ctx, nchunk, ltC_grain(ltC_min(n, CHUNK)), sumsq_range, &j);
+  double t = part[0];
+  for (int64_t c = 1; c < nchunk; c++) t += part[c];
+  if (part != &one) free(part);
+  if (out->dtype == LT_FLOAT32)
+    *(float *)lt_data(out) = (float)t;
+  else
+    *(double *)lt_data(out) = t;
   return 0;
 }
 

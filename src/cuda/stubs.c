@@ -165,7 +165,7 @@ static void s_ternary(lt_ctx *ctx, enum ltK_ternary_op op, lt_tensor *out, const
 static void s_where(lt_ctx *ctx, lt_tensor *out, const lt_tensor *cond, const lt_tensor *a,
                     const lt_tensor *b) { PEND("where"); }
 
-/* unary_pair, addc, unique_few and addmm_row stay NULL: the op layer then runs the separate
+/* unary_pair, addc, unique_few, addmm_row and sumsq stay NULL: the op layer then runs the separate
 ** ops those entries stand for, which the plugin has. */
 void ltc_stub_entries(ltK_backend *b) {
   *b = (ltK_backend){
