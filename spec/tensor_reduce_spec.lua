@@ -574,6 +574,54 @@ describe("max/min/argmax/argmin", function()
     end
   end)
 
+  -- contiguous float rows of 16 or more take two vectorised passes (the extreme, then its
+  -- first position); strided rows the element loop: both give the rule's answer, the first
+  -- NaN, else the first of the equal best values, -0 and +0 counting as equal
+  it("along contiguous rows, answers as the element rule (ties, NaN, signed zeros)", function()
+    lt.manual_seed(17)
+    local function hex(v) return v ~= v and "nan" or string.format("%a", v) end
+    local function rule(row, is_max)
+      local bi = 1
+      if row[1] ~= row[1] then return 1 end
+      for i = 2, #row do
+        local v = row[i]
+        if v ~= v then return i end
+        if (is_max and v > row[bi]) or (not is_max and v < row[bi]) then bi = i end
+      end
+      return bi
+    end
+    for _, dt in ipairs { "float32", "float64" } do
+      for _, n in ipairs { 15, 16, 17, 40, 1000 } do
+        local x = (lt.randn(24, n) * 2):round():to(dt)   -- many ties and zeros
+        x[3]:fill_(0)
+        x[3][n - 1] = -0.0
+        x[4]:fill_(-0.0)
+        x[4][n] = 0.0
+        x[5][n] = 0 / 0
+        x[6][1] = 0 / 0
+        x[7]:fill_(1 / 0)
+        x[8][n // 2] = -1 / 0
+        local strided = x:t():contiguous():t()   -- the same rows, not contiguous
+        local rows = x:tolist()
+        for _, f in ipairs { "max", "min" } do
+          local v, i = x[f](x, 2)
+          local sv, si = strided[f](strided, 2)
+          assert.are.same(si:tolist(), i:tolist(), f .. " " .. dt .. " " .. n)
+          local vl, svl = v:tolist(), sv:tolist()
+          for r = 1, #rows do
+            assert.are.equal(rule(rows[r], f == "max"), i[r]:item(), f .. " row " .. r)
+            assert.are.equal(hex(svl[r]), hex(vl[r]), f .. " value row " .. r)
+            assert.are.equal(hex(rows[r][i[r]:item()]), hex(vl[r]))
+          end
+          assert.are.same(i:tolist(), x[f == "max" and "argmax" or "argmin"](x, 2):tolist())
+          local flat = x:reshape(-1)
+          local want = rule(flat:tolist(), f == "max")
+          assert.are.equal(want, flat[f == "max" and "argmax" or "argmin"](flat):item())
+        end
+      end
+    end
+  end)
+
   it("finds the first best across chunks of a long tensor", function()
     local t = lt.zeros(100000)
     t[70001] = 2

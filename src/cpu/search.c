@@ -63,10 +63,54 @@ typedef struct search_ud {
   int64_t base;
 } search_ud;
 
+/* The first position of the best of a contiguous float row, in two passes that vectorise: the
+** row's extreme by extreme.c's integer keys, then the first element equal to it, or the first
+** NaN where there is one (find_best's answer: among equal values, -0 and +0 included, the
+** first). find_best, one compare and branch per element, took 1.4 ms for the maxima of 1024
+** rows of 1024 floats, where amax took 0.15. */
+#define FIRST_BLOCK 16
+#define FIRST_OF(T, HIT)                                                             \
+  {                                                                                  \
+    const T *x = (const T *)p;                                                       \
+    for (int64_t i0 = 0; i0 < n; i0 += FIRST_BLOCK) {                                \
+      int w = (int)ltC_min(FIRST_BLOCK, n - i0), hit = 0;                            \
+      for (int k = 0; k < w; k++) hit |= HIT(x[i0 + k]);                             \
+      if (hit)                                                                       \
+        for (int k = 0; k < w; k++)                                                  \
+          if (HIT(x[i0 + k])) return i0 + k;                                        \
+    }                                                                                \
+    return 0;                                                                        \
+  }
+#define IS_M(v) ((v) == m)
+#define IS_NAN(v) ((v) != (v))
+
+static int64_t first_f32(const char *p, int64_t n, float m, bool nan) {
+  if (nan) FIRST_OF(float, IS_NAN)
+  FIRST_OF(float, IS_M)
+}
+
+static int64_t first_f64(const char *p, int64_t n, double m, bool nan) {
+  if (nan) FIRST_OF(double, IS_NAN)
+  FIRST_OF(double, IS_M)
+}
+
+static int64_t find_best_dense(lt_dtype dt, bool is_max, const char *p, int64_t n) {
+  bool nan;
+  if (dt == LT_FLOAT32) {
+    float m = ltC_extreme_f32((const float *)p, n, is_max, &nan);
+    return first_f32(p, n, m, nan);
+  }
+  double m = ltC_extreme_f64((const double *)p, n, is_max, &nan);
+  return first_f64(p, n, m, nan);
+}
+
 /* operands: idx (int64), x, [values] */
 static void search_row(const ltC_rowit *it, char **p, void *ud) {
   const search_ud *s = ud;
-  int64_t bi = find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
+  bool dense = it->rs[1] == 1 && it->n >= FIRST_BLOCK &&
+               (s->dt == LT_FLOAT32 || s->dt == LT_FLOAT64);
+  int64_t bi = dense ? find_best_dense(s->dt, s->is_max, p[1], it->n)
+                     : find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
   *(int64_t *)p[0] = bi + s->base;
   if (s->want_val) memcpy(p[2], p[1] + bi * it->rs[1] * it->es[1], (size_t)it->es[1]);
 }
@@ -84,7 +128,10 @@ static void flat_chunk(int64_t c0, int64_t c1, void *ud) {
   int64_t es = (int64_t)lt_dtype_size(f->dt);
   for (int64_t c = c0; c < c1; c++) {
     int64_t b = c * LT_CPU_CHUNK, n = ltC_min(LT_CPU_CHUNK, f->n - b);
-    f->best[c] = b + find_best(f->dt, f->is_max, f->x + b * es, 1, n);
+    const char *x = f->x + b * es;
+    bool dense = n >= FIRST_BLOCK && (f->dt == LT_FLOAT32 || f->dt == LT_FLOAT64);
+    f->best[c] = b + (dense ? find_best_dense(f->dt, f->is_max, x, n)
+                            : find_best(f->dt, f->is_max, x, 1, n));
   }
 }
 
