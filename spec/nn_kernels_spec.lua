@@ -234,6 +234,59 @@ local function max_abs_diff(a, b)
   return (a - b):abs():max():item()
 end
 
+-- im2col convolutions take several samples per GEMM where a sample's column side (O x L) is
+-- small, and one where it holds 32768 elements or more (src/cpu/conv.c, SAMPLE_ALONE): both
+-- against shifted slices times the weight's taps, forward and every gradient, at 1 and 2
+-- threads; the transposed convolution is checked as the adjoint, <conv(x), y> = <x, convT(y)>
+describe("im2col convolutions, few and many samples per GEMM", function()
+  -- conv2d of x (N, C, H, W) with w (O, C, 3, 3), padding 1, stride 1, from its nine taps
+  local function by_taps(x, w, b)
+    local N, C, H, W, O = x:size(1), x:size(2), x:size(3), x:size(4), w:size(1)
+    local xp = lt.nn.functional.pad(x, { 1, 1, 1, 1 })
+    local y
+    for ki = 1, 3 do
+      for kj = 1, 3 do
+        local xs = xp:narrow(3, ki, H):narrow(4, kj, W):permute(2, 1, 3, 4):reshape(C, N * H * W)
+        local t = w:select(4, kj):select(3, ki):matmul(xs)
+        y = y and y + t or t
+      end
+    end
+    return (y + b:view(O, 1)):reshape(O, N, H, W):permute(2, 1, 3, 4)
+  end
+  it("agree with the taps summed, forward and gradients", function()
+    local before = lt.get_num_threads()
+    finally(function() lt.set_num_threads(before) end)
+    lt.manual_seed(21)
+    -- 2 x 64 x 32 x 32 is a large column side (65536 per sample, one per GEMM; 3 channels keep
+    -- it off the Winograd path); 3 x 8 x 10 x 10 a small one (chunks of samples)
+    for _, sh in ipairs { { 2, 3, 64, 32 }, { 3, 2, 8, 10 } } do
+      local N, C, O, S = table.unpack(sh)
+      for _, threads in ipairs { 1, 2 } do
+        lt.set_num_threads(threads)
+        local x = lt.randn({ N, C, S, S }, { dtype = "float64", requires_grad = true })
+        local w = lt.randn({ O, C, 3, 3 }, { dtype = "float64", requires_grad = true })
+        local b = lt.randn({ O }, { dtype = "float64", requires_grad = true })
+        local g = lt.randn(N, O, S, S):double()
+        local y = lt.conv2d(x, w, b, { padding = 1 })
+        y:backward(g)
+        local gx, gw, gb = x.grad, w.grad, b.grad
+        x.grad, w.grad, b.grad = nil, nil, nil
+        local r = by_taps(x, w, b)
+        r:backward(g)
+        local label = table.concat(sh, "x") .. " threads " .. threads
+        assert.is_true((y - r):abs():max():item() < 1e-11, label .. " forward")
+        assert.is_true((gx - x.grad):abs():max():item() < 1e-10, label .. " input gradient")
+        assert.is_true((gw - w.grad):abs():max():item() < 1e-9, label .. " weight gradient")
+        assert.is_true((gb - b.grad):abs():max():item() < 1e-9, label .. " bias gradient")
+        local yt = lt.randn(N, O, S, S):double()
+        local lhs = (lt.conv2d(x, w, nil, { padding = 1 }) * yt):sum():item()
+        local rhs = (x * lt.conv_transpose2d(yt, w, nil, { padding = 1 })):sum():item()
+        assert.is_true(math.abs(lhs - rhs) < 1e-9 * math.abs(lhs), label .. " transposed")
+      end
+    end
+  end)
+end)
+
 describe("nn kernels layouts", function()
   before_each(function() lt.manual_seed(11) end)
 
