@@ -302,3 +302,28 @@ describe("graph nodes", function()
     assert.matches("modified by an inplace operation", tostring(err))
   end)
 end)
+
+-- a mean's gradient is the incoming one divided by the count, broadcast: every element holds
+-- exactly g / count (float32, the same bits as dividing each element), keepdim or not
+describe("mean's gradient", function()
+  it("is g / count in every element", function()
+    local function hex(v) return string.format("%a", v) end
+    local x = lt.randn(4, 6, 7, 7):requires_grad_()
+    local g = lt.randn(4, 6) * 3
+    x:mean({ 3, 4 }):backward(g)
+    local want = (g / 49):tolist()
+    local got = x.grad
+    assert.are.same({ 4, 6, 7, 7 }, got:size())
+    for _, ij in ipairs { { 1, 1 }, { 2, 5 }, { 4, 6 } } do
+      local plane = got[ij[1]][ij[2]]:reshape(-1):tolist()
+      for k = 1, 49 do assert.are.equal(hex(want[ij[1]][ij[2]]), hex(plane[k])) end
+    end
+    local y = lt.randn(5, 3):requires_grad_()
+    y:mean(1, true):backward(lt.tensor({ { 1.0, 2.0, 3.0 } }))
+    assert.are.same({ 0.2, 0.4, 0.6 }, (y.grad[5]:double() * 1e6):round():div(1e6):tolist())
+    local z = lt.randn(3):requires_grad_()
+    z:mean():backward()
+    assert.are.equal(hex(1 / 3 + 0.0), hex(lt.tensor(1.0, { dtype = "float64" }):div(3):item()))
+    assert.are.equal(hex(lt.tensor(1.0):div(3):item()), hex(z.grad[2]:item()))
+  end)
+end)

@@ -258,6 +258,22 @@ describe("dense copies", function()
       assert.is_true(lt.equal(base:narrow(1, 70001, n), lt.arange(0, n, { dtype = "float32" })))
     end
   end)
+
+  -- short rows that repeat one value (an expanded (N, C, 1, 1) made contiguous) are filled
+  it("fill short rows from a broadcast value, every dtype", function()
+    for _, dt in ipairs { "float32", "float64", "int64", "bool" } do
+      local g = (lt.arange(6 * 5) % 3):reshape(6, 5, 1, 1):to(dt)
+      local e = g:expand(6, 5, 7, 7):contiguous()
+      assert.are.same({ 6, 5, 7, 7 }, e:size())
+      local flat, src = e:reshape(-1):tolist(), g:reshape(-1):tolist()
+      for i = 1, #flat do assert.are.equal(src[(i - 1) // 49 + 1], flat[i], dt .. " " .. i) end
+      local t = g:reshape(6, 5, 1):expand(6, 5, 3):transpose(1, 2):contiguous()   -- rows of 3
+      local g2 = g:reshape(6, 5)
+      for _, ijk in ipairs { { 1, 3, 2 }, { 5, 6, 3 }, { 2, 1, 1 } } do
+        assert.are.equal(g2[ijk[2]][ijk[1]]:item(), t[ijk[1]][ijk[2]][ijk[3]]:item())
+      end
+    end
+  end)
 end)
 
 describe("expand", function()
