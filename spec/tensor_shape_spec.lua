@@ -229,8 +229,9 @@ describe("contiguous copies of transposed views", function()
 end)
 
 -- dense copies of one dtype are cut into 64 KB blocks over the pool (src/cpu/copy.c): every
--- byte arrives, at the sizes around a block and around the 256 KB a thread takes at least, and
--- a copy between overlapping parts of one storage still moves as memmove does
+-- byte arrives, at the sizes around a block and around the 256 KB a thread takes at least; a
+-- copy between overlapping parts of one storage reads the source as it was (the op layer
+-- copies such a source first; the kernel's own check is a second line)
 describe("dense copies", function()
   it("copy every element at 1 and 2 threads, with clone, copy_ and cat", function()
     local before = lt.get_num_threads()

@@ -614,7 +614,6 @@ end)
 
 local DIMSETS = { {}, { 1 }, { -1 }, { 1, 3 }, { 2 } }
 
--- reduce: every reduction, dims subset, keepdim, dtype, layout, empty and 0-d inputs
 -- a 2-norm over a whole tensor: the backend's sum of squares where it has one (contiguous),
 -- the squares summed otherwise; gradients in float64
 case("sumsq", "norm of a whole tensor, every layout, keepdim, with its gradient", function()
@@ -639,6 +638,7 @@ case("sumsq", "norm of a whole tensor, every layout, keepdim, with its gradient"
   end
 end)
 
+-- reduce: every reduction, dims subset, keepdim, dtype, layout, empty and 0-d inputs
 case("reduce", "sum mean prod amax amin all any over dims, layouts and dtypes", function()
   local shape = { 2, 3, 4 }
   for _, kind in ipairs(LAYOUTS) do

@@ -38,7 +38,7 @@
 /* Samples whose column side (O x L) holds at least this many elements go one per chunk: their
 ** GEMM is wide enough alone, and gathering a chunk's column sides into one matrix and
 ** scattering it back cost more than the GEMM saved (3 -> 64 channels, 3 x 3 over 32 images of
-** 32 x 32: forward and backward 4.9 -> 4.0 ms; few-channel images keep their chunks). */
+** 32 x 32: forward and backward 4.9 -> 3.9 ms; few-channel images keep their chunks). */
 #define SAMPLE_ALONE ((int64_t)1 << 15)
 
 /* ------------------------------------------------------------ copy kernels */

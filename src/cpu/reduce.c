@@ -96,8 +96,11 @@ static acc_t acc_combine(enum lt_redop op, bool fl, acc_t a, acc_t b) {
   return t;
 
 /* Every element in the lanes' doubles: float64 sums, and float32 sums whose float partials
-** overflowed (sum_f32). F is applied to each element (contiguous only): AS_IS, or SQUARE for
-** the sums of squares of norm(), each square rounded to T as a squared tensor holds it. */
+** overflowed (sum_f32). F is applied to each element of a contiguous row (the strided branch
+** and the tail ignore it): AS_IS, or SQUARE for the sums of squares of norm(), each square
+** rounded to T as a squared tensor holds it. That, and the squares in the float32 trees below,
+** rely on products not being fused into the adds: this file is built with -std=c11, under which
+** GCC contracts nothing (-ffp-contract=off), intrinsics included. */
 #define AS_IS(v) (v)
 #define SQUARE(v) ((v) * (v))
 #define SUM_WIDE(T, F)                                                     \
@@ -866,6 +869,30 @@ static void run_inner(int64_t u0, int64_t u1, void *ud) {
   }
 }
 
+/* Column j of a block alone over rows [r0, r1), element by element in double: a float32 column
+** whose 8-row partials overflowed. Only that column, so that the others keep their bits whatever
+** columns share their block (its width follows the thread count: split_columns). */
+static void refold_column(const plan *p, acc_t a0, double *ad, int64_t *ai, const char *base,
+                          int64_t cis, int64_t j, int64_t r0, int64_t r1) {
+  int64_t ridx[LT_MAX_DIMS], off = 0, rr = r0;
+  for (int d = p->nr - 1; d >= 0; d--) {
+    ridx[d] = rr % p->rs[d];
+    rr /= p->rs[d];
+    off += ridx[d] * p->ris[d];
+  }
+  ad[j] = a0.d;
+  ai[j] = a0.i;
+  for (int64_t r = r0; r < r1; r++) {
+    fold_col(p->op, p->dt, ad + j, ai + j, base + (off + j * cis) * p->ies, cis, 1);
+    for (int d = p->nr - 1; d >= 0; d--) {
+      off += p->ris[d];
+      if (++ridx[d] < p->rs[d]) break;
+      off -= p->rs[d] * p->ris[d];
+      ridx[d] = 0;
+    }
+  }
+}
+
 /* Column mode: unit u is chunk c of column block b of outer kept position q. */
 static void run_col(int64_t u0, int64_t u1, void *ud) {
   const plan *p = ud;
@@ -876,7 +903,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
   int64_t ridx[LT_MAX_DIMS];
   acc_t a0 = acc_init(p->op, p->fl);
   bool unit_sum = p->dt == LT_FLOAT32 && cis == 1 && (p->op == LT_RSUM || p->op == LT_RMEAN);
-  col_sum_fn sum_rows = unit_sum ? col_sum_rows_for_isa() : NULL, sums;
+  col_sum_fn sums = unit_sum ? col_sum_rows_for_isa() : NULL;
   col_sum_narrow_fn narrow = unit_sum && p->nr == 1 && p->W <= NARROW_MAX ? col_sum_narrow_for_isa() : NULL;
   /* float32 maxima and minima of contiguous rows fold as extreme.c's keys, decoded per block */
   bool is_max = p->op == LT_RAMAX;
@@ -888,8 +915,6 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     kcount kc;
     kc_init(&kc, p, nk1, q);
     int64_t j0 = b * p->W, w = ltC_min(p->W, p->L - j0);
-    sums = sum_rows;
-  again:
     for (int64_t j = 0; j < w; j++) {
       ad[j] = a0.d;
       ai[j] = a0.i;
@@ -929,14 +954,9 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
       }
     if (keys)
       for (int64_t j = 0; j < w; j++) ad[j] = ltC_extreme_key_value(kd[j]);
-    if (sums) {   /* an 8-row float32 partial overflowed (as sum_f32): again, row by row */
-      bool finite = true;
-      for (int64_t j = 0; j < w; j++) finite &= isfinite(ad[j]) != 0;
-      if (!finite) {
-        sums = NULL;
-        goto again;
-      }
-    }
+    if (sums)   /* an 8-row float32 partial overflowed (as sum_f32): that column row by row */
+      for (int64_t j = 0; j < w; j++)
+        if (!isfinite(ad[j])) refold_column(p, a0, ad, ai, base, cis, j, r0, r1);
     if (p->nchunk == 1) {
       plan_finalize_block(p, ad, ai, w, p->out + (kc.ooff + j0 * cos_) * p->oes, cos_);
       continue;
@@ -970,8 +990,9 @@ static void run_combine(int64_t o0, int64_t o1, void *ud) {
 /* Column mode with fewer units than threads (a sum down the rows of one wide matrix is one
 ** unit): narrower blocks of columns, so that every thread gets some (a float32 sum over the
 ** first dim of 1024 x 1024 took 0.149 ms at one thread and at two alike). A column's bits do
-** not depend on the block it sits in, the row chunks that fix them were set from the full
-** width, so the result is the same at every thread count. */
+** not depend on the block it sits in: the row chunks that fix them were set from the full
+** width, and a column whose float32 partials overflow is summed again alone (refold_column),
+** so the result is the same at every thread count. */
 static void split_columns(plan *p, int nt) {
   int64_t outer = p->nout / p->L * p->nchunk;   /* units per block of columns */
   if (nt < 2 || outer * p->nb >= nt || p->N * p->L < LT_PAR_MIN) return;
