@@ -229,7 +229,7 @@ describe("norm over a whole tensor", function()
   -- a 2-norm of all of a contiguous float tensor sums the squares in one pass
   -- (src/cpu/reduce.c, ltC_sumsq): the bits of squaring into a tensor and summing it, at every
   -- level, at 1 and 2 threads, around the 32768-element chunks and the 256-float blocks, with
-  -- edge values; its gradient is unchanged
+  -- edge values (its gradient: grad_reduce_spec and the device suite's sumsq case)
   it("has the bits of the square summed, at every ISA level the CPU supports", function()
     local NORM = [[
 local lt = require "lantern"
