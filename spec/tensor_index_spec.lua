@@ -426,6 +426,34 @@ describe("large inputs (the parallel path)", function()
   end)
 end)
 
+-- a large contiguous index is range-checked in parts over the pool (src/cpu/index.c): it
+-- passes when every value is in range, and names the first bad value in order when one is not,
+-- wherever it lies; one_hot learns the largest value from the same scan
+describe("range checks of large indices at 2 threads", function()
+  it("pass in range and name the first bad value in order", function()
+    local old = lt.get_num_threads()
+    finally(function() lt.set_num_threads(old) end)
+    lt.set_num_threads(2)
+    lt.manual_seed(4)
+    local n = 300000
+    local x = lt.randn(n)
+    local idx = lt.randint(1, n + 1, { n })
+    assert.is_true(lt.equal(x:gather(1, idx), x:index_select(1, idx)))
+    for _, at in ipairs { 1, 4000, n // 2, n } do
+      local bad = idx:clone()
+      bad[at] = n + 7
+      if at < n then bad[n] = -3 end   -- a later bad value must not be the one named
+      local ok, err = pcall(function() return x:gather(1, bad) end)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("gather: index " .. (n + 7) .. " is out of range", 1, true),
+        tostring(err))
+    end
+    local classes = lt.randint(1, 41, { n })
+    classes[n // 3] = 57
+    assert.are.same({ n, 57 }, classes:one_hot():size())
+  end)
+end)
+
 describe("short rows", function()
   it("index_select picks blocks of several elements that are not element-sized words", function()
     -- blocks of two float32s (8 bytes) at 4-byte alignment, and of three bools

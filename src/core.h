@@ -433,8 +433,8 @@ typedef struct ltK_backend {
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
   ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
-  bool (*index_range)(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
-                      int64_t *bad, int64_t *max);
+  bool (*index_range)(lt_ctx *ctx, const lt_tensor *index, int64_t lo, int64_t hi,
+                      const int64_t *skip, int64_t *bad, int64_t *max);
   /* out[p] = src[p with p[dim] = index[p] - base]: index (int64, in range) has out's shape, src
   ** out's rank (index_select and embedding pass an index expanded along the other dims) */
   void (*gather)(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
@@ -614,8 +614,8 @@ int64_t ltC_unique_few(lt_ctx *ctx, const lt_tensor *x, int64_t cap, lt_tensor *
 void ltC_searchsorted(lt_ctx *ctx, lt_tensor *out, const lt_tensor *sorted,
                       const lt_tensor *values, bool right, int64_t base);
 /* -- indexing, gather/scatter, masked ops, embedding */
-bool ltC_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
-                     int64_t *bad, int64_t *max);
+bool ltC_index_range(lt_ctx *ctx, const lt_tensor *index, int64_t lo, int64_t hi,
+                     const int64_t *skip, int64_t *bad, int64_t *max);
 void ltC_gather(lt_ctx *ctx, lt_tensor *out, const lt_tensor *src, int dim,
                 const lt_tensor *index, int64_t base);
 void ltC_scatter(lt_ctx *ctx, lt_tensor *self, int dim, const lt_tensor *index,

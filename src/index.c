@@ -61,7 +61,7 @@ static int need_bool_mask(lt_ctx *ctx, const char *op, const lt_tensor *m) {
 static int check_index(lt_ctx *ctx, const char *op, const lt_tensor *index, int64_t base,
                        int dim, int64_t size) {
   int64_t bad, max;
-  if (ltK_kernels(index)->index_range(index, base, base + size, NULL, &bad, &max)) return 0;
+  if (ltK_kernels(index)->index_range(ctx, index, base, base + size, NULL, &bad, &max)) return 0;
   if (size == 0)
     return ltB_fail(ctx, "%s: index %lld is out of range for dimension %d of size 0", op,
                     (long long)bad, dim + 1);
@@ -672,7 +672,7 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
                       (long long)num_classes);
     if (lt_numel(t) == 0)
       return ltB_fail(ctx, "one_hot: can not infer total number of classes from empty tensor");
-    bool ok = k->index_range(t, base, INT64_MAX, NULL, &bad, &max);
+    bool ok = k->index_range(ctx, t, base, INT64_MAX, NULL, &bad, &max);
     if (!ok && bad < base)
       return ltB_fail(ctx, "one_hot: class values must be at least %lld (got %lld)",
                       (long long)base, (long long)bad);
@@ -682,7 +682,7 @@ int lt_one_hot(lt_ctx *ctx, lt_tensor **out, lt_tensor *t, int64_t num_classes, 
   } else {
     if (num_classes >= INT64_MAX / 16)
       return ltB_fail(ctx, "one_hot: num_classes %lld is too large", (long long)num_classes);
-    if (!k->index_range(t, base, base + num_classes, NULL, &bad, &max))
+    if (!k->index_range(ctx, t, base, base + num_classes, NULL, &bad, &max))
       return ltB_fail(ctx, "one_hot: class value %lld is out of range for %lld classes (valid "
                       "%lld..%lld)", (long long)bad, (long long)num_classes, (long long)base,
                       (long long)(base + num_classes - 1));

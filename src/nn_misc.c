@@ -82,7 +82,8 @@ int lt_embedding(lt_ctx *ctx, lt_tensor **out, lt_tensor *weight, lt_tensor *ind
     return ltB_fail(ctx, "%s: padding_idx %lld must be within num_embeddings (%lld)", op,
                     (long long)(padding_idx + index_base), (long long)V);
   int64_t bad, max;
-  if (!ltK_kernels(indices)->index_range(indices, index_base, index_base + V, NULL, &bad, &max))
+  if (!ltK_kernels(indices)->index_range(ctx, indices, index_base, index_base + V, NULL, &bad,
+                                         &max))
     return ltB_fail(ctx, "%s: index %lld is out of range for a weight of shape %s (valid "
                     "indices are %lld..%lld)", op, (long long)bad, LT_SHAPE(weight, bw),
                     (long long)index_base, (long long)(V - 1 + index_base));
@@ -245,7 +246,7 @@ static int class_loss(lt_ctx *ctx, const char *op, bool logits, lt_tensor **out,
                     "classes but got weight tensor of shape %s (%s)", op, (long long)C,
                     LT_SHAPE(weight, bt), lt_dtype_name(weight->dtype));
   int64_t bad, max;
-  if (!ltK_kernels(target)->index_range(target, base, base + C, &ignore_index, &bad, &max))
+  if (!ltK_kernels(target)->index_range(ctx, target, base, base + C, &ignore_index, &bad, &max))
     return ltB_fail(ctx, "%s: target %lld is out of bounds for %lld classes (class indices are "
                     "%lld..%lld)", op, (long long)bad, (long long)C, (long long)base,
                     (long long)(C - 1 + base));

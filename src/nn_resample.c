@@ -48,7 +48,7 @@ static int check_positions(lt_ctx *ctx, const char *what, const lt_tensor *x, co
     return ltB_fail(ctx, "resample: expected %s of dtype int64 and shape [%lld], got %s %s", what,
                     (long long)n, lt_dtype_name(t->dtype), LT_SHAPE(t, b));
   int64_t bad, max;
-  if (!ltK_kernels(t)->index_range(t, base, base + hi, NULL, &bad, &max))
+  if (!ltK_kernels(t)->index_range(ctx, t, base, base + hi, NULL, &bad, &max))
     return ltB_fail(ctx, "resample: %s holds %lld, out of range for a dim of size %lld", what,
                     (long long)bad, (long long)hi);
   return 0;

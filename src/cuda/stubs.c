@@ -48,8 +48,8 @@ static int s_sort(lt_ctx *ctx, const char *name, lt_tensor *values, lt_tensor *i
                   const lt_tensor *a, int dim, bool descending, int64_t base) {
   return FAIL(ctx, name);
 }
-static bool s_index_range(const lt_tensor *index, int64_t lo, int64_t hi, const int64_t *skip,
-                          int64_t *bad, int64_t *max) {
+static bool s_index_range(lt_ctx *ctx, const lt_tensor *index, int64_t lo, int64_t hi,
+                          const int64_t *skip, int64_t *bad, int64_t *max) {
   PEND("indexing");
   *bad = lo;
   *max = INT64_MIN;
