@@ -598,8 +598,18 @@ function F.interpolate(input, size, scale_factor, mode, align_corners)
     error("interpolate: " .. mode .. " mode needs a float input, got " .. input.dtype, 2)
   end
   if mode == "area" then return F.adaptive_avg_pool2d(input, out) end
+  -- nearest modes select, so the dims may go in any order: when none shrinks, the last (whose
+  -- selection picks single elements, where the others copy whole rows) goes first, on the
+  -- smallest tensor (x2 on 32 x 64 x 32 x 32: 6.3 -> 5.3 ms; its backward adds whole rows
+  -- first, too). The linear modes keep the order their bits follow.
+  local first, last, step = 1, sp, 1
+  if need == 0 then
+    local grows = true
+    for i = 1, sp do grows = grows and out[i] >= s[2 + i] end
+    if grows then first, last, step = sp, 1, -1 end
+  end
   local x = input
-  for i = 1, sp do
+  for i = first, last, step do
     local d, in_n = 2 + i, s[2 + i]
     if out[i] ~= in_n or need > 0 then
       local i0, i1, _, w1 = source_index(mode, in_n, out[i], scales[i], align, x.dtype)
