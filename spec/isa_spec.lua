@@ -679,6 +679,18 @@ for _, n in ipairs { 1, 7, 8, 9, 31, 33, 100, 255, 256, 257, 287, 289, 784, 1000
   local w = lt.randn(n) * lt.pow(2, (lt.rand(n) * 80 - 40):floor())
   out[#out + 1] = string.format("%a %a", w:sum():item(), w:double():sum():item())
 end
+-- many short rows at once (from AVX-512 four at a time), with edge values in some rows
+for _, n in ipairs { 1, 5, 16, 31, 32, 33, 49, 63, 64, 65 } do
+  local x = lt.randn(37, n) * 5
+  x[3][1] = -0.0
+  x[5]:fill_(-0.0)
+  x[6][n] = 1 / 0
+  x[7][1] = 0 / 0
+  x[9][n] = 3e38
+  x[9][1] = 3e38
+  for _, v in ipairs(x:sum(2):tolist()) do out[#out + 1] = v ~= v and "nan" or string.format("%a", v) end
+  for _, v in ipairs(x:mean(2):tolist()) do out[#out + 1] = v ~= v and "nan" or string.format("%a", v) end
+end
 -- partials of eight that overflow, taken again in double
 for _, shape in ipairs { { 256 }, { 64, 300 }, { 9, 40 } } do
   local t = lt.full(shape, 3e38) * lt.rand(table.unpack(shape))
