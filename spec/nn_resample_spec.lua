@@ -51,7 +51,8 @@ describe("interpolate against PyTorch", function()
   end)
 
   -- nearest modes select: growing every dim they go last dim first, otherwise first dim first;
-  -- either way each output element and each gradient sum is the one taken dim by dim in order
+  -- either way each output element is the one taken dim by dim in order, and each gradient
+  -- the same sum, in another order
   it("nearest gives the dim-by-dim selection whatever the order it takes the dims in", function()
     lt.manual_seed(9)
     local cases = { { { 2, 3, 5, 6 }, { 10, 12 } }, { { 2, 3, 5, 6 }, { 10, 4 } },
@@ -74,6 +75,24 @@ describe("interpolate against PyTorch", function()
       assert.is_true(lt.equal(y, r), what)
       assert.is_true((x.grad - x2.grad):abs():max():item() < 1e-5, what .. " gradient")
     end
+  end)
+
+  -- nearest-exact with a scale factor whose output size rounds back to the input's: PyTorch
+  -- still maps position i to floor((i + 0.5) / scale_factor), with the scale in float32
+  it("nearest-exact with an unchanged size still applies its scale", function()
+    local function f32(v) return (string.unpack("f", string.pack("f", v))) end
+    local x = lt.arange(10, { dtype = "float32" }):reshape(1, 1, 10)
+    local y = F.interpolate(x, { scale_factor = 1.09, mode = "nearest-exact" })
+    assert.are.same({ 1, 1, 10 }, y:size())
+    local sc = f32(1 / 1.09)
+    local got = y:reshape(-1):tolist()
+    for i = 0, 9 do
+      local want = math.min(math.floor(f32((i + 0.5) * sc)), 9)
+      assert.are.equal(want, got[i + 1], "position " .. i)
+    end
+    assert.are.equal(8, got[10])
+    local z = F.interpolate(x, { scale_factor = 1.09, mode = "nearest" })   -- nearest: identity
+    assert.is_true(lt.equal(z, x))
   end)
 
   it("has float64 finite-difference gradients in every linear mode", function()

@@ -432,7 +432,8 @@ typedef struct ltK_backend {
                         lt_tensor *counts, lt_tensor *inverse, int64_t base);
   /* -- indexing, gather/scatter, masked ops, embedding */
   /* whether each value of the int64 index but those equal to *skip (skip may be NULL) is in
-  ** [lo, hi): *bad gets the first that is not (row-major), *max the largest (INT64_MIN: none) */
+  ** [lo, hi): *max gets the largest (INT64_MIN: none) and, when false, *bad the first value
+  ** that is not (row-major) */
   bool (*index_range)(lt_ctx *ctx, const lt_tensor *index, int64_t lo, int64_t hi,
                       const int64_t *skip, int64_t *bad, int64_t *max);
   /* out[p] = src[p with p[dim] = index[p] - base]: index (int64, in range) has out's shape, src

@@ -16,7 +16,7 @@
 
 #include "../core.h"
 
-#define LT_CUDA_ABI 1
+#define LT_CUDA_ABI 2
 #define LT_CUDA_INIT "lantern_cuda_init"
 #define LT_CUDA_WHY_MAX 512
 
