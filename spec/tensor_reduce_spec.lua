@@ -694,6 +694,18 @@ describe("norm", function()
     assert.are.same({ 1, 2 }, x:norm({ p = 1, dim = 1, keepdim = true }).shape)
   end)
 
+  -- a whole contiguous tensor takes the one-pass sum of squares, others the squares summed
+  it("gives the same 2-norm over everything, contiguous, transposed or empty", function()
+    local y = lt.randn(50, 70)
+    local want = y:double():pow(2):sum():sqrt():item()
+    close(y:norm(), { want }, 1e-6)
+    close(y:t():norm(), { want }, 1e-6)
+    assert.are.equal(y:norm():item(), (y * y):sum():sqrt():item())
+    assert.are.equal(0, lt.zeros(0, 3):norm():item())
+    assert.are.same({}, lt.zeros(0, 3):norm().shape)
+    assert.are.equal(5, lt.tensor(-5.0):norm():item())
+  end)
+
   it("refuses integer tensors and bad p", function()
     assert.matches("norm", errmsg(function() return lt.tensor({ 1, 2 }):norm() end))
     assert.matches("norm", errmsg(function() return x:norm("nuc") end))

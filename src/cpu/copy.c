@@ -190,10 +190,8 @@ static bool copy_transposed(lt_ctx *ctx, lt_tensor *dst, const lt_tensor *src) {
     for (int64_t i = 0; i < m; i++, d += step[0], s += step[1])                        \
       for (int64_t c = 0; c < inner; c++) ((T *)d)[c] = ((const T *)s)[c];             \
   } else if (ds == (int64_t)sizeof(T) && ss == 0) {   /* one value along each row */    \
-    for (int64_t i = 0; i < m; i++, d += step[0], s += step[1]) {                      \
-      T v = *(const T *)s;                                                             \
-      for (int64_t c = 0; c < inner; c++) ((T *)d)[c] = v;                             \
-    }                                                                                  \
+    for (int64_t i = 0; i < m; i++, d += step[0], s += step[1])                        \
+      fill_bits(d, s, inner, sizeof(T));                                               \
   } else if (ds == (int64_t)sizeof(T) && ss == -(int64_t)sizeof(T)) {   /* flip */     \
     for (int64_t i = 0; i < m; i++, d += step[0], s += step[1])                        \
       for (int64_t c = 0; c < inner; c++) ((T *)d)[c] = ((const T *)s)[-c];            \

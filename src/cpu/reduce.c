@@ -923,28 +923,37 @@ static void run_inner(int64_t u0, int64_t u1, void *ud) {
   }
 }
 
+/* Column mode's walk over the R positions of a chunk: r_start gives the offset (elements) of
+** position r0 and sets the R dims' indices, r_next moves both on by one position. */
+static int64_t r_start(const plan *p, int64_t r0, int64_t *ridx) {
+  int64_t off = 0;
+  for (int d = p->nr - 1; d >= 0; d--) {
+    ridx[d] = r0 % p->rs[d];
+    r0 /= p->rs[d];
+    off += ridx[d] * p->ris[d];
+  }
+  return off;
+}
+
+static inline void r_next(const plan *p, int64_t *ridx, int64_t *off) {
+  for (int d = p->nr - 1; d >= 0; d--) {
+    *off += p->ris[d];
+    if (++ridx[d] < p->rs[d]) return;
+    *off -= p->rs[d] * p->ris[d];
+    ridx[d] = 0;
+  }
+}
+
 /* Column j of a block alone over rows [r0, r1), element by element in double: a float32 column
 ** whose 8-row partials overflowed. Only that column, so that the others keep their bits whatever
 ** columns share their block (its width follows the thread count: split_columns). */
 static void refold_column(const plan *p, acc_t a0, double *ad, int64_t *ai, const char *base,
                           int64_t cis, int64_t j, int64_t r0, int64_t r1) {
-  int64_t ridx[LT_MAX_DIMS], off = 0, rr = r0;
-  for (int d = p->nr - 1; d >= 0; d--) {
-    ridx[d] = rr % p->rs[d];
-    rr /= p->rs[d];
-    off += ridx[d] * p->ris[d];
-  }
+  int64_t ridx[LT_MAX_DIMS], off = r_start(p, r0, ridx);
   ad[j] = a0.d;
   ai[j] = a0.i;
-  for (int64_t r = r0; r < r1; r++) {
+  for (int64_t r = r0; r < r1; r++, r_next(p, ridx, &off))
     fold_col(p->op, p->dt, ad + j, ai + j, base + (off + j * cis) * p->ies, cis, 1);
-    for (int d = p->nr - 1; d >= 0; d--) {
-      off += p->ris[d];
-      if (++ridx[d] < p->rs[d]) break;
-      off -= p->rs[d] * p->ris[d];
-      ridx[d] = 0;
-    }
-  }
 }
 
 /* Column mode: unit u is chunk c of column block b of outer kept position q. */
@@ -976,13 +985,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
     }
     int64_t r0 = c * p->cr, r1 = ltC_min(p->N, r0 + p->cr);
     const char *base = p->in + (kc.ioff + j0 * cis) * p->ies;
-    /* odometer over R starting at r0 */
-    int64_t off = 0, rr = r0;
-    for (int d = p->nr - 1; d >= 0; d--) {
-      ridx[d] = rr % p->rs[d];
-      rr /= p->rs[d];
-      off += ridx[d] * p->ris[d];
-    }
+    int64_t off = r_start(p, r0, ridx);
     const float *rows[COL_ROWS];
     int nrows = 0;
     if (sums && narrow)
@@ -999,12 +1002,7 @@ static void run_col(int64_t u0, int64_t u1, void *ud) {
           sums(ad, rows, nrows, w);
           nrows = 0;
         }
-        for (int d = p->nr - 1; d >= 0; d--) {
-          off += p->ris[d];
-          if (++ridx[d] < p->rs[d]) break;
-          off -= p->rs[d] * p->ris[d];
-          ridx[d] = 0;
-        }
+        r_next(p, ridx, &off);
       }
     if (keys)
       for (int64_t j = 0; j < w; j++) ad[j] = ltC_extreme_key_value(kd[j]);

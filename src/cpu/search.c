@@ -11,7 +11,7 @@
 
 #include "cpu.h"
 
-/* Index of the first largest (smallest) of x[0], x[s], ... x[(n-1)s]; the first NaN wins. */
+/* find_best (below) element by element, any dtype and stride. */
 #define FIND_BEST(T, ISNAN)                                                          \
   {                                                                                  \
     const T *x = (const T *)p;                                                       \
@@ -31,7 +31,7 @@
 
 #define NOT_NAN(v) 0
 
-static int64_t find_best(lt_dtype dt, bool is_max, const char *p, int64_t s, int64_t n) {
+static int64_t find_best_loop(lt_dtype dt, bool is_max, const char *p, int64_t s, int64_t n) {
   switch (dt) {
     case LT_FLOAT32: FIND_BEST(float, isnan)
     case LT_FLOAT64: FIND_BEST(double, isnan)
@@ -40,33 +40,10 @@ static int64_t find_best(lt_dtype dt, bool is_max, const char *p, int64_t s, int
   }
 }
 
-/* Whether element j beats element i (i before j) under find_best's rule. */
-static bool beats(lt_dtype dt, bool is_max, const char *p, int64_t i, int64_t j) {
-  double a, b;
-  switch (dt) {
-    case LT_FLOAT32: a = ((const float *)p)[i]; b = ((const float *)p)[j]; break;
-    case LT_FLOAT64: a = ((const double *)p)[i]; b = ((const double *)p)[j]; break;
-    case LT_INT64: {
-      int64_t x = ((const int64_t *)p)[i], y = ((const int64_t *)p)[j];
-      return is_max ? y > x : y < x;
-    }
-    default: a = ((const uint8_t *)p)[i]; b = ((const uint8_t *)p)[j]; break;
-  }
-  if (a != a) return false;
-  if (b != b) return true;
-  return is_max ? b > a : b < a;
-}
-
-typedef struct search_ud {
-  lt_dtype dt;
-  bool is_max, want_val;
-  int64_t base;
-} search_ud;
-
 /* The first position of the best of a contiguous float row, in two passes that vectorise: the
 ** row's extreme by extreme.c's integer keys, then the first element equal to it, or the first
-** NaN where there is one (find_best's answer: among equal values, -0 and +0 included, the
-** first). find_best, one compare and branch per element, took 1.4 ms for the maxima of 1024
+** NaN where there is one (the element loop's answer: among equal values, -0 and +0 included,
+** the first). The loop, one compare and branch per element, took 1.4 ms for the maxima of 1024
 ** rows of 1024 floats, where amax took 0.15. */
 #define FIRST_BLOCK 16
 #define FIRST_OF(T, HIT)                                                             \
@@ -104,13 +81,40 @@ static int64_t find_best_dense(lt_dtype dt, bool is_max, const char *p, int64_t 
   return first_f64(p, n, m, nan);
 }
 
+/* Index of the first largest (smallest) of x[0], x[s], ... x[(n-1)s]; the first NaN wins. */
+static int64_t find_best(lt_dtype dt, bool is_max, const char *p, int64_t s, int64_t n) {
+  if (s == 1 && n >= FIRST_BLOCK && (dt == LT_FLOAT32 || dt == LT_FLOAT64))
+    return find_best_dense(dt, is_max, p, n);
+  return find_best_loop(dt, is_max, p, s, n);
+}
+
+/* Whether element j beats element i (i before j) under find_best's rule. */
+static bool beats(lt_dtype dt, bool is_max, const char *p, int64_t i, int64_t j) {
+  double a, b;
+  switch (dt) {
+    case LT_FLOAT32: a = ((const float *)p)[i]; b = ((const float *)p)[j]; break;
+    case LT_FLOAT64: a = ((const double *)p)[i]; b = ((const double *)p)[j]; break;
+    case LT_INT64: {
+      int64_t x = ((const int64_t *)p)[i], y = ((const int64_t *)p)[j];
+      return is_max ? y > x : y < x;
+    }
+    default: a = ((const uint8_t *)p)[i]; b = ((const uint8_t *)p)[j]; break;
+  }
+  if (a != a) return false;
+  if (b != b) return true;
+  return is_max ? b > a : b < a;
+}
+
+typedef struct search_ud {
+  lt_dtype dt;
+  bool is_max, want_val;
+  int64_t base;
+} search_ud;
+
 /* operands: idx (int64), x, [values] */
 static void search_row(const ltC_rowit *it, char **p, void *ud) {
   const search_ud *s = ud;
-  bool dense = it->rs[1] == 1 && it->n >= FIRST_BLOCK &&
-               (s->dt == LT_FLOAT32 || s->dt == LT_FLOAT64);
-  int64_t bi = dense ? find_best_dense(s->dt, s->is_max, p[1], it->n)
-                     : find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
+  int64_t bi = find_best(s->dt, s->is_max, p[1], it->rs[1], it->n);
   *(int64_t *)p[0] = bi + s->base;
   if (s->want_val) memcpy(p[2], p[1] + bi * it->rs[1] * it->es[1], (size_t)it->es[1]);
 }
@@ -128,10 +132,7 @@ static void flat_chunk(int64_t c0, int64_t c1, void *ud) {
   int64_t es = (int64_t)lt_dtype_size(f->dt);
   for (int64_t c = c0; c < c1; c++) {
     int64_t b = c * LT_CPU_CHUNK, n = ltC_min(LT_CPU_CHUNK, f->n - b);
-    const char *x = f->x + b * es;
-    bool dense = n >= FIRST_BLOCK && (f->dt == LT_FLOAT32 || f->dt == LT_FLOAT64);
-    f->best[c] = b + (dense ? find_best_dense(f->dt, f->is_max, x, n)
-                            : find_best(f->dt, f->is_max, x, 1, n));
+    f->best[c] = b + find_best(f->dt, f->is_max, f->x + b * es, 1, n);
   }
 }
 
